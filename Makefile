@@ -1,0 +1,25 @@
+# stickyip — build, install and test.
+GO          ?= go
+BIN         := bin
+CNI_BIN_DIR ?= /opt/cni/bin
+SBIN_DIR    ?= /usr/local/bin
+VERSION     ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS     := -s -w -X github.com/stickyip/stickyip/version.Version=$(VERSION)
+GOBUILD     := CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)'
+
+.PHONY: all build install test
+all: build
+
+build:
+	$(GOBUILD) -o $(BIN)/stickyip ./plugins/ipam/stickyip
+
+install: build
+	install -d $(DESTDIR)$(CNI_BIN_DIR)
+	install -m 0755 $(BIN)/stickyip $(DESTDIR)$(CNI_BIN_DIR)/stickyip
+
+test:
+	$(GO) vet ./...
+	$(GO) test -count=1 ./...
+
+# Tier-specific targets live in mk/*.mk.
+-include mk/*.mk
