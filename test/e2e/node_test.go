@@ -1,0 +1,466 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/containernetworking/plugins/pkg/ns"
+	"github.com/stickyip/stickyip/test/harness"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+)
+
+const (
+	nodeName   = "node1"
+	apiAddr    = "127.0.0.1:6443"
+	etcdAddr   = "127.0.0.1:2379"
+	podNetwork = "10.244.0.0/16"
+	nodeSubnet = "10.244.1.1/24" // FLANNEL_SUBNET: the node's pod range, gateway first
+	cniNetwork = "cbr0"          // the network name kube-flannel uses
+)
+
+// bins says where the binaries the test runs are.
+type bins struct {
+	k8s     string // etcd, kube-apiserver, kubelet (scripts/build-k8s.sh)
+	project string // stickyip, checkpointd (make build)
+}
+
+// findBins skips the test unless it runs as root with every component built.
+func findBins(t *testing.T) bins {
+	t.Helper()
+	harness.RequireRoot(t)
+	root, err := harness.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := bins{k8s: filepath.Join(harness.OutputDir(), "k8s", "bin"), project: filepath.Join(root, "bin")}
+	if d := os.Getenv("E2E_K8S_BIN"); d != "" {
+		b.k8s = d
+	}
+	for _, n := range []string{"etcd", "kube-apiserver", "kubelet"} {
+		if _, err := os.Stat(filepath.Join(b.k8s, n)); err != nil {
+			t.Skipf("e2e: %s missing (run scripts/build-k8s.sh, or make test-e2e)", filepath.Join(b.k8s, n))
+		}
+	}
+	return b
+}
+
+// nodeOptions choose what the node runs.
+type nodeOptions struct {
+	ipam string // "stickyip" or "host-local"
+}
+
+// node is a simulated Kubernetes node with its control plane: everything
+// runs inside one network namespace the test creates, on its loopback.
+// containerd comes from test/harness (own mount namespace, pause image).
+type node struct {
+	t        *testing.T
+	bins     bins
+	opts     nodeOptions
+	dir      string // etcd data, kubelet root, CNI config and data, checkpoints
+	logDir   string
+	ns       *harness.Netns
+	nsHandle ns.NetNS
+
+	adminToken, kubeletToken string
+	caPEM                    []byte
+	client                   *kubernetes.Clientset
+	ctd                      *harness.Containerd
+	cri                      *harness.CRIClient
+
+	etcd, apiserver, kubelet, checkpointd *proc
+}
+
+// newNode creates the node's network namespace and directories and
+// registers the cleanup of everything the node will start.
+func newNode(t *testing.T, opts nodeOptions) *node {
+	t.Helper()
+	b := findBins(t)
+	if opts.ipam == "stickyip" {
+		if _, err := os.Stat(filepath.Join(b.project, "stickyip")); err != nil {
+			t.Skipf("e2e: %s missing (make build)", filepath.Join(b.project, "stickyip"))
+		}
+	}
+	n := &node{t: t, bins: b, opts: opts, dir: harness.ShortTempDir(t)}
+	n.logDir = filepath.Join(harness.OutputDir(), "e2e-logs", strings.ReplaceAll(t.Name(), "/", "_"))
+	if err := os.RemoveAll(n.logDir); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(n.logDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	n.ns = harness.NewNetns(t, "node")
+	h, err := ns.GetNS(n.ns.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.nsHandle = h
+	t.Cleanup(n.cleanup)
+	t.Logf("node %s: netns %s, state %s, logs %s", nodeName, n.ns.Name, n.dir, n.logDir)
+	return n
+}
+
+// cleanup runs after the components' own cleanups (registered later, so run
+// earlier): on failure it prints the end of every log.
+func (n *node) cleanup() {
+	t := n.t
+	if t.Failed() {
+		for _, p := range []*proc{n.checkpointd, n.kubelet, n.apiserver, n.etcd} {
+			if p != nil {
+				t.Logf("---- last lines of %s (%s)\n%s", p.name, p.logPath, tail(p.logPath, 40))
+			}
+		}
+		if n.ctd != nil {
+			t.Logf("---- last lines of containerd (%s)\n%s", n.ctd.LogPath, n.ctd.LogTail(40))
+		}
+	}
+	n.nsHandle.Close()
+}
+
+// apiClientConfig returns a client config that reaches the API server on the
+// node's loopback: every connection is dialled from inside the node's netns.
+func (n *node) apiClientConfig(token string) *rest.Config {
+	d := &net.Dialer{Timeout: 5 * time.Second}
+	return &rest.Config{
+		Host:            "https://" + apiAddr,
+		BearerToken:     token,
+		TLSClientConfig: rest.TLSClientConfig{CAData: n.caPEM},
+		Timeout:         15 * time.Second,
+		QPS:             50,
+		Burst:           100,
+		Dial: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			var c net.Conn
+			err := n.nsHandle.Do(func(ns.NetNS) error {
+				var err error
+				c, err = d.DialContext(ctx, network, addr)
+				return err
+			})
+			return c, err
+		},
+	}
+}
+
+// startControlPlane starts etcd and kube-apiserver and waits until the API
+// answers; the first time it also writes certificates, keys and tokens.
+func (n *node) startControlPlane() {
+	t := n.t
+	t.Helper()
+	pki := filepath.Join(n.dir, "pki")
+	if n.caPEM == nil {
+		n.caPEM = writeServingCert(t, pki)
+		writeFile(t, filepath.Join(pki, "ca.crt"), n.caPEM, 0o644)
+		writeServiceAccountKeys(t, pki)
+		n.adminToken, n.kubeletToken = randomToken(t), randomToken(t)
+		tokens := fmt.Sprintf("%s,admin,admin,system:masters\n%s,system:node:%s,%s,system:nodes\n",
+			n.adminToken, n.kubeletToken, nodeName, nodeName)
+		writeFile(t, filepath.Join(pki, "tokens.csv"), []byte(tokens), 0o600)
+		writeFile(t, filepath.Join(n.dir, "kubelet.kubeconfig"), []byte(fmt.Sprintf(`apiVersion: v1
+kind: Config
+clusters:
+- name: e2e
+  cluster:
+    server: https://%s
+    certificate-authority: %s
+users:
+- name: kubelet
+  user:
+    token: %s
+contexts:
+- name: e2e
+  context: {cluster: e2e, user: kubelet}
+current-context: e2e
+`, apiAddr, filepath.Join(pki, "ca.crt"), n.kubeletToken)), 0o600)
+		cs, err := kubernetes.NewForConfig(n.apiClientConfig(n.adminToken))
+		if err != nil {
+			t.Fatal(err)
+		}
+		n.client = cs
+	}
+	if n.etcd == nil || !n.etcd.running() {
+		n.etcd = startProc(t, n.logDir, n.ns.Path, "etcd", filepath.Join(n.bins.k8s, "etcd"),
+			"--name=e2e", "--data-dir="+filepath.Join(n.dir, "etcd"),
+			"--listen-client-urls=http://"+etcdAddr, "--advertise-client-urls=http://"+etcdAddr,
+			"--listen-peer-urls=http://127.0.0.1:2380", "--initial-advertise-peer-urls=http://127.0.0.1:2380",
+			"--initial-cluster=e2e=http://127.0.0.1:2380", "--log-level=warn")
+		n.waitEtcd()
+	}
+	n.startAPIServer()
+}
+
+func (n *node) waitEtcd() {
+	t := n.t
+	t.Helper()
+	hc := &http.Client{Timeout: 3 * time.Second, Transport: &http.Transport{DialContext: n.apiClientConfig("").Dial}}
+	eventually(t, "etcd healthy", time.Minute, 500*time.Millisecond, func() (bool, string) {
+		if err := n.etcd.exited(); err != nil {
+			t.Fatal(err)
+		}
+		resp, err := hc.Get("http://" + etcdAddr + "/health")
+		if err != nil {
+			return false, err.Error()
+		}
+		defer resp.Body.Close()
+		var h struct{ Health string }
+		if err := json.NewDecoder(resp.Body).Decode(&h); err != nil {
+			return false, err.Error()
+		}
+		return h.Health == "true", "health=" + h.Health
+	})
+}
+
+// startAPIServer starts kube-apiserver and waits for /readyz.
+func (n *node) startAPIServer() {
+	t := n.t
+	t.Helper()
+	pki := filepath.Join(n.dir, "pki")
+	n.apiserver = startProc(t, n.logDir, n.ns.Path, "kube-apiserver", filepath.Join(n.bins.k8s, "kube-apiserver"),
+		"--etcd-servers=http://"+etcdAddr,
+		"--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", "--secure-port=6443",
+		"--tls-cert-file="+filepath.Join(pki, "serving.crt"), "--tls-private-key-file="+filepath.Join(pki, "serving.key"),
+		"--token-auth-file="+filepath.Join(pki, "tokens.csv"),
+		"--authorization-mode=AlwaysAllow",
+		"--service-account-issuer=https://kubernetes.default.svc",
+		"--service-account-key-file="+filepath.Join(pki, "sa.pub"),
+		"--service-account-signing-key-file="+filepath.Join(pki, "sa.key"),
+		"--service-cluster-ip-range=10.96.0.0/24",
+		"--cert-dir="+filepath.Join(n.dir, "apiserver-certs"),
+		"--allow-privileged=true",
+		"--v=1")
+	ctx := context.Background()
+	eventually(t, "kube-apiserver ready", 2*time.Minute, time.Second, func() (bool, string) {
+		if err := n.apiserver.exited(); err != nil {
+			t.Fatal(err)
+		}
+		body, err := n.client.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
+		if err != nil {
+			return false, err.Error()
+		}
+		return string(body) == "ok", string(body)
+	})
+	// No controller-manager runs: create the default service account the
+	// ServiceAccount admission plugin wants before it admits pods.
+	eventually(t, "default service account", time.Minute, time.Second, func() (bool, string) {
+		_, err := n.client.CoreV1().ServiceAccounts("default").Create(ctx,
+			&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{})
+		if err == nil || apierrors.IsAlreadyExists(err) {
+			return true, ""
+		}
+		return false, err.Error()
+	})
+}
+
+// stopAPIServer stops the API server (etcd keeps its data and keeps running).
+func (n *node) stopAPIServer() {
+	n.t.Helper()
+	n.apiserver.stop(n.t, syscall.SIGTERM, 30*time.Second)
+	n.t.Log("kube-apiserver stopped")
+}
+
+func (n *node) staticPodDir() string    { return filepath.Join(n.dir, "manifests") }
+func (n *node) stickyipDataDir() string { return filepath.Join(n.dir, "stickyip") }
+func (n *node) cniConfDir() string      { return filepath.Join(n.dir, "cni", "net.d") }
+
+// writeCNIConfig writes the CNI chain (flannel → bridge → IPAM, plus
+// portmap, as kube-flannel ships it) with a hand-written subnet.env.
+func (n *node) writeCNIConfig() {
+	t := n.t
+	t.Helper()
+	ipam := map[string]any{"type": "host-local", "dataDir": filepath.Join(n.dir, "host-local")}
+	if n.opts.ipam == "stickyip" {
+		ipam = map[string]any{
+			"type":             "stickyip",
+			"dataDir":          n.stickyipDataDir(),
+			"hostLocalDataDir": filepath.Join(n.dir, "host-local"),
+			"logFile":          filepath.Join(n.logDir, "stickyip.log"),
+		}
+	}
+	conflist := map[string]any{
+		"cniVersion": "0.3.1",
+		"name":       cniNetwork,
+		"plugins": []any{
+			map[string]any{
+				"type":         "flannel",
+				"subnetFile":   filepath.Join(n.dir, "flannel", "subnet.env"),
+				"dataDir":      filepath.Join(n.dir, "flannel", "data"),
+				"delegate":     map[string]any{"hairpinMode": true, "isDefaultGateway": true},
+				"ipam":         ipam,
+				"capabilities": map[string]bool{"io.kubernetes.cri.pod-annotations": true},
+			},
+			map[string]any{"type": "portmap", "capabilities": map[string]bool{"portMappings": true}},
+		},
+	}
+	js, err := json.MarshalIndent(conflist, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(n.cniConfDir(), "10-flannel.conflist"), js, 0o644)
+	writeFile(t, filepath.Join(n.dir, "flannel", "subnet.env"), []byte(fmt.Sprintf(
+		"FLANNEL_NETWORK=%s\nFLANNEL_SUBNET=%s\nFLANNEL_MTU=1450\nFLANNEL_IPMASQ=true\n", podNetwork, nodeSubnet)), 0o644)
+}
+
+// writeKubeletConfig writes the KubeletConfiguration (ENVIRONMENT.md's
+// settings for this machine) pointing at the node's containerd.
+func (n *node) writeKubeletConfig() {
+	t := n.t
+	t.Helper()
+
+	if err := os.MkdirAll(n.staticPodDir(), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(n.dir, "kubelet.yaml"), []byte(fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+staticPodPath: %s
+fileCheckFrequency: 2s
+containerRuntimeEndpoint: unix://%s
+cgroupDriver: cgroupfs
+failSwapOn: false
+failCgroupV1: false
+cgroupsPerQOS: false
+enforceNodeAllocatable: []
+localStorageCapacityIsolation: false
+readOnlyPort: 0
+address: 127.0.0.1
+port: 10250
+healthzBindAddress: 127.0.0.1
+healthzPort: 10248
+podLogsDir: %s
+authentication:
+  anonymous: {enabled: false}
+  webhook: {enabled: false}
+authorization:
+  mode: AlwaysAllow
+nodeStatusUpdateFrequency: 5s
+syncFrequency: 10s
+evictionHard:
+  memory.available: "1Mi"
+imageGCHighThresholdPercent: 100
+imageGCLowThresholdPercent: 99
+`, n.staticPodDir(), n.ctd.Address, filepath.Join(n.dir, "pod-logs"))), 0o644)
+}
+
+// startContainerd starts the node's containerd (test/harness: own mount
+// namespace, node netns, pause image imported) on the CNI chain.
+func (n *node) startContainerd() {
+	t := n.t
+	t.Helper()
+	var extra []string
+	if n.opts.ipam == "stickyip" {
+		extra = append(extra, filepath.Join(n.bins.project, "stickyip"))
+	}
+	n.writeCNIConfig()
+	n.ctd = harness.StartContainerd(t, harness.ContainerdConfig{
+		Node: n.ns, CNIBinDir: harness.CNIBinDir(t, extra...), CNIConfDir: n.cniConfDir(),
+	})
+	n.cri = n.ctd.CRI(t)
+	n.writeKubeletConfig()
+	eventually(t, "containerd network ready", time.Minute, 500*time.Millisecond, func() (bool, string) {
+		err := n.cri.Ready(context.Background())
+		return err == nil, fmt.Sprint(err)
+	})
+}
+
+// startKubelet starts the kubelet; with waitReady it waits until the node is
+// Ready in the API.
+func (n *node) startKubelet(waitReady bool) {
+	t := n.t
+	t.Helper()
+	n.kubelet = startProc(t, n.logDir, n.ns.Path, "kubelet", filepath.Join(n.bins.k8s, "kubelet"),
+		"--config="+filepath.Join(n.dir, "kubelet.yaml"),
+		"--kubeconfig="+filepath.Join(n.dir, "kubelet.kubeconfig"),
+		"--hostname-override="+nodeName, "--node-ip=127.0.0.1",
+		"--root-dir="+filepath.Join(n.dir, "kubelet"),
+		"--v=2")
+	if !waitReady {
+		return
+	}
+	ctx := context.Background()
+	eventually(t, "node Ready", 3*time.Minute, time.Second, func() (bool, string) {
+		if err := n.kubelet.exited(); err != nil {
+			t.Fatal(err)
+		}
+		no, err := n.client.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, c := range no.Status.Conditions {
+			if c.Type == corev1.NodeReady {
+				return c.Status == corev1.ConditionTrue, c.Reason + ": " + c.Message
+			}
+		}
+		return false, "no Ready condition"
+	})
+}
+
+// reboot simulates a node restart that keeps the node's disk: the kubelet and
+// checkpointd are killed, containerd crashes with every sandbox and container
+// process (harness Crash: no CNI DEL, its state dir with the pod netns
+// mounts wiped), the cni0 bridge goes; then containerd and the kubelet start
+// again. checkpointd is left to the caller.
+func (n *node) reboot() {
+	t := n.t
+	t.Helper()
+	if n.checkpointd != nil {
+		n.checkpointd.stop(t, syscall.SIGKILL, 10*time.Second)
+	}
+	n.kubelet.stop(t, syscall.SIGKILL, 10*time.Second)
+	n.ctd.Crash(t)
+	if _, err := n.ns.Exec(nil, "ip", "link", "del", "cni0"); err != nil {
+		t.Logf("reboot: %v", err)
+	}
+	t.Log("node rebooted: runtime, sandboxes and pod netns gone")
+	n.ctd.Restart(t)
+	n.startKubelet(false)
+}
+
+// sandbox is what the test reads about a pod sandbox from the runtime.
+type sandbox struct {
+	ID, Namespace, Name, UID string
+	Ready                    bool
+	IP                       string
+	Annotations              map[string]string
+}
+
+// readySandboxes returns the ready sandboxes of the pod ns/name as the
+// runtime sees them (static pods are named <name>-<node>).
+func (n *node) readySandboxes(ctx context.Context, namespace, name string) ([]sandbox, error) {
+	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	pods, err := n.cri.ListPods(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []sandbox
+	for _, p := range pods {
+		md := p.GetMetadata()
+		if md.GetNamespace() != namespace || md.GetName() != name {
+			continue
+		}
+		st, err := n.cri.PodStatus(ctx, p.Id)
+		if err != nil {
+			return nil, err
+		}
+		if !st.Ready {
+			continue
+		}
+		sb := sandbox{ID: p.Id, Namespace: md.GetNamespace(), Name: md.GetName(), UID: md.GetUid(), Ready: true, Annotations: p.Annotations}
+		if len(st.IPs) > 0 {
+			sb.IP = st.IPs[0]
+		}
+		out = append(out, sb)
+	}
+	return out, nil
+}

@@ -1,0 +1,174 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// proc is a long-running component started by the test inside the node's
+// network namespace. Its output goes to <logDir>/<name>.log, appended, so a
+// restarted component keeps one log.
+type proc struct {
+	name    string
+	cmd     *exec.Cmd
+	done    chan struct{}
+	err     error
+	logPath string
+}
+
+// startProc starts argv inside the network namespace at netnsPath (with
+// nsenter, which only switches the network namespace and then execs, so the
+// PID is the component's own). The process is killed at test cleanup if it
+// is still running.
+func startProc(t *testing.T, logDir, netnsPath, name string, argv ...string) *proc {
+	t.Helper()
+	logPath := filepath.Join(logDir, name+".log")
+	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		t.Fatalf("%s: open log: %v", name, err)
+	}
+	fmt.Fprintf(logf, "\n==== %s start %s: %s\n", time.Now().Format(time.RFC3339), name, strings.Join(argv, " "))
+	args := append([]string{"--net=" + netnsPath, "--"}, argv...)
+	cmd := exec.Command("nsenter", args...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		t.Fatalf("%s: start: %v", name, err)
+	}
+	p := &proc{name: name, cmd: cmd, done: make(chan struct{}), logPath: logPath}
+	go func() {
+		p.err = cmd.Wait()
+		logf.Close()
+		close(p.done)
+	}()
+	t.Cleanup(func() { p.stop(t, syscall.SIGKILL, 5*time.Second) })
+	t.Logf("started %s (pid %d), log %s", name, cmd.Process.Pid, logPath)
+	return p
+}
+
+// running reports whether the process has not exited yet.
+func (p *proc) running() bool {
+	select {
+	case <-p.done:
+		return false
+	default:
+		return true
+	}
+}
+
+// stop sends sig to the process (by PID), waits up to timeout, then kills it.
+// Safe to call more than once.
+func (p *proc) stop(t *testing.T, sig syscall.Signal, timeout time.Duration) {
+	t.Helper()
+	if !p.running() {
+		return
+	}
+	_ = p.cmd.Process.Signal(sig)
+	select {
+	case <-p.done:
+	case <-time.After(timeout):
+		t.Logf("%s (pid %d) did not exit in %s after %v; killing", p.name, p.cmd.Process.Pid, timeout, sig)
+		_ = p.cmd.Process.Kill()
+		select {
+		case <-p.done:
+		case <-time.After(10 * time.Second):
+			t.Errorf("%s (pid %d) survived SIGKILL", p.name, p.cmd.Process.Pid)
+		}
+	}
+}
+
+// exited returns a non-nil error when the process has exited.
+func (p *proc) exited() error {
+	if p.running() {
+		return nil
+	}
+	if p.err == nil {
+		return fmt.Errorf("%s exited (status 0); see %s", p.name, p.logPath)
+	}
+	return fmt.Errorf("%s exited: %v; see %s", p.name, p.err, p.logPath)
+}
+
+// tail returns the last n lines of a log file.
+func tail(path string, n int) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return err.Error()
+	}
+	defer f.Close()
+	var lines []string
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64*1024), 1024*1024)
+	for sc.Scan() {
+		lines = append(lines, sc.Text())
+		if len(lines) > 4*n {
+			lines = lines[len(lines)-n:]
+		}
+	}
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// run runs a short command and fails the test when it fails.
+func run(t *testing.T, argv ...string) string {
+	t.Helper()
+	out, err := runErr(argv...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// runErr runs a short command with a one-minute limit.
+func runErr(argv ...string) (string, error) {
+	cmd := exec.Command(argv[0], argv[1:]...)
+	var buf strings.Builder
+	cmd.Stdout, cmd.Stderr = &buf, &buf
+	if err := cmd.Start(); err != nil {
+		return "", fmt.Errorf("%s: %w", strings.Join(argv, " "), err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			return buf.String(), fmt.Errorf("%s: %w: %s", strings.Join(argv, " "), err, buf.String())
+		}
+		return buf.String(), nil
+	case <-time.After(time.Minute):
+		_ = cmd.Process.Kill()
+		<-done
+		return buf.String(), errors.New(strings.Join(argv, " ") + ": timed out after 1m")
+	}
+}
+
+// eventually polls cond every interval until it returns true or timeout
+// passes; then it fails the test with what cond last reported.
+func eventually(t *testing.T, what string, timeout, interval time.Duration, cond func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	var last string
+	for {
+		ok, msg := cond()
+		if ok {
+			return
+		}
+		last = msg
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not reached after %s: %s", what, timeout, last)
+		}
+		time.Sleep(interval)
+	}
+}
