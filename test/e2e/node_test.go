@@ -405,12 +405,11 @@ func (n *node) startKubelet(waitReady bool) {
 	})
 }
 
-// reboot simulates a node restart that keeps the node's disk: the kubelet and
-// checkpointd are killed, containerd crashes with every sandbox and container
-// process (harness Crash: no CNI DEL, its state dir with the pod netns
-// mounts wiped), the cni0 bridge goes; then containerd and the kubelet start
-// again. checkpointd is left to the caller.
-func (n *node) reboot() {
+// powerOff simulates the node losing power while its disk survives: the
+// kubelet and checkpointd are killed, containerd crashes with every sandbox
+// and container process (harness Crash: no CNI DEL, its state dir with the
+// pod netns mounts wiped) and the cni0 bridge goes.
+func (n *node) powerOff() {
 	t := n.t
 	t.Helper()
 	if n.checkpointd != nil {
@@ -419,11 +418,22 @@ func (n *node) reboot() {
 	n.kubelet.stop(t, syscall.SIGKILL, 10*time.Second)
 	n.ctd.Crash(t)
 	if _, err := n.ns.Exec(nil, "ip", "link", "del", "cni0"); err != nil {
-		t.Logf("reboot: %v", err)
+		t.Logf("power off: %v", err)
 	}
-	t.Log("node rebooted: runtime, sandboxes and pod netns gone")
+	t.Log("node powered off: kubelet, runtime, sandboxes and pod netns gone")
+}
+
+// powerOn boots the node again: containerd, the kubelet (not waiting for
+// the API) and, when the test runs it, checkpointd.
+func (n *node) powerOn() {
+	t := n.t
+	t.Helper()
 	n.ctd.Restart(t)
 	n.startKubelet(false)
+	if n.checkpointd != nil {
+		n.startCheckpointd()
+	}
+	t.Log("node powered on")
 }
 
 // sandbox is what the test reads about a pod sandbox from the runtime.
