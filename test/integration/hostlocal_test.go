@@ -1,0 +1,70 @@
+//go:build integration
+
+package integration
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stickyip/stickyip/test/harness"
+)
+
+// TestHarnessHostLocal proves the harness itself with upstream host-local as
+// the IPAM: cnitool and containerd drive flannel → bridge → host-local inside
+// the node namespace, and the pod's eth0 carries the IP it was given.
+func TestHarnessHostLocal(t *testing.T) {
+	n := newNode(t, "flannel.conflist", "host-local")
+
+	t.Run("cnitool", func(t *testing.T) {
+		pod := n.podNetns("pod")
+		ips := n.add(pod, harness.PodArgs{Namespace: "default", Name: "web", UID: "u1"})
+		if len(ips) != 1 || !strings.HasPrefix(ips[0], "10.244.1.") {
+			t.Fatalf("cnitool add: got IPs %v, want one in %s", ips, flannelSubnet)
+		}
+		addrs, err := harness.Addrs(pod.Path, "eth0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(addrs) != 1 || !strings.HasPrefix(addrs[0], ips[0]+"/") {
+			t.Fatalf("pod eth0 has %v, want %s", addrs, ips[0])
+		}
+		// host-local records the container in <dataDir>/<network>/<ip>.
+		if _, err := os.Stat(filepath.Join(n.hostLocalDir, n.net, ips[0])); err != nil {
+			t.Fatalf("host-local did not record %s: %v", ips[0], err)
+		}
+		// The bridge lives in the node namespace, not on the host.
+		if _, err := n.ns.Exec(nil, "ip", "link", "show", "cni0"); err != nil {
+			t.Fatalf("no cni0 in the node netns: %v", err)
+		}
+		if _, err := harness.Run(nil, "ip", "link", "show", "cni0"); err == nil {
+			t.Fatal("cni0 exists in the host's network namespace")
+		}
+		n.del(pod, harness.PodArgs{Namespace: "default", Name: "web", UID: "u1"})
+		if _, err := os.Stat(filepath.Join(n.hostLocalDir, n.net, ips[0])); !os.IsNotExist(err) {
+			t.Fatalf("host-local still records %s after DEL: %v", ips[0], err)
+		}
+	})
+
+	t.Run("containerd", func(t *testing.T) {
+		_, cri := n.startContainerd()
+		id, ips := runPod(t, cri, harness.Pod{Name: "web", Namespace: "default", UID: "uid-1",
+			Annotations: map[string]string{annDuration: "5"}})
+		if len(ips) != 1 || !strings.HasPrefix(ips[0], "10.244.1.") {
+			t.Fatalf("pod IPs %v, want one in %s", ips, flannelSubnet)
+		}
+		data, err := os.ReadFile(filepath.Join(n.hostLocalDir, n.net, ips[0]))
+		if err != nil {
+			t.Fatalf("host-local did not record %s: %v", ips[0], err)
+		}
+		if !strings.Contains(string(data), id) {
+			t.Fatalf("host-local records %q for %s, want sandbox %s", data, ips[0], id)
+		}
+		deletePod(t, cri, id)
+		if _, err := os.Stat(filepath.Join(n.hostLocalDir, n.net, ips[0])); !os.IsNotExist(err) {
+			t.Fatal(fmt.Errorf("host-local still records %s after the sandbox was removed: %v", ips[0], err))
+		}
+	})
+}
