@@ -107,7 +107,7 @@ func pauseLayout(exe []byte, ref string) ([]byte, error) {
 	manifestDesc := blobDescriptor(mediaTypeManifest, manifest)
 	manifestDesc.Platform = &ociPlatform{Architecture: runtime.GOARCH, OS: "linux"}
 	manifestDesc.Annotations = map[string]string{
-		"io.containerd.image.name":         ref,
+		"io.containerd.image.name":          ref,
 		"org.opencontainers.image.ref.name": ref,
 	}
 	index, err := json.Marshal(map[string]any{

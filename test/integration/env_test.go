@@ -42,7 +42,7 @@ type node struct {
 	net string
 	// dataDir is stickyip's data dir; hostLocalDir host-local's (dataDir key).
 	dataDir, hostLocalDir, logFile string
-	tool harness.CNITool
+	tool                           harness.CNITool
 }
 
 // stickyipBin returns the plugin binary built by `make build`, skipping the
