@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -33,7 +32,6 @@ const (
 // node is one fake node: a network namespace with its own CNI config, data
 // directories and (optionally) a containerd.
 type node struct {
-	t       *testing.T
 	ns      *harness.Netns
 	dir     string
 	binDir  string
@@ -73,7 +71,7 @@ func newNode(t *testing.T, conflist, ipamType string) *node {
 	if ipamType == "" || ipamType == "stickyip" {
 		extra = append(extra, stickyipBin(t))
 	}
-	n := &node{t: t, ns: harness.NewNetns(t, "node"), dir: t.TempDir()}
+	n := &node{ns: harness.NewNetns(t, "node"), dir: t.TempDir()}
 	n.binDir = harness.CNIBinDir(t, extra...)
 	n.confDir = filepath.Join(n.dir, "net.d")
 	n.dataDir = filepath.Join(n.dir, "stickyip")
@@ -180,30 +178,30 @@ type entry struct {
 }
 
 // operator runs the operator tool on the node's data dir.
-func (n *node) operator(args ...string) (string, error) {
-	bin := stickyipBin(n.t)
+func (n *node) operator(t *testing.T, args ...string) (string, error) {
+	bin := stickyipBin(t)
 	return harness.Run(nil, bin, append([]string{"--data-dir", n.dataDir}, args...)...)
 }
 
 // list returns `stickyip list --json` for the node's network.
-func (n *node) list() []entry {
-	n.t.Helper()
-	out, err := n.operator("list", "--network", n.net, "--json")
+func (n *node) list(t *testing.T) []entry {
+	t.Helper()
+	out, err := n.operator(t, "list", "--network", n.net, "--json")
 	if err != nil {
-		n.t.Fatalf("stickyip list: %v", err)
+		t.Fatalf("stickyip list: %v", err)
 	}
 	var entries []entry
 	if err := json.Unmarshal([]byte(out), &entries); err != nil {
-		n.t.Fatalf("stickyip list --json: %v: %s", err, out)
+		t.Fatalf("stickyip list --json: %v: %s", err, out)
 	}
 	return entries
 }
 
 // check runs `stickyip check` and fails the test unless it exits 0.
-func (n *node) check() {
-	n.t.Helper()
-	if out, err := n.operator("check"); err != nil {
-		n.t.Fatalf("stickyip check reports problems: %v\n%s", err, out)
+func (n *node) check(t *testing.T) {
+	t.Helper()
+	if out, err := n.operator(t, "check"); err != nil {
+		t.Fatalf("stickyip check reports problems: %v\n%s", err, out)
 	}
 }
 
@@ -220,34 +218,34 @@ func entriesFor(entries []entry, namespace, name string) []entry {
 
 // podNetns makes a pod network namespace for cnitool (one per sandbox: cnitool
 // derives the container ID from its path).
-func (n *node) podNetns(prefix string) *harness.Netns {
-	return harness.NewNetns(n.t, prefix)
+func (n *node) podNetns(t *testing.T, prefix string) *harness.Netns {
+	return harness.NewNetns(t, prefix)
 }
 
 // add runs cnitool add and fails the test on error.
-func (n *node) add(ns *harness.Netns, a harness.PodArgs) []string {
-	n.t.Helper()
-	res, err := n.tool.Add(n.t, n.net, ns.Path, a)
+func (n *node) add(t *testing.T, ns *harness.Netns, a harness.PodArgs) []string {
+	t.Helper()
+	res, err := n.tool.Add(t, n.net, ns.Path, a)
 	if err != nil {
-		n.t.Fatalf("cnitool add %s/%s: %v", a.Namespace, a.Name, err)
+		t.Fatalf("cnitool add %s/%s: %v", a.Namespace, a.Name, err)
 	}
 	return stripMasks(res.IPs)
 }
 
 // del runs cnitool del and fails the test on error.
-func (n *node) del(ns *harness.Netns, a harness.PodArgs) {
-	n.t.Helper()
+func (n *node) del(t *testing.T, ns *harness.Netns, a harness.PodArgs) {
+	t.Helper()
 	if err := n.tool.Del(n.net, ns.Path, a); err != nil {
-		n.t.Fatalf("cnitool del %s/%s: %v", a.Namespace, a.Name, err)
+		t.Fatalf("cnitool del %s/%s: %v", a.Namespace, a.Name, err)
 	}
 }
 
 // startContainerd starts a private containerd in the node namespace using the
 // node's CNI dirs.
-func (n *node) startContainerd() (*harness.Containerd, *harness.CRIClient) {
-	n.t.Helper()
-	ctd := harness.StartContainerd(n.t, harness.ContainerdConfig{Node: n.ns, CNIBinDir: n.binDir, CNIConfDir: n.confDir})
-	return ctd, ctd.CRI(n.t)
+func (n *node) startContainerd(t *testing.T) (*harness.Containerd, *harness.CRIClient) {
+	t.Helper()
+	ctd := harness.StartContainerd(t, harness.ContainerdConfig{Node: n.ns, CNIBinDir: n.binDir, CNIConfDir: n.confDir})
+	return ctd, ctd.CRI(t)
 }
 
 // runPod runs a sandbox and returns its ID and IPs (from PodSandboxStatus),
@@ -299,5 +297,3 @@ func stripMasks(cidrs []string) []string {
 	}
 	return out
 }
-
-var _ = exec.Command

@@ -19,8 +19,8 @@ func TestHarnessHostLocal(t *testing.T) {
 	n := newNode(t, "flannel.conflist", "host-local")
 
 	t.Run("cnitool", func(t *testing.T) {
-		pod := n.podNetns("pod")
-		ips := n.add(pod, harness.PodArgs{Namespace: "default", Name: "web", UID: "u1"})
+		pod := n.podNetns(t, "pod")
+		ips := n.add(t, pod, harness.PodArgs{Namespace: "default", Name: "web", UID: "u1"})
 		if len(ips) != 1 || !strings.HasPrefix(ips[0], "10.244.1.") {
 			t.Fatalf("cnitool add: got IPs %v, want one in %s", ips, flannelSubnet)
 		}
@@ -42,14 +42,14 @@ func TestHarnessHostLocal(t *testing.T) {
 		if _, err := harness.Run(nil, "ip", "link", "show", "cni0"); err == nil {
 			t.Fatal("cni0 exists in the host's network namespace")
 		}
-		n.del(pod, harness.PodArgs{Namespace: "default", Name: "web", UID: "u1"})
+		n.del(t, pod, harness.PodArgs{Namespace: "default", Name: "web", UID: "u1"})
 		if _, err := os.Stat(filepath.Join(n.hostLocalDir, n.net, ips[0])); !os.IsNotExist(err) {
 			t.Fatalf("host-local still records %s after DEL: %v", ips[0], err)
 		}
 	})
 
 	t.Run("containerd", func(t *testing.T) {
-		_, cri := n.startContainerd()
+		_, cri := n.startContainerd(t)
 		id, ips := runPod(t, cri, harness.Pod{Name: "web", Namespace: "default", UID: "uid-1",
 			Annotations: map[string]string{annDuration: "5"}})
 		if len(ips) != 1 || !strings.HasPrefix(ips[0], "10.244.1.") {
