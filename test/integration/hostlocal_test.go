@@ -3,11 +3,15 @@
 package integration
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/stickyip/stickyip/test/harness"
 )
@@ -67,4 +71,38 @@ func TestHarnessHostLocal(t *testing.T) {
 			t.Fatal(fmt.Errorf("host-local still records %s after the sandbox was removed: %v", ips[0], err))
 		}
 	})
+}
+
+// TestHarnessCrashRestart proves Containerd.Crash and Restart: every sandbox
+// process dies, the old sandboxes come back not ready and can be removed, and
+// new ones run.
+func TestHarnessCrashRestart(t *testing.T) {
+	n := newNode(t, "flannel.conflist", "host-local")
+	ctd, cri := n.startContainerd(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	id, _ := runPod(t, cri, harness.Pod{Name: "web", Namespace: "default", UID: "u1"})
+	st, err := cri.PodStatus(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctd.Crash(t)
+	if _, err := os.Stat(fmt.Sprintf("/proc/%d", st.PID)); err == nil {
+		if data, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", st.PID)); !strings.Contains(string(data), "zombie") {
+			t.Fatalf("sandbox process %d survived the crash", st.PID)
+		}
+	}
+	ctd.Restart(t)
+	cri = ctd.CRI(t)
+	pods, err := cri.ListPods(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pods) != 1 || pods[0].Id != id || pods[0].State == runtimeapi.PodSandboxState_SANDBOX_READY {
+		t.Fatalf("sandboxes after the crash: %v; want %s not ready", pods, id)
+	}
+	if err := cri.DeletePod(ctx, id); err != nil {
+		t.Fatalf("removing the dead sandbox: %v", err)
+	}
+	runPod(t, cri, harness.Pod{Name: "web", Namespace: "default", UID: "u2"})
 }
