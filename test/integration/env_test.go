@@ -67,12 +67,8 @@ func stickyipBin(t *testing.T) string {
 func newNode(t *testing.T, conflist, ipamType string) *node {
 	t.Helper()
 	harness.RequireRoot(t)
-	var extra []string
-	if ipamType == "" || ipamType == "stickyip" {
-		extra = append(extra, stickyipBin(t))
-	}
 	n := &node{ns: harness.NewNetns(t, "node"), dir: t.TempDir()}
-	n.binDir = harness.CNIBinDir(t, extra...)
+	n.binDir = harness.CNIBinDir(t)
 	n.confDir = filepath.Join(n.dir, "net.d")
 	n.dataDir = filepath.Join(n.dir, "stickyip")
 	n.hostLocalDir = filepath.Join(n.dir, "networks")
@@ -87,12 +83,37 @@ func newNode(t *testing.T, conflist, ipamType string) *node {
 	if err := os.WriteFile(subnetFile, []byte(env), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	n.writeConf(t, conflist, ipamType)
+	n.tool = harness.CNITool{Node: n.ns, BinDir: n.binDir, ConfDir: n.confDir}
+	t.Cleanup(func() {
+		if t.Failed() {
+			if data, err := os.ReadFile(n.logFile); err == nil {
+				t.Logf("stickyip log:\n%s", data)
+			}
+		}
+	})
+	return n
+}
+
+// writeConf renders conflist (a file under testdata/) as the node's only
+// network config, with ipamType as its IPAM ("" keeps the file's), making sure
+// the IPAM binary is in the node's CNI bin dir.
+func (n *node) writeConf(t *testing.T, conflist, ipamType string) {
+	t.Helper()
+	if ipamType == "" || ipamType == "stickyip" {
+		link := filepath.Join(n.binDir, "stickyip")
+		if _, err := os.Lstat(link); err != nil {
+			if err := os.Symlink(stickyipBin(t), link); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
 	src, err := os.ReadFile(filepath.Join("testdata", conflist))
 	if err != nil {
 		t.Fatal(err)
 	}
 	out, name, err := renderConflist(src, paths{
-		subnetFile:   subnetFile,
+		subnetFile:   filepath.Join(n.dir, "subnet.env"),
 		flannelData:  filepath.Join(n.dir, "flannel"),
 		dataDir:      n.dataDir,
 		hostLocalDir: n.hostLocalDir,
@@ -103,18 +124,13 @@ func newNode(t *testing.T, conflist, ipamType string) *node {
 		t.Fatalf("render %s: %v", conflist, err)
 	}
 	n.net = name
+	old, _ := filepath.Glob(filepath.Join(n.confDir, "*.conflist"))
+	for _, f := range old {
+		os.Remove(f)
+	}
 	if err := os.WriteFile(filepath.Join(n.confDir, "10-"+conflist), out, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	n.tool = harness.CNITool{Node: n.ns, BinDir: n.binDir, ConfDir: n.confDir}
-	t.Cleanup(func() {
-		if t.Failed() {
-			if data, err := os.ReadFile(n.logFile); err == nil {
-				t.Logf("stickyip log:\n%s", data)
-			}
-		}
-	})
-	return n
 }
 
 // paths are the values substituted into a conflist.
