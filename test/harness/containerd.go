@@ -33,9 +33,10 @@ type ContainerdConfig struct {
 	ExtraTOML string
 }
 
-// Containerd is a running private containerd, in its own mount namespace
-// (propagation slave, so it sees mounts made later on the host, and the host
-// does not see its container and netns mounts) and in the node network namespace.
+// Containerd is a running private containerd in the node network namespace.
+// It shares the host's mount namespace, as on a real node: its pod netns
+// bind mounts, container rootfs and shm mounts (all under State) are visible
+// to the operator tool and to other daemons.
 type Containerd struct {
 	cfg ContainerdConfig
 	// Address is the gRPC socket (CRI and containerd API).
@@ -46,9 +47,8 @@ type Containerd struct {
 	// LogPath receives containerd's stdout and stderr.
 	LogPath string
 
-	cmd   *exec.Cmd
-	done  chan struct{}
-	mntNS string
+	cmd  *exec.Cmd
+	done chan struct{}
 }
 
 // readyTimeout bounds containerd's start until CRI reports ready.
@@ -139,9 +139,8 @@ func (c *Containerd) start(t testing.TB) {
 		t.Fatal(err)
 	}
 	defer logf.Close()
-	// unshare and nsenter exec in place: the PID is containerd's.
-	cmd := exec.Command("unshare", "--mount", "--propagation", "slave",
-		"nsenter", "--net="+c.cfg.Node.Path, "containerd", "--config", cfgPath)
+	// nsenter execs in place: the PID is containerd's.
+	cmd := exec.Command("nsenter", "--net="+c.cfg.Node.Path, "containerd", "--config", cfgPath)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -168,11 +167,6 @@ func (c *Containerd) start(t testing.TB) {
 	if err != nil {
 		t.Fatalf("containerd not ready: %v\n%s", err, c.LogTail(40))
 	}
-	ns, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/mnt", cmd.Process.Pid))
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.mntNS = ns
 }
 
 // Running reports whether the containerd process is alive.
@@ -219,7 +213,8 @@ func (c *Containerd) LogTail(n int) string {
 
 // Crash simulates a node losing power: containerd, its shims and every
 // sandbox and container process are SIGKILLed, no CNI DEL runs, and the state
-// directory (tmpfs on a real node), with the pod netns mounts, is wiped.
+// directory (tmpfs on a real node) is unmounted and wiped, which removes the
+// pod network namespaces.
 // Root (the metadata and images) survives. Restart starts it again.
 func (c *Containerd) Crash(t testing.TB) {
 	t.Helper()
@@ -274,11 +269,11 @@ func (c *Containerd) shutdown(t testing.TB) {
 	}
 }
 
-// killAll SIGKILLs containerd, every process in its mount namespace (the
-// shims) and all their descendants (runc, pause and container processes),
-// and waits for them to be gone.
+// killAll SIGKILLs containerd, its shims (found by the -address argument
+// naming this instance's socket) and all their descendants (runc, pause and
+// container processes), and waits for them to be gone.
 func (c *Containerd) killAll() error {
-	if c.mntNS == "" {
+	if c.cmd == nil {
 		return nil
 	}
 	pids := c.processTree()
@@ -300,25 +295,24 @@ func (c *Containerd) killAll() error {
 		}
 		return nil
 	})
-	if err == nil {
-		// The namespace is gone; its inode number may be reused by another.
-		c.mntNS = ""
-	}
 	return err
 }
 
-// processTree lists the processes in containerd's mount namespace and all
-// their descendants.
+// processTree lists containerd (while it runs), its shims and all their
+// descendants.
 func (c *Containerd) processTree() []int {
 	entries, _ := os.ReadDir("/proc")
 	children := map[int][]int{}
 	var roots []int
+	if c.Running() {
+		roots = append(roots, c.cmd.Process.Pid)
+	}
 	for _, e := range entries {
 		pid, err := strconv.Atoi(e.Name())
 		if err != nil {
 			continue
 		}
-		if ns, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/mnt", pid)); err == nil && ns == c.mntNS {
+		if c.isShim(pid) {
 			roots = append(roots, pid)
 		}
 		if ppid := parentPID(pid); ppid > 0 {
@@ -339,6 +333,22 @@ func (c *Containerd) processTree() []int {
 		queue = append(queue, children[pid]...)
 	}
 	return out
+}
+
+// isShim reports whether pid is a shim of this instance: its command line
+// has "-address <our socket>".
+func (c *Containerd) isShim(pid int) bool {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	if err != nil {
+		return false
+	}
+	args := strings.Split(string(data), "\x00")
+	for i := 0; i+1 < len(args); i++ {
+		if args[i] == "-address" && args[i+1] == c.Address {
+			return true
+		}
+	}
+	return false
 }
 
 // parentPID reads PPid from /proc/<pid>/status; 0 when unknown.

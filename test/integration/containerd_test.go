@@ -17,7 +17,7 @@ import (
 // with the same name and a new UID returns the same IP, and the pod's eth0
 // carries it (runPod checks it inside the pod's netns).
 func TestContainerdReservation(t *testing.T) {
-	n := newNode(t, "flannel.conflist", "stickyip")
+	n := newNode(t, flannelConf, "stickyip")
 	_, cri := n.startContainerd(t)
 
 	web := harness.Pod{Name: "web", Namespace: "default", UID: "web-uid-1", Annotations: map[string]string{annDuration: "10"}}
@@ -63,7 +63,7 @@ func TestContainerdReservation(t *testing.T) {
 // returning parent gets the try-again error; after the copy is deleted the
 // parent gets the IP.
 func TestContainerdStaticPodRestore(t *testing.T) {
-	n := newNode(t, "flannel.conflist", "stickyip")
+	n := newNode(t, flannelConf, "stickyip")
 	_, cri := n.startContainerd(t)
 
 	parent := harness.Pod{Name: "db", Namespace: "default", UID: "db-uid", Annotations: map[string]string{annDuration: "10"}}
@@ -132,7 +132,7 @@ func TestContainerdStaticPodRestore(t *testing.T) {
 // wiped); after the restart the reserved pod gets its IP back, and the
 // operator tool's gc, list and check show nothing leaked.
 func TestContainerdRebootWithoutDel(t *testing.T) {
-	n := newNode(t, "flannel.conflist", "stickyip")
+	n := newNode(t, flannelConf, "stickyip")
 	ctd, cri := n.startContainerd(t)
 
 	db := harness.Pod{Name: "db", Namespace: "default", UID: "db-uid-1", Annotations: map[string]string{annDuration: "10"}}

@@ -23,6 +23,12 @@ const (
 	annConfigSource = "kubernetes.io/config.source"
 )
 
+// The example configs under conf/ the tests run with (only paths substituted).
+const (
+	flannelConf = "10-flannel-stickyip.conflist"
+	bridgeConf  = "10-bridge-stickyip.conflist"
+)
+
 // Flannel's subnet on the fake node.
 const (
 	flannelNetwork = "10.244.0.0/16"
@@ -62,7 +68,7 @@ func stickyipBin(t *testing.T) string {
 }
 
 // newNode makes a node namespace and renders conflist (a file under
-// testdata/) into the node's conf dir with every path moved under the test's
+// conf/) into the node's conf dir with every path moved under the test's
 // directory; ipamType, when set, replaces the IPAM type.
 func newNode(t *testing.T, conflist, ipamType string) *node {
 	t.Helper()
@@ -95,7 +101,7 @@ func newNode(t *testing.T, conflist, ipamType string) *node {
 	return n
 }
 
-// writeConf renders conflist (a file under testdata/) as the node's only
+// writeConf renders conflist (an example config under conf/) as the node's only
 // network config, with ipamType as its IPAM ("" keeps the file's), making sure
 // the IPAM binary is in the node's CNI bin dir.
 func (n *node) writeConf(t *testing.T, conflist, ipamType string) {
@@ -108,7 +114,11 @@ func (n *node) writeConf(t *testing.T, conflist, ipamType string) {
 			}
 		}
 	}
-	src, err := os.ReadFile(filepath.Join("testdata", conflist))
+	root, err := harness.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, err := os.ReadFile(filepath.Join(root, "conf", conflist))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -128,7 +138,7 @@ func (n *node) writeConf(t *testing.T, conflist, ipamType string) {
 	for _, f := range old {
 		os.Remove(f)
 	}
-	if err := os.WriteFile(filepath.Join(n.confDir, "10-"+conflist), out, 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(n.confDir, conflist), out, 0o644); err != nil {
 		t.Fatal(err)
 	}
 }

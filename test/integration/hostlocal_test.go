@@ -20,7 +20,7 @@ import (
 // the IPAM: cnitool and containerd drive flannel → bridge → host-local inside
 // the node namespace, and the pod's eth0 carries the IP it was given.
 func TestHarnessHostLocal(t *testing.T) {
-	n := newNode(t, "flannel.conflist", "host-local")
+	n := newNode(t, flannelConf, "host-local")
 
 	t.Run("cnitool", func(t *testing.T) {
 		pod := n.podNetns(t, "pod")
@@ -77,7 +77,7 @@ func TestHarnessHostLocal(t *testing.T) {
 // process dies, the old sandboxes come back not ready and can be removed, and
 // new ones run.
 func TestHarnessCrashRestart(t *testing.T) {
-	n := newNode(t, "flannel.conflist", "host-local")
+	n := newNode(t, flannelConf, "host-local")
 	ctd, cri := n.startContainerd(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

@@ -3,6 +3,9 @@
 package integration
 
 import (
+	"encoding/json"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -13,7 +16,7 @@ import (
 // Scenario 8: switching a live node from host-local. Allocations upstream
 // host-local made in its data dir are not handed out again by stickyip.
 func TestSwitchFromHostLocal(t *testing.T) {
-	n := newNode(t, "flannel.conflist", "host-local")
+	n := newNode(t, flannelConf, "host-local")
 	a := harness.PodArgs{Namespace: "default", Name: "old-a", UID: "a-1"}
 	b := harness.PodArgs{Namespace: "default", Name: "old-b", UID: "b-1"}
 	aNS, bNS := n.podNetns(t, "olda"), n.podNetns(t, "oldb")
@@ -22,7 +25,7 @@ func TestSwitchFromHostLocal(t *testing.T) {
 
 	// The operator installs stickyip and changes the config; old-a and
 	// old-b keep running.
-	n.writeConf(t, "flannel.conflist", "stickyip")
+	n.writeConf(t, flannelConf, "stickyip")
 	var newIPs []string
 	for _, name := range []string{"new-c", "new-d", "new-e"} {
 		p := harness.PodArgs{Namespace: "default", Name: name, UID: name}
@@ -54,23 +57,44 @@ func TestSwitchFromHostLocal(t *testing.T) {
 
 // Scenario 8, the old pods' end: flannel replays the ADD-time delegate
 // config on DEL, so an old pod's DEL after the switch goes to host-local, not
-// stickyip. Its IP must not stay held in stickyip's store forever.
+// stickyip; its imported allocation is released by the next CNI GC that does
+// not list it among the valid attachments.
 func TestSwitchFromHostLocalOldPodDeleted(t *testing.T) {
-	n := newNode(t, "flannel.conflist", "host-local")
+	n := newNode(t, flannelConf, "host-local")
 	a := harness.PodArgs{Namespace: "default", Name: "old-a", UID: "a-1"}
 	aNS := n.podNetns(t, "olda")
 	aIP := n.add(t, aNS, a)[0]
+	if _, err := os.Stat(filepath.Join(n.hostLocalDir, n.net, aIP)); err != nil {
+		t.Fatalf("host-local did not record %s: %v", aIP, err)
+	}
 
-	n.writeConf(t, "flannel.conflist", "stickyip")
-	n.add(t, n.podNetns(t, "new"), harness.PodArgs{Namespace: "default", Name: "new", UID: "n-1"}) // triggers the import
+	n.writeConf(t, flannelConf, "stickyip")
+	newNS := n.podNetns(t, "new")
+	n.add(t, newNS, harness.PodArgs{Namespace: "default", Name: "new", UID: "n-1"}) // triggers the import
 
 	n.del(t, aNS, a)
 	aNS.Delete()
-	if out, err := n.operator(t, "gc", "--network", n.net); err != nil {
-		t.Fatalf("stickyip gc: %v\n%s", err, out)
+	if _, err := os.Stat(filepath.Join(n.hostLocalDir, n.net, aIP)); !os.IsNotExist(err) {
+		t.Fatalf("flannel did not replay old-a's DEL to host-local: %s still recorded (%v)", aIP, err)
 	}
 	if i := slices.IndexFunc(n.list(t), func(e entry) bool { return e.IP == aIP }); i >= 0 {
-		t.Fatalf("old-a was deleted (DEL replayed to host-local, netns gone) and stickyip gc ran, but stickyip still lists %s: %+v", aIP, n.list(t)[i])
+		t.Logf("after old-a's DEL went to host-local, stickyip still holds %s: %+v", aIP, n.list(t)[i])
+	}
+
+	conf := n.pluginConf(t, 0)
+	ipam := conf["ipam"].(map[string]any)
+	ipam["ranges"] = [][]map[string]string{{{"subnet": "10.244.1.0/24"}}} // what flannel fills in
+	delegate := map[string]any{"cniVersion": "1.1.0", "name": n.net, "type": "bridge", "ipam": ipam,
+		"cni.dev/valid-attachments": []map[string]string{{"containerID": harness.CNIToolContainerID(newNS.Path), "ifname": "eth0"}}}
+	stdin, err := json.Marshal(delegate)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err := runPlugin(t, n, "GC", stdin); err != nil {
+		t.Fatalf("stickyip GC: %v\n%s", err, out)
+	}
+	if i := slices.IndexFunc(n.list(t), func(e entry) bool { return e.IP == aIP }); i >= 0 {
+		t.Fatalf("after a CNI GC without old-a among the valid attachments, stickyip still lists %s: %+v", aIP, n.list(t)[i])
 	}
 	late := harness.PodArgs{Namespace: "default", Name: "late", UID: "l-1", Extra: []string{"IP=" + aIP}}
 	if got := n.add(t, n.podNetns(t, "late"), late); !slices.Equal(got, []string{aIP}) {
