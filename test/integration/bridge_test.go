@@ -154,11 +154,19 @@ func (n *node) pluginConf(t *testing.T, i int) map[string]any {
 // runPlugin execs bin/stickyip as a CNI plugin with command cmd.
 func runPlugin(t *testing.T, n *node, cmd string, stdin []byte) (string, error) {
 	t.Helper()
+	return runPluginEnv(t, n, stdin, "CNI_COMMAND="+cmd)
+}
+
+// runPluginEnv execs bin/stickyip inside the node namespace with the given
+// CNI environment and stdin, and returns its stdout.
+func runPluginEnv(t *testing.T, n *node, stdin []byte, env ...string) (string, error) {
+	t.Helper()
 	f := filepath.Join(t.TempDir(), "stdin.json")
 	if err := os.WriteFile(f, stdin, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	return harness.Run([]string{"CNI_COMMAND=" + cmd, "CNI_PATH=" + n.binDir}, "sh", "-c", `exec "$0" < "$1"`, stickyipBin(t), f)
+	env = append(env, "CNI_PATH="+n.binDir)
+	return n.ns.Exec(env, "sh", "-c", `exec "$0" < "$1"`, stickyipBin(t), f)
 }
 
 // requireAddrs fails unless eth0 in ns carries every IP of want.

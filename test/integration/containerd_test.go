@@ -4,7 +4,10 @@ package integration
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -106,6 +109,25 @@ func TestContainerdStaticPodRestore(t *testing.T) {
 			t.Fatalf("returning parent's RunPodSandbox error %q does not mention %q", err, want)
 		}
 	}
+	// The plugin itself answers CNI error 11 (try again later): call it as
+	// bridge does, with the delegate config flannel saved for the copy.
+	conf := n.flannelDelegate(t, staticID)
+	conf["runtimeConfig"] = map[string]any{"io.kubernetes.cri.pod-annotations": parent.Annotations}
+	stdin, err := json.Marshal(conf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, _ := runPluginEnv(t, n, stdin, "CNI_COMMAND=ADD", "CNI_CONTAINERID=parent-retry", "CNI_NETNS=/proc/self/ns/net",
+		"CNI_IFNAME=eth0", "CNI_ARGS=IgnoreUnknown=1;K8S_POD_NAMESPACE=default;K8S_POD_NAME=db;K8S_POD_UID=db-uid")
+	var cniErr struct {
+		Code    int    `json:"code"`
+		Msg     string `json:"msg"`
+		Details string `json:"details"`
+	}
+	if err := json.Unmarshal([]byte(out), &cniErr); err != nil || cniErr.Code != 11 || !strings.Contains(cniErr.Msg+cniErr.Details, staticID) {
+		t.Fatalf("stickyip ADD for the returning parent printed %q; want CNI error code 11 naming the holder %s", out, staticID)
+	}
+
 	// The refused ADD and the runtime's cleanup DEL left the copy alone.
 	st, err := cri.PodStatus(ctx, staticID)
 	if err != nil {
@@ -177,4 +199,19 @@ func TestContainerdRebootWithoutDel(t *testing.T) {
 		t.Fatalf("stickyip list after the dead sandboxes were removed: %+v; want only db allocated to %s", rows, dbID2)
 	}
 	n.check(t)
+}
+
+// flannelDelegate returns the delegate (bridge) config flannel saved for a
+// sandbox at ADD, as it passes it to bridge and bridge to the IPAM.
+func (n *node) flannelDelegate(t *testing.T, containerID string) map[string]any {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(n.dir, "flannel", containerID))
+	if err != nil {
+		t.Fatalf("flannel's saved config for %s: %v", containerID, err)
+	}
+	var conf map[string]any
+	if err := json.Unmarshal(data, &conf); err != nil {
+		t.Fatal(err)
+	}
+	return conf
 }
