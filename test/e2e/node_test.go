@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"syscall"
 	"testing"
@@ -129,6 +130,29 @@ func (n *node) cleanup() {
 		}
 	}
 	n.nsHandle.Close()
+	// The kubelet bind-mounts its root dir onto itself (shared propagation).
+	unmountUnder(t, n.dir)
+}
+
+// unmountUnder lazily unmounts every mount point below dir, deepest first.
+func unmountUnder(t *testing.T, dir string) {
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		t.Errorf("cleanup: %v", err)
+		return
+	}
+	var mps []string
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) > 4 && strings.HasPrefix(f[4], dir+"/") {
+			mps = append(mps, f[4])
+		}
+	}
+	sort.Slice(mps, func(i, j int) bool { return len(mps[i]) > len(mps[j]) })
+	for _, mp := range mps {
+		if err := syscall.Unmount(mp, syscall.MNT_DETACH); err != nil {
+			t.Errorf("cleanup: unmount %s: %v", mp, err)
+		}
+	}
 }
 
 // apiClientConfig returns a client config that reaches the API server on the
@@ -274,34 +298,36 @@ func (n *node) staticPodDir() string    { return filepath.Join(n.dir, "manifests
 func (n *node) stickyipDataDir() string { return filepath.Join(n.dir, "stickyip") }
 func (n *node) cniConfDir() string      { return filepath.Join(n.dir, "cni", "net.d") }
 
-// writeCNIConfig writes the CNI chain (flannel → bridge → IPAM, plus
-// portmap, as kube-flannel ships it) with a hand-written subnet.env.
+// writeCNIConfig writes the project's flannel conflist (conf/, flannel →
+// bridge → stickyip, plus portmap) with its paths moved into the test's
+// directory, or with host-local as IPAM, and a hand-written subnet.env.
 func (n *node) writeCNIConfig() {
 	t := n.t
 	t.Helper()
-	ipam := map[string]any{"type": "host-local", "dataDir": filepath.Join(n.dir, "host-local")}
-	if n.opts.ipam == "stickyip" {
-		ipam = map[string]any{
-			"type":             "stickyip",
-			"dataDir":          n.stickyipDataDir(),
-			"hostLocalDataDir": filepath.Join(n.dir, "host-local"),
-			"logFile":          filepath.Join(n.logDir, "stickyip.log"),
-		}
+	root, err := harness.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
 	}
-	conflist := map[string]any{
-		"cniVersion": "0.3.1",
-		"name":       cniNetwork,
-		"plugins": []any{
-			map[string]any{
-				"type":         "flannel",
-				"subnetFile":   filepath.Join(n.dir, "flannel", "subnet.env"),
-				"dataDir":      filepath.Join(n.dir, "flannel", "data"),
-				"delegate":     map[string]any{"hairpinMode": true, "isDefaultGateway": true},
-				"ipam":         ipam,
-				"capabilities": map[string]bool{"io.kubernetes.cri.pod-annotations": true},
-			},
-			map[string]any{"type": "portmap", "capabilities": map[string]bool{"portMappings": true}},
-		},
+	raw, err := os.ReadFile(filepath.Join(root, "conf", "10-flannel-stickyip.conflist"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var conflist map[string]any
+	if err := json.Unmarshal(raw, &conflist); err != nil {
+		t.Fatalf("conf/10-flannel-stickyip.conflist: %v", err)
+	}
+	flannel := conflist["plugins"].([]any)[0].(map[string]any)
+	flannel["subnetFile"] = filepath.Join(n.dir, "flannel", "subnet.env")
+	flannel["dataDir"] = filepath.Join(n.dir, "flannel", "data")
+	ipam := flannel["ipam"].(map[string]any)
+	ipam["dataDir"] = n.stickyipDataDir()
+	ipam["hostLocalDataDir"] = filepath.Join(n.dir, "host-local")
+	ipam["logFile"] = filepath.Join(n.logDir, "stickyip.log")
+	if n.opts.ipam == "host-local" {
+		flannel["ipam"] = map[string]any{"type": "host-local", "dataDir": filepath.Join(n.dir, "host-local")}
+	}
+	if name := conflist["name"]; name != cniNetwork {
+		t.Fatalf("conf/10-flannel-stickyip.conflist: network name %v, want %s", name, cniNetwork)
 	}
 	js, err := json.MarshalIndent(conflist, "", "  ")
 	if err != nil {
