@@ -22,7 +22,8 @@ import (
 func call(t *testing.T, cmd, cid, args string, conf []byte) ([]byte, *types.Error) {
 	t.Helper()
 	for k, v := range map[string]string{
-		"CNI_COMMAND": cmd, "CNI_CONTAINERID": cid, "CNI_NETNS": "/proc/self/ns/net", // a live namespace: the sandboxes of this test never die "CNI_IFNAME": "eth0",
+		// CNI_NETNS names a live namespace: the sandboxes of this test never die.
+		"CNI_COMMAND": cmd, "CNI_CONTAINERID": cid, "CNI_NETNS": "/proc/self/ns/net", "CNI_IFNAME": "eth0",
 		"CNI_PATH": "/opt/cni/bin", "CNI_ARGS": args, "CNI_NETNS_OVERRIDE": "1",
 	} {
 		t.Setenv(k, v)
