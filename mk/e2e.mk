@@ -3,6 +3,7 @@
 # _output/k8s/bin), containerd with the flannel → bridge → stickyip chain,
 # checkpointd. Needs root. Logs of every component: _output/e2e-logs/<test>/.
 .PHONY: test-e2e e2e-deps
+TEST_TIERS += test-e2e
 
 E2E_TIMEOUT ?= 40m
 E2E_RUN     ?= .

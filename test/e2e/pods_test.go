@@ -95,3 +95,25 @@ func inNodeSubnet(ip string) bool {
 	pfx := netip.MustParsePrefix(nodeSubnet)
 	return pfx.Masked().Contains(a) && a != pfx.Addr() && a != pfx.Masked().Addr()
 }
+
+// deletePodGracefully deletes a pod through the API and waits until the
+// kubelet has stopped it (the API object is gone) and the runtime has no ready
+// sandbox for it.
+func (n *node) deletePodGracefully(name string, timeout time.Duration) {
+	n.t.Helper()
+	ctx := context.Background()
+	if err := n.client.CoreV1().Pods("default").Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+		n.t.Fatalf("delete pod %s: %v", name, err)
+	}
+	eventually(n.t, "pod default/"+name+" deleted", timeout, time.Second, func() (bool, string) {
+		_, err := n.client.CoreV1().Pods("default").Get(ctx, name, metav1.GetOptions{})
+		if !apierrors.IsNotFound(err) {
+			return false, fmt.Sprintf("API: %v", err)
+		}
+		sbs, err := n.readySandboxes(ctx, "default", name)
+		if err != nil {
+			return false, err.Error()
+		}
+		return len(sbs) == 0, fmt.Sprintf("ready sandboxes: %+v", sbs)
+	})
+}

@@ -40,3 +40,29 @@ func TestAPIPodThroughCNIChain(t *testing.T) {
 		t.Fatalf("second pod IP %s: want another pod address of %s than %s", ip2, nodeSubnet, ip)
 	}
 }
+
+// TestAPIPodRecreatedKeepsIP: through the real kubelet, a pod with
+// io.kubernetes.cri/reserved-ip-duration that is deleted and created again
+// with the same name gets its IP back, and a pod created in between does
+// not get it.
+func TestAPIPodRecreatedKeepsIP(t *testing.T) {
+	n := newNode(t, nodeOptions{ipam: "stickyip"})
+	n.startControlPlane()
+	n.startContainerd()
+	n.startKubelet(true)
+
+	reserved := map[string]string{annReservation: "5"} // minutes
+	n.createPod(testPod("db", reserved))
+	ip := n.waitAPIPodRunning("db", 3*time.Minute)
+
+	n.deletePodGracefully("db", 2*time.Minute)
+	n.createPod(testPod("filler", nil))
+	if other := n.waitAPIPodRunning("filler", 2*time.Minute); other == ip {
+		t.Fatalf("pod filler got %s, reserved for default/db", other)
+	}
+	n.createPod(testPod("db", reserved))
+	if again := n.waitAPIPodRunning("db", 2*time.Minute); again != ip {
+		t.Fatalf("re-created pod db got %s, want its reserved IP %s", again, ip)
+	}
+	t.Logf("pod default/db re-created through the API kept %s", ip)
+}
