@@ -49,9 +49,12 @@ func (n *node) startCheckpointd() {
 		"--checkpoint-dir="+n.checkpointDir(),
 		"--static-pod-dir="+n.staticPodDir(),
 		"--cri-endpoint=unix://"+n.ctd.Address,
-		"--stickyip-data-dir="+n.stickyipDataDir(),
+		"--volume-dir="+filepath.Join(n.dir, "checkpointd-volumes"),
+		"--data-dir="+n.stickyipDataDir(),
 		"--grace-period="+checkpointdGrace.String(),
+		"--interval=1s", "--api-probe-interval=1s", "--timeout=3s",
 		"--listen-address="+checkpointdAddr,
+		"--log-level=debug",
 	)
 	hc := &http.Client{Timeout: 3 * time.Second, Transport: &http.Transport{DialContext: n.apiClientConfig("").Dial}}
 	eventually(t, "checkpointd /healthz", time.Minute, 500*time.Millisecond, func() (bool, string) {
@@ -108,7 +111,7 @@ func (n *node) staticCopies(ctx context.Context, namespace, name string) ([]sand
 func TestCheckpointRestoreAcrossReboot(t *testing.T) {
 	n := newNode(t, nodeOptions{ipam: "stickyip"})
 	if _, err := os.Stat(filepath.Join(n.bins.project, "checkpointd")); err != nil {
-		t.Skipf("e2e: %s missing (make build)", filepath.Join(n.bins.project, "checkpointd"))
+		missing(t, "%s missing (make build)", filepath.Join(n.bins.project, "checkpointd"))
 	}
 	ctx := context.Background()
 	n.startControlPlane()
@@ -197,6 +200,12 @@ func TestCheckpointRestoreAcrossReboot(t *testing.T) {
 		return true, ""
 	})
 	t.Logf("API pod keep runs again with %s", ipKeep)
+
+	// plain was never restored, but once the API is back its pod runs again,
+	// and its reservation survived the reboot.
+	if got := n.waitAPIPodRunning("plain", 2*time.Minute); got != ipPlain {
+		t.Errorf("pod plain came back with %s, want its reserved IP %s", got, ipPlain)
+	}
 
 	eventually(t, "deleted pod gone not resurrected", 2*time.Minute, 2*time.Second, func() (bool, string) {
 		for _, name := range []string{"gone", "gone-" + nodeName} {

@@ -54,10 +54,21 @@ func findBins(t *testing.T) bins {
 	}
 	for _, n := range []string{"etcd", "kube-apiserver", "kubelet"} {
 		if _, err := os.Stat(filepath.Join(b.k8s, n)); err != nil {
-			t.Skipf("e2e: %s missing (run scripts/build-k8s.sh, or make test-e2e)", filepath.Join(b.k8s, n))
+			missing(t, "%s missing (run scripts/build-k8s.sh, or make test-e2e)", filepath.Join(b.k8s, n))
 		}
 	}
 	return b
+}
+
+// missing skips the test for a missing component, or fails it when
+// E2E_STRICT is set (make test-e2e builds everything, so there a missing
+// binary is a bug, not a reason to skip).
+func missing(t *testing.T, format string, args ...any) {
+	t.Helper()
+	if os.Getenv("E2E_STRICT") != "" {
+		t.Fatalf("e2e: "+format, args...)
+	}
+	t.Skipf("e2e: "+format, args...)
 }
 
 // nodeOptions choose what the node runs.
@@ -93,7 +104,7 @@ func newNode(t *testing.T, opts nodeOptions) *node {
 	b := findBins(t)
 	if opts.ipam == "stickyip" {
 		if _, err := os.Stat(filepath.Join(b.project, "stickyip")); err != nil {
-			t.Skipf("e2e: %s missing (make build)", filepath.Join(b.project, "stickyip"))
+			missing(t, "%s missing (make build)", filepath.Join(b.project, "stickyip"))
 		}
 	}
 	n := &node{t: t, bins: b, opts: opts, dir: harness.ShortTempDir(t)}
