@@ -3,6 +3,7 @@ package harness
 import (
 	"bufio"
 	"context"
+	"crypto/sha256"
 	"fmt"
 	"os"
 	"os/exec"
@@ -123,9 +124,11 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
     default_runtime_name = "runc"
     [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
       runtime_type = "io.containerd.runc.v2"
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+        Root = %q
 %s
 `, c.Root, c.State, c.Address, filepath.Join(c.cfg.Dir, "opt"), c.cfg.SandboxImage,
-		c.cfg.CNIBinDir, c.cfg.CNIConfDir, c.cfg.ExtraTOML)
+		c.cfg.CNIBinDir, c.cfg.CNIConfDir, filepath.Join(c.State, "runc"), c.cfg.ExtraTOML)
 }
 
 func (c *Containerd) start(t testing.TB) {
@@ -277,9 +280,23 @@ func (c *Containerd) killAll() error {
 		return nil
 	}
 	pids := c.processTree()
+	var sockets []string
+	for _, pid := range pids {
+		if s := c.shimSocket(pid); s != "" {
+			sockets = append(sockets, s)
+		}
+	}
 	for _, pid := range pids {
 		syscall.Kill(pid, syscall.SIGKILL)
 	}
+	// A killed shim leaves its socket behind (a tmpfs on a real node).
+	defer func() {
+		for _, s := range sockets {
+			if fi, err := os.Lstat(s); err == nil && fi.Mode()&os.ModeSocket != 0 {
+				os.Remove(s)
+			}
+		}
+	}()
 	if c.done != nil {
 		select {
 		case <-c.done:
@@ -338,17 +355,35 @@ func (c *Containerd) processTree() []int {
 // isShim reports whether pid is a shim of this instance: its command line
 // has "-address <our socket>".
 func (c *Containerd) isShim(pid int) bool {
+	return shimArgs(pid)["-address"] == c.Address
+}
+
+// shimSocket returns the socket a shim of this instance listens on, which
+// containerd 1.6 derives from its address, the namespace and the shim ID:
+// /run/containerd/s/<sha256(address/namespace/id)>. "" for other processes.
+func (c *Containerd) shimSocket(pid int) string {
+	args := shimArgs(pid)
+	if args["-address"] != c.Address || args["-namespace"] == "" || args["-id"] == "" {
+		return ""
+	}
+	sum := sha256.Sum256([]byte(filepath.Join(c.Address, args["-namespace"], args["-id"])))
+	return fmt.Sprintf("/run/containerd/s/%x", sum)
+}
+
+// shimArgs returns the "-flag value" pairs of a process's command line.
+func shimArgs(pid int) map[string]string {
 	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
 	if err != nil {
-		return false
+		return nil
 	}
 	args := strings.Split(string(data), "\x00")
+	out := map[string]string{}
 	for i := 0; i+1 < len(args); i++ {
-		if args[i] == "-address" && args[i+1] == c.Address {
-			return true
+		if strings.HasPrefix(args[i], "-") {
+			out[args[i]] = args[i+1]
 		}
 	}
-	return false
+	return out
 }
 
 // parentPID reads PPid from /proc/<pid>/status; 0 when unknown.
