@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -286,15 +287,20 @@ func (c *Containerd) killAll() error {
 			sockets = append(sockets, s)
 		}
 	}
+	cgroups := foreignCgroups(pids)
 	for _, pid := range pids {
 		syscall.Kill(pid, syscall.SIGKILL)
 	}
-	// A killed shim leaves its socket behind (a tmpfs on a real node).
+	// A killed shim leaves its socket behind, and runc the cgroups of the
+	// killed sandboxes (a tmpfs and a fresh cgroupfs on a rebooted node).
 	defer func() {
 		for _, s := range sockets {
 			if fi, err := os.Lstat(s); err == nil && fi.Mode()&os.ModeSocket != 0 {
 				os.Remove(s)
 			}
+		}
+		for i := len(cgroups) - 1; i >= 0; i-- {
+			os.Remove(cgroups[i]) // rmdir; fails harmlessly while still in use
 		}
 	}()
 	if c.done != nil {
@@ -348,6 +354,57 @@ func (c *Containerd) processTree() []int {
 		seen[pid] = true
 		out = append(out, pid)
 		queue = append(queue, children[pid]...)
+	}
+	return out
+}
+
+// foreignCgroups returns the cgroup directories the processes live in that
+// the test process does not (the sandboxes' own cgroups), parents first.
+func foreignCgroups(pids []int) []string {
+	own := map[string]bool{}
+	for _, d := range cgroupDirs("self") {
+		own[d] = true
+	}
+	seen := map[string]bool{}
+	var out []string
+	for _, pid := range pids {
+		for _, d := range cgroupDirs(strconv.Itoa(pid)) {
+			if !own[d] && !seen[d] {
+				seen[d] = true
+				out = append(out, d)
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// cgroupDirs maps /proc/<pid>/cgroup to directories under /sys/fs/cgroup
+// (v1 hierarchies by controller list, the v2 one as "unified" when it is
+// mounted there). Root cgroups are left out.
+func cgroupDirs(pid string) []string {
+	data, err := os.ReadFile("/proc/" + pid + "/cgroup")
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		f := strings.SplitN(line, ":", 3)
+		if len(f) != 3 || f[2] == "/" {
+			continue
+		}
+		hier := strings.TrimPrefix(f[1], "name=")
+		if hier == "" {
+			hier = "unified"
+		}
+		base := filepath.Join("/sys/fs/cgroup", hier)
+		if _, err := os.Stat(base); err != nil {
+			if f[1] != "" {
+				continue
+			}
+			base = "/sys/fs/cgroup" // a pure v2 host
+		}
+		out = append(out, filepath.Join(base, f[2]))
 	}
 	return out
 }
