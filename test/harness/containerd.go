@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -83,19 +84,11 @@ func StartContainerd(t testing.TB, cfg ContainerdConfig) *Containerd {
 	c.start(t)
 	if importPause {
 		tarball := BuildPauseImage(t, cfg.Dir, PauseImage)
-		if out, err := c.Ctr("images", "import", "--platform", "linux/"+goarch(), tarball); err != nil {
+		if out, err := c.Ctr("images", "import", "--platform", "linux/"+runtime.GOARCH, tarball); err != nil {
 			t.Fatalf("import pause image: %v\n%s", err, out)
 		}
 	}
 	return c
-}
-
-func goarch() string {
-	out, err := Run(nil, "go", "env", "GOARCH")
-	if err != nil {
-		return "amd64"
-	}
-	return strings.TrimSpace(out)
 }
 
 func (c *Containerd) config() string {
