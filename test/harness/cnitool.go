@@ -125,6 +125,13 @@ func (c CNITool) GC(net string) error {
 	return err
 }
 
+// Status runs `cnitool status net` (CNI STATUS, cniVersion >= 1.1.0).
+func (c CNITool) Status(net string) error {
+	env := []string{"CNI_PATH=" + c.BinDir, "NETCONFPATH=" + c.ConfDir}
+	_, err := c.Node.Exec(env, CNIToolPath(), "status", net, "/nonexistent")
+	return err
+}
+
 // ForgetCache removes libcni's cached result for an attachment, as if the
 // runtime had lost it; GC then cannot DEL it and only the plugins' GC can
 // release it.

@@ -3,10 +3,13 @@ package harness
 import (
 	"bufio"
 	"context"
+	"crypto/sha256"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -81,19 +84,11 @@ func StartContainerd(t testing.TB, cfg ContainerdConfig) *Containerd {
 	c.start(t)
 	if importPause {
 		tarball := BuildPauseImage(t, cfg.Dir, PauseImage)
-		if out, err := c.Ctr("images", "import", "--platform", "linux/"+goarch(), tarball); err != nil {
+		if out, err := c.Ctr("images", "import", "--platform", "linux/"+runtime.GOARCH, tarball); err != nil {
 			t.Fatalf("import pause image: %v\n%s", err, out)
 		}
 	}
 	return c
-}
-
-func goarch() string {
-	out, err := Run(nil, "go", "env", "GOARCH")
-	if err != nil {
-		return "amd64"
-	}
-	return strings.TrimSpace(out)
 }
 
 func (c *Containerd) config() string {
@@ -123,9 +118,11 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
     default_runtime_name = "runc"
     [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
       runtime_type = "io.containerd.runc.v2"
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+        Root = %q
 %s
 `, c.Root, c.State, c.Address, filepath.Join(c.cfg.Dir, "opt"), c.cfg.SandboxImage,
-		c.cfg.CNIBinDir, c.cfg.CNIConfDir, c.cfg.ExtraTOML)
+		c.cfg.CNIBinDir, c.cfg.CNIConfDir, filepath.Join(c.State, "runc"), c.cfg.ExtraTOML)
 }
 
 func (c *Containerd) start(t testing.TB) {
@@ -277,9 +274,28 @@ func (c *Containerd) killAll() error {
 		return nil
 	}
 	pids := c.processTree()
+	var sockets []string
+	for _, pid := range pids {
+		if s := c.shimSocket(pid); s != "" {
+			sockets = append(sockets, s)
+		}
+	}
+	cgroups := foreignCgroups(pids)
 	for _, pid := range pids {
 		syscall.Kill(pid, syscall.SIGKILL)
 	}
+	// A killed shim leaves its socket behind, and runc the cgroups of the
+	// killed sandboxes (a tmpfs and a fresh cgroupfs on a rebooted node).
+	defer func() {
+		for _, s := range sockets {
+			if fi, err := os.Lstat(s); err == nil && fi.Mode()&os.ModeSocket != 0 {
+				os.Remove(s)
+			}
+		}
+		for i := len(cgroups) - 1; i >= 0; i-- {
+			os.Remove(cgroups[i]) // rmdir; fails harmlessly while still in use
+		}
+	}()
 	if c.done != nil {
 		select {
 		case <-c.done:
@@ -335,20 +351,89 @@ func (c *Containerd) processTree() []int {
 	return out
 }
 
+// foreignCgroups returns the cgroup directories the processes live in that
+// the test process does not (the sandboxes' own cgroups), parents first.
+func foreignCgroups(pids []int) []string {
+	own := map[string]bool{}
+	for _, d := range cgroupDirs("self") {
+		own[d] = true
+	}
+	seen := map[string]bool{}
+	var out []string
+	for _, pid := range pids {
+		for _, d := range cgroupDirs(strconv.Itoa(pid)) {
+			if !own[d] && !seen[d] {
+				seen[d] = true
+				out = append(out, d)
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// cgroupDirs maps /proc/<pid>/cgroup to directories under /sys/fs/cgroup
+// (v1 hierarchies by controller list, the v2 one as "unified" when it is
+// mounted there). Root cgroups are left out.
+func cgroupDirs(pid string) []string {
+	data, err := os.ReadFile("/proc/" + pid + "/cgroup")
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		f := strings.SplitN(line, ":", 3)
+		if len(f) != 3 || f[2] == "/" {
+			continue
+		}
+		hier := strings.TrimPrefix(f[1], "name=")
+		if hier == "" {
+			hier = "unified"
+		}
+		base := filepath.Join("/sys/fs/cgroup", hier)
+		if _, err := os.Stat(base); err != nil {
+			if f[1] != "" {
+				continue
+			}
+			base = "/sys/fs/cgroup" // a pure v2 host
+		}
+		out = append(out, filepath.Join(base, f[2]))
+	}
+	return out
+}
+
 // isShim reports whether pid is a shim of this instance: its command line
 // has "-address <our socket>".
 func (c *Containerd) isShim(pid int) bool {
+	return shimArgs(pid)["-address"] == c.Address
+}
+
+// shimSocket returns the socket a shim of this instance listens on, which
+// containerd 1.6 derives from its address, the namespace and the shim ID:
+// /run/containerd/s/<sha256(address/namespace/id)>. "" for other processes.
+func (c *Containerd) shimSocket(pid int) string {
+	args := shimArgs(pid)
+	if args["-address"] != c.Address || args["-namespace"] == "" || args["-id"] == "" {
+		return ""
+	}
+	sum := sha256.Sum256([]byte(filepath.Join(c.Address, args["-namespace"], args["-id"])))
+	return fmt.Sprintf("/run/containerd/s/%x", sum)
+}
+
+// shimArgs returns the "-flag value" pairs of a process's command line.
+func shimArgs(pid int) map[string]string {
 	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
 	if err != nil {
-		return false
+		return nil
 	}
 	args := strings.Split(string(data), "\x00")
+	out := map[string]string{}
 	for i := 0; i+1 < len(args); i++ {
-		if args[i] == "-address" && args[i+1] == c.Address {
-			return true
+		if strings.HasPrefix(args[i], "-") {
+			out[args[i]] = args[i+1]
 		}
 	}
-	return false
+	return out
 }
 
 // parentPID reads PPid from /proc/<pid>/status; 0 when unknown.

@@ -21,7 +21,7 @@ const cmdTimeout = 60 * time.Second
 var UpstreamPlugins = []string{"bridge", "loopback", "portmap", "host-local", "flannel"}
 
 // systemTools are the Debian-packaged programs the harness runs.
-var systemTools = []string{"containerd", "containerd-shim-runc-v2", "runc", "ctr", "ip", "iptables", "nsenter", "unshare"}
+var systemTools = []string{"containerd", "containerd-shim-runc-v2", "runc", "ctr", "ip", "iptables", "nsenter"}
 
 var (
 	rootOnce sync.Once

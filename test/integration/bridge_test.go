@@ -23,6 +23,12 @@ func TestDualStack(t *testing.T) {
 		t.Fatalf("dual-stack ADD got %v, want one 10.88.x.x and one fd88::x", ips)
 	}
 	requireAddrs(t, ns1, ips)
+	if err := n.tool.Check(n.net, ns1.Path, db); err != nil {
+		t.Fatalf("cnitool check (bridge → stickyip CHECK against the cached result): %v", err)
+	}
+	if err := n.tool.Status(n.net); err != nil {
+		t.Fatalf("cnitool status: %v", err)
+	}
 	if rows := entriesFor(n.list(t), "default", "db"); len(rows) != 2 {
 		t.Fatalf("stickyip list for default/db: %+v; want two allocations", rows)
 	}
