@@ -111,6 +111,9 @@ func (n *node) staticCopies(ctx context.Context, namespace, name string) ([]sand
 func TestCheckpointRestoreAcrossReboot(t *testing.T) {
 	n := newNode(t, nodeOptions{ipam: "stickyip"})
 	if _, err := os.Stat(filepath.Join(n.bins.project, "checkpointd")); err != nil {
+		if _, err := os.Stat("../../checkpointd/cmd/checkpointd"); err != nil {
+			t.Skip("e2e: checkpointd has no source on this branch yet")
+		}
 		missing(t, "%s missing (make build)", filepath.Join(n.bins.project, "checkpointd"))
 	}
 	ctx := context.Background()
