@@ -128,6 +128,10 @@ func New(dir string) (*Store, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("create checkpoint dir: %w", err)
 	}
+	// Records may hold secret data: only root may read the directory.
+	if err := os.Chmod(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("restrict checkpoint dir: %w", err)
+	}
 	return &Store{dir: dir, now: time.Now}, nil
 }
 
