@@ -411,6 +411,13 @@ func (r *Reconciler) apply(ctx context.Context, id checkpoint.ID, in state.Input
 			errs = append(errs, fmt.Errorf("save: %w", err))
 		}
 	}
+	if in.Static && !act.RemoveStatic && rec != nil {
+		// The copy stays: its files must exist (after a reboot VolumeDir, on
+		// tmpfs, is empty while the manifest survived).
+		if err := r.ensureFiles(id, rec); err != nil {
+			errs = append(errs, fmt.Errorf("restore files: %w", err))
+		}
+	}
 	if act.Restore && rec != nil {
 		if err := r.restore(id, rec); err != nil {
 			errs = append(errs, fmt.Errorf("restore: %w", err))
@@ -626,6 +633,32 @@ func (r *Reconciler) restore(id checkpoint.ID, rec *checkpoint.Record) error {
 		return err
 	}
 	return checkpoint.WriteFileAtomic(r.StaticPath(id), data, 0o600)
+}
+
+// ensureFiles rewrites the copy's volume files when their directory is missing.
+func (r *Reconciler) ensureFiles(id checkpoint.ID, rec *checkpoint.Record) error {
+	base := filepath.Join(r.cfg.VolumeDir, sanitize.VolumeRoot(id))
+	if _, err := os.Stat(base); err == nil || !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	res, err := sanitize.Manifest(rec, sanitize.Options{VolumeDir: r.cfg.VolumeDir, Reservation: r.cfg.Reservation})
+	if err != nil {
+		return err
+	}
+	if len(res.Files) == 0 && !hasHostPathUnder(res.Pod, base) {
+		return nil
+	}
+	r.cfg.Log.Info("static copy present but its volume files are missing (reboot?): rewriting them", "pod", id.String())
+	return writeFiles(r.cfg.VolumeDir, sanitize.VolumeRoot(id), res)
+}
+
+func hasHostPathUnder(p *corev1.Pod, base string) bool {
+	for _, v := range p.Spec.Volumes {
+		if v.HostPath != nil && strings.HasPrefix(v.HostPath.Path, base+string(filepath.Separator)) {
+			return true
+		}
+	}
+	return false
 }
 
 // writeFiles materializes the copy's secret/configMap files. VolumeDir itself

@@ -699,3 +699,33 @@ func TestStaticPrefixOnlyOurs(t *testing.T) {
 		t.Errorf("a static pod checkpointd did not write was touched: %v", err)
 	}
 }
+
+// TestFilesRewrittenAfterReboot: the static manifest survives a reboot but the
+// tmpfs volume directory does not; checkpointd rewrites the files.
+func TestFilesRewrittenAfterReboot(t *testing.T) {
+	h := newHarness(t)
+	p := pod("web", "uid-1", "nginx:1", true)
+	h.api.put(p)
+	h.rt.set(sandbox("sb1", p, true))
+	h.pass()
+	h.api.setReachable(false, h.now)
+	h.rt.set()
+	h.advance(grace)
+	h.pass()
+	keyFile := filepath.Join(h.volumes, "default_web", "tls", "key")
+	if _, err := os.Stat(keyFile); err != nil {
+		t.Fatal(err)
+	}
+	// Reboot: /run is empty, a new checkpointd starts, the manifest is still there.
+	if err := os.RemoveAll(h.volumes); err != nil {
+		t.Fatal(err)
+	}
+	h.r = New(h.r.cfg)
+	h.pass()
+	if data, err := os.ReadFile(keyFile); err != nil || string(data) != "SECRET" {
+		t.Errorf("secret file after reboot: %q, %v", data, err)
+	}
+	if h.staticManifest(web) == nil {
+		t.Error("static copy lost")
+	}
+}
