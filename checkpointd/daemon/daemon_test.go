@@ -5,9 +5,14 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"testing"
 	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"sigs.k8s.io/yaml"
 
 	"github.com/stickyip/stickyip/checkpointd/metrics"
 )
@@ -88,5 +93,69 @@ func TestValidate(t *testing.T) {
 	c.Reservation = "30"
 	if err := c.Validate(); err != nil {
 		t.Errorf("integer minutes rejected: %v", err)
+	}
+}
+
+// TestDaemonSetManifest decodes conf/checkpointd-daemonset.yaml strictly and
+// checks that its RBAC is the least the daemon needs.
+func TestDaemonSetManifest(t *testing.T) {
+	data, err := os.ReadFile("../../conf/checkpointd-daemonset.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kinds []string
+	for _, doc := range strings.Split(string(data), "\n---\n") {
+		var meta struct{ Kind string }
+		if err := yaml.Unmarshal([]byte(doc), &meta); err != nil {
+			t.Fatal(err)
+		}
+		kinds = append(kinds, meta.Kind)
+		switch meta.Kind {
+		case "ClusterRole":
+			var cr rbacv1.ClusterRole
+			if err := yaml.UnmarshalStrict([]byte(doc), &cr); err != nil {
+				t.Fatal(err)
+			}
+			got := map[string]string{}
+			for _, r := range cr.Rules {
+				for _, res := range r.Resources {
+					got[res] = strings.Join(r.Verbs, ",")
+				}
+				if len(r.APIGroups) != 1 || r.APIGroups[0] != "" || len(r.ResourceNames) > 0 || len(r.NonResourceURLs) > 0 {
+					t.Errorf("unexpected rule %+v", r)
+				}
+			}
+			want := map[string]string{"pods": "get,list,watch", "secrets": "get", "configmaps": "get"}
+			if len(got) != len(want) {
+				t.Errorf("RBAC grants %v, want exactly %v", got, want)
+			}
+			for res, verbs := range want {
+				if got[res] != verbs {
+					t.Errorf("RBAC on %s: %q, want %q", res, got[res], verbs)
+				}
+			}
+		case "DaemonSet":
+			var ds appsv1.DaemonSet
+			if err := yaml.UnmarshalStrict([]byte(doc), &ds); err != nil {
+				t.Fatal(err)
+			}
+			c := ds.Spec.Template.Spec.Containers[0]
+			mounts := map[string]string{}
+			for _, m := range c.VolumeMounts {
+				mounts[m.Name] = m.MountPath
+			}
+			for _, v := range ds.Spec.Template.Spec.Volumes {
+				// Same path inside and outside: manifests name host paths.
+				if v.HostPath == nil || mounts[v.Name] != v.HostPath.Path {
+					t.Errorf("volume %s: host %v mounted at %s, want the same path", v.Name, v.HostPath, mounts[v.Name])
+				}
+			}
+		case "ServiceAccount", "ClusterRoleBinding":
+		default:
+			t.Errorf("unexpected kind %q", meta.Kind)
+		}
+	}
+	if strings.Join(kinds, ",") != "ServiceAccount,ClusterRole,ClusterRoleBinding,DaemonSet" {
+		t.Errorf("kinds %v", kinds)
 	}
 }

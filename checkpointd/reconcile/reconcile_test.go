@@ -122,7 +122,9 @@ type fakeIPAM struct {
 	deleted  []string // "network/containerID/ifname"
 }
 
-func (f *fakeIPAM) Allocations() ([]Allocation, error) { return append([]Allocation(nil), f.allocs...), nil }
+func (f *fakeIPAM) Allocations() ([]Allocation, error) {
+	return append([]Allocation(nil), f.allocs...), nil
+}
 
 func (f *fakeIPAM) ReleaseContainer(network, containerID, ifname string) error {
 	f.deleted = append(f.deleted, network+"/"+containerID+"/"+ifname)

@@ -25,8 +25,8 @@ func apiPod() *corev1.Pod {
 			Name: "db-0", Namespace: "prod", UID: "1111-2222",
 			Labels: map[string]string{"app": "db"},
 			Annotations: map[string]string{
-				AnnotationCheckpoint:  "true",
-				AnnotationReservation: "30",
+				AnnotationCheckpoint:                               "true",
+				AnnotationReservation:                              "30",
 				"kubectl.kubernetes.io/last-applied-configuration": "{}",
 				"kubernetes.io/config.seen":                        "2026-01-01",
 				"example.com/keep":                                 "yes",
