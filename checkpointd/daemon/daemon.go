@@ -36,6 +36,7 @@ type Config struct {
 	VolumeDir     string
 	CRIEndpoint   string
 	DataDir       string // stickyip data dir; "" disables IPAM reconciliation
+	CNIConfDir    string // CNI network configs, for pool sizes (free IPs metric); "" disables
 	Grace         time.Duration
 	Interval      time.Duration
 	ProbeInterval time.Duration
@@ -132,7 +133,7 @@ func Run(ctx context.Context, cfg Config) error {
 	defer runtime.Close()
 	var ipamStore reconcile.IPAM
 	if cfg.DataDir != "" {
-		ipamStore = ipamstore.New(cfg.DataDir, cfg.Timeout, log.With("component", "ipam"))
+		ipamStore = ipamstore.New(cfg.DataDir, cfg.Timeout, log.With("component", "ipam")).WithCNIConfDir(cfg.CNIConfDir)
 	}
 	m := metrics.New()
 	api := kube.New(cs, kube.Options{
@@ -148,7 +149,7 @@ func Run(ctx context.Context, cfg Config) error {
 
 	log.Info("checkpointd starting", "node", cfg.NodeName, "apiServer", rc.Host, "checkpointDir", cfg.CheckpointDir,
 		"staticPodDir", cfg.StaticPodDir, "volumeDir", cfg.VolumeDir, "criEndpoint", cfg.CRIEndpoint,
-		"dataDir", cfg.DataDir, "gracePeriod", cfg.Grace, "interval", cfg.Interval, "volumes", cfg.Volumes,
+		"dataDir", cfg.DataDir, "cniConfDir", cfg.CNIConfDir, "gracePeriod", cfg.Grace, "interval", cfg.Interval, "volumes", cfg.Volumes,
 		"listen", cfg.ListenAddress)
 
 	ctx, cancel := context.WithCancel(ctx)

@@ -8,6 +8,7 @@ package ipamstore
 import (
 	"fmt"
 	"log/slog"
+	"net"
 	"time"
 
 	"github.com/stickyip/stickyip/checkpointd/reconcile"
@@ -18,8 +19,43 @@ import (
 
 // Store is the IPAM store of one data directory.
 type Store struct {
-	store *boltstore.Store
-	env   ipam.Env
+	store   *boltstore.Store
+	env     ipam.Env
+	confDir string
+}
+
+// WithCNIConfDir makes Free count free IPs of the stickyip networks configured
+// in dir (see Pools). Without it the store does not know pool sizes.
+func (s *Store) WithCNIConfDir(dir string) *Store {
+	s.confDir = dir
+	return s
+}
+
+// Free returns the free IPs of every stickyip network configured in the CNI
+// config dir: range sizes (gateway excluded) minus addresses with a record.
+func (s *Store) Free() (map[string]int, error) {
+	if s.confDir == "" {
+		return nil, nil
+	}
+	pools, err := Pools(s.confDir)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]int{}
+	for network, sets := range pools {
+		var used []net.IP
+		err := s.store.View(network, func(tx reservation.Txn) error {
+			return tx.ForEach(func(r *reservation.Record) error {
+				used = append(used, net.IP(r.IP.AsSlice()))
+				return nil
+			})
+		})
+		if err != nil {
+			return nil, fmt.Errorf("network %s: %w", network, err)
+		}
+		out[network] = freeIn(sets, used)
+	}
+	return out, nil
 }
 
 // New returns the store in dataDir. lockTimeout bounds the wait for the

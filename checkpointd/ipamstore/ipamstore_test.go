@@ -2,6 +2,7 @@ package ipamstore
 
 import (
 	"net/netip"
+	"os"
 	"path/filepath"
 	"sort"
 	"testing"
@@ -134,5 +135,42 @@ func TestMissingStoreIsEmpty(t *testing.T) {
 	all, err := s.Allocations()
 	if err != nil || len(all) != 0 {
 		t.Errorf("Allocations on a missing store = %v, %v; want empty, nil", all, err)
+	}
+}
+
+func TestFreeFromCNIConfig(t *testing.T) {
+	confDir := t.TempDir()
+	subnetEnv := filepath.Join(t.TempDir(), "subnet.env")
+	write := func(p, s string) {
+		t.Helper()
+		if err := os.WriteFile(p, []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// cbr0: flannel fills the range from its subnet file (10.244.1.0/24:
+	// .1 is the gateway, .2-.254 are handed out: 253 addresses).
+	write(filepath.Join(confDir, "10-flannel.conflist"), `{"cniVersion":"0.3.1","name":"cbr0","plugins":[
+	  {"type":"flannel","subnetFile":"`+subnetEnv+`","ipam":{"type":"stickyip"},"delegate":{"isDefaultGateway":true}},
+	  {"type":"portmap","capabilities":{"portMappings":true}}]}`)
+	write(subnetEnv, "FLANNEL_NETWORK=10.244.0.0/16\nFLANNEL_SUBNET=10.244.1.1/24\nFLANNEL_MTU=1450\nFLANNEL_IPMASQ=true\n")
+	// br: explicit range .10-.19 (10 addresses, gateway .1 outside).
+	write(filepath.Join(confDir, "20-bridge.conflist"), `{"cniVersion":"1.0.0","name":"br","plugins":[
+	  {"type":"bridge","ipam":{"type":"stickyip","ranges":[[{"subnet":"10.99.0.0/24","rangeStart":"10.99.0.10","rangeEnd":"10.99.0.19"}]]}}]}`)
+	// Not ours.
+	write(filepath.Join(confDir, "30-other.conf"), `{"cniVersion":"1.0.0","name":"other","type":"bridge","ipam":{"type":"host-local","subnet":"10.98.0.0/24"}}`)
+	write(filepath.Join(confDir, "40-broken.conflist"), `{not json`)
+
+	dir := filepath.Join(t.TempDir(), "stickyip")
+	seed(t, dir,
+		rec("10.244.1.2", "allocated", "a", "default", "a", 0),
+		rec("10.244.1.3", "reserved", "", "default", "b", time.Minute),
+	)
+	s := newStore(dir).WithCNIConfDir(confDir)
+	free, err := s.Free()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(free) != 2 || free["cbr0"] != 251 || free["br"] != 10 {
+		t.Errorf("Free = %v, want cbr0:251 (253 - 1 allocated - 1 reserved) and br:10", free)
 	}
 }

@@ -32,6 +32,7 @@ func run(args []string) int {
 	fs.StringVar(&cfg.VolumeDir, "volume-dir", "/run/stickyip/checkpointd", "where a restored copy's secret and configMap files are written (0700; tmpfs recommended)")
 	fs.StringVar(&cfg.CRIEndpoint, "cri-endpoint", "unix:///run/containerd/containerd.sock", "container runtime CRI socket")
 	fs.StringVar(&cfg.DataDir, "data-dir", "/var/lib/cni/stickyip", `stickyip IPAM data directory ("": no IPAM reconciliation)`)
+	fs.StringVar(&cfg.CNIConfDir, "cni-conf-dir", "/etc/cni/net.d", `CNI network configs, read for pool sizes (checkpointd_ipam_free_ips); "": not read`)
 	fs.DurationVar(&cfg.Grace, "grace-period", time.Minute, "how long the API server must be unreachable before restoring, and a parent gone before releasing")
 	fs.DurationVar(&cfg.Interval, "interval", 5*time.Second, "reconcile period")
 	fs.DurationVar(&cfg.ProbeInterval, "api-probe-interval", 5*time.Second, "API server reachability probe period")
