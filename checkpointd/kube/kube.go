@@ -7,7 +7,9 @@ package kube
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"sync"
 	"time"
@@ -73,7 +75,17 @@ func New(cs kubernetes.Interface, opts Options) *Client {
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.FieldSelector = sel }))
 	c.informer = c.factory.Core().V1().Pods().Informer()
 	_ = c.informer.SetWatchErrorHandler(func(_ *cache.Reflector, err error) {
-		c.set(false, fmt.Errorf("pod watch: %w", err))
+		var status apierrors.APIStatus
+		switch {
+		case errors.Is(err, io.EOF):
+			// A watch the server closed normally; the reflector re-watches.
+		case errors.As(err, &status):
+			// The API server answered (e.g. 403: RBAC, 410: relist). It is
+			// not away, so this must neither start restores nor stop them.
+			c.opts.Log.Warn("pod watch refused by the API server", "err", err)
+		default:
+			c.set(false, fmt.Errorf("pod watch: %w", err))
+		}
 	})
 	return c
 }
@@ -136,7 +148,10 @@ func (c *Client) Reachable() (bool, time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.reachable && !c.informer.HasSynced() {
-		return false, c.since
+		// The API server answers but the pod list has not arrived (yet, or
+		// RBAC forbids it): not reachable for decisions, but not away either,
+		// so the unreachability clock is held at zero and nothing is restored.
+		return false, c.opts.Now()
 	}
 	return c.reachable, c.since
 }

@@ -12,8 +12,11 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 )
 
 func podOn(name, node string) *corev1.Pod {
@@ -111,5 +114,32 @@ func TestSecretAndConfigMap(t *testing.T) {
 	}
 	if _, err := c.Secret(ctx, "default", "missing"); !IsNotFound(err) {
 		t.Errorf("missing secret: %v, want not found", err)
+	}
+}
+
+// TestForbiddenListIsNotAnOutage: an API server that answers but refuses the
+// pod list (RBAC) is not "away": the unreachability clock stays at zero so
+// no restore can start.
+func TestForbiddenListIsNotAnOutage(t *testing.T) {
+	cs := fake.NewSimpleClientset()
+	cs.PrependReactor("list", "pods", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewForbidden(corev1.Resource("pods"), "", errors.New("RBAC: no"))
+	})
+	c := New(cs, Options{
+		Node: "node1", ProbeInterval: 10 * time.Millisecond,
+		Probe: func(context.Context) error { return nil },
+		Log:   slog.New(slog.NewTextHandler(io.Discard, nil)),
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { c.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	time.Sleep(300 * time.Millisecond)
+	ok, since := c.Reachable()
+	if ok {
+		t.Fatal("reachable although the pod list was never received")
+	}
+	if age := time.Since(since); age > time.Second {
+		t.Errorf("unreachable for %v although the API server answers; want the clock held at zero", age)
 	}
 }
