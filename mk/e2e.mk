@@ -2,7 +2,7 @@
 # kubelet built from the Go module proxy (scripts/build-k8s.sh, cached under
 # _output/k8s/bin), containerd with the flannel → bridge → stickyip chain,
 # checkpointd. Needs root. Logs of every component: _output/e2e-logs/<test>/.
-.PHONY: test-e2e e2e-deps e2e-checkpointd
+.PHONY: test-e2e e2e-deps
 TEST_TIERS += test-e2e
 
 E2E_TIMEOUT ?= 30m
@@ -12,10 +12,6 @@ e2e-deps:
 	scripts/install-deps.sh
 	GO=$(GO) scripts/build-k8s.sh
 
-# bin/checkpointd, in case `build` does not make it yet (once its source exists).
-e2e-checkpointd:
-	$(if $(wildcard checkpointd/cmd/checkpointd/*.go),$(GOBUILD) -o $(BIN)/checkpointd ./checkpointd/cmd/checkpointd,@echo "checkpointd: no source yet, its e2e test will skip")
-
 # E2E_STRICT: a component that is missing fails the test instead of skipping it.
-test-e2e: e2e-deps build e2e-checkpointd
+test-e2e: e2e-deps build
 	E2E_STRICT=1 $(GO) test -tags e2e -count=1 -timeout $(E2E_TIMEOUT) -run '$(E2E_RUN)' -v ./test/e2e/

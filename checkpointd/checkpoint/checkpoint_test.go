@@ -1,0 +1,259 @@
+package checkpoint
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+func newStore(t *testing.T) *Store {
+	t.Helper()
+	s, err := New(filepath.Join(t.TempDir(), "checkpoints"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func record(ns, name, image string) *Record {
+	return &Record{
+		Pod: &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: "uid-1"},
+			Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: image}}},
+		},
+		Secrets: map[string]map[string][]byte{"s": {"password": []byte("hunter2")}},
+	}
+}
+
+func TestSaveLoadRoundTrip(t *testing.T) {
+	s := newStore(t)
+	rec := record("default", "web", "nginx:1")
+	written, err := s.Save(rec)
+	if err != nil || !written {
+		t.Fatalf("Save = %v, %v; want written", written, err)
+	}
+	got, err := s.Load(ID{"default", "web"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Pod.Spec.Containers[0].Image != "nginx:1" || string(got.Secrets["s"]["password"]) != "hunter2" {
+		t.Errorf("loaded %+v, want what was saved", got)
+	}
+	if got.SavedAt.IsZero() {
+		t.Error("SavedAt not set")
+	}
+	// Files hold secret data: owner-only modes.
+	st, err := os.Stat(s.Path(ID{"default", "web"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Mode().Perm() != 0o600 {
+		t.Errorf("record mode %v, want 0600", st.Mode().Perm())
+	}
+	dst, _ := os.Stat(s.Dir())
+	if dst.Mode().Perm() != 0o700 {
+		t.Errorf("dir mode %v, want 0700", dst.Mode().Perm())
+	}
+}
+
+func TestSaveOnlyWhenChanged(t *testing.T) {
+	s := newStore(t)
+	clock := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	s.now = func() time.Time { return clock }
+	if w, err := s.Save(record("default", "web", "nginx:1")); err != nil || !w {
+		t.Fatalf("first save: %v %v", w, err)
+	}
+	before, _ := os.ReadFile(s.Path(ID{"default", "web"}))
+	clock = clock.Add(time.Hour)
+	if w, err := s.Save(record("default", "web", "nginx:1")); err != nil || w {
+		t.Fatalf("unchanged save: written=%v err=%v, want not written", w, err)
+	}
+	after, _ := os.ReadFile(s.Path(ID{"default", "web"}))
+	if !bytes.Equal(before, after) {
+		t.Error("unchanged save rewrote the file")
+	}
+	if w, err := s.Save(record("default", "web", "nginx:2")); err != nil || !w {
+		t.Fatalf("changed save: written=%v err=%v, want written", w, err)
+	}
+	got, _ := s.Load(ID{"default", "web"})
+	if got.Pod.Spec.Containers[0].Image != "nginx:2" {
+		t.Errorf("image %q after spec change, want nginx:2", got.Pod.Spec.Containers[0].Image)
+	}
+	if !got.SavedAt.Equal(clock) {
+		t.Errorf("SavedAt %v, want %v", got.SavedAt, clock)
+	}
+}
+
+func TestCorruptionDetectedAndSetAside(t *testing.T) {
+	id := ID{"default", "web"}
+	corruptions := map[string]func(data []byte) []byte{
+		"truncated payload":  func(d []byte) []byte { return d[:len(d)-10] },
+		"extended payload":   func(d []byte) []byte { return append(d, ' ') },
+		"flipped byte":       func(d []byte) []byte { d[len(d)-5] ^= 0x20; return d },
+		"secret changed":     func(d []byte) []byte { return bytes.Replace(d, []byte("aHVudGVyMg=="), []byte("aHVudGVyMw=="), 1) },
+		"no header":          func(d []byte) []byte { return d[bytes.IndexByte(d, '\n')+1:] },
+		"empty file":         func([]byte) []byte { return nil },
+		"other format":       func(d []byte) []byte { return bytes.Replace(d, []byte(Format), []byte("something/v9"), 1) },
+		"zeroed (power cut)": func(d []byte) []byte { return make([]byte, len(d)) },
+	}
+	for name, corrupt := range corruptions {
+		t.Run(name, func(t *testing.T) {
+			s := newStore(t)
+			if _, err := s.Save(record("default", "web", "nginx:1")); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.Save(record("default", "db", "postgres:16")); err != nil {
+				t.Fatal(err)
+			}
+			data, _ := os.ReadFile(s.Path(id))
+			bad := corrupt(bytes.Clone(data))
+			if err := os.WriteFile(s.Path(id), bad, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.Load(id); !errors.Is(err, ErrCorrupt) {
+				t.Fatalf("Load of corrupt record: %v, want ErrCorrupt", err)
+			}
+			recs, corrupt, err := s.List()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(recs) != 1 || recs[0].ID() != (ID{"default", "db"}) {
+				t.Errorf("List returned %d records, want only default/db", len(recs))
+			}
+			if len(corrupt) != 1 || corrupt[0].Path != s.Path(id) || corrupt[0].MovedTo == "" {
+				t.Fatalf("corrupt = %+v, want the web record reported and moved", corrupt)
+			}
+			// Set aside, byte for byte, never deleted; the original name is free.
+			moved, err := os.ReadFile(corrupt[0].MovedTo)
+			if err != nil || !bytes.Equal(moved, bad) {
+				t.Errorf("moved file content differs or missing: %v", err)
+			}
+			if filepath.Dir(corrupt[0].MovedTo) != filepath.Join(s.Dir(), CorruptDir) {
+				t.Errorf("moved to %s, want inside %s", corrupt[0].MovedTo, CorruptDir)
+			}
+			if _, err := os.Stat(s.Path(id)); !os.IsNotExist(err) {
+				t.Errorf("corrupt file still under its name: %v", err)
+			}
+			// Reported once: a second List is clean.
+			if _, corrupt, _ := s.List(); len(corrupt) != 0 {
+				t.Errorf("second List reports %d corrupt, want 0", len(corrupt))
+			}
+		})
+	}
+}
+
+func TestSaveOverCorruptKeepsEvidence(t *testing.T) {
+	s := newStore(t)
+	id := ID{"default", "web"}
+	if err := os.WriteFile(s.Path(id), []byte("garbage"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if w, err := s.Save(record("default", "web", "nginx:1")); err != nil || !w {
+		t.Fatalf("Save over corrupt: %v %v", w, err)
+	}
+	if _, err := s.Load(id); err != nil {
+		t.Errorf("fresh record unreadable: %v", err)
+	}
+	entries, _ := os.ReadDir(filepath.Join(s.Dir(), CorruptDir))
+	if len(entries) != 1 {
+		t.Fatalf("corrupt dir has %d files, want the old garbage kept", len(entries))
+	}
+}
+
+func TestRecordUnderWrongNameIsCorrupt(t *testing.T) {
+	s := newStore(t)
+	if _, err := s.Save(record("default", "web", "nginx:1")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(s.Path(ID{"default", "web"}), s.Path(ID{"default", "other"})); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Load(ID{"default", "other"}); !errors.Is(err, ErrCorrupt) {
+		t.Errorf("record of default/web under default/other: %v, want ErrCorrupt", err)
+	}
+}
+
+func TestInterruptedWriteLeavesOldRecord(t *testing.T) {
+	s := newStore(t)
+	if _, err := s.Save(record("default", "web", "nginx:1")); err != nil {
+		t.Fatal(err)
+	}
+	// A crash between create-temp and rename leaves a dot file behind.
+	tmp := filepath.Join(s.Dir(), ".default_web.ckpt.123456")
+	if err := os.WriteFile(tmp, []byte("half a rec"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	recs, corrupt, err := s.List()
+	if err != nil || len(corrupt) != 0 || len(recs) != 1 || recs[0].Pod.Spec.Containers[0].Image != "nginx:1" {
+		t.Fatalf("List after interrupted write: %d recs, %d corrupt, %v; want the old record only", len(recs), len(corrupt), err)
+	}
+	if _, err := os.Stat(tmp); !os.IsNotExist(err) {
+		t.Errorf("temporary file not swept: %v", err)
+	}
+}
+
+func TestRemoveAndNotFound(t *testing.T) {
+	s := newStore(t)
+	id := ID{"default", "web"}
+	if _, err := s.Load(id); !errors.Is(err, ErrNotFound) {
+		t.Errorf("Load missing: %v, want ErrNotFound", err)
+	}
+	if _, err := s.Save(record("default", "web", "nginx:1")); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Remove(id); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Remove(id); err != nil {
+		t.Errorf("second Remove: %v, want nil", err)
+	}
+	if _, err := s.Load(id); !errors.Is(err, ErrNotFound) {
+		t.Errorf("Load after Remove: %v, want ErrNotFound", err)
+	}
+}
+
+func TestInvalidIdentities(t *testing.T) {
+	s := newStore(t)
+	for _, id := range []ID{{"", "web"}, {"default", ""}, {"a_b", "web"}, {"default", "../x"}, {"..", "x"}} {
+		if _, err := s.Load(id); err == nil || errors.Is(err, ErrNotFound) {
+			t.Errorf("Load(%v) = %v, want an invalid identity error", id, err)
+		}
+	}
+	if _, err := ParseID("default/web"); err != nil {
+		t.Error(err)
+	}
+	for _, bad := range []string{"web", "/web", "default/", "a/b/c"} {
+		if _, err := ParseID(bad); err == nil || !strings.Contains(err.Error(), "namespace/name") {
+			t.Errorf("ParseID(%q) = %v, want error", bad, err)
+		}
+	}
+}
+
+func TestWriteFileAtomicReplaces(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "f.yaml")
+	for _, content := range []string{"one", "two"} {
+		if err := WriteFileAtomic(p, []byte(content), 0o640); err != nil {
+			t.Fatal(err)
+		}
+		got, _ := os.ReadFile(p)
+		if string(got) != content {
+			t.Errorf("content %q, want %q", got, content)
+		}
+	}
+	st, _ := os.Stat(p)
+	if st.Mode().Perm() != 0o640 {
+		t.Errorf("mode %v, want 0640", st.Mode().Perm())
+	}
+	entries, _ := os.ReadDir(dir)
+	if len(entries) != 1 {
+		t.Errorf("%d files in dir, want no temporary files left", len(entries))
+	}
+}

@@ -1,0 +1,103 @@
+// Command checkpointd saves opted-in pods of its node and restores them as
+// static pods when the API server is away. It only wires flags (each with an
+// environment fallback, CHECKPOINTD_<FLAG_NAME>) to daemon.Run.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/stickyip/stickyip/checkpointd/daemon"
+	"github.com/stickyip/stickyip/version"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:]))
+}
+
+func run(args []string) int {
+	fs := flag.NewFlagSet("checkpointd", flag.ContinueOnError)
+	var cfg daemon.Config
+	fs.StringVar(&cfg.NodeName, "node-name", daemon.DefaultNodeName(), "this node's name as the API server knows it ($NODE_NAME, else the lower-cased host name)")
+	fs.StringVar(&cfg.Kubeconfig, "kubeconfig", "/etc/kubernetes/kubelet.conf", `kubeconfig to reach the API server ("in-cluster" or "": the pod's service account)`)
+	fs.StringVar(&cfg.CheckpointDir, "checkpoint-dir", "/var/lib/stickyip/checkpoints", "where checkpoint records are kept (0700; persistent disk)")
+	fs.StringVar(&cfg.StaticPodDir, "static-pod-dir", "/etc/kubernetes/manifests", "the kubelet's staticPodPath")
+	fs.StringVar(&cfg.VolumeDir, "volume-dir", "/run/stickyip/checkpointd", "where a restored copy's secret and configMap files are written (0700; tmpfs recommended)")
+	fs.StringVar(&cfg.CRIEndpoint, "cri-endpoint", "unix:///run/containerd/containerd.sock", "container runtime CRI socket")
+	fs.StringVar(&cfg.DataDir, "data-dir", "/var/lib/cni/stickyip", `stickyip IPAM data directory ("": no IPAM reconciliation)`)
+	fs.StringVar(&cfg.CNIConfDir, "cni-conf-dir", "/etc/cni/net.d", `CNI network configs, read for pool sizes (checkpointd_ipam_free_ips); "": not read`)
+	fs.DurationVar(&cfg.Grace, "grace-period", time.Minute, "how long the API server must be unreachable before restoring, and a parent gone before releasing")
+	fs.DurationVar(&cfg.Interval, "interval", 5*time.Second, "reconcile period")
+	fs.DurationVar(&cfg.ProbeInterval, "api-probe-interval", 5*time.Second, "API server reachability probe period")
+	fs.DurationVar(&cfg.Timeout, "timeout", 5*time.Second, "timeout of each API, CRI and IPAM store call")
+	fs.DurationVar(&cfg.Refresh, "refresh", 10*time.Minute, "re-read secrets and configMaps of unchanged pods this often")
+	fs.DurationVar(&cfg.LeakMinAge, "leak-min-age", 2*time.Minute, "allocations younger than this are never treated as leaked")
+	fs.StringVar(&cfg.Reservation, "restore-reservation", "10m", "reservation annotation given to restored copies whose parent has none, so the parent gets the IP back")
+	fs.StringVar(&cfg.Volumes, "volumes", "copy", "secrets/configMaps: copy (saved with the checkpoint, restored as read-only host files) or drop (restored as empty dirs; no secret access needed)")
+	fs.StringVar(&cfg.ListenAddress, "listen-address", "127.0.0.1:9469", `address for /healthz and /metrics ("": disabled)`)
+	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	showVersion := fs.Bool("version", false, "print the version and exit")
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "Usage: checkpointd [flags]\n\nEvery flag can also be set with the environment variable CHECKPOINTD_<FLAG>, e.g. CHECKPOINTD_GRACE_PERIOD=30s.\n\n")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if err == flag.ErrHelp {
+			return 0
+		}
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(os.Stderr, "checkpointd: unexpected arguments %q\n", fs.Args())
+		return 2
+	}
+	if err := envFallback(fs, os.LookupEnv); err != nil {
+		fmt.Fprintln(os.Stderr, "checkpointd:", err)
+		return 2
+	}
+	if *showVersion {
+		fmt.Println("checkpointd", version.Version)
+		return 0
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
+		fmt.Fprintf(os.Stderr, "checkpointd: --log-level %q: %v\n", *logLevel, err)
+		return 2
+	}
+	cfg.Log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	if err := daemon.Run(ctx, cfg); err != nil {
+		cfg.Log.Error("checkpointd failed", "err", err)
+		return 1
+	}
+	return 0
+}
+
+// envFallback sets every flag not given on the command line from
+// CHECKPOINTD_<NAME> (upper case, '-' as '_') when that variable is set.
+func envFallback(fs *flag.FlagSet, lookup func(string) (string, bool)) error {
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	var err error
+	fs.VisitAll(func(f *flag.Flag) {
+		if set[f.Name] || err != nil {
+			return
+		}
+		key := "CHECKPOINTD_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
+		if v, ok := lookup(key); ok {
+			if e := fs.Set(f.Name, v); e != nil {
+				err = fmt.Errorf("%s=%q: %v", key, v, e)
+			}
+		}
+	})
+	return err
+}

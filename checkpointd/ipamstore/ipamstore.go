@@ -1,0 +1,135 @@
+// Package ipamstore adapts the stickyip IPAM store (<dataDir>/stickyip.db,
+// package reservation/boltstore) to checkpointd's reconcile.IPAM. Every call
+// opens the store, runs one transaction and closes it, queueing on the same
+// lock as the CNI plugin, so checkpointd never holds the database between
+// calls.
+package ipamstore
+
+import (
+	"fmt"
+	"log/slog"
+	"net"
+	"time"
+
+	"github.com/stickyip/stickyip/checkpointd/reconcile"
+	"github.com/stickyip/stickyip/ipam"
+	"github.com/stickyip/stickyip/reservation"
+	"github.com/stickyip/stickyip/reservation/boltstore"
+)
+
+// Store is the IPAM store of one data directory.
+type Store struct {
+	store   *boltstore.Store
+	env     ipam.Env
+	confDir string
+}
+
+// WithCNIConfDir makes Free count free IPs of the stickyip networks configured
+// in dir (see Pools). Without it the store does not know pool sizes.
+func (s *Store) WithCNIConfDir(dir string) *Store {
+	s.confDir = dir
+	return s
+}
+
+// Free returns the free IPs of every stickyip network configured in the CNI
+// config dir: range sizes (gateway excluded) minus addresses with a record.
+func (s *Store) Free() (map[string]int, error) {
+	if s.confDir == "" {
+		return nil, nil
+	}
+	pools, err := Pools(s.confDir)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]int{}
+	for network, sets := range pools {
+		var used []net.IP
+		err := s.store.View(network, func(tx reservation.Txn) error {
+			return tx.ForEach(func(r *reservation.Record) error {
+				used = append(used, net.IP(r.IP.AsSlice()))
+				return nil
+			})
+		})
+		if err != nil {
+			return nil, fmt.Errorf("network %s: %w", network, err)
+		}
+		out[network] = freeIn(sets, used)
+	}
+	return out, nil
+}
+
+// New returns the store in dataDir. lockTimeout bounds the wait for the
+// plugin's lock (0: the store's default).
+func New(dataDir string, lockTimeout time.Duration, log *slog.Logger) *Store {
+	return &Store{store: boltstore.New(dataDir, lockTimeout), env: ipam.HostEnv(log)}
+}
+
+// NewWithEnv is New with a given engine environment (tests).
+func NewWithEnv(dataDir string, lockTimeout time.Duration, env ipam.Env) *Store {
+	return &Store{store: boltstore.New(dataDir, lockTimeout), env: env}
+}
+
+// Allocations lists every record of every network.
+func (s *Store) Allocations() ([]reconcile.Allocation, error) {
+	nets, err := s.store.Networks()
+	if err != nil {
+		return nil, err
+	}
+	var out []reconcile.Allocation
+	for _, n := range nets {
+		err := s.store.View(n, func(tx reservation.Txn) error {
+			return tx.ForEach(func(r *reservation.Record) error {
+				out = append(out, reconcile.Allocation{
+					Network:     n,
+					IP:          r.IP.String(),
+					State:       string(r.State),
+					ContainerID: r.ContainerID,
+					IfName:      r.IfName,
+					Namespace:   r.Identity.Namespace,
+					Name:        r.Identity.Name,
+					AllocatedAt: r.AllocatedAt,
+					ExpiresAt:   r.ExpiresAt,
+				})
+				return nil
+			})
+		})
+		if err != nil {
+			return nil, fmt.Errorf("network %s: %w", n, err)
+		}
+	}
+	return out, nil
+}
+
+// ReleaseContainer runs the engine's DEL for (containerID, ifname): recorded
+// reservation durations become reservations, the rest is freed. Allocations
+// of a previous boot are first released the way the plugin does (their
+// reservation clock starts at the new boot).
+func (s *Store) ReleaseContainer(network, containerID, ifname string) error {
+	eng := &ipam.Engine{Env: s.env}
+	return s.store.Update(network, func(tx reservation.Txn) error {
+		return eng.Del(tx, containerID, ifname)
+	})
+}
+
+// ReleaseReservation deletes the reservations of namespace/name in network.
+// Addresses still allocated to a live sandbox are left alone.
+func (s *Store) ReleaseReservation(network, namespace, name string) error {
+	return s.store.Update(network, func(tx reservation.Txn) error {
+		var drop []*reservation.Record
+		err := tx.ForEach(func(r *reservation.Record) error {
+			if r.State == reservation.Reserved && r.Identity.Namespace == namespace && r.Identity.Name == name {
+				drop = append(drop, r)
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		for _, r := range drop {
+			if err := tx.Delete(r.IP); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}

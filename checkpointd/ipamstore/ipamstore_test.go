@@ -1,0 +1,176 @@
+package ipamstore
+
+import (
+	"net/netip"
+	"os"
+	"path/filepath"
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/stickyip/stickyip/checkpointd/reconcile"
+	"github.com/stickyip/stickyip/ipam"
+	"github.com/stickyip/stickyip/reservation"
+	"github.com/stickyip/stickyip/reservation/boltstore"
+)
+
+var now = time.Date(2026, 11, 22, 3, 0, 0, 0, time.UTC)
+
+func seed(t *testing.T, dir string, recs ...*reservation.Record) {
+	t.Helper()
+	s := boltstore.New(dir, 2*time.Second)
+	err := s.Update("cbr0", func(tx reservation.Txn) error {
+		for _, r := range recs {
+			if err := tx.Put(r); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		problems, err := s.Check()
+		if err != nil || len(problems) > 0 {
+			t.Errorf("store invariants at cleanup: %v %v", err, problems)
+		}
+	})
+}
+
+func rec(ip, state, cid, ns, name string, dur time.Duration) *reservation.Record {
+	r := &reservation.Record{
+		IP: netip.MustParseAddr(ip), State: reservation.State(state), ContainerID: cid, IfName: "eth0",
+		Identity: reservation.Identity{Namespace: ns, Name: name, IfName: "eth0"}, Duration: dur,
+		AllocatedAt: now.Add(-time.Hour), BootID: "boot-1",
+	}
+	if r.State == reservation.Reserved {
+		r.ContainerID, r.IfName = "", ""
+		r.ExpiresAt = now.Add(time.Hour)
+	}
+	return r
+}
+
+func newStore(dir string) *Store {
+	return NewWithEnv(dir, 2*time.Second, ipam.Env{Now: func() time.Time { return now }, BootID: "boot-1"})
+}
+
+func byIP(t *testing.T, s *Store) map[string]reconcile.Allocation {
+	t.Helper()
+	all, err := s.Allocations()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]reconcile.Allocation{}
+	for _, a := range all {
+		out[a.IP] = a
+	}
+	return out
+}
+
+func TestAllocationsAndRelease(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "stickyip")
+	seed(t, dir,
+		rec("10.244.1.2", "allocated", "sb-keep", "default", "web", 5*time.Minute),
+		rec("10.244.1.3", "allocated", "sb-plain", "default", "plain", 0),
+		rec("10.244.1.4", "reserved", "", "default", "gone", 5*time.Minute),
+		rec("10.244.1.5", "reserved", "", "default", "other", 5*time.Minute),
+	)
+	s := newStore(dir)
+	got := byIP(t, s)
+	if len(got) != 4 {
+		t.Fatalf("%d entries, want 4: %+v", len(got), got)
+	}
+	a := got["10.244.1.2"]
+	if a.Network != "cbr0" || a.State != reconcile.StateAllocated || a.ContainerID != "sb-keep" || a.IfName != "eth0" ||
+		a.Namespace != "default" || a.Name != "web" || !a.AllocatedAt.Equal(now.Add(-time.Hour)) {
+		t.Errorf("allocation = %+v", a)
+	}
+
+	// DEL of a leaked sandbox: with a duration the IP becomes a reservation,
+	// without one it is freed.
+	if err := s.ReleaseContainer("cbr0", "sb-keep", "eth0"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.ReleaseContainer("cbr0", "sb-plain", "eth0"); err != nil {
+		t.Fatal(err)
+	}
+	got = byIP(t, s)
+	if r := got["10.244.1.2"]; r.State != reconcile.StateReserved || r.Name != "web" || !r.ExpiresAt.Equal(now.Add(5*time.Minute)) {
+		t.Errorf("after DEL: %+v, want reserved for default/web until now+5m", r)
+	}
+	if _, ok := got["10.244.1.3"]; ok {
+		t.Error("allocation without duration not freed by DEL")
+	}
+
+	// Releasing one identity's reservation leaves the others.
+	if err := s.ReleaseReservation("cbr0", "default", "gone"); err != nil {
+		t.Fatal(err)
+	}
+	got = byIP(t, s)
+	var ips []string
+	for ip := range got {
+		ips = append(ips, ip)
+	}
+	sort.Strings(ips)
+	if len(ips) != 2 || ips[0] != "10.244.1.2" || ips[1] != "10.244.1.5" {
+		t.Errorf("left %v, want 10.244.1.2 and 10.244.1.5", ips)
+	}
+}
+
+func TestReleaseReservationKeepsLiveAllocation(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "stickyip")
+	seed(t, dir, rec("10.244.1.2", "allocated", "sb", "default", "web", 5*time.Minute))
+	s := newStore(dir)
+	if err := s.ReleaseReservation("cbr0", "default", "web"); err != nil {
+		t.Fatal(err)
+	}
+	if got := byIP(t, s); got["10.244.1.2"].State != reconcile.StateAllocated {
+		t.Errorf("live allocation touched: %+v", got)
+	}
+}
+
+func TestMissingStoreIsEmpty(t *testing.T) {
+	s := newStore(filepath.Join(t.TempDir(), "never-created"))
+	all, err := s.Allocations()
+	if err != nil || len(all) != 0 {
+		t.Errorf("Allocations on a missing store = %v, %v; want empty, nil", all, err)
+	}
+}
+
+func TestFreeFromCNIConfig(t *testing.T) {
+	confDir := t.TempDir()
+	subnetEnv := filepath.Join(t.TempDir(), "subnet.env")
+	write := func(p, s string) {
+		t.Helper()
+		if err := os.WriteFile(p, []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// cbr0: flannel fills the range from its subnet file (10.244.1.0/24:
+	// .1 is the gateway, .2-.254 are handed out: 253 addresses).
+	write(filepath.Join(confDir, "10-flannel.conflist"), `{"cniVersion":"0.3.1","name":"cbr0","plugins":[
+	  {"type":"flannel","subnetFile":"`+subnetEnv+`","ipam":{"type":"stickyip"},"delegate":{"isDefaultGateway":true}},
+	  {"type":"portmap","capabilities":{"portMappings":true}}]}`)
+	write(subnetEnv, "FLANNEL_NETWORK=10.244.0.0/16\nFLANNEL_SUBNET=10.244.1.1/24\nFLANNEL_MTU=1450\nFLANNEL_IPMASQ=true\n")
+	// br: explicit range .10-.19 (10 addresses, gateway .1 outside).
+	write(filepath.Join(confDir, "20-bridge.conflist"), `{"cniVersion":"1.0.0","name":"br","plugins":[
+	  {"type":"bridge","ipam":{"type":"stickyip","ranges":[[{"subnet":"10.99.0.0/24","rangeStart":"10.99.0.10","rangeEnd":"10.99.0.19"}]]}}]}`)
+	// Not ours.
+	write(filepath.Join(confDir, "30-other.conf"), `{"cniVersion":"1.0.0","name":"other","type":"bridge","ipam":{"type":"host-local","subnet":"10.98.0.0/24"}}`)
+	write(filepath.Join(confDir, "40-broken.conflist"), `{not json`)
+
+	dir := filepath.Join(t.TempDir(), "stickyip")
+	seed(t, dir,
+		rec("10.244.1.2", "allocated", "a", "default", "a", 0),
+		rec("10.244.1.3", "reserved", "", "default", "b", time.Minute),
+	)
+	s := newStore(dir).WithCNIConfDir(confDir)
+	free, err := s.Free()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(free) != 2 || free["cbr0"] != 251 || free["br"] != 10 {
+		t.Errorf("Free = %v, want cbr0:251 (253 - 1 allocated - 1 reserved) and br:10", free)
+	}
+}

@@ -1,0 +1,201 @@
+// Package kube is checkpointd's view of the API server: the pods bound to the
+// node (a client-go informer whose list/watch is filtered by the field
+// selector spec.nodeName=<node>, so the API server pushes changes instead of
+// being polled), whether the API server is reachable, and the secrets and
+// configMaps a checkpoint needs.
+package kube
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+)
+
+// Options configure a Client.
+type Options struct {
+	// Node is the node name; only pods with spec.nodeName equal to it are watched.
+	Node string
+	// ProbeInterval is how often reachability is probed (default 5s).
+	ProbeInterval time.Duration
+	// Timeout bounds every request (default 5s).
+	Timeout time.Duration
+	// Probe checks the API server; default GET /readyz.
+	Probe func(ctx context.Context) error
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+	// Log receives state changes.
+	Log *slog.Logger
+}
+
+// Client watches the node's pods and tracks reachability.
+type Client struct {
+	cs       kubernetes.Interface
+	opts     Options
+	informer cache.SharedIndexInformer
+	factory  informers.SharedInformerFactory
+
+	mu        sync.Mutex
+	reachable bool
+	since     time.Time // when reachable last changed (daemon start if never reached)
+	lastErr   error
+}
+
+// New returns a client; call Run to start it.
+func New(cs kubernetes.Interface, opts Options) *Client {
+	if opts.ProbeInterval <= 0 {
+		opts.ProbeInterval = 5 * time.Second
+	}
+	if opts.Timeout <= 0 {
+		opts.Timeout = 5 * time.Second
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Log == nil {
+		opts.Log = slog.Default()
+	}
+	c := &Client{cs: cs, opts: opts, since: opts.Now()}
+	if c.opts.Probe == nil {
+		c.opts.Probe = c.readyz
+	}
+	sel := fields.OneTermEqualSelector("spec.nodeName", opts.Node).String()
+	c.factory = informers.NewSharedInformerFactoryWithOptions(cs, 0,
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.FieldSelector = sel }))
+	c.informer = c.factory.Core().V1().Pods().Informer()
+	_ = c.informer.SetWatchErrorHandler(func(_ *cache.Reflector, err error) {
+		var status apierrors.APIStatus
+		switch {
+		case errors.Is(err, io.EOF):
+			// A watch the server closed normally; the reflector re-watches.
+		case errors.As(err, &status):
+			// The API server answered (e.g. 403: RBAC, 410: relist). It is
+			// not away, so this must neither start restores nor stop them.
+			c.opts.Log.Warn("pod watch refused by the API server", "err", err)
+		default:
+			c.set(false, fmt.Errorf("pod watch: %w", err))
+		}
+	})
+	return c
+}
+
+func (c *Client) readyz(ctx context.Context) error {
+	rc := c.cs.Discovery().RESTClient()
+	if rc == nil {
+		return fmt.Errorf("no REST client")
+	}
+	_, err := rc.Get().AbsPath("/readyz").DoRaw(ctx)
+	return err
+}
+
+// Run starts the informer and the probe loop; it returns when ctx is done.
+func (c *Client) Run(ctx context.Context) {
+	c.factory.Start(ctx.Done())
+	t := time.NewTicker(c.opts.ProbeInterval)
+	defer t.Stop()
+	for {
+		c.probe(ctx)
+		select {
+		case <-ctx.Done():
+			c.factory.Shutdown()
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func (c *Client) probe(ctx context.Context) {
+	pctx, cancel := context.WithTimeout(ctx, c.opts.Timeout)
+	defer cancel()
+	err := c.opts.Probe(pctx)
+	if ctx.Err() != nil {
+		return
+	}
+	c.set(err == nil, err)
+}
+
+func (c *Client) set(ok bool, err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.lastErr = err
+	if ok == c.reachable {
+		return
+	}
+	c.reachable = ok
+	c.since = c.opts.Now()
+	if ok {
+		c.opts.Log.Info("API server reachable")
+	} else {
+		c.opts.Log.Warn("API server unreachable", "err", err)
+	}
+}
+
+// Reachable reports whether the API server answered the last probe and the
+// pod watch has synced, and since when that has been the case (for an
+// unreachable API server never reached, since the client was created).
+func (c *Client) Reachable() (bool, time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.reachable && !c.informer.HasSynced() {
+		// The API server answers but the pod list has not arrived (yet, or
+		// RBAC forbids it): not reachable for decisions, but not away either,
+		// so the unreachability clock is held at zero and nothing is restored.
+		return false, c.opts.Now()
+	}
+	return c.reachable, c.since
+}
+
+// Pods returns the pods bound to the node, from the watch cache, and whether
+// the cache has synced at least once.
+func (c *Client) Pods() ([]*corev1.Pod, bool) {
+	var out []*corev1.Pod
+	for _, o := range c.informer.GetStore().List() {
+		if p, ok := o.(*corev1.Pod); ok && p.Spec.NodeName == c.opts.Node {
+			out = append(out, p)
+		}
+	}
+	return out, c.informer.HasSynced()
+}
+
+// Secret returns a secret's data.
+func (c *Client) Secret(ctx context.Context, ns, name string) (map[string][]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, c.opts.Timeout)
+	defer cancel()
+	s, err := c.cs.CoreV1().Secrets(ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return nil, err
+	}
+	return s.Data, nil
+}
+
+// ConfigMap returns a configMap's data and binaryData as bytes.
+func (c *Client) ConfigMap(ctx context.Context, ns, name string) (map[string][]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, c.opts.Timeout)
+	defer cancel()
+	cm, err := c.cs.CoreV1().ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string][]byte, len(cm.Data)+len(cm.BinaryData))
+	for k, v := range cm.Data {
+		out[k] = []byte(v)
+	}
+	for k, v := range cm.BinaryData {
+		out[k] = v
+	}
+	return out, nil
+}
+
+// IsNotFound reports whether err says the object does not exist.
+func IsNotFound(err error) bool { return apierrors.IsNotFound(err) }

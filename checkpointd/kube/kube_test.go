@@ -1,0 +1,145 @@
+package kube
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"sort"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+)
+
+func podOn(name, node string) *corev1.Pod {
+	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"}, Spec: corev1.PodSpec{NodeName: node}}
+}
+
+// eventually polls cond for up to 5 seconds.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func names(pods []*corev1.Pod) string {
+	var n []string
+	for _, p := range pods {
+		n = append(n, p.Name)
+	}
+	sort.Strings(n)
+	return strings.Join(n, ",")
+}
+
+func TestWatchAndReachability(t *testing.T) {
+	cs := fake.NewSimpleClientset(podOn("a", "node1"), podOn("b", "node2"))
+	var down atomic.Bool
+	c := New(cs, Options{
+		Node: "node1", ProbeInterval: 10 * time.Millisecond, Timeout: time.Second,
+		Probe: func(context.Context) error {
+			if down.Load() {
+				return errors.New("connection refused")
+			}
+			return nil
+		},
+		Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	})
+	start := time.Now()
+	if ok, since := c.Reachable(); ok || since.Before(start.Add(-time.Second)) {
+		t.Errorf("before Run: reachable=%v since=%v, want unreachable since creation", ok, since)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { c.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+
+	eventually(t, "reachable and synced", func() bool { ok, _ := c.Reachable(); return ok })
+	if pods, synced := c.Pods(); !synced || names(pods) != "a" {
+		t.Errorf("Pods = %s synced=%v, want only node1's pod a", names(pods), synced)
+	}
+
+	// Changes arrive through the watch.
+	if _, err := cs.CoreV1().Pods("default").Create(ctx, podOn("c", "node1"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "pod c seen", func() bool { p, _ := c.Pods(); return names(p) == "a,c" })
+	if err := cs.CoreV1().Pods("default").Delete(ctx, "a", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "pod a gone", func() bool { p, _ := c.Pods(); return names(p) == "c" })
+
+	// Outage: unreachable, with the time it started; the cache keeps the last word.
+	before := time.Now()
+	down.Store(true)
+	eventually(t, "unreachable", func() bool { ok, _ := c.Reachable(); return !ok })
+	_, since := c.Reachable()
+	if since.Before(before) {
+		t.Errorf("unreachable since %v, want after %v", since, before)
+	}
+	if p, _ := c.Pods(); names(p) != "c" {
+		t.Errorf("cache during outage = %s, want c", names(p))
+	}
+	down.Store(false)
+	eventually(t, "reachable again", func() bool { ok, _ := c.Reachable(); return ok })
+}
+
+func TestSecretAndConfigMap(t *testing.T) {
+	cs := fake.NewSimpleClientset(
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "s", Namespace: "default"}, Data: map[string][]byte{"k": []byte("v")}},
+		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "cm", Namespace: "default"},
+			Data: map[string]string{"a": "1"}, BinaryData: map[string][]byte{"b": {0, 1}}},
+	)
+	c := New(cs, Options{Node: "node1"})
+	ctx := context.Background()
+	s, err := c.Secret(ctx, "default", "s")
+	if err != nil || string(s["k"]) != "v" {
+		t.Errorf("Secret = %v, %v", s, err)
+	}
+	cm, err := c.ConfigMap(ctx, "default", "cm")
+	if err != nil || string(cm["a"]) != "1" || len(cm["b"]) != 2 {
+		t.Errorf("ConfigMap = %v, %v", cm, err)
+	}
+	if _, err := c.Secret(ctx, "default", "missing"); !IsNotFound(err) {
+		t.Errorf("missing secret: %v, want not found", err)
+	}
+}
+
+// TestForbiddenListIsNotAnOutage: an API server that answers but refuses the
+// pod list (RBAC) is not "away": the unreachability clock stays at zero so
+// no restore can start.
+func TestForbiddenListIsNotAnOutage(t *testing.T) {
+	cs := fake.NewSimpleClientset()
+	cs.PrependReactor("list", "pods", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewForbidden(corev1.Resource("pods"), "", errors.New("RBAC: no"))
+	})
+	c := New(cs, Options{
+		Node: "node1", ProbeInterval: 10 * time.Millisecond,
+		Probe: func(context.Context) error { return nil },
+		Log:   slog.New(slog.NewTextHandler(io.Discard, nil)),
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { c.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	time.Sleep(300 * time.Millisecond)
+	ok, since := c.Reachable()
+	if ok {
+		t.Fatal("reachable although the pod list was never received")
+	}
+	if age := time.Since(since); age > time.Second {
+		t.Errorf("unreachable for %v although the API server answers; want the clock held at zero", age)
+	}
+}

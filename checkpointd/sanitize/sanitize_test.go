@@ -1,0 +1,454 @@
+package sanitize
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"sigs.k8s.io/yaml"
+
+	"github.com/stickyip/stickyip/checkpointd/checkpoint"
+)
+
+func ptr[T any](v T) *T { return &v }
+
+// apiPod is a pod as the API server returns it for a StatefulSet member on node1.
+func apiPod() *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: "db-0", Namespace: "prod", UID: "1111-2222",
+			Labels: map[string]string{"app": "db"},
+			Annotations: map[string]string{
+				AnnotationCheckpoint:                               "true",
+				AnnotationReservation:                              "30",
+				"kubectl.kubernetes.io/last-applied-configuration": "{}",
+				"kubernetes.io/config.seen":                        "2026-01-01",
+				"example.com/keep":                                 "yes",
+			},
+			OwnerReferences: []metav1.OwnerReference{{Kind: "StatefulSet", Name: "db", UID: "ss"}},
+			ResourceVersion: "42",
+			ManagedFields:   []metav1.ManagedFieldsEntry{{Manager: "kube-controller-manager"}},
+		},
+		Spec: corev1.PodSpec{
+			NodeName:                 "node1",
+			ServiceAccountName:       "db",
+			DeprecatedServiceAccount: "db",
+			NodeSelector:             map[string]string{"disk": "ssd"},
+			Affinity:                 &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{}},
+			SchedulerName:            "default-scheduler",
+			ImagePullSecrets:         []corev1.LocalObjectReference{{Name: "regcred"}},
+			Subdomain:                "db",
+			Overhead:                 corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m")},
+			SecurityContext:          &corev1.PodSecurityContext{FSGroup: ptr(int64(2000))},
+			InitContainers: []corev1.Container{{
+				Name: "init", Image: "busybox", ImagePullPolicy: corev1.PullAlways,
+				VolumeMounts: []corev1.VolumeMount{{Name: "kube-api-access-abcde", MountPath: "/var/run/secrets/kubernetes.io/serviceaccount"}},
+			}},
+			Containers: []corev1.Container{{
+				Name: "db", Image: "postgres:16", ImagePullPolicy: corev1.PullAlways,
+				EnvFrom: []corev1.EnvFromSource{
+					{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "db-env"}}, Prefix: "DB_"},
+					{SecretRef: &corev1.SecretEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "db-secret-env"}}},
+				},
+				Env: []corev1.EnvVar{
+					{Name: "PLAIN", Value: "1"},
+					{Name: "MODE", ValueFrom: &corev1.EnvVarSource{ConfigMapKeyRef: &corev1.ConfigMapKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "db-config"}, Key: "mode"}}},
+					{Name: "PASSWORD", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "db-secret"}, Key: "password"}}},
+					{Name: "POD_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}},
+				},
+				VolumeMounts: []corev1.VolumeMount{
+					{Name: "data", MountPath: "/var/lib/postgresql"},
+					{Name: "tls", MountPath: "/tls"},
+					{Name: "config", MountPath: "/etc/db", ReadOnly: false},
+					{Name: "kube-api-access-abcde", MountPath: "/var/run/secrets/kubernetes.io/serviceaccount"},
+				},
+			}},
+			Volumes: []corev1.Volume{
+				{Name: "data", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/srv/db"}}},
+				{Name: "tls", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
+					SecretName:  "db-tls",
+					DefaultMode: ptr(int32(0o400)),
+					Items:       []corev1.KeyToPath{{Key: "tls.key", Path: "private/tls.key"}, {Key: "tls.crt", Path: "tls.crt", Mode: ptr(int32(0o444))}},
+				}}},
+				{Name: "config", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
+					LocalObjectReference: corev1.LocalObjectReference{Name: "db-config"},
+				}}},
+				{Name: "kube-api-access-abcde", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{Sources: []corev1.VolumeProjection{
+					{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{Path: "token"}},
+					{ConfigMap: &corev1.ConfigMapProjection{LocalObjectReference: corev1.LocalObjectReference{Name: "kube-root-ca.crt"}}},
+				}}}},
+			},
+		},
+		Status: corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "10.244.1.5"},
+	}
+}
+
+func apiRecord() *checkpoint.Record {
+	return &checkpoint.Record{
+		Pod: apiPod(),
+		Secrets: map[string]map[string][]byte{
+			"db-tls": {"tls.key": []byte("KEY"), "tls.crt": []byte("CRT"), "unused": []byte("x")},
+		},
+		ConfigMaps: map[string]map[string][]byte{
+			"db-config": {"mode": []byte("replica"), "db.conf": []byte("port=5432")},
+			"db-env":    {"HOST": []byte("h"), "bad-name!": []byte("skipped")},
+		},
+	}
+}
+
+// staticPodProblems lists what would stop a kubelet with no API server from
+// running pod as a static pod, or the API server's NodeRestriction admission
+// from accepting its mirror pod once the API server is back.
+func staticPodProblems(pod *corev1.Pod) []string {
+	var p []string
+	if pod.APIVersion != "v1" || pod.Kind != "Pod" {
+		p = append(p, "not a v1 Pod")
+	}
+	if errs := validation.IsDNS1123Subdomain(pod.Name); len(errs) > 0 {
+		p = append(p, "bad name: "+strings.Join(errs, ","))
+	}
+	if pod.Namespace == "" {
+		p = append(p, "no namespace")
+	}
+	if pod.Spec.NodeName != "" {
+		p = append(p, "nodeName set (conflicts with the kubelet's own)")
+	}
+	if pod.Spec.ServiceAccountName != "" || pod.Spec.DeprecatedServiceAccount != "" {
+		p = append(p, "service account referenced")
+	}
+	if pod.Spec.AutomountServiceAccountToken == nil || *pod.Spec.AutomountServiceAccountToken {
+		p = append(p, "service account token automount not disabled")
+	}
+	if len(pod.Spec.ImagePullSecrets) > 0 {
+		p = append(p, "imagePullSecrets reference secrets")
+	}
+	if pod.UID != "" || pod.ResourceVersion != "" || len(pod.OwnerReferences) > 0 || len(pod.ManagedFields) > 0 {
+		p = append(p, "server-side metadata left")
+	}
+	if pod.Status.Phase != "" || pod.Status.PodIP != "" {
+		p = append(p, "status left")
+	}
+	vols := map[string]bool{}
+	for _, v := range pod.Spec.Volumes {
+		vols[v.Name] = true
+		switch {
+		case v.Secret != nil, v.ConfigMap != nil, v.PersistentVolumeClaim != nil, v.Ephemeral != nil:
+			p = append(p, fmt.Sprintf("volume %s references an API object", v.Name))
+		case v.Projected != nil:
+			for _, s := range v.Projected.Sources {
+				if s.Secret != nil || s.ConfigMap != nil || s.ServiceAccountToken != nil || s.ClusterTrustBundle != nil {
+					p = append(p, fmt.Sprintf("projected volume %s references an API object", v.Name))
+				}
+			}
+		}
+	}
+	for _, c := range append(append([]corev1.Container{}, pod.Spec.InitContainers...), pod.Spec.Containers...) {
+		for _, m := range c.VolumeMounts {
+			if !vols[m.Name] {
+				p = append(p, fmt.Sprintf("container %s mounts missing volume %s", c.Name, m.Name))
+			}
+		}
+		if len(c.EnvFrom) > 0 {
+			p = append(p, fmt.Sprintf("container %s uses envFrom", c.Name))
+		}
+		for _, e := range c.Env {
+			if e.ValueFrom != nil && (e.ValueFrom.SecretKeyRef != nil || e.ValueFrom.ConfigMapKeyRef != nil) {
+				p = append(p, fmt.Sprintf("container %s env %s references an API object", c.Name, e.Name))
+			}
+		}
+	}
+	return p
+}
+
+func TestManifestIsAStaticPod(t *testing.T) {
+	res, err := Manifest(apiRecord(), Options{VolumeDir: "/run/stickyip/checkpointd", Reservation: "10m"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := Marshal(res.Pod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// What the kubelet reads back from the static pod directory.
+	var pod corev1.Pod
+	if err := yaml.UnmarshalStrict(data, &pod); err != nil {
+		t.Fatalf("manifest does not decode strictly as a Pod: %v\n%s", err, data)
+	}
+	if probs := staticPodProblems(&pod); len(probs) > 0 {
+		t.Errorf("manifest is not a valid static pod:\n  %s\n%s", strings.Join(probs, "\n  "), data)
+	}
+	if pod.Name != "db-0" || pod.Namespace != "prod" {
+		t.Errorf("identity %s/%s, want prod/db-0", pod.Namespace, pod.Name)
+	}
+	wantAnn := map[string]string{
+		AnnotationCheckpointOf:  "prod/db-0",
+		AnnotationCheckpointUID: "1111-2222",
+		AnnotationReservation:   "30", // the parent's, not the default
+		"example.com/keep":      "yes",
+	}
+	for k, v := range wantAnn {
+		if pod.Annotations[k] != v {
+			t.Errorf("annotation %s = %q, want %q", k, pod.Annotations[k], v)
+		}
+	}
+	for _, k := range []string{AnnotationCheckpoint, "kubectl.kubernetes.io/last-applied-configuration", "kubernetes.io/config.seen"} {
+		if _, ok := pod.Annotations[k]; ok {
+			t.Errorf("annotation %s kept, want dropped", k)
+		}
+	}
+	if IsCopy(&pod) != true || OptedIn(&pod) {
+		t.Error("the copy must be recognised as a copy and must not be opted in (or it would be checkpointed itself)")
+	}
+	if pod.Spec.Hostname != "db-0" || pod.Spec.Subdomain != "db" {
+		t.Errorf("hostname/subdomain %q/%q, want the parent's db-0/db", pod.Spec.Hostname, pod.Spec.Subdomain)
+	}
+	if pod.Spec.NodeSelector != nil || pod.Spec.Affinity != nil || pod.Spec.SchedulerName != "" || pod.Spec.Overhead != nil {
+		t.Error("scheduling fields kept")
+	}
+	for _, c := range append(pod.Spec.InitContainers, pod.Spec.Containers...) {
+		if c.ImagePullPolicy != corev1.PullIfNotPresent {
+			t.Errorf("container %s pull policy %s, want IfNotPresent", c.Name, c.ImagePullPolicy)
+		}
+	}
+	if len(pod.Spec.InitContainers[0].VolumeMounts) != 0 {
+		t.Error("service account token mount kept in init container")
+	}
+}
+
+func TestManifestVolumes(t *testing.T) {
+	res, err := Manifest(apiRecord(), Options{VolumeDir: "/run/ckd"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	vols := map[string]corev1.Volume{}
+	for _, v := range res.Pod.Spec.Volumes {
+		vols[v.Name] = v
+	}
+	if _, ok := vols["kube-api-access-abcde"]; ok {
+		t.Error("service account token volume kept")
+	}
+	if vols["data"].HostPath == nil || vols["data"].HostPath.Path != "/srv/db" {
+		t.Errorf("hostPath volume changed: %+v", vols["data"])
+	}
+	for name, want := range map[string]string{"tls": "/run/ckd/prod_db-0/tls", "config": "/run/ckd/prod_db-0/config"} {
+		hp := vols[name].HostPath
+		if hp == nil || hp.Path != want || hp.Type == nil || *hp.Type != corev1.HostPathDirectory {
+			t.Errorf("volume %s = %+v, want hostPath directory %s", name, vols[name].VolumeSource, want)
+		}
+	}
+	for _, m := range res.Pod.Spec.Containers[0].VolumeMounts {
+		if (m.Name == "tls" || m.Name == "config") && !m.ReadOnly {
+			t.Errorf("mount %s not read-only", m.Name)
+		}
+	}
+	// Modes as the kubelet sets them: item mode, else defaultMode, else 0644;
+	// fsGroup 2000 adds group read and owns the files.
+	type fileWant struct {
+		data string
+		mode uint32
+	}
+	want := map[string]fileWant{
+		"prod_db-0/tls/private/tls.key": {"KEY", 0o440},       // defaultMode 0400 | 0440
+		"prod_db-0/tls/tls.crt":         {"CRT", 0o444},       // item mode 0444
+		"prod_db-0/config/db.conf":      {"port=5432", 0o644}, // default 0644
+		"prod_db-0/config/mode":         {"replica", 0o644},
+	}
+	if len(res.Files) != len(want) {
+		t.Errorf("%d files, want %d: %+v", len(res.Files), len(want), res.Files)
+	}
+	for _, f := range res.Files {
+		w, ok := want[f.Path]
+		if !ok {
+			t.Errorf("unexpected file %s (the secret's unlisted key must not be written)", f.Path)
+			continue
+		}
+		if string(f.Data) != w.data || f.Mode != w.mode {
+			t.Errorf("file %s = %q mode %o, want %q mode %o", f.Path, f.Data, f.Mode, w.data, w.mode)
+		}
+		if f.GID == nil || *f.GID != 2000 {
+			t.Errorf("file %s gid %v, want fsGroup 2000", f.Path, f.GID)
+		}
+	}
+}
+
+func TestManifestModesNeverWiden(t *testing.T) {
+	rec := apiRecord()
+	rec.Pod.Spec.SecurityContext = nil // no fsGroup: modes exactly as given
+	res, err := Manifest(rec, Options{VolumeDir: "/run/ckd"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range res.Files {
+		if f.GID != nil {
+			t.Errorf("%s: group set without fsGroup", f.Path)
+		}
+		if strings.HasSuffix(f.Path, "tls.key") && f.Mode != 0o400 {
+			t.Errorf("%s mode %o, want the pod's 0400", f.Path, f.Mode)
+		}
+		if f.Mode&0o002 != 0 {
+			t.Errorf("%s is world-writable", f.Path)
+		}
+	}
+}
+
+func TestManifestEnv(t *testing.T) {
+	res, err := Manifest(apiRecord(), Options{VolumeDir: "/run/ckd"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]corev1.EnvVar{}
+	for _, e := range res.Pod.Spec.Containers[0].Env {
+		env[e.Name] = e
+	}
+	if env["MODE"].Value != "replica" || env["MODE"].ValueFrom != nil {
+		t.Errorf("configMapKeyRef not inlined: %+v", env["MODE"])
+	}
+	if env["DB_HOST"].Value != "h" {
+		t.Errorf("envFrom configMap not inlined with prefix: %+v", env)
+	}
+	if _, ok := env["DB_bad-name!"]; ok {
+		t.Error("invalid env name from configMap kept")
+	}
+	if _, ok := env["PASSWORD"]; ok {
+		t.Error("secret env var written into the manifest")
+	}
+	if env["POD_NAME"].ValueFrom == nil || env["POD_NAME"].ValueFrom.FieldRef == nil {
+		t.Error("fieldRef env dropped; static pods support it")
+	}
+	if env["PLAIN"].Value != "1" {
+		t.Error("plain env lost")
+	}
+	joined := strings.Join(res.Warnings, "\n")
+	for _, w := range []string{"PASSWORD", "db-secret-env", "imagePullSecrets"} {
+		if !strings.Contains(joined, w) {
+			t.Errorf("warnings %q do not mention %s", joined, w)
+		}
+	}
+	data, _ := Marshal(res.Pod)
+	if strings.Contains(string(data), "KEY") || strings.Contains(string(data), "CRT") {
+		t.Error("secret data appears in the manifest")
+	}
+}
+
+func TestManifestReservationDefault(t *testing.T) {
+	for _, parent := range []string{"", "0"} {
+		rec := apiRecord()
+		if parent == "" {
+			delete(rec.Pod.Annotations, AnnotationReservation)
+		} else {
+			rec.Pod.Annotations[AnnotationReservation] = parent
+		}
+		res, err := Manifest(rec, Options{VolumeDir: "/v", Reservation: "10m"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := res.Pod.Annotations[AnnotationReservation]; got != "10m" {
+			t.Errorf("parent %q: reservation %q, want the default 10m", parent, got)
+		}
+	}
+}
+
+func TestManifestUnsupported(t *testing.T) {
+	cases := map[string]func(*corev1.Pod){
+		"pvc": func(p *corev1.Pod) {
+			p.Spec.Volumes = append(p.Spec.Volumes, corev1.Volume{Name: "pvc", VolumeSource: corev1.VolumeSource{
+				PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "data-db-0"}}})
+		},
+		"ephemeral": func(p *corev1.Pod) {
+			p.Spec.Volumes = append(p.Spec.Volumes, corev1.Volume{Name: "eph", VolumeSource: corev1.VolumeSource{
+				Ephemeral: &corev1.EphemeralVolumeSource{}}})
+		},
+		"resource claims": func(p *corev1.Pod) {
+			p.Spec.ResourceClaims = []corev1.PodResourceClaim{{Name: "gpu"}}
+		},
+	}
+	for name, mutate := range cases {
+		t.Run(name, func(t *testing.T) {
+			rec := apiRecord()
+			mutate(rec.Pod)
+			_, err := Manifest(rec, Options{VolumeDir: "/v"})
+			if !errors.Is(err, ErrUnsupported) {
+				t.Errorf("err = %v, want ErrUnsupported", err)
+			}
+		})
+	}
+}
+
+func TestManifestMissingData(t *testing.T) {
+	rec := apiRecord()
+	delete(rec.Secrets, "db-tls")
+	if _, err := Manifest(rec, Options{VolumeDir: "/v"}); err == nil || !strings.Contains(err.Error(), "db-tls") {
+		t.Errorf("missing required secret: err = %v, want one naming db-tls", err)
+	}
+	rec.Pod.Spec.Volumes[1].Secret.Optional = ptr(true)
+	res, err := Manifest(rec, Options{VolumeDir: "/v"})
+	if err != nil {
+		t.Fatalf("missing optional secret: %v", err)
+	}
+	for _, f := range res.Files {
+		if strings.Contains(f.Path, "/tls/") {
+			t.Errorf("file %s for a missing optional secret", f.Path)
+		}
+	}
+}
+
+func TestUnsafeItemPathRejected(t *testing.T) {
+	rec := apiRecord()
+	rec.Pod.Spec.Volumes[1].Secret.Items[0].Path = "../../etc/evil"
+	if _, err := Manifest(rec, Options{VolumeDir: "/v"}); err == nil || !strings.Contains(err.Error(), "unsafe") {
+		t.Errorf("err = %v, want unsafe path error", err)
+	}
+}
+
+func TestReferences(t *testing.T) {
+	secrets, cms := References(apiPod())
+	if strings.Join(secrets, ",") != "db-tls" {
+		t.Errorf("secrets %v, want [db-tls] (env-only secrets are never saved)", secrets)
+	}
+	if strings.Join(cms, ",") != "db-config,db-env" {
+		t.Errorf("configMaps %v, want [db-config db-env] (kube-root-ca.crt belongs to the dropped token volume)", cms)
+	}
+	p := apiPod()
+	if Optional(p, "Secret", "db-tls") {
+		t.Error("db-tls reported optional")
+	}
+	p.Spec.Volumes[1].Secret.Optional = ptr(true)
+	if !Optional(p, "Secret", "db-tls") {
+		t.Error("db-tls not reported optional")
+	}
+}
+
+func TestOptInAndCopies(t *testing.T) {
+	for _, k := range []string{AnnotationCheckpoint, AnnotationBootstrapCheckpoint, AnnotationCoreOSCheckpoint} {
+		if !OptedIn(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{k: "true"}}}) {
+			t.Errorf("%s=true not honoured", k)
+		}
+		if OptedIn(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{k: "false"}}}) {
+			t.Errorf("%s=false taken as opt-in", k)
+		}
+	}
+	for name, ann := range map[string]map[string]string{
+		"mirror":      {AnnotationConfigMirror: "x"},
+		"static file": {AnnotationConfigSource: "file"},
+		"copy":        {AnnotationCheckpointOf: "a/b"},
+	} {
+		if !IsCopy(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Annotations: ann}}) {
+			t.Errorf("%s pod not recognised as a copy", name)
+		}
+	}
+	if IsCopy(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{AnnotationConfigSource: "api"}}}) {
+		t.Error("API pod taken for a copy")
+	}
+}
+
+func TestVolumeRoot(t *testing.T) {
+	if got := filepath.Join("/v", VolumeRoot(checkpoint.ID{Namespace: "a", Name: "b"})); got != "/v/a_b" {
+		t.Errorf("VolumeRoot = %s", got)
+	}
+}
