@@ -5,6 +5,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -51,6 +52,7 @@ func (n *node) startCheckpointd() {
 		"--cri-endpoint=unix://"+n.ctd.Address,
 		"--volume-dir="+filepath.Join(n.dir, "checkpointd-volumes"),
 		"--data-dir="+n.stickyipDataDir(),
+		"--cni-conf-dir="+n.cniConfDir(),
 		"--grace-period="+checkpointdGrace.String(),
 		"--interval=1s", "--api-probe-interval=1s", "--timeout=3s",
 		"--listen-address="+checkpointdAddr,
@@ -68,6 +70,40 @@ func (n *node) startCheckpointd() {
 		resp.Body.Close()
 		return resp.StatusCode == http.StatusOK, resp.Status
 	})
+}
+
+// metric reads an unlabelled sample from checkpointd's /metrics.
+func (n *node) metric(name string) (string, error) {
+	hc := &http.Client{Timeout: 3 * time.Second, Transport: &http.Transport{DialContext: n.apiClientConfig("").Dial}}
+	resp, err := hc.Get("http://" + checkpointdAddr + "/metrics")
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return "", err
+	}
+	for _, line := range strings.Split(string(body), "\n") {
+		if f := strings.Fields(line); len(f) == 2 && f[0] == name {
+			return f[1], nil
+		}
+	}
+	return "", fmt.Errorf("metric %s not exposed", name)
+}
+
+// metricsAre checks unlabelled checkpointd metrics against want.
+func (n *node) metricsAre(want map[string]string) (bool, string) {
+	for name, v := range want {
+		got, err := n.metric(name)
+		if err != nil {
+			return false, err.Error()
+		}
+		if got != v {
+			return false, fmt.Sprintf("%s = %s, want %s", name, got, v)
+		}
+	}
+	return true, ""
 }
 
 // staticCopies returns the ready sandboxes of static copies of namespace/name
@@ -164,7 +200,8 @@ func TestCheckpointRestoreAcrossReboot(t *testing.T) {
 		if len(sbs) != 1 || sbs[0].IP != ipKeep {
 			return false, fmt.Sprintf("static copies: %+v", sbs)
 		}
-		return true, ""
+		// Both opted-in pods are restored: checkpointd cannot know gone was deleted.
+		return n.metricsAre(map[string]string{"checkpointd_api_reachable": "0", "checkpointd_restores_active": "2"})
 	})
 	t.Logf("static copy of keep runs with %s while the API server is away", ipKeep)
 	for _, sb := range mustSandboxesOf(t, n, ctx) {
@@ -231,7 +268,7 @@ func TestCheckpointRestoreAcrossReboot(t *testing.T) {
 		if _, err := os.Stat(n.checkpointFile("default", "gone")); !os.IsNotExist(err) {
 			return false, fmt.Sprintf("checkpoint of gone still there (stat: %v)", err)
 		}
-		return true, ""
+		return n.metricsAre(map[string]string{"checkpointd_api_reachable": "1", "checkpointd_restores_active": "0", "checkpointd_checkpoints": "1"})
 	})
 }
 
