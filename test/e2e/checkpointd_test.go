@@ -189,6 +189,13 @@ func TestCheckpointRestoreAcrossReboot(t *testing.T) {
 	n.stopAPIServer()
 	n.powerOn()
 
+	// Not before the grace period: right after the boot nothing is restored.
+	if m, err := filepath.Glob(filepath.Join(n.staticPodDir(), "*")); err != nil || len(m) > 0 {
+		if since := time.Since(n.checkpointd.started); since < checkpointdGrace/2 {
+			t.Errorf("%s after checkpointd started (grace %s), static pod dir holds %v (err %v)", since, checkpointdGrace, m, err)
+		}
+	}
+
 	eventually(t, "static copy of keep running with its IP "+ipKeep, 3*time.Minute, time.Second, func() (bool, string) {
 		if err := n.checkpointd.exited(); err != nil {
 			t.Fatal(err)

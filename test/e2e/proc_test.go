@@ -24,6 +24,7 @@ type proc struct {
 	done    chan struct{}
 	err     error
 	logPath string
+	started time.Time
 }
 
 // startProc starts argv inside the network namespace at netnsPath (with
@@ -46,7 +47,7 @@ func startProc(t *testing.T, logDir, netnsPath, name string, argv ...string) *pr
 		logf.Close()
 		t.Fatalf("%s: start: %v", name, err)
 	}
-	p := &proc{name: name, cmd: cmd, done: make(chan struct{}), logPath: logPath}
+	p := &proc{name: name, cmd: cmd, done: make(chan struct{}), logPath: logPath, started: time.Now()}
 	go func() {
 		p.err = cmd.Wait()
 		logf.Close()
