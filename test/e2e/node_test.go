@@ -137,7 +137,8 @@ func (n *node) cleanup() {
 			}
 		}
 		if n.ctd != nil {
-			t.Logf("---- last lines of containerd (%s)\n%s", n.ctd.LogPath, n.ctd.LogTail(40))
+			p := filepath.Join(n.logDir, "containerd.log")
+			t.Logf("---- last lines of containerd (%s)\n%s", p, tail(p, 40))
 		}
 	}
 	n.nsHandle.Close()
@@ -401,6 +402,13 @@ func (n *node) startContainerd() {
 	n.writeCNIConfig()
 	n.ctd = harness.StartContainerd(t, harness.ContainerdConfig{
 		Node: n.ns, CNIBinDir: harness.CNIBinDir(t, extra...), CNIConfDir: n.cniConfDir(),
+	})
+	// The harness removes containerd's directory at cleanup; keep its log
+	// with the others (this runs before that removal).
+	t.Cleanup(func() {
+		if b, err := os.ReadFile(n.ctd.LogPath); err == nil {
+			_ = os.WriteFile(filepath.Join(n.logDir, "containerd.log"), b, 0o644)
+		}
 	})
 	n.cri = n.ctd.CRI(t)
 	n.writeKubeletConfig()
