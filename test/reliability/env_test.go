@@ -12,7 +12,6 @@ import (
 	"path/filepath"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/containernetworking/plugins/pkg/ns"
 	"github.com/containernetworking/plugins/pkg/testutils"
@@ -208,16 +207,4 @@ func (p *netnsPool) Path(i int) string { return p.paths[i%len(p.paths)] }
 // goneNetns is the path of a sandbox whose namespace no longer exists.
 func goneNetns(t testing.TB) string {
 	return filepath.Join(t.TempDir(), "netns-gone")
-}
-
-// waitGone polls until the process with pid no longer exists or the timeout passes.
-func waitGone(pid int, timeout time.Duration) bool {
-	deadline := time.Now().Add(timeout)
-	for time.Now().Before(deadline) {
-		if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
-			return true
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	return false
 }
