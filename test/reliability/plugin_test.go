@@ -127,7 +127,7 @@ func (o *outcome) Panicked() bool {
 			return true
 		}
 	}
-	return o.ExitCode == 2 && o.Signal == 0
+	return false
 }
 
 // Describe summarises the outcome for failure messages.
