@@ -290,7 +290,7 @@ func (e *Engine) Housekeep(tx reservation.Txn, now time.Time) error {
 			if err != nil {
 				return err
 			}
-			if err := tx.SetMeta(metaHostLocalImported, fmt.Sprintf("%s %d", now.UTC().Format(time.RFC3339), n)); err != nil {
+			if err := MarkImported(tx, now, n); err != nil {
 				return err
 			}
 		}

@@ -79,3 +79,9 @@ func ImportHostLocal(tx reservation.Txn, dir string, rangeSets []allocator.Range
 	log.Info("imported host-local allocations", "dir", dir, "count", n)
 	return n, nil
 }
+
+// MarkImported records that host-local's data has been imported, so the plugin
+// does not import it again on first use.
+func MarkImported(tx reservation.Txn, now time.Time, n int) error {
+	return tx.SetMeta(metaHostLocalImported, fmt.Sprintf("%s %d", now.UTC().Format(time.RFC3339), n))
+}

@@ -52,8 +52,9 @@ type Record struct {
 	Netns       string `json:"netns,omitempty"`  // CNI_NETNS at ADD; used to tell whether the holder is alive
 	BootID      string `json:"bootID,omitempty"` // boot the allocation was made in
 
-	Identity
-	UID string `json:"uid,omitempty"` // K8S_POD_UID of the holder
+	// Identity is the pod the address belongs to (zero without pod arguments).
+	Identity Identity `json:"identity,omitzero"`
+	UID      string   `json:"uid,omitempty"` // K8S_POD_UID of the holder
 
 	// Duration is how long the IP stays reserved after DEL (already clamped).
 	Duration time.Duration `json:"duration,omitempty"`
