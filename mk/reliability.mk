@@ -12,6 +12,8 @@
 # RELIABILITY_KILLS (300), RELIABILITY_CRASH_SECONDS (150), FUZZTIME (25s),
 # FUZZ_BUDGET (240 seconds for all fuzz targets together).
 
+TEST_TIERS += test-reliability
+
 RELIABILITY_TIMEOUT ?= 9m
 FUZZTIME            ?= 25s
 FUZZ_BUDGET         ?= 240
