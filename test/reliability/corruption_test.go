@@ -173,7 +173,11 @@ func TestCorruption(t *testing.T) {
 				expectCNIError(t, d.name+": "+op.name, o, wantCode, words...)
 				expectUntouched(t, s.db(), before)
 			}
-			expectCheckExplains(t, p, s.dir)
+			if strings.Contains(d.name, "future") {
+				expectCheckExplains(t, p, s.dir, "newer stickyip")
+			} else {
+				expectCheckExplains(t, p, s.dir, "move it aside")
+			}
 			expectUntouched(t, s.db(), before)
 			if _, err := os.Stat(s.db() + ".new"); err == nil {
 				t.Errorf("a replacement database %s.new was left behind", s.db())
