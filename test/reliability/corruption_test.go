@@ -196,7 +196,9 @@ func TestHostileEnvironment(t *testing.T) {
 		s := newStore(t, p, "")
 		before := statFile(t, s.db())
 		bindReadOnly(t, s.dir)
-		expectCNIError(t, "ADD", s.add(t, "newpod", nil), 5, s.dir, "read-only")
+		o := s.add(t, "newpod", nil)
+		expectCNIError(t, "ADD", o, 5, s.dir, "read-only")
+		t.Logf("read-only: %v", o.Err)
 		expectCNIError(t, "DEL", s.del(t, "pod1"), 5, s.dir, "read-only")
 		expectUntouched(t, s.db(), before)
 		// The operator can still look at what is stored.
@@ -237,6 +239,7 @@ func TestHostileEnvironment(t *testing.T) {
 			t.Fatalf("400 ADDs succeeded on a full filesystem; the disk was never reported full")
 		}
 		expectCNIError(t, "ADD on full disk", failed, 5, "no space")
+		t.Logf("full disk: %v", failed.Err)
 		entries := p.List(t, s.dir)
 		if want := len(s.created) + added; len(entries) != want {
 			t.Errorf("after the failed ADD the store lists %d entries, want %d (nothing lost, nothing half-written)", len(entries), want)
@@ -262,13 +265,15 @@ func TestHostileEnvironment(t *testing.T) {
 			o := s.call(t, op, "pod1", nil)
 			took := time.Since(start)
 			expectCNIError(t, op+" with the lock held", o, 11, "lock")
+			t.Logf("%s with the lock held: %v after %v", op, o.Err, took.Round(time.Millisecond))
 			if took < 900*time.Millisecond || took > 5*time.Second {
 				t.Errorf("%s with the lock held returned after %v; want about the 1s lockTimeout", op, took)
 			}
 		}
-		ctx := time.Now()
+		checkStart := time.Now()
 		o := p.Check(s.dir)
-		if time.Since(ctx) > 30*time.Second || o.TimedOut {
+		t.Logf("stickyip check with the lock held: exit %d after %v: %s", o.ExitCode, time.Since(checkStart).Round(time.Millisecond), strings.TrimSpace(string(o.Stdout)+string(o.Stderr)))
+		if time.Since(checkStart) > 30*time.Second || o.TimedOut {
 			t.Errorf("stickyip check hangs while the lock is held: %s", o.Describe())
 		}
 		if o.ExitCode == 0 {
