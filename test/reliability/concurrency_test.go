@@ -3,6 +3,7 @@
 package reliability
 
 import (
+	"encoding/json"
 	"fmt"
 	"path/filepath"
 	"slices"
@@ -127,6 +128,42 @@ func TestConcurrency(t *testing.T) {
 	}
 
 	start := time.Now()
+	stopOperator := make(chan struct{})
+	operatorDone := make(chan struct{})
+	opFig := &figures{}
+	go func() { // the operator looks at and garbage-collects the store meanwhile
+		defer close(operatorDone)
+		for i := 0; ; i++ {
+			select {
+			case <-stopOperator:
+				return
+			default:
+			}
+			var o *outcome
+			switch i % 3 {
+			case 0:
+				o = p.Tool("--data-dir", dataDir, "list", "--json")
+				var es []entry
+				if o.ExitCode == 0 {
+					if err := json.Unmarshal(o.Stdout, &es); err != nil {
+						opFig.add("operator list output not JSON", 1)
+					}
+					if d := duplicateIPs(es); len(d) > 0 {
+						opFig.add("IPs held twice in a list during the run (must be 0)", len(d))
+					}
+				}
+			case 1:
+				o = p.Check(dataDir)
+			case 2:
+				o = p.Tool("--data-dir", dataDir, "gc") // nothing expired, every sandbox alive: a no-op
+			}
+			opFig.add("operator calls during the run", 1)
+			if o.ExitCode != 0 || o.Panicked() {
+				opFig.add("operator calls failed (must be 0)", 1)
+				t.Errorf("operator call during the run failed: %s", o.Describe())
+			}
+		}
+	}()
 	var wg sync.WaitGroup
 	for w := 0; w < workers; w++ {
 		heldPrivate[w] = map[*pod]held{}
@@ -176,8 +213,19 @@ func TestConcurrency(t *testing.T) {
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
+	close(stopOperator)
+	<-operatorDone
 
 	f := &figures{}
+	f.add("operator calls during the run", opFig.get("operator calls during the run"))
+	f.add("operator calls failed (must be 0)", opFig.get("operator calls failed (must be 0)"))
+	f.add("IPs held twice in a list during the run (must be 0)", opFig.get("IPs held twice in a list during the run (must be 0)"))
+	if n := opFig.get("IPs held twice in a list during the run (must be 0)"); n > 0 {
+		t.Errorf("operator list showed %d IPs held twice during the run", n)
+	}
+	if n := opFig.get("operator list output not JSON"); n > 0 {
+		t.Errorf("%d operator list outputs during the run were not JSON", n)
+	}
 	var lat []time.Duration
 	for _, r := range records {
 		f.add("operations", 1)
@@ -228,7 +276,7 @@ func TestConcurrency(t *testing.T) {
 	f.add("sticky IP changes (must be 0)", stickyViolations)
 
 	// 3. No address held by two identities at overlapping times.
-	dups := overlappingHolders(records, start.Add(24*time.Hour))
+	dups := overlappingHolders(records, start.Add(24*time.Hour), func(pd *pod) bool { return pd.Sticky })
 	for i, d := range dups {
 		if i < 10 {
 			t.Errorf("duplicate: %s", d)
@@ -401,10 +449,10 @@ type holding struct {
 }
 
 // overlappingHolders finds addresses that two different identities held at
-// the same time. A sticky identity holds its address from its first ADD to
-// the end (its reservation outlives the test); otherwise from the end of the
-// ADD to the start of the container's DEL.
-func overlappingHolders(rs []*opRecord, forever time.Time) []string {
+// the same time. An identity for which keeps is true holds its address from
+// its first ADD to the end (its reservation outlives the test); otherwise from
+// the end of the ADD to the start of the container's DEL.
+func overlappingHolders(rs []*opRecord, forever time.Time, keeps func(*pod) bool) []string {
 	byAddr := map[string][]holding{}
 	delStart := map[string]time.Time{}
 	for _, r := range rs {
@@ -419,7 +467,7 @@ func overlappingHolders(rs []*opRecord, forever time.Time) []string {
 			continue
 		}
 		to := forever
-		if s, ok := delStart[r.Container]; ok && !r.Pod.Sticky {
+		if s, ok := delStart[r.Container]; ok && !keeps(r.Pod) {
 			to = s
 		}
 		for _, a := range r.Addrs {
