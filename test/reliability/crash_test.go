@@ -10,6 +10,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -177,6 +178,41 @@ func TestCrash(t *testing.T) {
 	f.add("inconsistencies (must be 0)", 0)
 	f.add("check failures after a kill (must be 0)", 0)
 
+	// Background load: other pods' ADD/DEL keep the lock busy, so kills also
+	// land while the victim waits for the lock or holds it with others queued.
+	stopBG := make(chan struct{})
+	var bgWG sync.WaitGroup
+	bgFailures := 0
+	var bgMu sync.Mutex
+	for b := 0; b < 3; b++ {
+		bgWG.Add(1)
+		go func(b int) {
+			defer bgWG.Done()
+			name := fmt.Sprintf("bg%d", b)
+			ns := netns.Path(b)
+			bgConf := encodeConf(t, withAnnotations(conf, map[string]string{}))
+			for i := 0; ; i++ {
+				select {
+				case <-stopBG:
+					return
+				default:
+				}
+				container := fmt.Sprintf("%s-%05d", name, i)
+				for _, cmd := range []string{"ADD", "DEL"} {
+					o := p.CNI(cniCall{Command: cmd, ContainerID: container, Netns: ns, IfName: "eth0",
+						Args: podArgs("background", name, "uid-"+name, container), Stdin: bgConf})
+					bgMu.Lock()
+					f.add("background calls", 1)
+					if !o.OK() {
+						bgFailures++
+						t.Errorf("background %s %s: %s", cmd, container, o.Describe())
+					}
+					bgMu.Unlock()
+				}
+			}
+		}(b)
+	}
+
 	start := time.Now()
 	iterations := 0
 	for f.get("kills landed mid-call") < targetKills && time.Since(start) < budget {
@@ -273,6 +309,9 @@ func TestCrash(t *testing.T) {
 		compareModel(t, p.List(t, dataDir), pods, inconsistent)
 	}
 	elapsed := time.Since(start)
+	close(stopBG)
+	bgWG.Wait()
+	f.add("background call failures (must be 0)", bgFailures)
 
 	// Finally the runtime deletes everything and the operator releases the
 	// reservations: nothing may remain.
@@ -336,6 +375,9 @@ func compareModel(t *testing.T, es []entry, pods []*crashPod, inconsistent func(
 	t.Helper()
 	byName := map[string][]entry{}
 	for _, e := range es {
+		if e.Namespace == "background" {
+			continue // the background load's own pods, checked at the end
+		}
 		byName[e.Name] = append(byName[e.Name], e)
 	}
 	if d := duplicateIPs(es); len(d) > 0 {
