@@ -181,6 +181,7 @@ func TestBadInput(t *testing.T) {
 			if o.Err == nil {
 				t.Fatalf("want CNI error %d, got success: %s", tc.code, o.Describe())
 			}
+			t.Logf("%s", clip([]byte(o.Err.String()), 300))
 			if o.Err.Code != tc.code {
 				t.Errorf("want code %d, got %s", tc.code, o.Err)
 			}
