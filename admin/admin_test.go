@@ -24,13 +24,14 @@ func run(t *testing.T, args ...string) (string, string, int) {
 func seed(t *testing.T, dir string) {
 	t.Helper()
 	now := time.Now()
+	deadNetns := filepath.Join(t.TempDir(), "cni-dead") // its directory exists, the namespace does not
 	err := boltstore.New(dir, 0).Update("cbr0", func(tx reservation.Txn) error {
 		web := reservation.Identity{Namespace: "default", Name: "web", IfName: "eth0"}
 		for _, r := range []*reservation.Record{
 			{IP: netip.MustParseAddr("10.0.0.2"), State: reservation.Reserved, Identity: web, Duration: time.Hour, RequestedDuration: 48 * time.Hour, Clamped: true, ExpiresAt: now.Add(time.Hour)},
 			{IP: netip.MustParseAddr("10.0.0.3"), State: reservation.Allocated, ContainerID: "abc", IfName: "eth0", Netns: "/proc/self/ns/net",
 				Identity: reservation.Identity{Namespace: "default", Name: "db", IfName: "eth0"}, Duration: time.Minute},
-			{IP: netip.MustParseAddr("10.0.0.4"), State: reservation.Allocated, ContainerID: "dead", IfName: "eth0", Netns: "/nonexistent/netns"},
+			{IP: netip.MustParseAddr("10.0.0.4"), State: reservation.Allocated, ContainerID: "dead", IfName: "eth0", Netns: deadNetns},
 		} {
 			if err := tx.Put(r); err != nil {
 				return err
