@@ -267,6 +267,66 @@ func TestInputEdges(t *testing.T) {
 		}
 	})
 
+	t.Run("pool exhausted: ADD 100, STATUS 50, recovers after DEL", func(t *testing.T) {
+		// Live sandboxes: allocations whose netns is gone are reclaimed when the pool is full.
+		live := newNetnsPool(t, 1).Path(0)
+		small := netConf("smallnet", filepath.Join(base, "small"), filepath.Join(base, "plugin.log"), []string{"10.250.3.0/29"})
+		call := func(command, name string) *outcome {
+			c := "c-" + name
+			return p.CNI(cniCall{Command: command, ContainerID: c, Netns: live, IfName: "eth0",
+				Args: podArgs("default", name, "uid-"+name, c), Stdin: encodeConf(t, small)})
+		}
+		status := func() *outcome { return p.CNI(cniCall{Command: "STATUS", Stdin: encodeConf(t, small)}) }
+		n := 0
+		for ; n < 10; n++ {
+			o := call("ADD", fmt.Sprintf("fill%d", n))
+			if o.OK() {
+				continue
+			}
+			if o.Err == nil || o.Err.Code != 100 {
+				t.Fatalf("ADD #%d on a full /29: want code 100, got %s", n+1, o.Describe())
+			}
+			if !strings.Contains(o.Err.Text(), "10.250.3.") {
+				t.Errorf("pool-exhausted message does not name the range: %s", o.Err)
+			}
+			break
+		}
+		if n != 5 {
+			t.Fatalf("a /29 with a gateway handed out %d addresses, want 5", n)
+		}
+		if o := status(); o.Err == nil || o.Err.Code != 50 {
+			t.Errorf("STATUS on a full pool: want code 50, got %s", o.Describe())
+		}
+		if o := call("DEL", "fill0"); !o.OK() {
+			t.Fatalf("DEL: %s", o.Describe())
+		}
+		if o := status(); !o.OK() {
+			t.Errorf("STATUS after a DEL: %s", o.Describe())
+		}
+		if o := call("ADD", "again"); !o.OK() {
+			t.Errorf("ADD after a DEL: %s", o.Describe())
+		}
+	})
+
+	t.Run("CHECK against prevResult", func(t *testing.T) {
+		o := add("checked", "c-checked", "", nil)
+		if !o.OK() {
+			t.Fatalf("ADD: %s", o.Describe())
+		}
+		check := func(ip string) *outcome {
+			c := withAnnotations(conf, nil)
+			c["prevResult"] = map[string]any{"cniVersion": testCNIVersion, "ips": []map[string]any{{"address": ip + "/24"}}}
+			return p.CNI(cniCall{Command: "CHECK", ContainerID: "c-checked", Netns: netns, IfName: "eth0",
+				Args: podArgs("default", "checked", "uid-checked", "c-checked"), Stdin: encodeConf(t, c)})
+		}
+		if r := check(o.Result.Addrs()[0]); !r.OK() {
+			t.Errorf("CHECK with the ADD's own result: %s", r.Describe())
+		}
+		if r := check("10.250.0.250"); r.Err == nil || r.Err.Code != 3 || !strings.Contains(r.Err.Text(), "10.250.0.250") {
+			t.Errorf("CHECK with an address the container does not hold: want code 3 naming 10.250.0.250, got %s", r.Describe())
+		}
+	})
+
 	t.Run("VERSION", func(t *testing.T) {
 		o := p.CNI(cniCall{Command: "VERSION", Stdin: []byte(`{"cniVersion":"1.1.0"}`)})
 		var v struct {

@@ -18,9 +18,10 @@ import (
 // suite drives, with the pod UIDs that may claim it.
 type pod struct {
 	Namespace, Name, IfName string
-	Class                   string   // "private" (one worker), "shared" (all workers, one UID), "rival" (all workers, two UIDs)
+	Class                   string   // "private" (one worker), "shared" (all workers, one UID), "rival"/"rival-dead" (all workers, two UIDs)
 	UIDs                    []string // pod UIDs that ADD under this identity
 	Sticky                  bool     // ADDs carry a reservation duration
+	Dead                    bool     // its sandboxes' netns is gone (holders count as dead)
 }
 
 func (p *pod) Identity() string { return p.Namespace + "/" + p.Name + "/" + p.IfName }
@@ -92,6 +93,16 @@ func TestConcurrency(t *testing.T) {
 		pd := &pod{Namespace: "rel-rival", Name: fmt.Sprintf("r%d", k), IfName: "eth0", Class: "rival",
 			UIDs: []string{fmt.Sprintf("uid-r%d-a", k), fmt.Sprintf("uid-r%d-b", k)}, Sticky: true}
 		rivals = append(rivals, pd)
+		all = append(all, pd)
+	}
+	// Contested identities whose sandboxes are dead (netns gone): the other
+	// UID's ADD takes the address over instead of getting code 11.
+	var deadRivals []*pod
+	deadNetns := goneNetns(t)
+	for k := 0; k < 2; k++ {
+		pd := &pod{Namespace: "rel-rival-dead", Name: fmt.Sprintf("d%d", k), IfName: "eth0", Class: "rival-dead",
+			UIDs: []string{fmt.Sprintf("uid-d%d-a", k), fmt.Sprintf("uid-d%d-b", k)}, Sticky: true, Dead: true}
+		deadRivals = append(deadRivals, pd)
 		all = append(all, pd)
 	}
 
@@ -196,6 +207,9 @@ func TestConcurrency(t *testing.T) {
 					if x >= 80 {
 						pd = rivals[r.IntN(len(rivals))]
 					}
+					if x >= 92 {
+						pd = deadRivals[r.IntN(len(deadRivals))]
+					}
 					mine := heldOthers[w][pd]
 					if len(mine) > 0 && r.IntN(100) < 60 {
 						h := mine[0]
@@ -203,6 +217,9 @@ func TestConcurrency(t *testing.T) {
 						heldOthers[w][pd] = mine[1:]
 					} else {
 						h := held{newContainer(pd.Class), pd.UIDs[r.IntN(len(pd.UIDs))], netns.Path(r.IntN(8))}
+						if pd.Dead {
+							h.netns = deadNetns
+						}
 						call(w, pd, "ADD", h.container, h.uid, h.netns)
 						// Kept even on failure: the runtime DELs a failed ADD too.
 						heldOthers[w][pd] = append(mine, h)
@@ -317,7 +334,7 @@ func TestConcurrency(t *testing.T) {
 			}
 		}
 	}
-	for _, pd := range append(slices.Clone(shared), rivals...) {
+	for _, pd := range slices.Concat(shared, rivals, deadRivals) {
 		es := byIdentity[pd.Identity()]
 		if stickyAddrs[pd] == nil {
 			continue
