@@ -19,11 +19,19 @@ FUZZTIME            ?= 25s
 FUZZ_BUDGET         ?= 240
 FUZZ_TAGS           ?= reliability
 
-.PHONY: test-reliability test-reliability-suites test-fuzz
+.PHONY: test-reliability test-reliability-suites test-fuzz reliability-deps
 
 test-reliability: test-reliability-suites test-fuzz
 
-test-reliability-suites: build
+# strace checks the order of writes, syncs and the answer (TestDurabilitySync).
+reliability-deps:
+	@command -v strace >/dev/null 2>&1 || { \
+		echo "reliability-deps: apt-get install strace"; \
+		export DEBIAN_FRONTEND=noninteractive; \
+		apt-get install -y -qq strace >/dev/null 2>&1 || \
+		{ apt-get update -qq && apt-get install -y -qq --no-install-recommends strace >/dev/null; }; }
+
+test-reliability-suites: build reliability-deps
 	STICKYIP_BIN=$(abspath $(BIN)/stickyip) $(GO) test -tags reliability -count=1 -v \
 		-timeout $(RELIABILITY_TIMEOUT) ./test/reliability/
 
