@@ -153,6 +153,12 @@ func TestCrash(t *testing.T) {
 	// land while the victim waits for the lock or holds it with others queued.
 	stopBG := make(chan struct{})
 	var bgWG sync.WaitGroup
+	var stopOnce sync.Once
+	stopBackground := func() {
+		stopOnce.Do(func() { close(stopBG) })
+		bgWG.Wait()
+	}
+	t.Cleanup(stopBackground) // also when a check below ends the test early
 	bgFailures := 0
 	var bgMu sync.Mutex
 	for b := 0; b < 2; b++ {
@@ -309,8 +315,7 @@ func TestCrash(t *testing.T) {
 		compareModel(t, p.List(t, dataDir), pods, inconsistent)
 	}
 	elapsed := time.Since(start)
-	close(stopBG)
-	bgWG.Wait()
+	stopBackground()
 	f.add("background call failures (must be 0)", bgFailures)
 
 	// Finally the runtime deletes everything and the operator releases the
