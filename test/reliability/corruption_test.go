@@ -13,6 +13,7 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+	"golang.org/x/sys/unix"
 )
 
 // store is a data directory with a database made by the real plugin.
@@ -313,6 +314,31 @@ func TestHostileEnvironment(t *testing.T) {
 		}
 		if st, err := os.Stat(filepath.Join(dir, dbName)); err != nil || !st.IsDir() {
 			t.Errorf("the directory in the database's place was removed or replaced")
+		}
+	})
+
+	t.Run("database path is a FIFO", func(t *testing.T) {
+		// A FIFO is where a careless open or read blocks forever.
+		dir := filepath.Join(t.TempDir(), "data")
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		fifo := filepath.Join(dir, dbName)
+		if err := unix.Mkfifo(fifo, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		conf := netConf("corrnet", dir, filepath.Join(t.TempDir(), "plugin.log"))
+		start := time.Now()
+		o := p.CNI(cniCall{Command: "ADD", ContainerID: "c1", Netns: goneNetns(t), IfName: "eth0",
+			Args: podArgs("default", "web", "uid-web", "c1"), Stdin: encodeConf(t, conf)})
+		if took := time.Since(start); took > 15*time.Second {
+			t.Errorf("ADD on a FIFO took %v", took)
+		}
+		if o.Err == nil || (o.Err.Code != 5 && o.Err.Code != 102) || o.Panicked() {
+			t.Errorf("want CNI error 5 or 102, got %s", o.Describe())
+		}
+		if st, err := os.Lstat(fifo); err != nil || st.Mode()&os.ModeNamedPipe == 0 {
+			t.Errorf("the FIFO in the database's place was removed or replaced")
 		}
 	})
 
