@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/containernetworking/cni/pkg/types"
-	"github.com/containernetworking/plugins/plugins/ipam/host-local/backend/allocator"
 )
 
 // Defaults of the stickyip-specific keys (documented in the README).
@@ -41,8 +40,13 @@ type ReservationConfig struct {
 // routes, dataDir, resolvConf, requested IPs), stickyip's own keys, and the pod
 // information the runtime passed.
 type Config struct {
-	*allocator.IPAMConfig
-	CNIVersion string
+	Name       string         // network name
+	CNIVersion string         // cniVersion of the config
+	Ranges     []RangeSet     // canonical range sets, host-local's order
+	Routes     []*types.Route // ipam.routes
+	DataDir    string         // ipam.dataDir
+	ResolvConf string         // ipam.resolvConf
+	IPArgs     []net.IP       // requested IPs: CNI_ARGS IP, args.cni.ips, the ips capability
 
 	HostLocalDataDir string // "" disables the import
 	LogFile          string
@@ -55,21 +59,38 @@ type Config struct {
 	ValidAttachments []types.GCAttachment
 }
 
-// rawConfig holds the keys stickyip reads beyond host-local's.
-type rawConfig struct {
-	CNIVersion string `json:"cniVersion"`
-	Name       string `json:"name"`
-	IPAM       *struct {
-		DataDir          string          `json:"dataDir"`
-		HostLocalDataDir *string         `json:"hostLocalDataDir"`
-		LogFile          string          `json:"logFile"`
-		LockTimeout      json.RawMessage `json:"lockTimeout"`
-		Reservation      json.RawMessage `json:"reservation"`
-	} `json:"ipam"`
+// netConf is the network config as the plugin receives it: host-local's keys
+// (see ranges.go), stickyip's own, and what the runtime adds. It is decoded
+// once per call.
+type netConf struct {
+	CNIVersion    string    `json:"cniVersion"`
+	Name          string    `json:"name"`
+	IPAM          *ipamConf `json:"ipam"`
 	RuntimeConfig struct {
+		IPRanges    []RangeSet        `json:"ipRanges,omitempty"`
+		IPs         []ipArg           `json:"ips,omitempty"`
 		Annotations map[string]string `json:"io.kubernetes.cri.pod-annotations"`
 	} `json:"runtimeConfig"`
+	Args *struct {
+		CNI *struct {
+			IPs []ipArg `json:"ips"`
+		} `json:"cni"`
+	} `json:"args"`
 	ValidAttachments []types.GCAttachment `json:"cni.dev/valid-attachments"`
+}
+
+// ipamConf is the "ipam" block.
+type ipamConf struct {
+	Range                     // host-local's legacy single range
+	Routes     []*types.Route `json:"routes"`
+	DataDir    string         `json:"dataDir"`
+	ResolvConf string         `json:"resolvConf"`
+	Ranges     []RangeSet     `json:"ranges"`
+
+	HostLocalDataDir *string         `json:"hostLocalDataDir"`
+	LogFile          string          `json:"logFile"`
+	LockTimeout      json.RawMessage `json:"lockTimeout"`
+	Reservation      json.RawMessage `json:"reservation"`
 }
 
 type rawReservation struct {
@@ -103,9 +124,9 @@ func LoadConfig(stdin []byte, cniArgs string) (*Config, error) {
 	if err != nil {
 		return nil, err
 	}
-	var raw rawConfig
+	var raw netConf
 	if err := json.Unmarshal(stdin, &raw); err != nil {
-		return nil, fmt.Errorf("%w: network config: %v", ErrInvalidConfig, err)
+		return nil, fmt.Errorf("%w: network config: %s%v", ErrInvalidConfig, whereIs(stdin), err)
 	}
 	if raw.Name == "" {
 		return nil, fmt.Errorf("%w: network config: key \"name\" is missing or empty", ErrInvalidConfig)
@@ -116,13 +137,18 @@ func LoadConfig(stdin []byte, cniArgs string) (*Config, error) {
 	if raw.IPAM == nil {
 		return nil, fmt.Errorf("%w: network config: key \"ipam\" is missing", ErrInvalidConfig)
 	}
-	ipamConf, cniVersion, err := allocator.LoadIPAMConfig(stdin, "")
+	hl, err := loadHostLocal(&raw)
 	if err != nil {
 		return nil, fmt.Errorf("%w: ipam: %v", ErrInvalidConfig, err)
 	}
 	c := &Config{
-		IPAMConfig:       ipamConf,
-		CNIVersion:       cniVersion,
+		Name:             raw.Name,
+		CNIVersion:       hl.CNIVersion,
+		Ranges:           hl.Ranges,
+		Routes:           hl.Routes,
+		DataDir:          hl.DataDir,
+		ResolvConf:       hl.ResolvConf,
+		IPArgs:           hl.IPArgs,
 		HostLocalDataDir: DefaultHostLocalDataDir,
 		LogFile:          raw.IPAM.LogFile,
 		LockTimeout:      DefaultLockTimeout,
@@ -184,7 +210,25 @@ func (c *Config) RequestedIPs() []netip.Addr {
 	return out
 }
 
-// Reservation works out how long the pod's IP is to be kept after DEL, from the
+// whereIs names the top-level key whose value fails to decode ("ipam: "), for
+// errors encoding/json reports without a field name (such as a bad IP).
+func whereIs(stdin []byte) string {
+	var top map[string]json.RawMessage
+	if json.Unmarshal(stdin, &top) != nil {
+		return ""
+	}
+	for _, key := range []string{"ipam", "runtimeConfig", "args", "cni.dev/valid-attachments"} {
+		if v, ok := top[key]; ok {
+			b, _ := json.Marshal(map[string]json.RawMessage{key: v})
+			if json.Unmarshal(b, new(netConf)) != nil {
+				return key + ": "
+			}
+		}
+	}
+	return ""
+}
+
+// ReservationFor works out how long the pod's IP is to be kept after DEL, from the
 // annotation, clamped to the configured maximum.
 func (c *Config) ReservationFor() (d, requested time.Duration, clamped bool, err error) {
 	v, ok := c.Annotations[AnnotationReservedDuration]

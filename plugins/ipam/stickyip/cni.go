@@ -38,7 +38,15 @@ func cmdAdd(args *skel.CmdArgs) error {
 
 func cmdDel(args *skel.CmdArgs) error {
 	return plugin.Run(args, func(c *plugin.Call) error {
-		err := c.Store.Update(c.Conf.Name, func(tx reservation.Txn) error {
+		var write bool
+		err := c.Store.View(c.Conf.Name, func(tx reservation.Txn) (err error) {
+			write, err = c.Engine.DelNeedsWrite(tx, args.ContainerID, args.IfName)
+			return err
+		})
+		if err != nil || !write {
+			return err
+		}
+		err = c.Store.Update(c.Conf.Name, func(tx reservation.Txn) error {
 			return c.Engine.Del(tx, args.ContainerID, args.IfName)
 		})
 		if err == nil {
