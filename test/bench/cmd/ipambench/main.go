@@ -34,6 +34,7 @@ type config struct {
 	reservations              int
 	seedConcurrency           int
 	nResv                     int
+	rounds                    int
 	stickyipLog               bool
 	microRepo                 string
 	microArgs                 string
@@ -72,6 +73,7 @@ func run() error {
 	flag.IntVar(&cfg.nDel, "n-del", 10, "workload 2: DELs of an unknown container with 60,000 allocations")
 	flag.IntVar(&cfg.streams, "streams", 8, "workload 3: concurrent streams")
 	flag.IntVar(&cfg.podsPerStream, "pods", 100, "workload 3: pods per stream")
+	flag.IntVar(&cfg.rounds, "rounds", 3, "workload 3: rounds per plugin, taking turns")
 	flag.IntVar(&cfg.reservations, "reservations", 10000, "workload 4: live reservations to create")
 	flag.IntVar(&cfg.seedConcurrency, "seed-concurrency", 4, "workload 4: concurrent ADD+DEL streams that create the reservations")
 	flag.IntVar(&cfg.nResv, "n-resv", 100, "workload 4: timed ADD+DEL pairs, before and after the reservations")
@@ -124,6 +126,7 @@ func run() error {
 
 	b := &bench{cfg: cfg, report: newReport(cfg.plugins)}
 	b.report.machine = machine(cfg)
+	startLoad := loadavg()
 	steps := []struct {
 		n    int
 		name string
@@ -153,6 +156,8 @@ func run() error {
 		fmt.Fprintf(os.Stderr, "ipambench: workload %d done in %s\n", s.n, time.Since(t0).Round(time.Millisecond))
 	}
 
+	b.report.machine = append(b.report.machine, "Load average at start: "+startLoad+"; at end: "+loadavg()+
+		" (other work on the machine shows up as noise; the plugins are interleaved to share it)")
 	var out bytes.Buffer
 	b.report.render(&out)
 	os.Stdout.Write(out.Bytes())
@@ -240,6 +245,19 @@ func moduleOf(bin string) string {
 		}
 	}
 	return "module unknown"
+}
+
+// loadavg returns the 1, 5 and 15 minute load averages.
+func loadavg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "unknown"
+	}
+	return strings.Join(f[:3], " ")
 }
 
 func fsType(dir string) string {

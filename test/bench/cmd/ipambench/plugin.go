@@ -5,7 +5,9 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"net"
 	"os"
 	"os/exec"
@@ -109,19 +111,21 @@ func (t *target) stdin(p pod) []byte {
 	return b
 }
 
-// netnsPath returns a fake (but existing) netns path for the pod. IPAM plugins never
-// enter the namespace; stickyip may record the path, so it exists as a plain file.
+// netnsPath returns the pod's netns path. IPAM plugins never enter the namespace, but
+// stickyip records the path and may later ask whether it still names a namespace, so
+// each pod gets a symlink to /proc/self/ns/net: it resolves to a live network namespace
+// (the plugin's own) and behaves like a running sandbox's bind mount.
 func (t *target) netnsPath(p pod) string {
-	return filepath.Join(t.netnsDir, "cni-"+p.containerID[48:])
+	return filepath.Join(t.netnsDir, "cni-"+p.containerID[:16])
 }
 
-// prepare creates the pod's netns file. It is not part of any timed call.
+// prepare creates the pod's netns path. It is not part of any timed call.
 func (t *target) prepare(p pod) error {
-	f, err := os.OpenFile(t.netnsPath(p), os.O_CREATE|os.O_WRONLY, 0o644)
-	if err != nil {
-		return err
+	err := os.Symlink("/proc/self/ns/net", t.netnsPath(p))
+	if errors.Is(err, fs.ErrExist) {
+		return nil
 	}
-	return f.Close()
+	return err
 }
 
 // call runs the plugin once with command (ADD, DEL, CHECK) for p and times the whole

@@ -27,8 +27,9 @@ type latencyRow struct {
 
 type concResult struct {
 	streams, pods      int
-	wall               time.Duration
-	errors, duplicates int
+	wall               time.Duration // of the median round
+	errors, duplicates int           // worst round
+	allWalls           []time.Duration
 }
 
 func (c concResult) podsPerSecond() float64 { return float64(c.pods) / c.wall.Seconds() }
@@ -68,9 +69,9 @@ func (r *report) latencyOne(workload, op, kind string, s samples) {
 }
 
 func (r *report) concurrency(kind string, c concResult) { r.conc[kind] = c }
-func (r *report) note(s string)                          { r.notes = append(r.notes, s) }
-func (r *report) problem(s string)                       { r.problems = append(r.problems, s) }
-func (r *report) target(t targetResult)                  { r.targets = append(r.targets, t) }
+func (r *report) note(s string)                         { r.notes = append(r.notes, s) }
+func (r *report) problem(s string)                      { r.problems = append(r.problems, s) }
+func (r *report) target(t targetResult)                 { r.targets = append(r.targets, t) }
 
 // targetRatio records a target on the ratio of medians stickyip / host-local.
 func (r *report) targetRatio(name string, byKind map[string]samples, limit float64) {
@@ -140,17 +141,21 @@ func (r *report) render(w io.Writer) {
 		fmt.Fprintln(w, "## Concurrency")
 		fmt.Fprintln(w)
 		fmt.Fprintln(w, "Each stream ADDs its pods one after another, then DELs them; the streams run at once. "+
-			"A pod is one ADD plus one DEL. Duplicate = two pods holding the same IP between the end of one's ADD and the start of its DEL.")
+			"A pod is one ADD plus one DEL. The plugins take turns for several rounds; errors and duplicates are the worst round's. Duplicate = two pods holding the same IP between the end of one's ADD and the start of its DEL.")
 		fmt.Fprintln(w)
-		fmt.Fprintln(w, "| plugin | streams × pods | wall time | pods/s | errors | duplicate IPs |")
-		fmt.Fprintln(w, "|---|---|--:|--:|--:|--:|")
+		fmt.Fprintln(w, "| plugin | streams × pods | wall time (median round) | pods/s | all rounds | errors | duplicate IPs |")
+		fmt.Fprintln(w, "|---|---|--:|--:|---|--:|--:|")
 		for _, k := range r.plugins {
 			c, ok := r.conc[k]
 			if !ok {
 				continue
 			}
-			fmt.Fprintf(w, "| %s | %d × %d | %s | %.1f | %d | %d |\n", k, c.streams, c.pods/c.streams,
-				fmtDur(c.wall), c.podsPerSecond(), c.errors, c.duplicates)
+			var all []string
+			for _, d := range c.allWalls {
+				all = append(all, fmtDur(d))
+			}
+			fmt.Fprintf(w, "| %s | %d × %d | %s | %.1f | %s | %d | %d |\n", k, c.streams, c.pods/c.streams,
+				fmtDur(c.wall), c.podsPerSecond(), strings.Join(all, ", "), c.errors, c.duplicates)
 		}
 		fmt.Fprintln(w)
 	}
