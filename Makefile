@@ -7,8 +7,11 @@ VERSION     ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo 
 LDFLAGS     := -s -w -X github.com/stickyip/stickyip/version.Version=$(VERSION)
 GOBUILD     := CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)'
 
-.PHONY: all build install test
+.PHONY: all build install test test-all fuzz-smoke
 all: build
+
+# Test tiers beyond the unit tests register themselves here (mk/*.mk).
+TEST_TIERS :=
 
 build:
 	$(GOBUILD) -o $(BIN)/stickyip ./plugins/ipam/stickyip
@@ -17,9 +20,14 @@ install: build
 	install -d $(DESTDIR)$(CNI_BIN_DIR)
 	install -m 0755 $(BIN)/stickyip $(DESTDIR)$(CNI_BIN_DIR)/stickyip
 
+# Unit tests: no root, no network, no real components.
 test:
 	$(GO) vet ./...
 	$(GO) test -count=1 ./...
+
+# Everything CI runs: unit tests, then every registered tier.
+test-all: test
+	@set -e; for t in $(TEST_TIERS); do echo "==> make $$t"; $(MAKE) --no-print-directory $$t; done
 
 # Tier-specific targets live in mk/*.mk.
 -include mk/*.mk

@@ -1,0 +1,430 @@
+// Package admin is the operator tool: the stickyip binary run from a shell
+// (no CNI_COMMAND). It works on the same store as the plugin, through the same
+// lock, so it is safe to use while pods are being created.
+package admin
+
+import (
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/stickyip/stickyip/ipam"
+	"github.com/stickyip/stickyip/reservation"
+	"github.com/stickyip/stickyip/reservation/boltstore"
+	"github.com/stickyip/stickyip/version"
+)
+
+const usage = `stickyip — operator tool for the stickyip IPAM store
+
+Usage:
+  stickyip [--data-dir DIR] list [--network NAME] [--json]
+  stickyip [--data-dir DIR] release NAMESPACE/NAME [--network NAME] [--ifname IF]
+  stickyip [--data-dir DIR] gc [--network NAME]
+  stickyip [--data-dir DIR] import --network NAME [--from DIR]
+  stickyip [--data-dir DIR] check [--json]
+  stickyip version
+
+--data-dir defaults to $STICKYIP_DATA_DIR, else ` + ipam.DefaultDataDir + `.
+Exit codes: 0 ok, 1 problems found or nothing to do, 2 error.
+`
+
+// Entry is one line of "list --json".
+type Entry struct {
+	Network           string     `json:"network"`
+	IP                string     `json:"ip"`
+	State             string     `json:"state"`
+	ContainerID       string     `json:"containerID,omitempty"`
+	IfName            string     `json:"ifname,omitempty"`
+	Namespace         string     `json:"namespace,omitempty"`
+	Name              string     `json:"name,omitempty"`
+	UID               string     `json:"uid,omitempty"`
+	Netns             string     `json:"netns,omitempty"`
+	Duration          string     `json:"duration,omitempty"`
+	RequestedDuration string     `json:"requestedDuration,omitempty"`
+	Clamped           bool       `json:"clamped"`
+	Imported          bool       `json:"imported,omitempty"`
+	AllocatedAt       time.Time  `json:"allocatedAt"`
+	ExpiresAt         *time.Time `json:"expiresAt,omitempty"`
+	LastContainerID   string     `json:"lastContainerID,omitempty"`
+}
+
+type tool struct {
+	stdout, stderr io.Writer
+	dataDir        string
+}
+
+// Run runs the operator tool with args (without the program name) and returns
+// the exit code.
+func Run(args []string, stdout, stderr io.Writer) int {
+	t := &tool{stdout: stdout, stderr: stderr}
+	global := flag.NewFlagSet("stickyip", flag.ContinueOnError)
+	global.SetOutput(stderr)
+	global.Usage = func() { fmt.Fprint(stderr, usage) }
+	defDir := os.Getenv("STICKYIP_DATA_DIR")
+	if defDir == "" {
+		defDir = ipam.DefaultDataDir
+	}
+	global.StringVar(&t.dataDir, "data-dir", defDir, "stickyip data directory")
+	if err := global.Parse(args); err != nil {
+		return 2
+	}
+	rest := global.Args()
+	if len(rest) == 0 {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	cmds := map[string]func([]string) error{
+		"list": t.list, "release": t.release, "gc": t.gc, "import": t.importCmd, "version": t.version,
+	}
+	switch rest[0] {
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+		return 0
+	case "check":
+		return t.check(rest[1:])
+	}
+	fn, ok := cmds[rest[0]]
+	if !ok {
+		fmt.Fprintf(stderr, "stickyip: unknown command %q\n\n%s", rest[0], usage)
+		return 2
+	}
+	if err := fn(rest[1:]); err != nil {
+		if errors.Is(err, errNothing) {
+			return 1
+		}
+		fmt.Fprintf(stderr, "stickyip %s: %v\n", rest[0], err)
+		if hint := hintFor(err, t.dataDir); hint != "" {
+			fmt.Fprintln(stderr, hint)
+		}
+		return 2
+	}
+	return 0
+}
+
+var errNothing = errors.New("nothing to do")
+
+// flags returns a flag set for a subcommand that also accepts --data-dir.
+func (t *tool) flags(name string) *flag.FlagSet {
+	fs := flag.NewFlagSet("stickyip "+name, flag.ContinueOnError)
+	fs.SetOutput(t.stderr)
+	fs.StringVar(&t.dataDir, "data-dir", t.dataDir, "stickyip data directory")
+	return fs
+}
+
+// parse parses flags placed before or after positional arguments.
+func parse(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		if fs.NArg() == 0 {
+			return pos, nil
+		}
+		pos = append(pos, fs.Arg(0))
+		args = fs.Args()[1:]
+	}
+}
+
+func (t *tool) store() *boltstore.Store { return boltstore.New(t.dataDir, 0) }
+
+func (t *tool) networks(only string) ([]string, error) {
+	if only != "" {
+		return []string{only}, nil
+	}
+	return t.store().Networks()
+}
+
+func (t *tool) list(args []string) error {
+	fs := t.flags("list")
+	network := fs.String("network", "", "only this network")
+	asJSON := fs.Bool("json", false, "print JSON")
+	if _, err := parse(fs, args); err != nil {
+		return err
+	}
+	nets, err := t.networks(*network)
+	if err != nil {
+		return err
+	}
+	entries := []Entry{}
+	for _, n := range nets {
+		err := t.store().View(n, func(tx reservation.Txn) error {
+			return tx.ForEach(func(r *reservation.Record) error {
+				entries = append(entries, entryOf(n, r))
+				return nil
+			})
+		})
+		if err != nil {
+			return err
+		}
+	}
+	if *asJSON {
+		enc := json.NewEncoder(t.stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(entries)
+	}
+	w := tabwriter.NewWriter(t.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "NETWORK\tIP\tSTATE\tPOD\tIFNAME\tCONTAINER\tKEEP\tEXPIRES")
+	now := time.Now()
+	for _, e := range entries {
+		pod := "-"
+		if e.Name != "" {
+			pod = e.Namespace + "/" + e.Name
+		}
+		keep := orDash(e.Duration)
+		if e.Clamped {
+			keep += " (clamped from " + e.RequestedDuration + ")"
+		}
+		expires := "-"
+		if e.ExpiresAt != nil {
+			expires = fmt.Sprintf("%s (in %s)", e.ExpiresAt.Local().Format(time.RFC3339), e.ExpiresAt.Sub(now).Round(time.Second))
+		}
+		cid := e.ContainerID
+		if len(cid) > 12 {
+			cid = cid[:12]
+		}
+		if e.Imported {
+			cid += " (host-local)"
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", e.Network, e.IP, e.State, pod, orDash(e.IfName), orDash(cid), keep, expires)
+	}
+	return w.Flush()
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func entryOf(network string, r *reservation.Record) Entry {
+	e := Entry{
+		Network: network, IP: r.IP.String(), State: string(r.State), ContainerID: r.ContainerID,
+		IfName: r.IfName, Namespace: r.Identity.Namespace, Name: r.Identity.Name, UID: r.UID, Netns: r.Netns,
+		Clamped: r.Clamped, Imported: r.Imported, AllocatedAt: r.AllocatedAt, LastContainerID: r.LastContainerID,
+	}
+	if r.Identity.IfName != "" {
+		e.IfName = r.Identity.IfName
+	}
+	if r.Duration > 0 {
+		e.Duration = r.Duration.String()
+	}
+	if r.RequestedDuration > 0 {
+		e.RequestedDuration = r.RequestedDuration.String()
+	}
+	if r.State == reservation.Reserved {
+		at := r.ExpiresAt
+		e.ExpiresAt = &at
+	}
+	return e
+}
+
+func (t *tool) release(args []string) error {
+	fs := t.flags("release")
+	network := fs.String("network", "", "only this network")
+	ifname := fs.String("ifname", "", "only this interface")
+	pos, err := parse(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return fmt.Errorf("want exactly one NAMESPACE/NAME")
+	}
+	ns, name, ok := strings.Cut(pos[0], "/")
+	if !ok || ns == "" || name == "" {
+		return fmt.Errorf("%q is not NAMESPACE/NAME", pos[0])
+	}
+	nets, err := t.networks(*network)
+	if err != nil {
+		return err
+	}
+	found := 0
+	for _, n := range nets {
+		err := t.store().Update(n, func(tx reservation.Txn) error {
+			recs, err := collectIdentity(tx, ns, name, *ifname)
+			if err != nil {
+				return err
+			}
+			for _, r := range recs {
+				found++
+				if r.State == reservation.Reserved {
+					fmt.Fprintf(t.stdout, "%s: released %s (reserved for %s/%s until %s)\n", n, r.IP, ns, name, r.ExpiresAt.Format(time.RFC3339))
+					if err := tx.Delete(r.IP); err != nil {
+						return err
+					}
+					continue
+				}
+				// A live sandbox still holds it: keep the allocation, but free
+				// it at DEL instead of reserving it.
+				r.Duration = 0
+				fmt.Fprintf(t.stdout, "%s: %s is in use by container %s; it will be freed, not reserved, when that sandbox is deleted\n", n, r.IP, r.ContainerID)
+				if err := tx.Put(r); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+	}
+	if found == 0 {
+		fmt.Fprintf(t.stdout, "nothing recorded for %s/%s\n", ns, name)
+	}
+	return nil
+}
+
+func collectIdentity(tx reservation.Txn, ns, name, ifname string) ([]*reservation.Record, error) {
+	var out []*reservation.Record
+	err := tx.ForEach(func(r *reservation.Record) error {
+		if r.Identity.Namespace == ns && r.Identity.Name == name && (ifname == "" || r.Identity.IfName == ifname) {
+			out = append(out, r)
+		}
+		return nil
+	})
+	return out, err
+}
+
+func (t *tool) gc(args []string) error {
+	fs := t.flags("gc")
+	network := fs.String("network", "", "only this network")
+	if _, err := parse(fs, args); err != nil {
+		return err
+	}
+	nets, err := t.networks(*network)
+	if err != nil {
+		return err
+	}
+	log := slog.New(slog.NewTextHandler(t.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	for _, n := range nets {
+		e := &ipam.Engine{Env: ipam.HostEnv(log)}
+		var dead, expired int
+		err := t.store().Update(n, func(tx reservation.Txn) error {
+			now := time.Now()
+			if err := tx.ByExpiry(func(r *reservation.Record) bool {
+				if r.Expired(now) {
+					expired++
+				}
+				return r.Expired(now)
+			}); err != nil {
+				return err
+			}
+			var err error
+			dead, err = e.Sweep(tx)
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(t.stdout, "%s: released %d allocations whose sandbox is gone, dropped %d expired reservations\n", n, dead, expired)
+	}
+	return nil
+}
+
+func (t *tool) importCmd(args []string) error {
+	fs := t.flags("import")
+	network := fs.String("network", "", "network name (required)")
+	from := fs.String("from", "", "host-local data directory of the network (default "+ipam.DefaultHostLocalDataDir+"/NETWORK)")
+	if _, err := parse(fs, args); err != nil {
+		return err
+	}
+	if *network == "" {
+		return fmt.Errorf("--network is required")
+	}
+	dir := *from
+	if dir == "" {
+		dir = filepath.Join(ipam.DefaultHostLocalDataDir, *network)
+	}
+	if _, err := os.Stat(dir); err != nil {
+		return err
+	}
+	log := slog.New(slog.NewTextHandler(t.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	env := ipam.HostEnv(log)
+	var n int
+	err := t.store().Update(*network, func(tx reservation.Txn) (err error) {
+		n, err = ipam.ImportHostLocal(tx, dir, nil, env.BootID, time.Now(), log)
+		if err != nil {
+			return err
+		}
+		return ipam.MarkImported(tx, time.Now(), n)
+	})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(t.stdout, "%s: imported %d allocations from %s\n", *network, n, dir)
+	return nil
+}
+
+func (t *tool) check(args []string) int {
+	fs := t.flags("check")
+	asJSON := fs.Bool("json", false, "print JSON")
+	if _, err := parse(fs, args); err != nil {
+		return 2
+	}
+	st := t.store()
+	problems, err := st.Check()
+	if *asJSON {
+		out := map[string]any{"path": st.Path(), "ok": err == nil && len(problems) == 0, "problems": problems}
+		if err != nil {
+			out["error"] = err.Error()
+			out["hint"] = hintFor(err, t.dataDir)
+		}
+		enc := json.NewEncoder(t.stdout)
+		enc.SetIndent("", "  ")
+		_ = enc.Encode(out)
+	} else {
+		switch {
+		case err != nil:
+			fmt.Fprintf(t.stdout, "%s: cannot be read: %v\n%s\n", st.Path(), err, hintFor(err, t.dataDir))
+		case len(problems) == 0:
+			fmt.Fprintf(t.stdout, "%s: ok\n", st.Path())
+		default:
+			fmt.Fprintf(t.stdout, "%s: %d problems:\n", st.Path(), len(problems))
+			for _, p := range problems {
+				fmt.Fprintln(t.stdout, "  "+p)
+			}
+		}
+	}
+	switch {
+	case err != nil:
+		return 2
+	case len(problems) > 0:
+		return 1
+	}
+	return 0
+}
+
+func (t *tool) version([]string) error {
+	fmt.Fprintf(t.stdout, "stickyip %s (store schema %d)\n", version.Version, boltstore.SchemaVersion)
+	return nil
+}
+
+// hintFor tells the operator what to do about a store error.
+func hintFor(err error, dataDir string) string {
+	db := filepath.Join(dataDir, boltstore.DBFile)
+	switch {
+	case errors.Is(err, reservation.ErrFutureSchema):
+		return "This binary is older than the one that last wrote the store. Install the newer stickyip again; the file was not modified."
+	case errors.Is(err, reservation.ErrCorrupt):
+		return fmt.Sprintf(`The store is damaged; stickyip refuses to use it and has not modified it. To recover:
+  1. keep a copy for analysis:   cp %[1]s %[1]s.broken
+  2. move it aside:              mv %[1]s %[1]s.damaged-$(date +%%s)
+  3. the next CNI call creates an empty store. Running pods keep their addresses on their
+     interfaces but are no longer recorded: run "stickyip import" if host-local data exists,
+     and let checkpointd (or a CNI GC) reconcile. Reservations in the damaged file are lost.`, db)
+	case errors.Is(err, reservation.ErrLocked):
+		return "Another process holds the store. Find it with: fuser -v " + filepath.Join(dataDir, boltstore.LockFile) + " " + db
+	case errors.Is(err, reservation.ErrIO):
+		return "Check that " + dataDir + " exists, is writable by root, and that its filesystem is not full or read-only."
+	}
+	return ""
+}

@@ -1,0 +1,213 @@
+package ipam
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/netip"
+	"time"
+
+	"github.com/containernetworking/cni/pkg/types"
+	"github.com/containernetworking/plugins/plugins/ipam/host-local/backend/allocator"
+)
+
+// Defaults of the stickyip-specific keys (documented in the README).
+const (
+	DefaultDataDir          = "/var/lib/cni/stickyip"
+	DefaultHostLocalDataDir = "/var/lib/cni/networks"
+	DefaultLockTimeout      = 10 * time.Second
+	DefaultMaxDuration      = 7 * 24 * time.Hour
+)
+
+// PoolFullPolicy says what an ADD does when a range set has no free address
+// but holds reservations.
+type PoolFullPolicy string
+
+const (
+	// PoolFullEvict gives up the reservation closest to expiry (default).
+	PoolFullEvict PoolFullPolicy = "evict"
+	// PoolFullFail fails the ADD and keeps every reservation.
+	PoolFullFail PoolFullPolicy = "fail"
+)
+
+// ReservationConfig is the "reservation" block of the IPAM config.
+type ReservationConfig struct {
+	MaxDuration time.Duration
+	PoolFull    PoolFullPolicy
+}
+
+// Config is everything one CNI call needs: host-local's IPAM config (ranges,
+// routes, dataDir, resolvConf, requested IPs), stickyip's own keys, and the pod
+// information the runtime passed.
+type Config struct {
+	*allocator.IPAMConfig
+	CNIVersion string
+
+	HostLocalDataDir string // "" disables the import
+	LogFile          string
+	LockTimeout      time.Duration
+	Reservation      ReservationConfig
+
+	Args        PodArgs
+	Annotations map[string]string
+	// ValidAttachments is set on GC.
+	ValidAttachments []types.GCAttachment
+}
+
+// rawConfig holds the keys stickyip reads beyond host-local's.
+type rawConfig struct {
+	CNIVersion string `json:"cniVersion"`
+	Name       string `json:"name"`
+	IPAM       *struct {
+		DataDir          string          `json:"dataDir"`
+		HostLocalDataDir *string         `json:"hostLocalDataDir"`
+		LogFile          string          `json:"logFile"`
+		LockTimeout      *duration       `json:"lockTimeout"`
+		Reservation      json.RawMessage `json:"reservation"`
+	} `json:"ipam"`
+	RuntimeConfig struct {
+		Annotations map[string]string `json:"io.kubernetes.cri.pod-annotations"`
+	} `json:"runtimeConfig"`
+	ValidAttachments []types.GCAttachment `json:"cni.dev/valid-attachments"`
+}
+
+type rawReservation struct {
+	MaxDuration *duration `json:"maxDuration"`
+	PoolFull    *string   `json:"poolFull"`
+}
+
+// duration is a JSON string holding a Go duration ("90s", "24h").
+type duration time.Duration
+
+func (d *duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("want a duration string such as \"90s\" or \"24h\", got %s", clip(string(b)))
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil || v < 0 {
+		return fmt.Errorf("want a non-negative duration such as \"90s\" or \"24h\", got %q", clip(s))
+	}
+	*d = duration(v)
+	return nil
+}
+
+// LoadConfig parses the plugin's stdin and CNI_ARGS. Defaults are set first;
+// every error names the key at fault and wraps ErrInvalidConfig or ErrInvalidArgs.
+func LoadConfig(stdin []byte, cniArgs string) (*Config, error) {
+	args, err := ParseArgs(cniArgs)
+	if err != nil {
+		return nil, err
+	}
+	var raw rawConfig
+	if err := json.Unmarshal(stdin, &raw); err != nil {
+		return nil, fmt.Errorf("%w: network config: %v", ErrInvalidConfig, err)
+	}
+	if raw.Name == "" {
+		return nil, fmt.Errorf("%w: network config: key \"name\" is missing or empty", ErrInvalidConfig)
+	}
+	if len(raw.Name) > 253 || bytes.ContainsAny([]byte(raw.Name), "\x00/") {
+		return nil, fmt.Errorf("%w: network config: \"name\" must be at most 253 characters without '/'", ErrInvalidConfig)
+	}
+	if raw.IPAM == nil {
+		return nil, fmt.Errorf("%w: network config: key \"ipam\" is missing", ErrInvalidConfig)
+	}
+	ipamConf, cniVersion, err := allocator.LoadIPAMConfig(stdin, "")
+	if err != nil {
+		return nil, fmt.Errorf("%w: ipam: %v", ErrInvalidConfig, err)
+	}
+	c := &Config{
+		IPAMConfig:       ipamConf,
+		CNIVersion:       cniVersion,
+		HostLocalDataDir: DefaultHostLocalDataDir,
+		LogFile:          raw.IPAM.LogFile,
+		LockTimeout:      DefaultLockTimeout,
+		Reservation:      ReservationConfig{MaxDuration: DefaultMaxDuration, PoolFull: PoolFullEvict},
+		Args:             args,
+		Annotations:      raw.RuntimeConfig.Annotations,
+		ValidAttachments: raw.ValidAttachments,
+	}
+	if c.DataDir == "" {
+		c.DataDir = DefaultDataDir
+	}
+	if raw.IPAM.HostLocalDataDir != nil {
+		c.HostLocalDataDir = *raw.IPAM.HostLocalDataDir
+	}
+	if raw.IPAM.LockTimeout != nil {
+		if *raw.IPAM.LockTimeout == 0 {
+			return nil, fmt.Errorf("%w: ipam.lockTimeout must be greater than 0", ErrInvalidConfig)
+		}
+		c.LockTimeout = time.Duration(*raw.IPAM.LockTimeout)
+	}
+	if len(raw.IPAM.Reservation) > 0 && string(raw.IPAM.Reservation) != "null" {
+		var r rawReservation
+		dec := json.NewDecoder(bytes.NewReader(raw.IPAM.Reservation))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&r); err != nil {
+			return nil, fmt.Errorf("%w: ipam.reservation: %v", ErrInvalidConfig, err)
+		}
+		if r.MaxDuration != nil {
+			c.Reservation.MaxDuration = time.Duration(*r.MaxDuration)
+		}
+		if r.PoolFull != nil {
+			switch p := PoolFullPolicy(*r.PoolFull); p {
+			case PoolFullEvict, PoolFullFail:
+				c.Reservation.PoolFull = p
+			default:
+				return nil, fmt.Errorf("%w: ipam.reservation.poolFull=%q: want %q or %q", ErrInvalidConfig, clip(*r.PoolFull), PoolFullEvict, PoolFullFail)
+			}
+		}
+	}
+	if args.IP.IsValid() {
+		c.IPArgs = append([]net.IP{net.IP(args.IP.AsSlice())}, c.IPArgs...)
+	}
+	return c, nil
+}
+
+// RequestedIPs returns the requested addresses (CNI_ARGS IP, args.cni.ips and
+// the ips capability) in netip form.
+func (c *Config) RequestedIPs() []netip.Addr {
+	var out []netip.Addr
+	for _, ip := range c.IPArgs {
+		if a, ok := netip.AddrFromSlice(ip); ok {
+			out = append(out, a.Unmap())
+		}
+	}
+	return out
+}
+
+// Reservation works out how long the pod's IP is to be kept after DEL, from the
+// annotation, clamped to the configured maximum.
+func (c *Config) ReservationFor() (d, requested time.Duration, clamped bool, err error) {
+	v, ok := c.Annotations[AnnotationReservedDuration]
+	if !ok {
+		return 0, 0, false, nil
+	}
+	requested, err = ParseReservedDuration(v)
+	if err != nil {
+		return 0, 0, false, err
+	}
+	if requested > c.Reservation.MaxDuration {
+		return c.Reservation.MaxDuration, requested, true, nil
+	}
+	return requested, requested, false, nil
+}
+
+// Identity returns the pod identity used for reservations, and whether it came
+// from AnnotationCheckpointOf. The annotation is honoured only on static pods
+// (AnnotationConfigSource "file", set by the kubelet itself), so an API pod
+// cannot claim another pod's IP; a pod without K8S_POD_* args has no identity.
+func (c *Config) Identity(ifname string) (namespace, name string, viaCheckpoint bool, err error) {
+	if v, ok := c.Annotations[AnnotationCheckpointOf]; ok && c.Annotations[AnnotationConfigSource] == "file" {
+		ns, n, err := ParseCheckpointOf(v)
+		if err != nil {
+			return "", "", false, err
+		}
+		return ns, n, true, nil
+	}
+	if c.Args.Namespace == "" || c.Args.Name == "" {
+		return "", "", false, nil
+	}
+	return c.Args.Namespace, c.Args.Name, false, nil
+}

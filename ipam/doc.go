@@ -1,0 +1,27 @@
+// Package ipam is stickyip's allocation engine and configuration: it decides
+// which addresses a sandbox gets, turns a deleted pod's addresses into
+// reservations, and keeps the store free of expired reservations and of
+// allocations whose sandbox died without a DEL. It works on a
+// reservation.Txn, so it is tested without disk (reservation/fake) and runs on
+// bbolt in the plugin (reservation/boltstore).
+package ipam
+
+import "errors"
+
+// Errors the engine and the config parser return; the plugin maps them to CNI
+// error codes (see docs/DESIGN.md).
+var (
+	// ErrInvalidConfig: the network configuration or an annotation is wrong.
+	ErrInvalidConfig = errors.New("invalid configuration")
+	// ErrInvalidArgs: CNI_ARGS or another CNI environment value is wrong.
+	ErrInvalidArgs = errors.New("invalid CNI arguments")
+	// ErrPoolExhausted: a range set has no address to hand out.
+	ErrPoolExhausted = errors.New("no free IP address")
+	// ErrIPUnavailable: a requested address is held by someone else.
+	ErrIPUnavailable = errors.New("requested IP address is not available")
+	// ErrHolderAlive: the identity's address is held by another sandbox that
+	// may still be running; the runtime should try again later.
+	ErrHolderAlive = errors.New("the pod's reserved IP is still held by another sandbox")
+	// ErrNoAllocation: CHECK found no allocation for the container.
+	ErrNoAllocation = errors.New("no IP allocation recorded for this container")
+)

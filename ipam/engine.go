@@ -1,0 +1,479 @@
+package ipam
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/containernetworking/cni/pkg/types"
+	"github.com/containernetworking/plugins/plugins/ipam/host-local/backend/allocator"
+
+	"github.com/stickyip/stickyip/reservation"
+)
+
+// Keys of per-network metadata.
+const (
+	metaBootID            = "bootID"
+	metaHostLocalImported = "hostLocalImported"
+	metaLastReservedPre   = "lastReserved."
+)
+
+// Env is what the engine needs from the machine; tests replace it.
+type Env struct {
+	// Now returns the current time.
+	Now func() time.Time
+	// BootID identifies the current boot (/proc/sys/kernel/random/boot_id).
+	BootID string
+	// BootTime is when the current boot started.
+	BootTime time.Time
+	// SandboxGone reports whether a recorded network namespace path no longer
+	// names a live sandbox. Nil means "always alive".
+	SandboxGone func(netns string) bool
+	// Log receives what the operator should know about; nil discards.
+	Log *slog.Logger
+}
+
+// Engine allocates addresses from a network's range sets.
+type Engine struct {
+	RangeSets []allocator.RangeSet // canonical, as returned by LoadConfig
+	Policy    PoolFullPolicy
+	// HostLocalDir is host-local's data directory for this network
+	// (<hostLocalDataDir>/<network>); "" disables the import.
+	HostLocalDir string
+	Env          Env
+}
+
+// NewEngine returns the engine for a loaded config.
+func NewEngine(c *Config, env Env) *Engine {
+	e := &Engine{RangeSets: c.Ranges, Policy: c.Reservation.PoolFull, Env: env}
+	if c.HostLocalDataDir != "" {
+		e.HostLocalDir = c.HostLocalDataDir + "/" + c.Name
+	}
+	return e
+}
+
+func (e *Engine) log() *slog.Logger {
+	if e.Env.Log == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return e.Env.Log
+}
+
+func (e *Engine) now() time.Time {
+	if e.Env.Now == nil {
+		return time.Now()
+	}
+	return e.Env.Now()
+}
+
+// alive reports whether an allocation's sandbox may still be running.
+func (e *Engine) alive(r *reservation.Record) bool {
+	if r.State != reservation.Allocated {
+		return false
+	}
+	if r.BootID != "" && e.Env.BootID != "" && r.BootID != e.Env.BootID {
+		return false
+	}
+	if r.Netns != "" && e.Env.SandboxGone != nil && e.Env.SandboxGone(r.Netns) {
+		return false
+	}
+	return true
+}
+
+// AddRequest is one ADD.
+type AddRequest struct {
+	ContainerID string
+	IfName      string
+	Netns       string
+	// Identity is the pod's (or, for a restored static pod, its parent's)
+	// namespace/name and ifname; zero for a call without pod arguments.
+	Identity reservation.Identity
+	UID      string
+	// Duration is the clamped reservation to apply at DEL; RequestedDuration
+	// and Clamped record what the annotation asked for.
+	Duration          time.Duration
+	RequestedDuration time.Duration
+	Clamped           bool
+	// Requested are specific addresses asked for (at most one per range set).
+	Requested []netip.Addr
+}
+
+// Add gives the sandbox one address from every range set and returns the
+// records in range-set order. A retried ADD of the same sandbox returns what
+// it already holds.
+func (e *Engine) Add(tx reservation.Txn, req AddRequest) ([]*reservation.Record, error) {
+	now := e.now()
+	if err := e.Housekeep(tx, now); err != nil {
+		return nil, err
+	}
+	requested, err := e.requestedBySet(req.Requested)
+	if err != nil {
+		return nil, err
+	}
+
+	mine, err := tx.ByContainer(req.ContainerID, req.IfName)
+	if err != nil {
+		return nil, err
+	}
+	if len(mine) > 0 {
+		slices.SortFunc(mine, func(a, b *reservation.Record) int { return a.RangeSet - b.RangeSet })
+		return mine, nil
+	}
+
+	var held []*reservation.Record
+	if !req.Identity.IsZero() {
+		if held, err = tx.ByIdentity(req.Identity); err != nil {
+			return nil, err
+		}
+		for _, h := range held {
+			if h.State != reservation.Allocated {
+				continue
+			}
+			switch {
+			case req.UID != "" && h.UID == req.UID:
+				e.log().Info("same pod, new sandbox: taking over its address", "pod", req.Identity.Pod(), "ip", h.IP, "old", h.ContainerID, "new", req.ContainerID)
+			case !e.alive(h):
+				e.log().Info("previous holder's sandbox is gone: taking over its address", "pod", req.Identity.Pod(), "ip", h.IP, "old", h.ContainerID, "netns", h.Netns)
+			default:
+				return nil, fmt.Errorf("%w: %s of %s is held by %s, which may still be running; try again once it is deleted",
+					ErrHolderAlive, h.IP, req.Identity.Pod(), h.Holder())
+			}
+		}
+	}
+	isHeld := func(ip netip.Addr) bool {
+		return slices.ContainsFunc(held, func(h *reservation.Record) bool { return h.IP == ip })
+	}
+
+	var out []*reservation.Record
+	for i := range e.RangeSets {
+		rs := &e.RangeSets[i]
+		var ip netip.Addr
+		dynamic := false
+		switch want, ok := requested[i]; {
+		case ok:
+			cur, err := tx.Get(want)
+			if err != nil {
+				return nil, err
+			}
+			if cur != nil && !isHeld(want) {
+				return nil, fmt.Errorf("%w: %s is %s", ErrIPUnavailable, want, holderPhrase(cur))
+			}
+			ip = want
+		default:
+			if h := heldIn(held, rs); h != nil {
+				ip = h.IP
+				break
+			}
+			if ip, err = e.findFree(tx, i, req.Identity, now); err != nil {
+				return nil, err
+			}
+			dynamic = true
+		}
+		rec := &reservation.Record{
+			IP: ip, RangeSet: i, State: reservation.Allocated,
+			ContainerID: req.ContainerID, IfName: req.IfName, Netns: req.Netns, BootID: e.Env.BootID,
+			Identity: req.Identity, UID: req.UID,
+			Duration: req.Duration, RequestedDuration: req.RequestedDuration, Clamped: req.Clamped,
+			AllocatedAt: now,
+		}
+		if err := tx.Put(rec); err != nil {
+			return nil, err
+		}
+		if dynamic {
+			if err := tx.SetMeta(metaLastReservedPre+strconv.Itoa(i), ip.String()); err != nil {
+				return nil, err
+			}
+		}
+		out = append(out, rec)
+	}
+	// The identity now holds exactly what it got; older records of it go.
+	for _, h := range held {
+		if !slices.ContainsFunc(out, func(r *reservation.Record) bool { return r.IP == h.IP }) {
+			e.log().Info("dropping the identity's previous address", "pod", req.Identity.Pod(), "ip", h.IP)
+			if err := tx.Delete(h.IP); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return out, nil
+}
+
+func holderPhrase(r *reservation.Record) string {
+	if r.State == reservation.Reserved {
+		return r.Holder()
+	}
+	return "in use by " + r.Holder()
+}
+
+func heldIn(held []*reservation.Record, rs *allocator.RangeSet) *reservation.Record {
+	for _, h := range held {
+		if rs.Contains(net.IP(h.IP.AsSlice())) {
+			return h
+		}
+	}
+	return nil
+}
+
+// requestedBySet maps requested addresses to their range sets, as host-local does.
+func (e *Engine) requestedBySet(reqs []netip.Addr) (map[int]netip.Addr, error) {
+	out := map[int]netip.Addr{}
+	for _, ip := range reqs {
+		idx := -1
+		for i := range e.RangeSets {
+			if e.RangeSets[i].Contains(net.IP(ip.AsSlice())) {
+				idx = i
+				break
+			}
+		}
+		if idx < 0 {
+			return nil, fmt.Errorf("%w: requested IP %s is not in any configured range", ErrIPUnavailable, ip)
+		}
+		if prev, dup := out[idx]; dup {
+			return nil, fmt.Errorf("%w: requested IPs %s and %s are in the same range set; ask for at most one per range set", ErrIPUnavailable, prev, ip)
+		}
+		out[idx] = ip
+	}
+	return out, nil
+}
+
+// Del releases what (containerID, ifname) holds: addresses recorded with a
+// reservation duration become reservations of the pod identity, the others
+// are freed. Deleting an unknown sandbox succeeds.
+func (e *Engine) Del(tx reservation.Txn, containerID, ifname string) error {
+	now := e.now()
+	if err := e.Housekeep(tx, now); err != nil {
+		return err
+	}
+	recs, err := tx.ByContainer(containerID, ifname)
+	if err != nil {
+		return err
+	}
+	for _, r := range recs {
+		if err := e.release(tx, r, now, "DEL"); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// release ends an allocation as if its sandbox had been deleted at `at`.
+func (e *Engine) release(tx reservation.Txn, r *reservation.Record, at time.Time, why string) error {
+	if r.Duration <= 0 || r.Identity.IsZero() {
+		e.log().Debug("freeing address", "ip", r.IP, "container", r.ContainerID, "why", why)
+		return tx.Delete(r.IP)
+	}
+	r.State = reservation.Reserved
+	r.LastContainerID, r.ContainerID, r.Netns = r.ContainerID, "", ""
+	r.ReleasedAt = at
+	r.ExpiresAt = at.Add(r.Duration)
+	e.log().Info("reserving address for pod", "ip", r.IP, "pod", r.Identity.Pod(), "ifname", r.Identity.IfName,
+		"until", r.ExpiresAt.UTC().Format(time.RFC3339), "why", why)
+	return tx.Put(r)
+}
+
+// Housekeep brings the network's records up to date before a change: imports
+// host-local's data once, releases allocations of a previous boot (their
+// reservation clock starts at the new boot), and drops expired reservations.
+func (e *Engine) Housekeep(tx reservation.Txn, now time.Time) error {
+	if e.HostLocalDir != "" {
+		done, err := tx.Meta(metaHostLocalImported)
+		if err != nil {
+			return err
+		}
+		if done == "" {
+			n, err := ImportHostLocal(tx, e.HostLocalDir, e.RangeSets, e.Env.BootID, now, e.log())
+			if err != nil {
+				return err
+			}
+			if err := MarkImported(tx, now, n); err != nil {
+				return err
+			}
+		}
+	}
+	if e.Env.BootID != "" {
+		last, err := tx.Meta(metaBootID)
+		if err != nil {
+			return err
+		}
+		if last != e.Env.BootID {
+			if err := e.rebootSweep(tx, now); err != nil {
+				return err
+			}
+			if err := tx.SetMeta(metaBootID, e.Env.BootID); err != nil {
+				return err
+			}
+		}
+	}
+	return e.purgeExpired(tx, now)
+}
+
+func (e *Engine) rebootSweep(tx reservation.Txn, now time.Time) error {
+	start := e.Env.BootTime
+	if start.IsZero() || start.After(now) {
+		start = now
+	}
+	stale, err := collect(tx, func(r *reservation.Record) bool {
+		return r.State == reservation.Allocated && r.BootID != "" && r.BootID != e.Env.BootID
+	})
+	if err != nil {
+		return err
+	}
+	if len(stale) > 0 {
+		e.log().Info("node rebooted: releasing allocations of the previous boot", "count", len(stale))
+	}
+	for _, r := range stale {
+		if err := e.release(tx, r, start, "reboot"); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (e *Engine) purgeExpired(tx reservation.Txn, now time.Time) error {
+	var expired []*reservation.Record
+	err := tx.ByExpiry(func(r *reservation.Record) bool {
+		if !r.Expired(now) {
+			return false
+		}
+		expired = append(expired, r)
+		return true
+	})
+	if err != nil {
+		return err
+	}
+	for _, r := range expired {
+		e.log().Info("reservation expired", "ip", r.IP, "pod", r.Identity.Pod())
+		if err := tx.Delete(r.IP); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func collect(tx reservation.Txn, keep func(*reservation.Record) bool) ([]*reservation.Record, error) {
+	var out []*reservation.Record
+	err := tx.ForEach(func(r *reservation.Record) error {
+		if keep(r) {
+			out = append(out, r)
+		}
+		return nil
+	})
+	return out, err
+}
+
+// GC handles every allocation not in valid as deleted (CNI GC) and drops
+// expired reservations. It returns how many allocations it released.
+func (e *Engine) GC(tx reservation.Txn, valid []types.GCAttachment) (int, error) {
+	now := e.now()
+	if err := e.Housekeep(tx, now); err != nil {
+		return 0, err
+	}
+	keep := map[[2]string]bool{}
+	keepID := map[string]bool{}
+	for _, a := range valid {
+		keep[[2]string{a.ContainerID, a.IfName}] = true
+		keepID[a.ContainerID] = true
+	}
+	gone, err := collect(tx, func(r *reservation.Record) bool {
+		if r.State != reservation.Allocated {
+			return false
+		}
+		if r.IfName == "" { // host-local imports of the old format carry no ifname
+			return !keepID[r.ContainerID]
+		}
+		return !keep[[2]string{r.ContainerID, r.IfName}]
+	})
+	if err != nil {
+		return 0, err
+	}
+	for _, r := range gone {
+		if err := e.release(tx, r, now, "GC"); err != nil {
+			return 0, err
+		}
+	}
+	return len(gone), nil
+}
+
+// Sweep releases allocations whose sandbox is gone (previous boot, or network
+// namespace no longer there) and drops expired reservations. It is what the
+// operator tool's gc and checkpointd run when no list of valid attachments is
+// at hand.
+func (e *Engine) Sweep(tx reservation.Txn) (int, error) {
+	now := e.now()
+	if err := e.Housekeep(tx, now); err != nil {
+		return 0, err
+	}
+	dead, err := collect(tx, func(r *reservation.Record) bool {
+		return r.State == reservation.Allocated && !e.alive(r)
+	})
+	if err != nil {
+		return 0, err
+	}
+	for _, r := range dead {
+		if err := e.release(tx, r, now, "sandbox gone"); err != nil {
+			return 0, err
+		}
+	}
+	return len(dead), nil
+}
+
+// Status reports ErrPoolExhausted when some range set could not hand out an
+// address to a new pod right now.
+func (e *Engine) Status(tx reservation.Txn) error {
+	now := e.now()
+	for i := range e.RangeSets {
+		if _, ok, err := e.searchFree(tx, i); err != nil || ok {
+			if err != nil {
+				return err
+			}
+			continue
+		}
+		// Full of records: an expired reservation, or (when evicting) any
+		// reservation, can still be given up.
+		usable := false
+		err := tx.ByExpiry(func(r *reservation.Record) bool {
+			if e.RangeSets[i].Contains(net.IP(r.IP.AsSlice())) && (r.Expired(now) || e.Policy != PoolFullFail) {
+				usable = true
+				return false
+			}
+			return true
+		})
+		if err != nil {
+			return err
+		}
+		if !usable {
+			return fmt.Errorf("%w: range set %d (%s) has no free address", ErrPoolExhausted, i, e.RangeSets[i].String())
+		}
+	}
+	return nil
+}
+
+// Check verifies that the container holds the addresses of its previous result
+// that belong to this network's ranges.
+func (e *Engine) Check(tx reservation.Txn, containerID, ifname string, prev []netip.Addr) error {
+	recs, err := tx.ByContainer(containerID, ifname)
+	if err != nil {
+		return err
+	}
+	if len(recs) == 0 {
+		return fmt.Errorf("%w: container %s interface %s", ErrNoAllocation, containerID, ifname)
+	}
+	for _, ip := range prev {
+		inRange := slices.ContainsFunc(e.RangeSets, func(rs allocator.RangeSet) bool { return rs.Contains(net.IP(ip.AsSlice())) })
+		if !inRange {
+			continue
+		}
+		if !slices.ContainsFunc(recs, func(r *reservation.Record) bool { return r.IP == ip }) {
+			return fmt.Errorf("%w: %s from the previous result is not recorded for container %s", ErrNoAllocation, ip, containerID)
+		}
+	}
+	return nil
+}
+
+// IsNotFound reports whether err means "no allocation".
+func IsNotFound(err error) bool { return errors.Is(err, ErrNoAllocation) }

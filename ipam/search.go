@@ -1,0 +1,160 @@
+package ipam
+
+import (
+	"fmt"
+	"net"
+	"net/netip"
+	"strconv"
+	"time"
+
+	"github.com/stickyip/stickyip/reservation"
+)
+
+// segment is an inclusive address interval of one range, with that range's
+// gateway (never handed out).
+type segment struct {
+	first, last, gateway netip.Addr
+}
+
+func addr(ip net.IP) netip.Addr {
+	a, _ := netip.AddrFromSlice(ip)
+	return a.Unmap()
+}
+
+// segments lists, in host-local's round-robin order, the intervals to search in
+// range set i: from just after the last address handed out to the end of its
+// range, the following ranges, and around again up to that last address.
+func (e *Engine) segments(tx reservation.Txn, i int) ([]segment, error) {
+	rs := e.RangeSets[i]
+	lastStr, err := tx.Meta(metaLastReservedPre + strconv.Itoa(i))
+	if err != nil {
+		return nil, err
+	}
+	start, last := 0, netip.Addr{}
+	if l, err := netip.ParseAddr(lastStr); err == nil && rs.Contains(net.IP(l.AsSlice())) {
+		last = l
+		for k := range rs {
+			if rs[k].Contains(net.IP(l.AsSlice())) {
+				start = k
+				break
+			}
+		}
+	}
+	seg := func(k int) segment {
+		r := rs[k]
+		return segment{first: addr(r.RangeStart), last: addr(r.RangeEnd), gateway: addr(r.Gateway)}
+	}
+	var out []segment
+	if !last.IsValid() {
+		for k := range rs {
+			out = append(out, seg(k))
+		}
+		return out, nil
+	}
+	s := seg(start)
+	if last.Less(s.last) {
+		out = append(out, segment{first: last.Next(), last: s.last, gateway: s.gateway})
+	}
+	for j := 1; j < len(rs); j++ {
+		out = append(out, seg((start+j)%len(rs)))
+	}
+	return append(out, segment{first: s.first, last: last, gateway: s.gateway}), nil
+}
+
+// firstFree returns the lowest address of seg that has no record, walking the
+// store's sorted keys once instead of probing address by address.
+func firstFree(tx reservation.Txn, seg segment) (netip.Addr, bool, error) {
+	cand := seg.first
+	skipGateway := func() {
+		if cand == seg.gateway {
+			cand = cand.Next()
+		}
+	}
+	inSeg := func() bool { return cand.IsValid() && !seg.last.Less(cand) }
+	skipGateway()
+	err := tx.UsedFrom(seg.first, func(used netip.Addr) bool {
+		if !inSeg() {
+			return false
+		}
+		switch used.Compare(cand) {
+		case -1: // the gateway, already skipped
+			return true
+		case 1: // a gap: cand is free
+			return false
+		}
+		cand = cand.Next()
+		skipGateway()
+		return true
+	})
+	if err != nil || !inSeg() {
+		return netip.Addr{}, false, err
+	}
+	return cand, true, nil
+}
+
+// searchFree looks for an address without any record in range set i.
+func (e *Engine) searchFree(tx reservation.Txn, i int) (netip.Addr, bool, error) {
+	segs, err := e.segments(tx, i)
+	if err != nil {
+		return netip.Addr{}, false, err
+	}
+	for _, s := range segs {
+		if ip, ok, err := firstFree(tx, s); err != nil || ok {
+			return ip, ok, err
+		}
+	}
+	return netip.Addr{}, false, nil
+}
+
+// findFree returns an address for a new allocation in range set i. When the
+// range set is full it first releases allocations whose sandbox is gone, then,
+// under the evict policy, gives up the reservation closest to expiry (never
+// one of the requesting identity).
+func (e *Engine) findFree(tx reservation.Txn, i int, who reservation.Identity, now time.Time) (netip.Addr, error) {
+	if ip, ok, err := e.searchFree(tx, i); err != nil || ok {
+		return ip, err
+	}
+	rs := &e.RangeSets[i]
+	dead, err := collect(tx, func(r *reservation.Record) bool {
+		return r.State == reservation.Allocated && rs.Contains(net.IP(r.IP.AsSlice())) && !e.alive(r)
+	})
+	if err != nil {
+		return netip.Addr{}, err
+	}
+	for _, r := range dead {
+		if err := e.release(tx, r, now, "pool full, sandbox gone"); err != nil {
+			return netip.Addr{}, err
+		}
+	}
+	if ip, ok, err := e.searchFree(tx, i); err != nil || ok {
+		return ip, err
+	}
+	var victim *reservation.Record
+	reserved := 0
+	err = tx.ByExpiry(func(r *reservation.Record) bool {
+		if !rs.Contains(net.IP(r.IP.AsSlice())) || r.Identity == who {
+			return true
+		}
+		reserved++
+		if victim == nil {
+			victim = r
+		}
+		return e.Policy == PoolFullFail // keep counting only for the message
+	})
+	if err != nil {
+		return netip.Addr{}, err
+	}
+	if victim == nil || e.Policy == PoolFullFail {
+		why := "every address is allocated"
+		if reserved > 0 {
+			why = fmt.Sprintf("%d addresses are reserved for deleted pods and ipam.reservation.poolFull is %q", reserved, e.Policy)
+		}
+		return netip.Addr{}, fmt.Errorf("%w in range set %d (%s): %s", ErrPoolExhausted, i, rs.String(), why)
+	}
+	e.log().Warn("pool full: giving up the reservation closest to expiry", "ip", victim.IP, "pod", victim.Identity.Pod(),
+		"ifname", victim.Identity.IfName, "expiresAt", victim.ExpiresAt.UTC().Format(time.RFC3339), "forPod", who.Pod())
+	if err := tx.Delete(victim.IP); err != nil {
+		return netip.Addr{}, err
+	}
+	return victim.IP, nil
+}

@@ -1,0 +1,217 @@
+// Package plugin is the CNI edge of stickyip: it turns one plugin invocation
+// into a loaded config, a logger, a store and an engine, builds the CNI result,
+// and maps the engine's and store's errors to CNI error codes. Nothing here
+// writes to stdout except the result printed by the caller.
+package plugin
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/netip"
+	"os"
+	"runtime/debug"
+
+	"github.com/containernetworking/cni/pkg/skel"
+	"github.com/containernetworking/cni/pkg/types"
+	current "github.com/containernetworking/cni/pkg/types/100"
+	"github.com/containernetworking/cni/pkg/version"
+
+	"github.com/stickyip/stickyip/ipam"
+	"github.com/stickyip/stickyip/reservation"
+	"github.com/stickyip/stickyip/reservation/boltstore"
+)
+
+// CNI error codes stickyip uses beyond the spec's own (see docs/DESIGN.md).
+const (
+	CodePoolExhausted   uint = 100
+	CodeIPUnavailable   uint = 101
+	CodeStoreUnreadable uint = 102
+	// CodeNoIPAvailable is STATUS's "plugin not available" code.
+	CodeNoIPAvailable uint = 50
+)
+
+// Call is one plugin invocation with everything loaded.
+type Call struct {
+	Args   *skel.CmdArgs
+	Conf   *ipam.Config
+	Store  *boltstore.Store
+	Engine *ipam.Engine
+	Log    *slog.Logger
+}
+
+// Limits of the CNI environment stickyip accepts.
+const (
+	maxContainerIDLen = 256
+	maxIfNameLen      = 15
+)
+
+// Run loads the call and runs fn; every failure, panics included, comes back as
+// a *types.Error.
+func Run(args *skel.CmdArgs, fn func(*Call) error) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = types.NewError(types.ErrInternal, fmt.Sprintf("stickyip internal error: %v", r), string(debug.Stack()))
+		}
+	}()
+	conf, err := ipam.LoadConfig(args.StdinData, args.Args)
+	if err != nil {
+		return ToCNIError(err)
+	}
+	log, closeLog := openLog(conf.LogFile)
+	defer closeLog()
+	c := &Call{Args: args, Conf: conf, Store: boltstore.New(conf.DataDir, conf.LockTimeout), Log: log}
+	c.Engine = ipam.NewEngine(conf, ipam.HostEnv(log.With("network", conf.Name)))
+	if err := fn(c); err != nil {
+		log.Error("call failed", "network", conf.Name, "container", args.ContainerID, "ifname", args.IfName, "error", err)
+		return ToCNIError(err)
+	}
+	return nil
+}
+
+// openLog opens the configured log file (Info and up), or logs warnings and
+// errors to stderr, which runtimes capture. Never stdout.
+func openLog(path string) (*slog.Logger, func()) {
+	if path == "" {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})), func() {}
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	if err != nil {
+		l := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+		l.Warn("cannot open ipam.logFile; logging to stderr", "logFile", path, "error", err)
+		return l, func() {}
+	}
+	var w io.Writer = f
+	return slog.New(slog.NewTextHandler(w, nil)).With("pid", os.Getpid()), func() { _ = f.Close() }
+}
+
+// AddRequest builds the engine request of an ADD from the config, CNI_ARGS and
+// annotations.
+func (c *Call) AddRequest() (ipam.AddRequest, error) {
+	a := c.Args
+	if len(a.ContainerID) > maxContainerIDLen {
+		return ipam.AddRequest{}, fmt.Errorf("%w: CNI_CONTAINERID is %d characters, more than %d", ipam.ErrInvalidArgs, len(a.ContainerID), maxContainerIDLen)
+	}
+	if len(a.IfName) > maxIfNameLen {
+		return ipam.AddRequest{}, fmt.Errorf("%w: CNI_IFNAME %q is longer than %d characters", ipam.ErrInvalidArgs, a.IfName, maxIfNameLen)
+	}
+	ns, name, viaCheckpoint, err := c.Conf.Identity(a.IfName)
+	if err != nil {
+		return ipam.AddRequest{}, err
+	}
+	d, requested, clamped, err := c.Conf.ReservationFor()
+	if err != nil {
+		return ipam.AddRequest{}, err
+	}
+	req := ipam.AddRequest{
+		ContainerID: a.ContainerID, IfName: a.IfName, Netns: a.Netns, UID: c.Conf.Args.UID,
+		Duration: d, RequestedDuration: requested, Clamped: clamped, Requested: c.Conf.RequestedIPs(),
+	}
+	if ns != "" {
+		req.Identity = reservation.Identity{Namespace: ns, Name: name, IfName: a.IfName}
+	}
+	if viaCheckpoint {
+		c.Log.Info("restored static pod: using its parent's identity", "parent", req.Identity.Pod(),
+			"pod", c.Conf.Args.Namespace+"/"+c.Conf.Args.Name)
+	} else if _, has := c.Conf.Annotations[ipam.AnnotationCheckpointOf]; has {
+		c.Log.Warn("ignoring "+ipam.AnnotationCheckpointOf+" on a pod that is not a static pod",
+			"pod", c.Conf.Args.Namespace+"/"+c.Conf.Args.Name)
+	}
+	if clamped {
+		c.Log.Warn("reservation clamped to ipam.reservation.maxDuration", "pod", req.Identity.Pod(),
+			"requested", requested.String(), "max", d.String())
+	}
+	if d > 0 && req.Identity.IsZero() {
+		c.Log.Warn("reservation annotation ignored: no K8S_POD_NAMESPACE/K8S_POD_NAME in CNI_ARGS", "container", a.ContainerID)
+		req.Duration = 0
+	}
+	return req, nil
+}
+
+// Result builds the CNI result for the records of an ADD.
+func (c *Call) Result(recs []*reservation.Record) (*current.Result, error) {
+	res := &current.Result{CNIVersion: current.ImplementedSpecVersion, Routes: c.Conf.Routes}
+	for _, r := range recs {
+		ip := net.IP(r.IP.AsSlice())
+		var rng *ipam.Range
+		for i := range c.Conf.Ranges {
+			if got, err := c.Conf.Ranges[i].RangeFor(ip); err == nil {
+				rng = got
+				break
+			}
+		}
+		if rng == nil {
+			return nil, fmt.Errorf("%w: recorded address %s is outside every configured range (config changed?)", ipam.ErrInvalidConfig, r.IP)
+		}
+		res.IPs = append(res.IPs, &current.IPConfig{
+			Address: net.IPNet{IP: ip, Mask: rng.Subnet.Mask},
+			Gateway: rng.Gateway,
+		})
+	}
+	if c.Conf.ResolvConf != "" {
+		dns, err := ipam.ParseResolvConf(c.Conf.ResolvConf)
+		if err != nil {
+			return nil, err
+		}
+		res.DNS = *dns
+	}
+	return res, nil
+}
+
+// PrevResultIPs returns the addresses of the prevResult passed to CHECK.
+func (c *Call) PrevResultIPs() ([]netip.Addr, error) {
+	var conf types.NetConf
+	if err := json.Unmarshal(c.Args.StdinData, &conf); err != nil {
+		return nil, fmt.Errorf("%w: %v", ipam.ErrInvalidConfig, err)
+	}
+	if conf.RawPrevResult == nil {
+		return nil, nil
+	}
+	if err := version.ParsePrevResult(&conf); err != nil {
+		return nil, fmt.Errorf("%w: prevResult: %v", ipam.ErrInvalidConfig, err)
+	}
+	res, err := current.NewResultFromResult(conf.PrevResult)
+	if err != nil {
+		return nil, fmt.Errorf("%w: prevResult: %v", ipam.ErrInvalidConfig, err)
+	}
+	var out []netip.Addr
+	for _, ipc := range res.IPs {
+		if a, ok := netip.AddrFromSlice(ipc.Address.IP); ok {
+			out = append(out, a.Unmap())
+		}
+	}
+	return out, nil
+}
+
+// ToCNIError maps an error to the CNI error object the runtime sees.
+func ToCNIError(err error) *types.Error {
+	var te *types.Error
+	if errors.As(err, &te) {
+		return te
+	}
+	code, hint := types.ErrInternal, ""
+	switch {
+	case errors.Is(err, ipam.ErrInvalidConfig):
+		code = types.ErrInvalidNetworkConfig
+	case errors.Is(err, ipam.ErrInvalidArgs):
+		code = types.ErrInvalidEnvironmentVariables
+	case errors.Is(err, ipam.ErrHolderAlive):
+		code = types.ErrTryAgainLater
+	case errors.Is(err, reservation.ErrLocked):
+		code, hint = types.ErrTryAgainLater, "another stickyip process holds the store; raise ipam.lockTimeout if this persists"
+	case errors.Is(err, ipam.ErrPoolExhausted):
+		code, hint = CodePoolExhausted, "see `stickyip list` for who holds the addresses; `stickyip release NS/NAME` frees a reservation"
+	case errors.Is(err, ipam.ErrIPUnavailable):
+		code = CodeIPUnavailable
+	case errors.Is(err, ipam.ErrNoAllocation):
+		code = types.ErrUnknownContainer
+	case errors.Is(err, reservation.ErrCorrupt), errors.Is(err, reservation.ErrFutureSchema):
+		code, hint = CodeStoreUnreadable, "the file was not modified; run `stickyip check` for details, see README \"Troubleshooting\""
+	case errors.Is(err, reservation.ErrIO):
+		code = types.ErrIOFailure
+	}
+	return types.NewError(code, "stickyip: "+err.Error(), hint)
+}

@@ -1,0 +1,96 @@
+package main
+
+import (
+	"errors"
+	"net/netip"
+
+	"github.com/containernetworking/cni/pkg/skel"
+	"github.com/containernetworking/cni/pkg/types"
+
+	"github.com/stickyip/stickyip/ipam"
+	"github.com/stickyip/stickyip/plugin"
+	"github.com/stickyip/stickyip/reservation"
+)
+
+func cmdAdd(args *skel.CmdArgs) error {
+	return plugin.Run(args, func(c *plugin.Call) error {
+		req, err := c.AddRequest()
+		if err != nil {
+			return err
+		}
+		var recs []*reservation.Record
+		err = c.Store.Update(c.Conf.Name, func(tx reservation.Txn) error {
+			recs, err = c.Engine.Add(tx, req)
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		result, err := c.Result(recs)
+		if err != nil {
+			return err
+		}
+		c.Log.Info("ADD", "container", args.ContainerID, "ifname", args.IfName, "pod", req.Identity.Pod(),
+			"ips", ipsOf(recs), "reserveFor", req.Duration.String(), "clamped", req.Clamped)
+		return types.PrintResult(result, c.Conf.CNIVersion)
+	})
+}
+
+func cmdDel(args *skel.CmdArgs) error {
+	return plugin.Run(args, func(c *plugin.Call) error {
+		err := c.Store.Update(c.Conf.Name, func(tx reservation.Txn) error {
+			return c.Engine.Del(tx, args.ContainerID, args.IfName)
+		})
+		if err == nil {
+			c.Log.Info("DEL", "container", args.ContainerID, "ifname", args.IfName)
+		}
+		return err
+	})
+}
+
+func cmdCheck(args *skel.CmdArgs) error {
+	return plugin.Run(args, func(c *plugin.Call) error {
+		prev, err := c.PrevResultIPs()
+		if err != nil {
+			return err
+		}
+		return c.Store.View(c.Conf.Name, func(tx reservation.Txn) error {
+			return c.Engine.Check(tx, args.ContainerID, args.IfName, prev)
+		})
+	})
+}
+
+func cmdGC(args *skel.CmdArgs) error {
+	return plugin.Run(args, func(c *plugin.Call) error {
+		var n int
+		err := c.Store.Update(c.Conf.Name, func(tx reservation.Txn) (err error) {
+			n, err = c.Engine.GC(tx, c.Conf.ValidAttachments)
+			return err
+		})
+		if err == nil {
+			c.Log.Info("GC", "released", n, "valid", len(c.Conf.ValidAttachments))
+		}
+		return err
+	})
+}
+
+func cmdStatus(args *skel.CmdArgs) error {
+	return plugin.Run(args, func(c *plugin.Call) error {
+		err := c.Store.View(c.Conf.Name, func(tx reservation.Txn) error {
+			return c.Engine.Status(tx)
+		})
+		if errors.Is(err, ipam.ErrPoolExhausted) {
+			// STATUS reports "cannot add pods now" with the spec's code 50.
+			return types.NewError(plugin.CodeNoIPAvailable, "stickyip: "+err.Error(), "")
+		}
+		return err
+	})
+}
+
+func ipsOf(recs []*reservation.Record) []netip.Addr {
+	out := make([]netip.Addr, len(recs))
+	for i, r := range recs {
+		out[i] = r.IP
+	}
+	return out
+}

@@ -1,0 +1,29 @@
+// Command stickyip is a CNI IPAM plugin, a drop-in alternative to host-local
+// that keeps a deleted pod's addresses reserved for the duration its
+// io.kubernetes.cri/reserved-ip-duration annotation asks for. Run from a shell
+// (no CNI_COMMAND) it is the operator tool for the same store.
+package main
+
+import (
+	"os"
+
+	"github.com/containernetworking/cni/pkg/skel"
+	"github.com/containernetworking/cni/pkg/version"
+
+	"github.com/stickyip/stickyip/admin"
+	stickyversion "github.com/stickyip/stickyip/version"
+)
+
+func main() {
+	if os.Getenv("CNI_COMMAND") == "" && len(os.Args) > 1 {
+		os.Exit(admin.Run(os.Args[1:], os.Stdout, os.Stderr))
+	}
+	skel.PluginMainFuncs(skel.CNIFuncs{
+		Add:    cmdAdd,
+		Del:    cmdDel,
+		Check:  cmdCheck,
+		GC:     cmdGC,
+		Status: cmdStatus,
+	}, version.PluginSupports("0.3.0", "0.3.1", "0.4.0", "1.0.0", "1.1.0"),
+		"CNI stickyip IPAM plugin "+stickyversion.Version+" (run \"stickyip help\" for the operator tool)")
+}

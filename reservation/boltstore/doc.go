@@ -1,0 +1,28 @@
+// Package boltstore keeps stickyip's records in a bbolt database on disk.
+//
+// One database per data directory, <dataDir>/stickyip.db, shared by every network
+// that uses that directory. Processes serialise on a blocking flock of
+// <dataDir>/stickyip.lock (bbolt's own lock polls every 50 ms, which would make
+// concurrent plugin processes wait far longer than they need), then open the
+// database for exactly one transaction and close it again, so the file is held
+// only as long as one CNI call needs. Every Update commits with fsync.
+//
+// Bucket layout (schema 1):
+//
+//	meta
+//	└── schema                                   → uint64 big endian (1)
+//	networks
+//	└── <network name>
+//	    ├── ips         <addr16>                              → Record (JSON)
+//	    ├── containers  <containerID> 0 <ifname> 0 <addr16>   → ""
+//	    ├── identities  <namespace> 0 <name> 0 <ifname> 0 <addr16> → ""
+//	    ├── expiry      <unix nanos, 8 bytes BE> <addr16>     → ""  (reserved records)
+//	    └── meta        <key>                                  → value
+//
+// <addr16> is the 16-byte form of the address, so IPv4 and IPv6 keys sort
+// numerically within their family and a cursor walks used addresses in order.
+//
+// A new database is initialised in a temporary file and renamed into place, so
+// an existing empty or truncated stickyip.db is always damage: it is reported
+// as reservation.ErrCorrupt and never touched.
+package boltstore

@@ -1,0 +1,288 @@
+package boltstore
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"runtime/debug"
+	"sort"
+	"syscall"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
+
+	"github.com/stickyip/stickyip/reservation"
+)
+
+// File names inside the data directory.
+const (
+	DBFile   = "stickyip.db"
+	LockFile = "stickyip.lock"
+)
+
+// SchemaVersion is the database layout this binary writes.
+const SchemaVersion uint64 = 1
+
+// Bucket and key names; one variable per name, see the package doc for the tree.
+var (
+	bucketMeta       = []byte("meta")
+	keySchema        = []byte("schema")
+	bucketNetworks   = []byte("networks")
+	bucketIPs        = []byte("ips")
+	bucketContainers = []byte("containers")
+	bucketIdentities = []byte("identities")
+	bucketExpiry     = []byte("expiry")
+	bucketNetMeta    = []byte("meta")
+)
+
+// migrations[i] upgrades a database from schema i+1 to i+2; applied in order.
+var migrations []func(tx *bolt.Tx) error
+
+// DefaultLockTimeout is how long a call waits for the store when no timeout is configured.
+const DefaultLockTimeout = 10 * time.Second
+
+// Store is the on-disk store of one data directory. It holds no open file
+// between calls; it is safe to use from many processes at once.
+type Store struct {
+	dir         string
+	lockTimeout time.Duration
+}
+
+// New returns the store kept in dir. Nothing is opened or created until the
+// first Update.
+func New(dir string, lockTimeout time.Duration) *Store {
+	if lockTimeout <= 0 {
+		lockTimeout = DefaultLockTimeout
+	}
+	return &Store{dir: dir, lockTimeout: lockTimeout}
+}
+
+// Dir returns the data directory.
+func (s *Store) Dir() string { return s.dir }
+
+// Path returns the database file path.
+func (s *Store) Path() string { return filepath.Join(s.dir, DBFile) }
+
+// Update runs fn in one read-write transaction on network's records and commits
+// it, synced to disk, when fn returns nil. The database is created when missing.
+func (s *Store) Update(network string, fn func(reservation.Txn) error) error {
+	return s.withDB(false, func(db *bolt.DB) error {
+		return db.Update(func(tx *bolt.Tx) error {
+			if err := checkSchema(tx, true); err != nil {
+				return err
+			}
+			t, err := openNetwork(tx, network, true)
+			if err != nil {
+				return err
+			}
+			return fn(t)
+		})
+	})
+}
+
+// View runs fn in a read-only transaction on network's records. A missing
+// database or network reads as empty.
+func (s *Store) View(network string, fn func(reservation.Txn) error) error {
+	return s.view(func(tx *bolt.Tx) error {
+		t, err := openNetwork(tx, network, false)
+		if err != nil {
+			return err
+		}
+		return fn(t)
+	})
+}
+
+// Networks lists the networks that have records.
+func (s *Store) Networks() ([]string, error) {
+	var names []string
+	err := s.view(func(tx *bolt.Tx) error {
+		if tx == nil {
+			return nil
+		}
+		b := tx.Bucket(bucketNetworks)
+		if b == nil {
+			return nil
+		}
+		return b.ForEachBucket(func(k []byte) error {
+			names = append(names, string(k))
+			return nil
+		})
+	})
+	sort.Strings(names)
+	return names, err
+}
+
+// view opens the database read-only; fn gets a nil tx when there is no database.
+func (s *Store) view(fn func(tx *bolt.Tx) error) error {
+	return s.withDB(true, func(db *bolt.DB) error {
+		if db == nil {
+			return fn(nil)
+		}
+		return db.View(func(tx *bolt.Tx) error {
+			if err := checkSchema(tx, false); err != nil {
+				return err
+			}
+			return fn(tx)
+		})
+	})
+}
+
+// withDB takes the directory lock, opens the database for one use, runs fn and
+// closes everything. Panics and memory faults from a damaged file become
+// ErrCorrupt instead of crashing the caller.
+func (s *Store) withDB(readOnly bool, fn func(db *bolt.DB) error) (err error) {
+	lk, err := s.lock(readOnly)
+	if err != nil {
+		return err
+	}
+	defer lk.release()
+
+	path := s.Path()
+	fi, statErr := os.Stat(path)
+	switch {
+	case errors.Is(statErr, fs.ErrNotExist):
+		if readOnly {
+			return fn(nil)
+		}
+		if err := s.create(); err != nil {
+			return err
+		}
+	case statErr != nil:
+		return fmt.Errorf("%w: %v", reservation.ErrIO, statErr)
+	case fi.Size() == 0:
+		return fmt.Errorf("%w: %s is empty (truncated?); it is left untouched", reservation.ErrCorrupt, path)
+	}
+
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%w: %s: %v", reservation.ErrCorrupt, path, r)
+		}
+	}()
+
+	db, err := bolt.Open(path, 0o600, &bolt.Options{
+		Timeout:  time.Second,
+		ReadOnly: readOnly,
+		// Never create or initialise a file here: a missing database was created
+		// atomically above, and an existing one is only ever opened.
+		OpenFile: func(name string, flag int, perm os.FileMode) (*os.File, error) {
+			return os.OpenFile(name, flag&^os.O_CREATE, perm)
+		},
+	})
+	if err != nil {
+		return classifyOpenError(path, err)
+	}
+	ferr := fn(db)
+	if cerr := db.Close(); cerr != nil && ferr == nil {
+		ferr = fmt.Errorf("%w: closing %s: %v", reservation.ErrIO, path, cerr)
+	}
+	return classifyTxError(ferr)
+}
+
+// create initialises a new database in a temporary file and renames it into place.
+func (s *Store) create() error {
+	if err := os.MkdirAll(s.dir, 0o755); err != nil {
+		return fmt.Errorf("%w: %v", reservation.ErrIO, err)
+	}
+	tmp := s.Path() + ".new"
+	_ = os.Remove(tmp) // a leftover of a crashed creation; we hold the lock
+	db, err := bolt.Open(tmp, 0o600, &bolt.Options{Timeout: time.Second})
+	if err != nil {
+		return fmt.Errorf("%w: creating %s: %v", reservation.ErrIO, tmp, err)
+	}
+	err = db.Update(func(tx *bolt.Tx) error {
+		m, err := tx.CreateBucketIfNotExists(bucketMeta)
+		if err != nil {
+			return err
+		}
+		if err := m.Put(keySchema, u64(SchemaVersion)); err != nil {
+			return err
+		}
+		_, err = tx.CreateBucketIfNotExists(bucketNetworks)
+		return err
+	})
+	if cerr := db.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, s.Path())
+	}
+	if err == nil {
+		err = syncDir(s.dir)
+	}
+	if err != nil {
+		_ = os.Remove(tmp)
+		return fmt.Errorf("%w: creating %s: %v", reservation.ErrIO, s.Path(), err)
+	}
+	return nil
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
+func checkSchema(tx *bolt.Tx, writable bool) error {
+	m := tx.Bucket(bucketMeta)
+	if m == nil || len(m.Get(keySchema)) != 8 {
+		return fmt.Errorf("%w: no schema version (not a stickyip database?)", reservation.ErrCorrupt)
+	}
+	v := binary.BigEndian.Uint64(m.Get(keySchema))
+	switch {
+	case v > SchemaVersion:
+		return fmt.Errorf("%w: schema %d, this binary understands up to %d; upgrade stickyip", reservation.ErrFutureSchema, v, SchemaVersion)
+	case v == 0:
+		return fmt.Errorf("%w: schema version 0", reservation.ErrCorrupt)
+	case v < SchemaVersion && writable:
+		for ; v < SchemaVersion; v++ {
+			if err := migrations[v-1](tx); err != nil {
+				return fmt.Errorf("migrating schema %d to %d: %w", v, v+1, err)
+			}
+		}
+		return m.Put(keySchema, u64(SchemaVersion))
+	}
+	return nil
+}
+
+func classifyOpenError(path string, err error) error {
+	var errno syscall.Errno
+	var perr *fs.PathError
+	switch {
+	case errors.Is(err, berrors.ErrTimeout):
+		return fmt.Errorf("%w: %s is held open by another process (not stickyip's lock protocol)", reservation.ErrLocked, path)
+	case errors.As(err, &errno), errors.As(err, &perr):
+		return fmt.Errorf("%w: opening %s: %v", reservation.ErrIO, path, err)
+	default:
+		return fmt.Errorf("%w: %s: %v; the file is left untouched", reservation.ErrCorrupt, path, err)
+	}
+}
+
+func classifyTxError(err error) error {
+	if err == nil {
+		return nil
+	}
+	for _, known := range []error{reservation.ErrCorrupt, reservation.ErrFutureSchema, reservation.ErrIO, reservation.ErrLocked} {
+		if errors.Is(err, known) {
+			return err
+		}
+	}
+	var errno syscall.Errno
+	if errors.As(err, &errno) {
+		return fmt.Errorf("%w: %v", reservation.ErrIO, err)
+	}
+	return err
+}
+
+func u64(v uint64) []byte {
+	b := make([]byte, 8)
+	binary.BigEndian.PutUint64(b, v)
+	return b
+}

@@ -1,0 +1,111 @@
+// Package reservation defines what stickyip remembers about IP addresses: live
+// allocations held by a sandbox and reservations kept for a pod identity after
+// its sandbox was deleted, and the small transactional interface the allocation
+// engine uses to read and change them. The bbolt implementation lives in
+// reservation/boltstore; reservation/fake holds an in-memory one for tests.
+package reservation
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"strings"
+	"time"
+)
+
+// State says whether a record is held by a live sandbox or kept for an identity.
+type State string
+
+const (
+	// Allocated: a sandbox (ContainerID, IfName) holds the IP.
+	Allocated State = "allocated"
+	// Reserved: no sandbox holds the IP; it is kept for Identity until ExpiresAt.
+	Reserved State = "reserved"
+)
+
+// Identity is who a reservation belongs to inside one network: the pod's
+// namespace/name and the interface name. The zero Identity means "no pod
+// identity known" (a plain CNI call without K8S_POD_* arguments).
+type Identity struct {
+	Namespace string `json:"namespace,omitempty"`
+	Name      string `json:"name,omitempty"`
+	IfName    string `json:"ifname,omitempty"`
+}
+
+// IsZero reports whether no pod identity is known.
+func (i Identity) IsZero() bool { return i.Namespace == "" || i.Name == "" }
+
+// Pod returns "namespace/name".
+func (i Identity) Pod() string { return i.Namespace + "/" + i.Name }
+
+// String returns "namespace/name/ifname".
+func (i Identity) String() string { return i.Namespace + "/" + i.Name + "/" + i.IfName }
+
+// Record is everything stored about one IP address of one network.
+type Record struct {
+	IP       netip.Addr `json:"ip"`
+	RangeSet int        `json:"rangeSet"` // index of the range set in the config at allocation time
+	State    State      `json:"state"`
+
+	ContainerID string `json:"containerID,omitempty"` // empty when Reserved
+	IfName      string `json:"ifname,omitempty"`
+	Netns       string `json:"netns,omitempty"`  // CNI_NETNS at ADD; used to tell whether the holder is alive
+	BootID      string `json:"bootID,omitempty"` // boot the allocation was made in
+
+	// Identity is the pod the address belongs to (zero without pod arguments).
+	Identity Identity `json:"identity,omitzero"`
+	UID      string   `json:"uid,omitempty"` // K8S_POD_UID of the holder
+
+	// Duration is how long the IP stays reserved after DEL (already clamped).
+	Duration time.Duration `json:"duration,omitempty"`
+	// RequestedDuration is what the annotation asked for, before clamping.
+	RequestedDuration time.Duration `json:"requestedDuration,omitempty"`
+	Clamped           bool          `json:"clamped,omitempty"`
+
+	AllocatedAt time.Time `json:"allocatedAt"`
+	ReleasedAt  time.Time `json:"releasedAt,omitzero"`
+	ExpiresAt   time.Time `json:"expiresAt,omitzero"` // Reserved only
+	// LastContainerID remembers the sandbox that held a Reserved IP.
+	LastContainerID string `json:"lastContainerID,omitempty"`
+	// Imported is set for allocations imported from a host-local data directory.
+	Imported bool `json:"imported,omitempty"`
+}
+
+// Expired reports whether a reservation has run out at now.
+func (r *Record) Expired(now time.Time) bool {
+	return r.State == Reserved && !now.Before(r.ExpiresAt)
+}
+
+// Validate checks a record read from disk for the fields every record must have.
+func (r *Record) Validate() error {
+	switch {
+	case !r.IP.IsValid():
+		return errors.New("record without a valid IP")
+	case r.State == Allocated && r.ContainerID == "":
+		return fmt.Errorf("allocated record %s without container ID", r.IP)
+	case r.State == Reserved && r.Identity.IsZero():
+		return fmt.Errorf("reserved record %s without pod identity", r.IP)
+	case r.State == Reserved && r.ExpiresAt.IsZero():
+		return fmt.Errorf("reserved record %s without expiry", r.IP)
+	case r.State != Allocated && r.State != Reserved:
+		return fmt.Errorf("record %s in unknown state %q", r.IP, r.State)
+	}
+	return nil
+}
+
+// Holder describes who holds the record, for messages.
+func (r *Record) Holder() string {
+	var b strings.Builder
+	if r.State == Reserved {
+		fmt.Fprintf(&b, "reserved for %s until %s", r.Identity.Pod(), r.ExpiresAt.UTC().Format(time.RFC3339))
+		return b.String()
+	}
+	fmt.Fprintf(&b, "container %s", r.ContainerID)
+	if !r.Identity.IsZero() {
+		fmt.Fprintf(&b, " of pod %s", r.Identity.Pod())
+		if r.UID != "" {
+			fmt.Fprintf(&b, " (uid %s)", r.UID)
+		}
+	}
+	return b.String()
+}

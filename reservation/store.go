@@ -1,0 +1,48 @@
+package reservation
+
+import (
+	"errors"
+	"net/netip"
+)
+
+// Errors a store reports. They are turned into CNI error codes at the plugin edge.
+var (
+	// ErrCorrupt: the database cannot be read (corrupt, truncated, not a database).
+	ErrCorrupt = errors.New("store is corrupt or unreadable")
+	// ErrFutureSchema: the database was written by a newer stickyip.
+	ErrFutureSchema = errors.New("store was written by a newer stickyip")
+	// ErrLocked: another process held the store longer than the lock timeout.
+	ErrLocked = errors.New("store is locked by another process")
+	// ErrIO: the data directory or database file could not be read or written.
+	ErrIO = errors.New("store I/O failure")
+)
+
+// Txn is one transaction on one network's records. Every CNI call runs in
+// exactly one Txn; implementations keep the indexes (by container, by identity,
+// by expiry) consistent with the records. The iterating methods must not be
+// given callbacks that change the Txn: collect first, then change.
+type Txn interface {
+	// Get returns the record for ip, or nil.
+	Get(ip netip.Addr) (*Record, error)
+	// Put inserts or replaces the record for r.IP.
+	Put(r *Record) error
+	// Delete removes the record for ip; deleting a missing record is not an error.
+	Delete(ip netip.Addr) error
+	// ByContainer returns the records allocated to (containerID, ifname).
+	// An empty ifname matches records whose ifname is empty (old host-local imports).
+	ByContainer(containerID, ifname string) ([]*Record, error)
+	// ByIdentity returns the records (allocated or reserved) of an identity.
+	ByIdentity(id Identity) ([]*Record, error)
+	// UsedFrom calls fn with every IP that has a record, in ascending order,
+	// starting at from (inclusive) and staying in from's address family, until
+	// fn returns false.
+	UsedFrom(from netip.Addr, fn func(netip.Addr) bool) error
+	// ByExpiry calls fn with reserved records in ascending expiry order until fn
+	// returns false.
+	ByExpiry(fn func(*Record) bool) error
+	// ForEach calls fn with every record in IP order.
+	ForEach(fn func(*Record) error) error
+	// Meta reads a per-network value ("" when unset); SetMeta writes one.
+	Meta(key string) (string, error)
+	SetMeta(key, value string) error
+}
