@@ -124,7 +124,12 @@ func run() error {
 		defer os.RemoveAll(cfg.work)
 	}
 
-	b := &bench{cfg: cfg, report: newReport(cfg.plugins)}
+	netns, stopNetns, err := startNetns()
+	if err != nil {
+		return err
+	}
+	defer stopNetns()
+	b := &bench{cfg: cfg, netns: netns, report: newReport(cfg.plugins)}
 	b.report.machine = machine(cfg)
 	startLoad := loadavg()
 	steps := []struct {

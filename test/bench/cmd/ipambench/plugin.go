@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -36,6 +37,8 @@ type target struct {
 	netnsDir string // where the fake netns files live
 	emptyDir string // an empty host-local dir, so stickyip imports nothing by accident
 	logFile  string // stickyip logFile ("" = stderr)
+	// netnsTarget is what every pod's netns path links to: a namespace the driver made.
+	netnsTarget string
 }
 
 // pod is the identity a runtime passes on ADD and DEL.
@@ -112,20 +115,37 @@ func (t *target) stdin(p pod) []byte {
 }
 
 // netnsPath returns the pod's netns path. IPAM plugins never enter the namespace, but
-// stickyip records the path and may later ask whether it still names a namespace, so
-// each pod gets a symlink to /proc/self/ns/net: it resolves to a live network namespace
-// (the plugin's own) and behaves like a running sandbox's bind mount.
+// the CNI skeleton opens it (it must not be the plugin's own) and stickyip records the
+// path and may later ask whether it still names a namespace. So each pod gets a symlink
+// to one idle network namespace the driver created (see startNetns): it behaves like a
+// running sandbox's bind mount.
 func (t *target) netnsPath(p pod) string {
 	return filepath.Join(t.netnsDir, "cni-"+p.containerID[:16])
 }
 
 // prepare creates the pod's netns path. It is not part of any timed call.
 func (t *target) prepare(p pod) error {
-	err := os.Symlink("/proc/self/ns/net", t.netnsPath(p))
+	err := os.Symlink(t.netnsTarget, t.netnsPath(p))
 	if errors.Is(err, fs.ErrExist) {
 		return nil
 	}
 	return err
+}
+
+// startNetns starts an idle process in a new, empty network namespace (nothing is
+// configured in it) and returns the path of that namespace and a function that ends
+// the process by its PID.
+func startNetns() (string, func(), error) {
+	cmd := exec.Command("sleep", "86400")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWNET, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		return "", nil, fmt.Errorf("starting a process in a new network namespace (needs root): %w", err)
+	}
+	stop := func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	}
+	return fmt.Sprintf("/proc/%d/ns/net", cmd.Process.Pid), stop, nil
 }
 
 // call runs the plugin once with command (ADD, DEL, CHECK) for p and times the whole

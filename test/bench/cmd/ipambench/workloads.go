@@ -14,6 +14,7 @@ import (
 // bench holds the run's settings and collects its results.
 type bench struct {
 	cfg    config
+	netns  string // path of the driver's idle network namespace
 	report *report
 	seq    int // numbers target directories
 }
@@ -29,6 +30,8 @@ func (b *bench) newTarget(kind, network, subnet string) (*target, error) {
 		dir:      filepath.Join(root, "data"),
 		netnsDir: filepath.Join(root, "netns"),
 		emptyDir: filepath.Join(root, "no-host-local"),
+
+		netnsTarget: b.netns,
 	}
 	switch kind {
 	case kindHostLocal:
