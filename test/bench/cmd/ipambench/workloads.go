@@ -415,17 +415,12 @@ func (b *bench) workloadReservations() error {
 		return err
 	}
 	label := fmt.Sprintf("4. %d reservations", b.cfg.reservations)
-	var empty samples
-	for i := 0; i <= b.cfg.nResv; i++ {
-		a, d := addDel(t, newPod("base", i))
-		if err := firstErr(a.err, d.err); err != nil {
-			return err
-		}
-		if i > 0 {
-			empty = append(empty, a.elapsed)
-		}
+	// The empty-store baseline is a second stickyip data dir, timed alternately with
+	// the full one, so that both see the same load.
+	base, err := b.newTarget(kindStickyIP, "bench-resv", "10.248.0.0/16")
+	if err != nil {
+		return err
 	}
-	b.report.latencyOne("4. empty store", "ADD", kindStickyIP, empty)
 
 	// Seed: pods with a reservation annotation, added then deleted.
 	start := time.Now()
@@ -476,11 +471,18 @@ func (b *bench) workloadReservations() error {
 		reserved[ip] = true
 	}
 
-	var add, del, back samples
+	var empty, add, del, back samples
 	stolen, lost := 0, 0
 	for i := 0; i <= b.cfg.nResv; i++ {
-		a, d := addDel(t, newPod("new", i))
-		if err := firstErr(a.err, d.err); err != nil {
+		var e, a, d callResult
+		if i%2 == 0 {
+			e, _ = addDel(base, newPod("base", i))
+			a, d = addDel(t, newPod("new", i))
+		} else {
+			a, d = addDel(t, newPod("new", i))
+			e, _ = addDel(base, newPod("base", i))
+		}
+		if err := firstErr(e.err, a.err, d.err); err != nil {
 			return err
 		}
 		if reserved[a.ips[0].String()] {
@@ -501,6 +503,7 @@ func (b *bench) workloadReservations() error {
 		if i == 0 {
 			continue
 		}
+		empty = append(empty, e.elapsed)
 		add = append(add, a.elapsed)
 		del = append(del, d.elapsed)
 		back = append(back, ra.elapsed)
@@ -511,6 +514,7 @@ func (b *bench) workloadReservations() error {
 	if lost > 0 {
 		b.report.problem(fmt.Sprintf("workload 4: %d returning pods did not get their reserved IP back", lost))
 	}
+	b.report.latencyOne("4. empty store (alternating with the full one)", "ADD", kindStickyIP, empty)
 	b.report.latencyOne(label, "ADD (new pod)", kindStickyIP, add)
 	b.report.latencyOne(label, "DEL (no annotation)", kindStickyIP, del)
 	b.report.latencyOne(label, "ADD (returning pod, reservation hit)", kindStickyIP, back)
