@@ -31,8 +31,9 @@ type Env struct {
 	BootID string
 	// BootTime is when the current boot started.
 	BootTime time.Time
-	// SandboxGone reports whether a recorded network namespace path no longer
-	// names a live sandbox. Nil means "always alive".
+	// SandboxGone reports whether a recorded path — a network namespace, or
+	// host-local's file of an imported allocation — is gone, so its sandbox is
+	// dead. Nil means "always alive".
 	SandboxGone func(netns string) bool
 	// Log receives what the operator should know about; nil discards.
 	Log *slog.Logger
@@ -79,8 +80,14 @@ func (e *Engine) alive(r *reservation.Record) bool {
 	if r.BootID != "" && e.Env.BootID != "" && r.BootID != e.Env.BootID {
 		return false
 	}
-	if r.Netns != "" && e.Env.SandboxGone != nil && e.Env.SandboxGone(r.Netns) {
+	if e.Env.SandboxGone == nil {
+		return true
+	}
+	if r.Netns != "" && e.Env.SandboxGone(r.Netns) {
 		return false
+	}
+	if r.ImportedFrom != "" && e.Env.SandboxGone(r.ImportedFrom) {
+		return false // host-local released the pod (its DEL went to host-local)
 	}
 	return true
 }

@@ -6,11 +6,10 @@ import (
 	"io/fs"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
-
-	"golang.org/x/sys/unix"
 )
 
 // HostEnv returns the engine environment of this machine: the kernel's boot ID
@@ -43,21 +42,22 @@ func bootTime() time.Time {
 }
 
 // NetnsGone reports whether a sandbox's network namespace path no longer names
-// a network namespace: the path is missing, or is a plain file left behind
-// after the namespace's bind mount went away (as after a reboot). Any other
-// doubt counts as alive, so a running pod's address is never taken.
+// a live sandbox: the path is missing while its directory is there (the
+// runtime removed it, or the node rebooted and /run is new). Anything in doubt
+// counts as alive, so a running pod's address is never taken: a missing
+// directory (the caller may be in another mount namespace that lacks it) and a
+// plain file where a namespace bind mount should be (the caller may not see
+// the runtime's mounts).
 func NetnsGone(path string) bool {
-	var st unix.Statfs_t
-	err := unix.Statfs(path, &st)
-	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, unix.ENOENT) {
-		return true
-	}
-	if err != nil {
+	return fileGone(path)
+}
+
+// fileGone reports whether path is missing from a directory that exists.
+func fileGone(path string) bool {
+	_, err := os.Lstat(path)
+	if err == nil || !errors.Is(err, fs.ErrNotExist) {
 		return false
 	}
-	switch st.Type {
-	case unix.NSFS_MAGIC, unix.PROC_SUPER_MAGIC:
-		return false
-	}
-	return true
+	_, err = os.Stat(filepath.Dir(path))
+	return err == nil
 }

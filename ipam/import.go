@@ -70,7 +70,7 @@ func ImportHostLocal(tx reservation.Txn, dir string, rangeSets []allocator.Range
 			}
 		}
 		rec := &reservation.Record{IP: ip, RangeSet: set, State: reservation.Allocated, ContainerID: id, IfName: ifname,
-			BootID: bootID, AllocatedAt: at, Imported: true}
+			BootID: bootID, AllocatedAt: at, Imported: true, ImportedFrom: path}
 		if err := tx.Put(rec); err != nil {
 			return n, err
 		}

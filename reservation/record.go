@@ -67,8 +67,13 @@ type Record struct {
 	ExpiresAt   time.Time `json:"expiresAt,omitzero"` // Reserved only
 	// LastContainerID remembers the sandbox that held a Reserved IP.
 	LastContainerID string `json:"lastContainerID,omitempty"`
-	// Imported is set for allocations imported from a host-local data directory.
-	Imported bool `json:"imported,omitempty"`
+	// Imported is set for allocations imported from a host-local data
+	// directory; ImportedFrom is host-local's file for the address. While that
+	// file exists host-local still has the pod; once it is gone (the pod's DEL
+	// went to host-local, as flannel replays the ADD-time config) the
+	// allocation is released.
+	Imported     bool   `json:"imported,omitempty"`
+	ImportedFrom string `json:"importedFrom,omitempty"`
 }
 
 // Expired reports whether a reservation has run out at now.

@@ -42,12 +42,16 @@ func (s *Store) Update(network string, fn func(reservation.Txn) error) error {
 
 // View runs fn on network's state; changes it makes are dropped.
 func (s *Store) View(network string, fn func(reservation.Txn) error) error {
-	return s.Update(network, func(t reservation.Txn) error {
+	err := s.Update(network, func(t reservation.Txn) error {
 		if err := fn(t); err != nil {
 			return err
 		}
 		return errDiscard
 	})
+	if err == errDiscard {
+		return nil
+	}
+	return err
 }
 
 type discard struct{}

@@ -18,12 +18,11 @@ func main() {
 	if os.Getenv("CNI_COMMAND") == "" && len(os.Args) > 1 {
 		os.Exit(admin.Run(os.Args[1:], os.Stdout, os.Stderr))
 	}
-	skel.PluginMainFuncs(skel.CNIFuncs{
-		Add:    cmdAdd,
-		Del:    cmdDel,
-		Check:  cmdCheck,
-		GC:     cmdGC,
-		Status: cmdStatus,
-	}, version.PluginSupports("0.3.0", "0.3.1", "0.4.0", "1.0.0", "1.1.0"),
-		"CNI stickyip IPAM plugin "+stickyversion.Version+" (run \"stickyip help\" for the operator tool)")
+	skel.PluginMainFuncs(cniFuncs, supportedVersions, about)
 }
+
+var (
+	cniFuncs          = skel.CNIFuncs{Add: cmdAdd, Del: cmdDel, Check: cmdCheck, GC: cmdGC, Status: cmdStatus}
+	supportedVersions = version.PluginSupports("0.3.0", "0.3.1", "0.4.0", "1.0.0", "1.1.0")
+	about             = "CNI stickyip IPAM plugin " + stickyversion.Version + " (run \"stickyip help\" for the operator tool)"
+)

@@ -1,0 +1,120 @@
+package admin
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stickyip/stickyip/reservation"
+	"github.com/stickyip/stickyip/reservation/boltstore"
+)
+
+func run(t *testing.T, args ...string) (string, string, int) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code := Run(args, &out, &errb)
+	return out.String(), errb.String(), code
+}
+
+func seed(t *testing.T, dir string) {
+	t.Helper()
+	now := time.Now()
+	deadNetns := filepath.Join(t.TempDir(), "cni-dead") // its directory exists, the namespace does not
+	err := boltstore.New(dir, 0).Update("cbr0", func(tx reservation.Txn) error {
+		web := reservation.Identity{Namespace: "default", Name: "web", IfName: "eth0"}
+		for _, r := range []*reservation.Record{
+			{IP: netip.MustParseAddr("10.0.0.2"), State: reservation.Reserved, Identity: web, Duration: time.Hour, RequestedDuration: 48 * time.Hour, Clamped: true, ExpiresAt: now.Add(time.Hour)},
+			{IP: netip.MustParseAddr("10.0.0.3"), State: reservation.Allocated, ContainerID: "abc", IfName: "eth0", Netns: "/proc/self/ns/net",
+				Identity: reservation.Identity{Namespace: "default", Name: "db", IfName: "eth0"}, Duration: time.Minute},
+			{IP: netip.MustParseAddr("10.0.0.4"), State: reservation.Allocated, ContainerID: "dead", IfName: "eth0", Netns: deadNetns},
+		} {
+			if err := tx.Put(r); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestListReleaseGCCheck(t *testing.T) {
+	dir := t.TempDir()
+	seed(t, dir)
+
+	out, _, code := run(t, "--data-dir", dir, "list", "--json")
+	var entries []Entry
+	if err := json.Unmarshal([]byte(out), &entries); err != nil || code != 0 || len(entries) != 3 {
+		t.Fatalf("list --json: code %d, %d entries, %v\n%s", code, len(entries), err, out)
+	}
+	if e := entries[0]; e.State != "reserved" || e.Name != "web" || !e.Clamped || e.RequestedDuration != "48h0m0s" || e.ExpiresAt == nil {
+		t.Fatalf("reserved entry: %+v", e)
+	}
+	out, _, _ = run(t, "list", "--data-dir", dir)
+	if !strings.Contains(out, "1h0m0s (clamped from 48h0m0s)") || !strings.Contains(out, "default/db") {
+		t.Fatalf("table:\n%s", out)
+	}
+
+	out, _, code = run(t, "--data-dir", dir, "gc")
+	if code != 0 || !strings.Contains(out, "released 1 allocations whose sandbox is gone") {
+		t.Fatalf("gc: %d %s", code, out)
+	}
+
+	out, _, code = run(t, "--data-dir", dir, "release", "default/web")
+	if code != 0 || !strings.Contains(out, "released 10.0.0.2") {
+		t.Fatalf("release: %d %s", code, out)
+	}
+	out, _, _ = run(t, "--data-dir", dir, "list", "--json")
+	if strings.Contains(out, "10.0.0.2") || strings.Contains(out, "10.0.0.4") || !strings.Contains(out, "10.0.0.3") {
+		t.Fatalf("after gc and release:\n%s", out)
+	}
+
+	if out, _, code = run(t, "--data-dir", dir, "check"); code != 0 || !strings.Contains(out, ": ok") {
+		t.Fatalf("check: %d %s", code, out)
+	}
+}
+
+func TestCheckExplainsDamagedStore(t *testing.T) {
+	dir := t.TempDir()
+	seed(t, dir)
+	db := filepath.Join(dir, boltstore.DBFile)
+	if err := os.WriteFile(db, bytes.Repeat([]byte("garbage!"), 2048), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, _, code := run(t, "--data-dir", dir, "check")
+	if code != 2 || !strings.Contains(out, "cannot be read") || !strings.Contains(out, "mv "+db) {
+		t.Fatalf("check of a damaged store: code %d\n%s", code, out)
+	}
+	_, errOut, code := run(t, "--data-dir", dir, "list")
+	if code != 2 || !strings.Contains(errOut, "has not modified it") {
+		t.Fatalf("list of a damaged store: code %d\n%s", code, errOut)
+	}
+}
+
+func TestImport(t *testing.T) {
+	dir, hl := t.TempDir(), t.TempDir()
+	_ = os.WriteFile(filepath.Join(hl, "10.5.0.7"), []byte("cid-7\r\neth0"), 0o600)
+	_ = os.WriteFile(filepath.Join(hl, "last_reserved_ip.0"), []byte("10.5.0.7"), 0o600)
+	out, _, code := run(t, "--data-dir", dir, "import", "--network", "cbr0", "--from", hl)
+	if code != 0 || !strings.Contains(out, "imported 1 allocations") {
+		t.Fatalf("import: %d %s", code, out)
+	}
+	out, _, _ = run(t, "--data-dir", dir, "list")
+	if !strings.Contains(out, "10.5.0.7") || !strings.Contains(out, "(host-local)") {
+		t.Fatalf("list after import:\n%s", out)
+	}
+}
+
+func TestUsageErrors(t *testing.T) {
+	for _, args := range [][]string{{}, {"bogus"}, {"release"}, {"release", "noslash"}, {"import"}} {
+		if _, _, code := run(t, append([]string{"--data-dir", t.TempDir()}, args...)...); code != 2 {
+			t.Errorf("%v: exit %d, want 2", args, code)
+		}
+	}
+}

@@ -1,0 +1,129 @@
+package ipam
+
+import (
+	"fmt"
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/stickyip/stickyip/reservation"
+	"github.com/stickyip/stickyip/reservation/boltstore"
+)
+
+// Engine micro-benchmarks on the real bbolt store: each op is one synced
+// transaction, as in the plugin (minus process start-up). Sizes are the number
+// of allocations already in the store. `make bench` runs them; `make test`
+// does not.
+
+var benchSizes = []int{1000, 10000, 60000}
+
+func seededStore(b *testing.B, n int, reserved bool) (*boltstore.Store, *Engine) {
+	b.Helper()
+	conf, err := LoadConfig([]byte(`{"cniVersion":"1.0.0","name":"bench","ipam":{"type":"stickyip","subnet":"10.100.0.0/16","hostLocalDataDir":""}}`), "")
+	if err != nil {
+		b.Fatal(err)
+	}
+	st := boltstore.New(b.TempDir(), 0)
+	now := time.Now()
+	eng := NewEngine(conf, Env{Now: func() time.Time { return now }, BootID: "bench"})
+	err = st.Update("bench", func(tx reservation.Txn) error {
+		a := netip.MustParseAddr("10.100.0.2")
+		for i := range n {
+			r := &reservation.Record{IP: a, State: reservation.Allocated, ContainerID: fmt.Sprintf("seed-%d", i), IfName: "eth0",
+				BootID: "bench", AllocatedAt: now, Identity: reservation.Identity{Namespace: "seed", Name: fmt.Sprintf("p%d", i), IfName: "eth0"}}
+			if reserved {
+				r.State, r.ContainerID, r.ExpiresAt = reservation.Reserved, "", now.Add(time.Hour)
+			}
+			if err := tx.Put(r); err != nil {
+				return err
+			}
+			a = a.Next()
+		}
+		return tx.SetMeta(metaBootID, "bench")
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return st, eng
+}
+
+func benchAddDel(b *testing.B, n int, reserved bool, keep time.Duration) {
+	st, eng := seededStore(b, n, reserved)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; b.Loop(); i++ {
+		cid := fmt.Sprintf("bench-%d", i)
+		req := AddRequest{ContainerID: cid, IfName: "eth0", Identity: reservation.Identity{Namespace: "b", Name: cid, IfName: "eth0"}, Duration: keep}
+		if err := st.Update("bench", func(tx reservation.Txn) error { _, err := eng.Add(tx, req); return err }); err != nil {
+			b.Fatal(err)
+		}
+		if err := st.Update("bench", func(tx reservation.Txn) error { return eng.Del(tx, cid, "eth0") }); err != nil {
+			b.Fatal(err)
+		}
+		if keep > 0 { // drop the reservation again so the pool does not fill up
+			if err := st.Update("bench", func(tx reservation.Txn) error {
+				recs, err := tx.ByIdentity(req.Identity)
+				for _, r := range recs {
+					err = tx.Delete(r.IP)
+				}
+				return err
+			}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+}
+
+// BenchmarkAllocateRelease: ADD then DEL (freed) with n allocations present.
+func BenchmarkAllocateRelease(b *testing.B) {
+	for _, n := range benchSizes {
+		b.Run(fmt.Sprintf("allocs=%d", n), func(b *testing.B) { benchAddDel(b, n, false, 0) })
+	}
+}
+
+// BenchmarkReserve: ADD, DEL into a reservation, release, with n reservations present.
+func BenchmarkReserve(b *testing.B) {
+	for _, n := range benchSizes {
+		b.Run(fmt.Sprintf("reservations=%d", n), func(b *testing.B) { benchAddDel(b, n, true, time.Hour) })
+	}
+}
+
+// BenchmarkLookup: find a container's allocation (the DEL/CHECK path) in a read transaction.
+func BenchmarkLookup(b *testing.B) {
+	for _, n := range benchSizes {
+		b.Run(fmt.Sprintf("allocs=%d", n), func(b *testing.B) {
+			st, _ := seededStore(b, n, false)
+			b.ReportAllocs()
+			for i := 0; b.Loop(); i++ {
+				err := st.View("bench", func(tx reservation.Txn) error {
+					recs, err := tx.ByContainer(fmt.Sprintf("seed-%d", i%n), "eth0")
+					if len(recs) != 1 {
+						return fmt.Errorf("lookup found %d", len(recs))
+					}
+					return err
+				})
+				if err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkAllocateNearlyFull: ADD+DEL in a /16 with 65,520 of 65,533 usable addresses taken.
+func BenchmarkAllocateNearlyFull(b *testing.B) {
+	st, eng := seededStore(b, 65520, false)
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		cid := fmt.Sprintf("bench-%d", i)
+		err := st.Update("bench", func(tx reservation.Txn) error {
+			if _, err := eng.Add(tx, AddRequest{ContainerID: cid, IfName: "eth0"}); err != nil {
+				return err
+			}
+			return eng.Del(tx, cid, "eth0")
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+}

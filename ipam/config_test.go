@@ -1,0 +1,148 @@
+package ipam
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestLoadConfigHostLocalCompatible(t *testing.T) {
+	for _, tc := range []struct {
+		name, ipam string
+		ranges     int
+		start, gw  string
+	}{
+		{"legacy single range", `{"type":"stickyip","subnet":"10.2.0.0/24","rangeStart":"10.2.0.10","rangeEnd":"10.2.0.20","gateway":"10.2.0.254"}`, 1, "10.2.0.10", "10.2.0.254"},
+		{"ranges dual-stack", `{"type":"stickyip","ranges":[[{"subnet":"10.2.0.0/24"}],[{"subnet":"fd00::/64"}]]}`, 2, "10.2.0.1", "10.2.0.1"},
+		{"range set of two", `{"type":"stickyip","ranges":[[{"subnet":"10.2.0.0/24"},{"subnet":"10.3.0.0/24"}]]}`, 1, "10.2.0.1", "10.2.0.1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := LoadConfig([]byte(`{"cniVersion":"0.4.0","name":"n","ipam":`+tc.ipam+`}`), "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := c.Ranges[0][0]
+			if len(c.Ranges) != tc.ranges || r.RangeStart.String() != tc.start || r.Gateway.String() != tc.gw {
+				t.Fatalf("ranges %d start %s gw %s", len(c.Ranges), r.RangeStart, r.Gateway)
+			}
+			if c.DataDir != DefaultDataDir || c.HostLocalDataDir != DefaultHostLocalDataDir || c.LockTimeout != DefaultLockTimeout ||
+				c.Reservation.MaxDuration != DefaultMaxDuration || c.Reservation.PoolFull != PoolFullEvict {
+				t.Fatalf("defaults not applied: %+v", c)
+			}
+		})
+	}
+}
+
+func TestLoadConfigStickyKeysAndRequests(t *testing.T) {
+	c, err := LoadConfig([]byte(`{"cniVersion":"1.0.0","name":"n",
+		"ipam":{"type":"stickyip","subnet":"10.2.0.0/24","dataDir":"/d","hostLocalDataDir":"","logFile":"/l","lockTimeout":"3s",
+		        "reservation":{"maxDuration":"2h","poolFull":"fail"}},
+		"args":{"cni":{"ips":["10.2.0.7"]}},
+		"runtimeConfig":{"io.kubernetes.cri.pod-annotations":{"io.kubernetes.cri/reserved-ip-duration":"180"}}}`),
+		"IgnoreUnknown=1;K8S_POD_NAMESPACE=ns;K8S_POD_NAME=web;K8S_POD_UID=u1;IP=10.2.0.9;OTHER=x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.DataDir != "/d" || c.HostLocalDataDir != "" || c.LogFile != "/l" || c.LockTimeout != 3*time.Second ||
+		c.Reservation.MaxDuration != 2*time.Hour || c.Reservation.PoolFull != PoolFullFail {
+		t.Fatalf("keys not read: %+v", c)
+	}
+	if req := c.RequestedIPs(); len(req) != 2 || req[0].String() != "10.2.0.9" || req[1].String() != "10.2.0.7" {
+		t.Fatalf("requested IPs %v", req)
+	}
+	d, asked, clamped, err := c.ReservationFor()
+	if err != nil || d != 2*time.Hour || asked != 3*time.Hour || !clamped {
+		t.Fatalf("180 minutes under a 2h maximum: %v %v %v %v", d, asked, clamped, err)
+	}
+	ns, name, viaCP, _ := c.Identity("eth0")
+	if ns != "ns" || name != "web" || viaCP {
+		t.Fatalf("identity %s/%s %v", ns, name, viaCP)
+	}
+}
+
+func TestLoadConfigErrorsNameTheKey(t *testing.T) {
+	base := func(ipam string) string { return `{"cniVersion":"1.0.0","name":"n","ipam":` + ipam + `}` }
+	for _, tc := range []struct{ name, conf, args, want string }{
+		{"malformed json", `{"name":`, "", "network config"},
+		{"no name", `{"cniVersion":"1.0.0","ipam":{"type":"stickyip","subnet":"10.2.0.0/24"}}`, "", `"name"`},
+		{"no ipam", `{"cniVersion":"1.0.0","name":"n"}`, "", `"ipam"`},
+		{"no ranges", base(`{"type":"stickyip"}`), "", "no IP ranges"},
+		{"overlapping ranges", base(`{"type":"stickyip","ranges":[[{"subnet":"10.2.0.0/24"}],[{"subnet":"10.2.0.0/25"}]]}`), "", "overlaps"},
+		{"/32", base(`{"type":"stickyip","subnet":"10.2.0.1/32"}`), "", "too small"},
+		{"bad gateway", base(`{"type":"stickyip","subnet":"10.2.0.0/24","gateway":"nope"}`), "", "ipam"},
+		{"unknown reservation key", base(`{"type":"stickyip","subnet":"10.2.0.0/24","reservation":{"maxDuraton":"1h"}}`), "", "maxDuraton"},
+		{"bad maxDuration", base(`{"type":"stickyip","subnet":"10.2.0.0/24","reservation":{"maxDuration":"forever"}}`), "", "forever"},
+		{"bad poolFull", base(`{"type":"stickyip","subnet":"10.2.0.0/24","reservation":{"poolFull":"panic"}}`), "", "poolFull"},
+		{"zero lockTimeout", base(`{"type":"stickyip","subnet":"10.2.0.0/24","lockTimeout":"0s"}`), "", "lockTimeout"},
+		{"unknown CNI_ARGS", base(`{"type":"stickyip","subnet":"10.2.0.0/24"}`), "FOO=1", "FOO"},
+		{"bad IP arg", base(`{"type":"stickyip","subnet":"10.2.0.0/24"}`), "IP=10.2.0", "IP="},
+		{"long pod name", base(`{"type":"stickyip","subnet":"10.2.0.0/24"}`), "K8S_POD_NAME=" + strings.Repeat("a", 254), "K8S_POD_NAME"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := LoadConfig([]byte(tc.conf), tc.args)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err = %v, want mention of %q", err, tc.want)
+			}
+			if !errors.Is(err, ErrInvalidConfig) && !errors.Is(err, ErrInvalidArgs) {
+				t.Fatalf("err %v is neither ErrInvalidConfig nor ErrInvalidArgs", err)
+			}
+		})
+	}
+}
+
+func TestParseReservedDuration(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want time.Duration
+		err  string
+	}{
+		{"0", 0, ""},
+		{"5", 5 * time.Minute, ""},
+		{"+5", 5 * time.Minute, ""},
+		{" 30 ", 30 * time.Minute, ""},
+		{"90s", 90 * time.Second, ""},
+		{"1h30m", 90 * time.Minute, ""},
+		{"", 0, "empty"},
+		{"-5", 0, "negative"},
+		{"-1h", 0, "negative"},
+		{"abc", 0, "Go duration"},
+		{"1e309", 0, "Go duration"},
+		{"5 minutes", 0, "Go duration"},
+		{"99999999999999999999", 0, "too many minutes"},
+		{"153722867280912931", 0, "too many minutes"},
+		{"999999999h", 0, "out of range"},
+		{strings.Repeat("9", 65), 0, "longer than 64"},
+	} {
+		got, err := ParseReservedDuration(tc.in)
+		if tc.err == "" && (err != nil || got != tc.want) {
+			t.Errorf("%q: got %v, %v; want %v", tc.in, got, err, tc.want)
+		}
+		if tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err) || !strings.Contains(err.Error(), AnnotationReservedDuration)) {
+			t.Errorf("%q: err = %v, want one naming the annotation and %q", tc.in, err, tc.err)
+		}
+	}
+}
+
+func TestCheckpointOfOnlyForStaticPods(t *testing.T) {
+	conf := func(src string) *Config {
+		ann := `"stickyip.io/checkpoint-of":"prod/db-0"`
+		if src != "" {
+			ann += `,"kubernetes.io/config.source":"` + src + `"`
+		}
+		c, err := LoadConfig([]byte(`{"cniVersion":"1.0.0","name":"n","ipam":{"type":"stickyip","subnet":"10.2.0.0/24"},
+			"runtimeConfig":{"io.kubernetes.cri.pod-annotations":{`+ann+`}}}`), "K8S_POD_NAMESPACE=prod;K8S_POD_NAME=db-0-node1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	if ns, n, via, _ := conf("file").Identity("eth0"); ns+"/"+n != "prod/db-0" || !via {
+		t.Fatalf("static pod: identity %s/%s via=%v", ns, n, via)
+	}
+	for _, src := range []string{"", "api"} {
+		if ns, n, via, _ := conf(src).Identity("eth0"); ns+"/"+n != "prod/db-0-node1" || via {
+			t.Fatalf("source %q: identity %s/%s via=%v; an API pod must not claim another pod's IP", src, ns, n, via)
+		}
+	}
+}

@@ -1,0 +1,64 @@
+package ipam
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stickyip/stickyip/reservation"
+)
+
+func TestNetnsGoneIsConservative(t *testing.T) {
+	dir := t.TempDir()
+	plain := filepath.Join(dir, "cni-unmounted")
+	if err := os.WriteFile(plain, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		path string
+		gone bool
+		why  string
+	}{
+		{"/proc/self/ns/net", false, "a live namespace"},
+		{filepath.Join(dir, "cni-removed"), true, "removed from a directory that exists"},
+		{filepath.Join(dir, "no-such-dir", "cni-x"), false, "directory invisible: maybe another mount namespace"},
+		{plain, false, "a plain file: the caller may not see the runtime's bind mount"},
+	} {
+		if got := NetnsGone(tc.path); got != tc.gone {
+			t.Errorf("%s (%s): gone=%v, want %v", tc.path, tc.why, got, tc.gone)
+		}
+	}
+}
+
+func TestImportedAllocationReleasedWhenHostLocalFreesIt(t *testing.T) {
+	netDir := filepath.Join(t.TempDir(), "net1")
+	if err := os.MkdirAll(netDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(netDir, "10.1.0.2")
+	if err := os.WriteFile(file, []byte("old-pod\r\neth0"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	w := newWorld(t, v4Small)
+	w.eng.HostLocalDir = netDir
+	// The real check for host-local's files; the test's pod sandboxes stay alive.
+	w.eng.Env.SandboxGone = func(p string) bool { return filepath.Dir(p) == netDir && NetnsGone(p) }
+	w.mustAdd("c1", anon(1)) // imports .2
+	sweep := func() int {
+		var n int
+		if err := w.store.Update("net1", func(tx reservation.Txn) (err error) { n, err = w.eng.Sweep(tx); return err }); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if n := sweep(); n != 0 || w.stateOf("10.1.0.2") == "" {
+		t.Fatalf("host-local still has the pod, but sweep released %d", n)
+	}
+	// The old pod's DEL went to host-local (flannel replays the ADD-time config).
+	if err := os.Remove(file); err != nil {
+		t.Fatal(err)
+	}
+	if n := sweep(); n != 1 || w.stateOf("10.1.0.2") != "" {
+		t.Fatalf("after host-local freed it: released %d, state %q", n, w.stateOf("10.1.0.2"))
+	}
+}

@@ -1,0 +1,207 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/containernetworking/cni/pkg/skel"
+	"github.com/containernetworking/cni/pkg/types"
+	current "github.com/containernetworking/cni/pkg/types/100"
+	"github.com/containernetworking/cni/pkg/version"
+
+	"github.com/stickyip/stickyip/reservation"
+	"github.com/stickyip/stickyip/reservation/boltstore"
+)
+
+// call runs the plugin in-process through skel, exactly as main does, with
+// the CNI environment set and stdin/stdout redirected to files.
+func call(t *testing.T, cmd, cid, args string, conf []byte) ([]byte, *types.Error) {
+	t.Helper()
+	for k, v := range map[string]string{
+		// CNI_NETNS names a live namespace: the sandboxes of this test never die.
+		"CNI_COMMAND": cmd, "CNI_CONTAINERID": cid, "CNI_NETNS": "/proc/self/ns/net", "CNI_IFNAME": "eth0",
+		"CNI_PATH": "/opt/cni/bin", "CNI_ARGS": args, "CNI_NETNS_OVERRIDE": "1",
+	} {
+		t.Setenv(k, v)
+	}
+	dir := t.TempDir()
+	in, out := filepath.Join(dir, "stdin"), filepath.Join(dir, "stdout")
+	if err := os.WriteFile(in, conf, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	stdin, _ := os.Open(in)
+	stdout, _ := os.Create(out)
+	oldIn, oldOut := os.Stdin, os.Stdout
+	os.Stdin, os.Stdout = stdin, stdout
+	e := skel.PluginMainFuncsWithError(cniFuncs, supportedVersions, about)
+	os.Stdin, os.Stdout = oldIn, oldOut
+	stdin.Close()
+	stdout.Close()
+	b, _ := os.ReadFile(out)
+	return b, e
+}
+
+type netConf struct {
+	ver, dataDir string
+	ann          map[string]string
+	prev         any
+	valid        []types.GCAttachment
+}
+
+func (n netConf) bytes() []byte {
+	m := map[string]any{
+		"cniVersion": n.ver, "name": "testnet", "type": "bridge",
+		"ipam": map[string]any{"type": "stickyip", "dataDir": n.dataDir, "hostLocalDataDir": "",
+			"ranges": []any{[]any{map[string]string{"subnet": "10.77.0.0/29"}}, []any{map[string]string{"subnet": "fd77::/125"}}}},
+	}
+	if n.ann != nil {
+		m["runtimeConfig"] = map[string]any{"io.kubernetes.cri.pod-annotations": n.ann}
+	}
+	if n.prev != nil {
+		m["prevResult"] = n.prev
+	}
+	if n.valid != nil {
+		m["cni.dev/valid-attachments"] = n.valid
+	}
+	b, _ := json.Marshal(m)
+	return b
+}
+
+func podArgs(name, uid string) string {
+	return fmt.Sprintf("IgnoreUnknown=1;K8S_POD_NAMESPACE=default;K8S_POD_NAME=%s;K8S_POD_UID=%s", name, uid)
+}
+
+func ipsOfResult(t *testing.T, ver string, out []byte) []string {
+	t.Helper()
+	r, err := version.NewResult(ver, out)
+	if err != nil {
+		t.Fatalf("result %s does not parse as %s: %v", out, ver, err)
+	}
+	cur, err := current.NewResultFromResult(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ips []string
+	for _, ip := range cur.IPs {
+		ips = append(ips, ip.Address.String())
+	}
+	return ips
+}
+
+func states(t *testing.T, dataDir string) map[string]reservation.State {
+	out := map[string]reservation.State{}
+	err := boltstore.New(dataDir, 0).View("testnet", func(tx reservation.Txn) error {
+		return tx.ForEach(func(r *reservation.Record) error { out[r.IP.String()] = r.State; return nil })
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func TestVerbsForEverySpecVersion(t *testing.T) {
+	for _, ver := range []string{"0.3.1", "0.4.0", "1.0.0", "1.1.0"} {
+		t.Run(ver, func(t *testing.T) {
+			dir := t.TempDir()
+			keep := netConf{ver: ver, dataDir: dir, ann: map[string]string{"io.kubernetes.cri/reserved-ip-duration": "5"}}
+
+			out, e := call(t, "ADD", "c1", podArgs("web", "u1"), keep.bytes())
+			if e != nil {
+				t.Fatalf("ADD: %v", e)
+			}
+			first := ipsOfResult(t, ver, out)
+			if len(first) != 2 || first[0] != "10.77.0.2/29" || first[1] != "fd77::2/125" {
+				t.Fatalf("ADD got %v", first)
+			}
+
+			if ver != "0.3.1" { // CHECK exists from 0.4.0
+				prev := json.RawMessage(out)
+				withPrev := keep
+				withPrev.prev = prev
+				if _, e := call(t, "CHECK", "c1", podArgs("web", "u1"), withPrev.bytes()); e != nil {
+					t.Fatalf("CHECK of a good allocation: %v", e)
+				}
+				if _, e := call(t, "CHECK", "other", podArgs("web", "u1"), withPrev.bytes()); e == nil || e.Code != types.ErrUnknownContainer {
+					t.Fatalf("CHECK of an unknown container: %v, want code 3", e)
+				}
+			}
+
+			if _, e := call(t, "DEL", "c1", podArgs("web", "u1"), keep.bytes()); e != nil {
+				t.Fatalf("DEL: %v", e)
+			}
+			if _, e := call(t, "DEL", "c1", podArgs("web", "u1"), keep.bytes()); e != nil {
+				t.Fatalf("second DEL (must be idempotent): %v", e)
+			}
+			if st := states(t, dir); st["10.77.0.2"] != reservation.Reserved || st["fd77::2"] != reservation.Reserved {
+				t.Fatalf("after DEL: %v", st)
+			}
+
+			plain := netConf{ver: ver, dataDir: dir}
+			out, e = call(t, "ADD", "c2", podArgs("db", "u2"), plain.bytes())
+			if e != nil || ipsOfResult(t, ver, out)[0] == "10.77.0.2/29" {
+				t.Fatalf("another pod got web's reserved IP or failed: %s %v", out, e)
+			}
+			out, e = call(t, "ADD", "c3", podArgs("web", "u3"), keep.bytes())
+			if e != nil {
+				t.Fatalf("re-ADD: %v", e)
+			}
+			if again := ipsOfResult(t, ver, out); strings.Join(again, ",") != strings.Join(first, ",") {
+				t.Fatalf("re-created pod got %v, want %v", again, first)
+			}
+
+			gcConf := netConf{ver: ver, dataDir: dir, valid: []types.GCAttachment{{ContainerID: "c3", IfName: "eth0"}}}
+			status := netConf{ver: ver, dataDir: dir}
+			_, gcErr := call(t, "GC", "", "", gcConf.bytes())
+			_, stErr := call(t, "STATUS", "", "", status.bytes())
+			if ver != "1.1.0" {
+				if gcErr == nil || stErr == nil {
+					t.Fatalf("GC/STATUS accepted for cniVersion %s", ver)
+				}
+				return
+			}
+			if gcErr != nil || stErr != nil {
+				t.Fatalf("GC: %v, STATUS: %v", gcErr, stErr)
+			}
+			if st := states(t, dir); len(st) != 2 {
+				t.Fatalf("GC should have freed db's addresses and kept web's: %v", st)
+			}
+			// Fill the pool: STATUS reports code 50.
+			for i := 4; i < 10; i++ {
+				_, e := call(t, "ADD", fmt.Sprintf("f%d", i), podArgs(fmt.Sprintf("f%d", i), "x"), plain.bytes())
+				t.Logf("fill %d: %v", i, e)
+			}
+			if _, e := call(t, "STATUS", "", "", status.bytes()); e == nil || e.Code != 50 {
+				t.Fatalf("STATUS on a full pool: %v, want code 50", e)
+			}
+		})
+	}
+}
+
+func TestErrorsAreCNIErrorObjects(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		name, args string
+		conf       []byte
+		code       uint
+		msg        string
+	}{
+		{"bad annotation", podArgs("web", "u"), netConf{ver: "1.0.0", dataDir: dir, ann: map[string]string{"io.kubernetes.cri/reserved-ip-duration": "soon"}}.bytes(), types.ErrInvalidNetworkConfig, `reserved-ip-duration="soon"`},
+		{"malformed config", podArgs("web", "u"), []byte(`{"cniVersion":"1.0.0","name":"x","ipam":`), types.ErrDecodingFailure, ""},
+		{"unknown CNI_ARGS key", "FOO=bar", netConf{ver: "1.0.0", dataDir: dir}.bytes(), types.ErrInvalidEnvironmentVariables, "FOO"},
+		{"unsupported version", podArgs("web", "u"), netConf{ver: "0.2.0", dataDir: dir}.bytes(), types.ErrIncompatibleCNIVersion, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out, e := call(t, "ADD", "c-"+strings.ReplaceAll(tc.name, " ", "-"), tc.args, tc.conf)
+			if e == nil || e.Code != tc.code || !strings.Contains(e.Msg, tc.msg) {
+				t.Fatalf("got %v (stdout %q), want code %d mentioning %q", e, out, tc.code, tc.msg)
+			}
+			if len(out) != 0 {
+				t.Fatalf("stdout carried %q besides the error", out)
+			}
+		})
+	}
+}

@@ -1,0 +1,185 @@
+package boltstore
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+	"golang.org/x/sys/unix"
+
+	"github.com/stickyip/stickyip/reservation"
+	"github.com/stickyip/stickyip/reservation/storetest"
+)
+
+// newStore returns a store in a fresh directory whose invariants are checked
+// when the test ends (bbolt's btesting does the same for its own tests).
+func newStore(t *testing.T) *Store {
+	t.Helper()
+	s := New(t.TempDir(), 2*time.Second)
+	t.Cleanup(func() {
+		if _, err := os.Stat(s.Path()); err != nil {
+			return
+		}
+		problems, err := s.Check()
+		if err != nil || len(problems) > 0 {
+			t.Errorf("store invariants at cleanup: %v %v", err, problems)
+		}
+	})
+	return s
+}
+
+func TestContract(t *testing.T) { storetest.Run(t, newStore(t).Update) }
+
+func put(t *testing.T, s *Store, ip string) {
+	t.Helper()
+	err := s.Update("n", func(tx reservation.Txn) error {
+		return tx.Put(&reservation.Record{IP: netip.MustParseAddr(ip), State: reservation.Allocated, ContainerID: "c-" + ip, IfName: "eth0"})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestViewOfMissingStoreIsEmptyAndCreatesNothing(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "absent")
+	s := New(dir, time.Second)
+	err := s.View("n", func(tx reservation.Txn) error {
+		r, err := tx.Get(netip.MustParseAddr("10.0.0.1"))
+		if r != nil || err != nil {
+			t.Errorf("Get on empty view: %v %v", r, err)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Fatalf("a read created %s", dir)
+	}
+}
+
+func TestDataSurvivesReopen(t *testing.T) {
+	s := newStore(t)
+	put(t, s, "10.0.0.2")
+	again := New(s.Dir(), time.Second)
+	var got *reservation.Record
+	_ = again.View("n", func(tx reservation.Txn) (err error) { got, err = tx.Get(netip.MustParseAddr("10.0.0.2")); return err })
+	if got == nil || got.ContainerID != "c-10.0.0.2" {
+		t.Fatalf("after reopen: %+v", got)
+	}
+	if nets, _ := again.Networks(); len(nets) != 1 || nets[0] != "n" {
+		t.Fatalf("Networks = %v", nets)
+	}
+}
+
+func TestDamagedFilesAreReportedAndLeftUntouched(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		damage func(t *testing.T, path string)
+		want   error
+	}{
+		{"empty", func(t *testing.T, p string) { must(t, os.Truncate(p, 0)) }, reservation.ErrCorrupt},
+		{"truncated", func(t *testing.T, p string) { must(t, os.Truncate(p, 6000)) }, reservation.ErrCorrupt},
+		{"random bytes", func(t *testing.T, p string) {
+			b := bytes.Repeat([]byte{0x5a, 0xc3, 0x11, 0x7e}, 8192)
+			must(t, os.WriteFile(p, b, 0o600))
+		}, reservation.ErrCorrupt},
+		{"future schema", func(t *testing.T, p string) {
+			db, err := bolt.Open(p, 0o600, nil)
+			must(t, err)
+			must(t, db.Update(func(tx *bolt.Tx) error {
+				v := make([]byte, 8)
+				binary.BigEndian.PutUint64(v, SchemaVersion+1)
+				return tx.Bucket(bucketMeta).Put(keySchema, v)
+			}))
+			must(t, db.Close())
+		}, reservation.ErrFutureSchema},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := New(t.TempDir(), time.Second)
+			put(t, s, "10.0.0.2")
+			tc.damage(t, s.Path())
+			before, _ := os.ReadFile(s.Path())
+			err := s.Update("n", func(tx reservation.Txn) error { return nil })
+			if !errors.Is(err, tc.want) {
+				t.Fatalf("Update on %s file: err = %v, want %v", tc.name, err, tc.want)
+			}
+			if _, err := s.Check(); !errors.Is(err, tc.want) {
+				t.Fatalf("Check on %s file: err = %v", tc.name, err)
+			}
+			after, _ := os.ReadFile(s.Path())
+			if !bytes.Equal(before, after) {
+				t.Fatalf("the damaged file was modified")
+			}
+		})
+	}
+}
+
+func TestLockTimeoutIsErrLocked(t *testing.T) {
+	s := newStore(t)
+	put(t, s, "10.0.0.2")
+	f, err := os.OpenFile(filepath.Join(s.Dir(), LockFile), os.O_RDWR, 0)
+	must(t, err)
+	defer f.Close()
+	must(t, unix.Flock(int(f.Fd()), unix.LOCK_EX))
+	short := New(s.Dir(), 200*time.Millisecond)
+	start := time.Now()
+	err = short.Update("n", func(reservation.Txn) error { return nil })
+	if !errors.Is(err, reservation.ErrLocked) || !strings.Contains(err.Error(), "200ms") {
+		t.Fatalf("err = %v, want ErrLocked after 200ms", err)
+	}
+	if waited := time.Since(start); waited < 200*time.Millisecond {
+		t.Fatalf("gave up after %v", waited)
+	}
+	// Released: the next call goes through at once.
+	must(t, unix.Flock(int(f.Fd()), unix.LOCK_UN))
+	put(t, short, "10.0.0.3")
+}
+
+func TestWaitersQueueOnTheLock(t *testing.T) {
+	s := newStore(t)
+	put(t, s, "10.0.0.2")
+	f, err := os.OpenFile(filepath.Join(s.Dir(), LockFile), os.O_RDWR, 0)
+	must(t, err)
+	defer f.Close()
+	must(t, unix.Flock(int(f.Fd()), unix.LOCK_EX))
+	done := make(chan error, 1)
+	go func() { done <- s.Update("n", func(reservation.Txn) error { return nil }) }()
+	time.Sleep(100 * time.Millisecond)
+	released := time.Now()
+	must(t, unix.Flock(int(f.Fd()), unix.LOCK_UN))
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	// bbolt's own lock would poll every 50 ms; ours is woken by the kernel.
+	t.Logf("waiter proceeded %v after release", time.Since(released))
+}
+
+func TestCheckFindsBrokenIndex(t *testing.T) {
+	s := New(t.TempDir(), time.Second)
+	put(t, s, "10.0.0.2")
+	db, err := bolt.Open(s.Path(), 0o600, nil)
+	must(t, err)
+	must(t, db.Update(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketNetworks).Bucket([]byte("n")).Bucket(bucketContainers).Put([]byte("ghost\x00eth0\x00"+strings.Repeat("\x00", 16)), nil)
+	}))
+	must(t, db.Close())
+	problems, err := s.Check()
+	if err != nil || len(problems) != 1 || !strings.Contains(problems[0], "no record owns") {
+		t.Fatalf("Check = %v, %v", problems, err)
+	}
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}

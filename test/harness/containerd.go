@@ -1,0 +1,487 @@
+package harness
+
+import (
+	"bufio"
+	"context"
+	"crypto/sha256"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// ContainerdConfig describes a private containerd instance.
+type ContainerdConfig struct {
+	// Node is the network namespace containerd runs in; the CNI chain it
+	// calls, and so the bridge and its routes, live there. Required.
+	Node *Netns
+	// CNIBinDir and CNIConfDir are the CRI plugin's CNI bin_dir and conf_dir.
+	// Required.
+	CNIBinDir  string
+	CNIConfDir string
+	// Dir holds root/, state/, the socket and the log. Default: a fresh
+	// short temporary directory removed at cleanup.
+	Dir string
+	// SandboxImage is the CRI sandbox_image. Default PauseImage, which the
+	// harness builds and imports; any other image must be imported by the caller.
+	SandboxImage string
+	// ExtraTOML is appended to the generated config (e.g. more plugin keys).
+	ExtraTOML string
+}
+
+// Containerd is a running private containerd in the node network namespace.
+// It shares the host's mount namespace, as on a real node: its pod netns
+// bind mounts, container rootfs and shm mounts (all under State) are visible
+// to the operator tool and to other daemons.
+type Containerd struct {
+	cfg ContainerdConfig
+	// Address is the gRPC socket (CRI and containerd API).
+	Address string
+	// Root and State are containerd's root (persistent) and state (a tmpfs
+	// /run on a real node) directories.
+	Root, State string
+	// LogPath receives containerd's stdout and stderr.
+	LogPath string
+
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+// readyTimeout bounds containerd's start until CRI reports ready.
+const readyTimeout = 30 * time.Second
+
+// StartContainerd writes a config, starts containerd, waits until CRI reports
+// the runtime and the network ready and, with the default sandbox image, builds
+// and imports the pause image. Cleanup removes every pod sandbox through CRI
+// (so CNI DEL runs), stops containerd and kills anything it left, by PID.
+func StartContainerd(t testing.TB, cfg ContainerdConfig) *Containerd {
+	t.Helper()
+	if cfg.Node == nil || cfg.CNIBinDir == "" || cfg.CNIConfDir == "" {
+		t.Fatal("harness: ContainerdConfig needs Node, CNIBinDir and CNIConfDir")
+	}
+	if cfg.Dir == "" {
+		cfg.Dir = ShortTempDir(t)
+	}
+	importPause := cfg.SandboxImage == ""
+	if importPause {
+		cfg.SandboxImage = PauseImage
+	}
+	c := &Containerd{
+		cfg:     cfg,
+		Address: filepath.Join(cfg.Dir, "containerd.sock"),
+		Root:    filepath.Join(cfg.Dir, "root"),
+		State:   filepath.Join(cfg.Dir, "state"),
+		LogPath: filepath.Join(cfg.Dir, "containerd.log"),
+	}
+	t.Cleanup(func() { c.shutdown(t) })
+	c.start(t)
+	if importPause {
+		tarball := BuildPauseImage(t, cfg.Dir, PauseImage)
+		if out, err := c.Ctr("images", "import", "--platform", "linux/"+runtime.GOARCH, tarball); err != nil {
+			t.Fatalf("import pause image: %v\n%s", err, out)
+		}
+	}
+	return c
+}
+
+func (c *Containerd) config() string {
+	return fmt.Sprintf(`version = 2
+root = %q
+state = %q
+disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.zfs", "io.containerd.snapshotter.v1.devmapper", "io.containerd.snapshotter.v1.aufs"]
+
+[grpc]
+  address = %q
+
+[plugins."io.containerd.internal.v1.opt"]
+  path = %q
+
+[plugins."io.containerd.grpc.v1.cri"]
+  sandbox_image = %q
+  restrict_oom_score_adj = true
+  netns_mounts_under_state_dir = true
+  stream_server_address = "127.0.0.1"
+  stream_server_port = "0"
+  [plugins."io.containerd.grpc.v1.cri".cni]
+    bin_dir = %q
+    conf_dir = %q
+    max_conf_num = 1
+  [plugins."io.containerd.grpc.v1.cri".containerd]
+    snapshotter = "overlayfs"
+    default_runtime_name = "runc"
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+        Root = %q
+%s
+`, c.Root, c.State, c.Address, filepath.Join(c.cfg.Dir, "opt"), c.cfg.SandboxImage,
+		c.cfg.CNIBinDir, c.cfg.CNIConfDir, filepath.Join(c.State, "runc"), c.cfg.ExtraTOML)
+}
+
+func (c *Containerd) start(t testing.TB) {
+	t.Helper()
+	cfgPath := filepath.Join(c.cfg.Dir, "config.toml")
+	if err := os.WriteFile(cfgPath, []byte(c.config()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	logf, err := os.OpenFile(c.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logf.Close()
+	// nsenter execs in place: the PID is containerd's.
+	cmd := exec.Command("nsenter", "--net="+c.cfg.Node.Path, "containerd", "--config", cfgPath)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	c.cmd = cmd
+	c.done = make(chan struct{})
+	go func() { cmd.Wait(); close(c.done) }()
+
+	err = Eventually(readyTimeout, 100*time.Millisecond, func() error {
+		select {
+		case <-c.done:
+			return fmt.Errorf("containerd exited: %v", cmd.ProcessState)
+		default:
+		}
+		cri, err := DialCRI(c.Address)
+		if err != nil {
+			return err
+		}
+		defer cri.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		return cri.Ready(ctx)
+	})
+	if err != nil {
+		t.Fatalf("containerd not ready: %v\n%s", err, c.LogTail(40))
+	}
+}
+
+// Running reports whether the containerd process is alive.
+func (c *Containerd) Running() bool {
+	if c.done == nil {
+		return false
+	}
+	select {
+	case <-c.done:
+		return false
+	default:
+		return true
+	}
+}
+
+// Ctr runs `ctr` against this instance in the k8s.io namespace.
+func (c *Containerd) Ctr(args ...string) (string, error) {
+	return Run(nil, "ctr", append([]string{"--address", c.Address, "--namespace", "k8s.io"}, args...)...)
+}
+
+// CRI dials the instance's CRI endpoint; the connection is closed at cleanup.
+func (c *Containerd) CRI(t testing.TB) *CRIClient {
+	t.Helper()
+	cri, err := DialCRI(c.Address)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cri.Close() })
+	return cri
+}
+
+// LogTail returns the last n lines of containerd's log, for failure messages.
+func (c *Containerd) LogTail(n int) string {
+	data, err := os.ReadFile(c.LogPath)
+	if err != nil {
+		return err.Error()
+	}
+	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// Crash simulates a node losing power: containerd, its shims and every
+// sandbox and container process are SIGKILLed, no CNI DEL runs, and the state
+// directory (tmpfs on a real node) is unmounted and wiped, which removes the
+// pod network namespaces.
+// Root (the metadata and images) survives. Restart starts it again.
+func (c *Containerd) Crash(t testing.TB) {
+	t.Helper()
+	if err := c.killAll(); err != nil {
+		t.Fatal(err)
+	}
+	if err := removeUnder(c.State); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Restart starts containerd again on the same directories (after Crash or Stop).
+func (c *Containerd) Restart(t testing.TB) {
+	t.Helper()
+	if c.Running() {
+		t.Fatal("harness: Restart while containerd runs")
+	}
+	c.start(t)
+}
+
+// shutdown removes all sandboxes through CRI (running CNI DEL), stops
+// containerd and kills whatever is left. Errors are logged, not fatal: it runs
+// at cleanup.
+func (c *Containerd) shutdown(t testing.TB) {
+	if c.Running() {
+		if cri, err := DialCRI(c.Address); err == nil {
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			if pods, err := cri.ListPods(ctx); err == nil {
+				for _, p := range pods {
+					if err := cri.StopPod(ctx, p.Id); err != nil {
+						t.Logf("cleanup: stop pod %s: %v", p.Id, err)
+					}
+					if err := cri.RemovePod(ctx, p.Id); err != nil {
+						t.Logf("cleanup: remove pod %s: %v", p.Id, err)
+					}
+				}
+			}
+			cancel()
+			cri.Close()
+		}
+		c.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-c.done:
+		case <-time.After(10 * time.Second):
+		}
+	}
+	if err := c.killAll(); err != nil {
+		t.Logf("cleanup: %v", err)
+	}
+	if err := removeUnder(c.cfg.Dir); err != nil {
+		t.Logf("cleanup: %v", err)
+	}
+}
+
+// killAll SIGKILLs containerd, its shims (found by the -address argument
+// naming this instance's socket) and all their descendants (runc, pause and
+// container processes), and waits for them to be gone.
+func (c *Containerd) killAll() error {
+	if c.cmd == nil {
+		return nil
+	}
+	pids := c.processTree()
+	var sockets []string
+	for _, pid := range pids {
+		if s := c.shimSocket(pid); s != "" {
+			sockets = append(sockets, s)
+		}
+	}
+	cgroups := foreignCgroups(pids)
+	for _, pid := range pids {
+		syscall.Kill(pid, syscall.SIGKILL)
+	}
+	// A killed shim leaves its socket behind, and runc the cgroups of the
+	// killed sandboxes (a tmpfs and a fresh cgroupfs on a rebooted node).
+	defer func() {
+		for _, s := range sockets {
+			if fi, err := os.Lstat(s); err == nil && fi.Mode()&os.ModeSocket != 0 {
+				os.Remove(s)
+			}
+		}
+		for i := len(cgroups) - 1; i >= 0; i-- {
+			os.Remove(cgroups[i]) // rmdir; fails harmlessly while still in use
+		}
+	}()
+	if c.done != nil {
+		select {
+		case <-c.done:
+		case <-time.After(10 * time.Second):
+			return fmt.Errorf("containerd pid %d did not exit after SIGKILL", c.cmd.Process.Pid)
+		}
+	}
+	err := Eventually(10*time.Second, 50*time.Millisecond, func() error {
+		for _, pid := range pids {
+			if alive(pid) {
+				return fmt.Errorf("pid %d still alive after SIGKILL", pid)
+			}
+		}
+		return nil
+	})
+	return err
+}
+
+// processTree lists containerd (while it runs), its shims and all their
+// descendants.
+func (c *Containerd) processTree() []int {
+	entries, _ := os.ReadDir("/proc")
+	children := map[int][]int{}
+	var roots []int
+	if c.Running() {
+		roots = append(roots, c.cmd.Process.Pid)
+	}
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if c.isShim(pid) {
+			roots = append(roots, pid)
+		}
+		if ppid := parentPID(pid); ppid > 0 {
+			children[ppid] = append(children[ppid], pid)
+		}
+	}
+	seen := map[int]bool{}
+	var out []int
+	queue := roots
+	for len(queue) > 0 {
+		pid := queue[0]
+		queue = queue[1:]
+		if seen[pid] || pid <= 1 || pid == os.Getpid() {
+			continue
+		}
+		seen[pid] = true
+		out = append(out, pid)
+		queue = append(queue, children[pid]...)
+	}
+	return out
+}
+
+// foreignCgroups returns the cgroup directories the processes live in that
+// the test process does not (the sandboxes' own cgroups), parents first.
+func foreignCgroups(pids []int) []string {
+	own := map[string]bool{}
+	for _, d := range cgroupDirs("self") {
+		own[d] = true
+	}
+	seen := map[string]bool{}
+	var out []string
+	for _, pid := range pids {
+		for _, d := range cgroupDirs(strconv.Itoa(pid)) {
+			if !own[d] && !seen[d] {
+				seen[d] = true
+				out = append(out, d)
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// cgroupDirs maps /proc/<pid>/cgroup to directories under /sys/fs/cgroup
+// (v1 hierarchies by controller list, the v2 one as "unified" when it is
+// mounted there). Root cgroups are left out.
+func cgroupDirs(pid string) []string {
+	data, err := os.ReadFile("/proc/" + pid + "/cgroup")
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		f := strings.SplitN(line, ":", 3)
+		if len(f) != 3 || f[2] == "/" {
+			continue
+		}
+		hier := strings.TrimPrefix(f[1], "name=")
+		if hier == "" {
+			hier = "unified"
+		}
+		base := filepath.Join("/sys/fs/cgroup", hier)
+		if _, err := os.Stat(base); err != nil {
+			if f[1] != "" {
+				continue
+			}
+			base = "/sys/fs/cgroup" // a pure v2 host
+		}
+		out = append(out, filepath.Join(base, f[2]))
+	}
+	return out
+}
+
+// isShim reports whether pid is a shim of this instance: its command line
+// has "-address <our socket>".
+func (c *Containerd) isShim(pid int) bool {
+	return shimArgs(pid)["-address"] == c.Address
+}
+
+// shimSocket returns the socket a shim of this instance listens on, which
+// containerd 1.6 derives from its address, the namespace and the shim ID:
+// /run/containerd/s/<sha256(address/namespace/id)>. "" for other processes.
+func (c *Containerd) shimSocket(pid int) string {
+	args := shimArgs(pid)
+	if args["-address"] != c.Address || args["-namespace"] == "" || args["-id"] == "" {
+		return ""
+	}
+	sum := sha256.Sum256([]byte(filepath.Join(c.Address, args["-namespace"], args["-id"])))
+	return fmt.Sprintf("/run/containerd/s/%x", sum)
+}
+
+// shimArgs returns the "-flag value" pairs of a process's command line.
+func shimArgs(pid int) map[string]string {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	if err != nil {
+		return nil
+	}
+	args := strings.Split(string(data), "\x00")
+	out := map[string]string{}
+	for i := 0; i+1 < len(args); i++ {
+		if strings.HasPrefix(args[i], "-") {
+			out[args[i]] = args[i+1]
+		}
+	}
+	return out
+}
+
+// parentPID reads PPid from /proc/<pid>/status; 0 when unknown.
+func parentPID(pid int) int {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	s := bufio.NewScanner(f)
+	for s.Scan() {
+		if v, ok := strings.CutPrefix(s.Text(), "PPid:"); ok {
+			n, _ := strconv.Atoi(strings.TrimSpace(v))
+			return n
+		}
+	}
+	return 0
+}
+
+// alive reports whether pid exists and is not a zombie.
+func alive(pid int) bool {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	// The state follows the parenthesised command name.
+	i := strings.LastIndexByte(string(data), ')')
+	return i < 0 || i+2 >= len(data) || data[i+2] != 'Z'
+}
+
+// removeUnder unmounts anything still mounted under dir (in the host's mount
+// namespace) and removes dir.
+func removeUnder(dir string) error {
+	data, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return err
+	}
+	var mounts []string
+	for _, line := range strings.Split(string(data), "\n") {
+		f := strings.Fields(line)
+		if len(f) > 4 && (f[4] == dir || strings.HasPrefix(f[4], dir+"/")) {
+			mounts = append(mounts, f[4])
+		}
+	}
+	for i := len(mounts) - 1; i >= 0; i-- {
+		if err := syscall.Unmount(mounts[i], syscall.MNT_DETACH); err != nil {
+			return fmt.Errorf("unmount %s: %w", mounts[i], err)
+		}
+	}
+	return os.RemoveAll(dir)
+}
