@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"net"
 	"sort"
 	"time"
 )
@@ -74,7 +73,7 @@ func duplicates(hs []holding) []string {
 	return out
 }
 
-// ratio returns a/b, or NaN-like -1 when b is zero.
+// ratio returns a/b, or -1 when b is zero.
 func ratio(a, b time.Duration) float64 {
 	if b == 0 {
 		return -1
@@ -97,5 +96,3 @@ func fmtDur(d time.Duration) string {
 		return fmt.Sprintf("%.1f s", d.Seconds())
 	}
 }
-
-func ipKey(ip net.IP) string { return ip.String() }
