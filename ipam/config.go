@@ -63,7 +63,7 @@ type rawConfig struct {
 		DataDir          string          `json:"dataDir"`
 		HostLocalDataDir *string         `json:"hostLocalDataDir"`
 		LogFile          string          `json:"logFile"`
-		LockTimeout      *duration       `json:"lockTimeout"`
+		LockTimeout      json.RawMessage `json:"lockTimeout"`
 		Reservation      json.RawMessage `json:"reservation"`
 	} `json:"ipam"`
 	RuntimeConfig struct {
@@ -73,24 +73,27 @@ type rawConfig struct {
 }
 
 type rawReservation struct {
-	MaxDuration *duration `json:"maxDuration"`
-	PoolFull    *string   `json:"poolFull"`
+	MaxDuration json.RawMessage `json:"maxDuration"`
+	PoolFull    *string         `json:"poolFull"`
 }
 
-// duration is a JSON string holding a Go duration ("90s", "24h").
-type duration time.Duration
-
-func (d *duration) UnmarshalJSON(b []byte) error {
+// parseDuration reads the value of key, a JSON string holding a non-negative
+// Go duration ("90s", "24h"). set is false when the key is absent or null.
+// Errors name the key (a json.Unmarshaler cannot: encoding/json does not add
+// the field name to the errors it returns).
+func parseDuration(key string, raw json.RawMessage) (d time.Duration, set bool, err error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return 0, false, nil
+	}
 	var s string
-	if err := json.Unmarshal(b, &s); err != nil {
-		return fmt.Errorf("want a duration string such as \"90s\" or \"24h\", got %s", clip(string(b)))
+	if err := json.Unmarshal(raw, &s); err != nil {
+		return 0, false, fmt.Errorf("%w: %s: want a duration string such as \"90s\" or \"24h\", got %s", ErrInvalidConfig, key, clip(string(raw)))
 	}
 	v, err := time.ParseDuration(s)
 	if err != nil || v < 0 {
-		return fmt.Errorf("want a non-negative duration such as \"90s\" or \"24h\", got %q", clip(s))
+		return 0, false, fmt.Errorf("%w: %s: want a non-negative duration such as \"90s\" or \"24h\", got %q", ErrInvalidConfig, key, clip(s))
 	}
-	*d = duration(v)
-	return nil
+	return v, true, nil
 }
 
 // LoadConfig parses the plugin's stdin and CNI_ARGS. Defaults are set first;
@@ -134,11 +137,13 @@ func LoadConfig(stdin []byte, cniArgs string) (*Config, error) {
 	if raw.IPAM.HostLocalDataDir != nil {
 		c.HostLocalDataDir = *raw.IPAM.HostLocalDataDir
 	}
-	if raw.IPAM.LockTimeout != nil {
-		if *raw.IPAM.LockTimeout == 0 {
+	if d, set, err := parseDuration("ipam.lockTimeout", raw.IPAM.LockTimeout); err != nil {
+		return nil, err
+	} else if set {
+		if d == 0 {
 			return nil, fmt.Errorf("%w: ipam.lockTimeout must be greater than 0", ErrInvalidConfig)
 		}
-		c.LockTimeout = time.Duration(*raw.IPAM.LockTimeout)
+		c.LockTimeout = d
 	}
 	if len(raw.IPAM.Reservation) > 0 && string(raw.IPAM.Reservation) != "null" {
 		var r rawReservation
@@ -147,8 +152,10 @@ func LoadConfig(stdin []byte, cniArgs string) (*Config, error) {
 		if err := dec.Decode(&r); err != nil {
 			return nil, fmt.Errorf("%w: ipam.reservation: %v", ErrInvalidConfig, err)
 		}
-		if r.MaxDuration != nil {
-			c.Reservation.MaxDuration = time.Duration(*r.MaxDuration)
+		if d, set, err := parseDuration("ipam.reservation.maxDuration", r.MaxDuration); err != nil {
+			return nil, err
+		} else if set {
+			c.Reservation.MaxDuration = d
 		}
 		if r.PoolFull != nil {
 			switch p := PoolFullPolicy(*r.PoolFull); p {

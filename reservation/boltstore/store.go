@@ -231,16 +231,17 @@ func syncDir(dir string) error {
 }
 
 func checkSchema(tx *bolt.Tx, writable bool) error {
+	path := tx.DB().Path()
 	m := tx.Bucket(bucketMeta)
 	if m == nil || len(m.Get(keySchema)) != 8 {
-		return fmt.Errorf("%w: no schema version (not a stickyip database?)", reservation.ErrCorrupt)
+		return fmt.Errorf("%w: %s: no schema version (not a stickyip database?)", reservation.ErrCorrupt, path)
 	}
 	v := binary.BigEndian.Uint64(m.Get(keySchema))
 	switch {
 	case v > SchemaVersion:
-		return fmt.Errorf("%w: schema %d, this binary understands up to %d; upgrade stickyip", reservation.ErrFutureSchema, v, SchemaVersion)
+		return fmt.Errorf("%w: %s: schema %d, this binary understands up to %d; upgrade stickyip", reservation.ErrFutureSchema, path, v, SchemaVersion)
 	case v == 0:
-		return fmt.Errorf("%w: schema version 0", reservation.ErrCorrupt)
+		return fmt.Errorf("%w: %s: schema version 0", reservation.ErrCorrupt, path)
 	case v < SchemaVersion && writable:
 		for ; v < SchemaVersion; v++ {
 			if err := migrations[v-1](tx); err != nil {
