@@ -270,8 +270,8 @@ func (e *Engine) Del(tx reservation.Txn, containerID, ifname string) error {
 
 // DelNeedsWrite reports whether a DEL of (containerID, ifname) would change
 // anything: the sandbox holds addresses, or housekeeping is due. The plugin
-// answers a DEL that changes nothing (a repeated DEL, a sandbox that never
-// got an address) from a read-only transaction, without two disk syncs.
+// rolls back a DEL that changes nothing (a repeated DEL, a sandbox that never
+// got an address) instead of committing it, which saves two disk syncs.
 func (e *Engine) DelNeedsWrite(tx reservation.Txn, containerID, ifname string) (bool, error) {
 	recs, err := tx.ByContainer(containerID, ifname)
 	if err != nil || len(recs) > 0 {
