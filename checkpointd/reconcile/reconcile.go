@@ -188,7 +188,7 @@ func (r *Reconciler) Reconcile(ctx context.Context) error {
 // local is what the runtime says about one identity.
 type local struct {
 	parentRunning bool // a ready sandbox of the parent (not a copy)
-	copyExists    bool // a sandbox of our static copy, in any state
+	copyRunning   bool // a ready sandbox of our static copy (its DEL has not happened yet)
 }
 
 func (r *Reconciler) reconcile(ctx context.Context) error {
@@ -282,8 +282,8 @@ func (r *Reconciler) reconcile(ctx context.Context) error {
 	}
 	for _, sb := range sandboxes {
 		if of, ok := sb.Annotations[sanitize.AnnotationCheckpointOf]; ok {
-			if id, err := checkpoint.ParseID(of); err == nil {
-				get(id).copyExists = true
+			if id, err := checkpoint.ParseID(of); err == nil && sb.Ready {
+				get(id).copyRunning = true
 			}
 			continue
 		}
@@ -318,7 +318,7 @@ func (r *Reconciler) reconcile(ctx context.Context) error {
 		if err := r.apply(ctx, id, in, act, parents[id], records[id]); err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", id, err))
 		}
-		r.finishRelease(id, get(id).copyExists)
+		r.finishRelease(id, get(id).copyRunning)
 	}
 
 	// Gauges after this pass's actions.
@@ -430,12 +430,13 @@ func (r *Reconciler) apply(ctx context.Context, id checkpoint.ID, in state.Input
 }
 
 // finishRelease releases the parent's reservations once no sandbox of the copy
-// remains (a copy still running would re-create the reservation on its DEL).
-func (r *Reconciler) finishRelease(id checkpoint.ID, copyExists bool) {
+// is ready any more: a running copy's DEL (at sandbox stop) would re-create
+// the reservation; a stopped sandbox has had its DEL.
+func (r *Reconciler) finishRelease(id checkpoint.ID, copyRunning bool) {
 	r.mu.Lock()
 	pending := r.releasing[id]
 	r.mu.Unlock()
-	if !pending || copyExists {
+	if !pending || copyRunning {
 		return
 	}
 	if r.cfg.IPAM != nil {

@@ -473,11 +473,14 @@ func TestReleaseWaitsForCopySandbox(t *testing.T) {
 	if len(h.ipam.released) != 0 {
 		t.Fatalf("released while the copy's sandbox exists: %v", h.ipam.released)
 	}
-	h.rt.set()
+	// Stopped (its DEL done) but not yet removed by the kubelet: enough.
+	stopped := copySandbox("sb-copy", "default/web")
+	stopped.Ready = false
+	h.rt.set(stopped)
 	h.advance(5 * time.Second)
 	h.pass()
 	if strings.Join(h.ipam.released, ",") != "cbr0/default/web" {
-		t.Errorf("released %v after the copy went away, want cbr0/default/web", h.ipam.released)
+		t.Errorf("released %v after the copy stopped, want cbr0/default/web", h.ipam.released)
 	}
 }
 
