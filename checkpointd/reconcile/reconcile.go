@@ -403,7 +403,14 @@ func (r *Reconciler) apply(ctx context.Context, id checkpoint.ID, in state.Input
 			errs = append(errs, err)
 		} else {
 			r.cfg.Metrics.HandBacksTotal.Inc()
-			log.Info("static copy removed: pod handed back", "apiReachable", in.API == state.APIReachable, "parentRunning", in.Running)
+			switch {
+			case in.Running:
+				log.Info("static copy removed: the parent pod runs on the node again")
+			case in.Parent == state.ParentPresent:
+				log.Info("static copy removed: API server reachable, parent bound here; handing the pod and its IP back")
+			default:
+				log.Info("static copy removed: API server reachable and the parent is not bound here (deleted or moved); not resurrecting it", "parent", in.Parent.String())
+			}
 		}
 	}
 	if act.Save && parent != nil {
