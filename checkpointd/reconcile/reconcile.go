@@ -258,20 +258,32 @@ func (r *Reconciler) reconcile(ctx context.Context) error {
 	for id := range r.releasing {
 		ids[id] = true
 	}
+	var markErrs []error
 	if apiState == state.APIReachable {
 		for id := range ids {
 			if _, ok := parents[id]; ok {
+				if r.known[id] != state.ParentPresent {
+					markErrs = append(markErrs, r.cfg.Store.ClearAbsent(id))
+				}
 				r.known[id] = state.ParentPresent
 				delete(r.absentSince, id)
 			} else {
 				r.known[id] = state.ParentAbsent
 				if _, ok := r.absentSince[id]; !ok {
-					r.absentSince[id] = now
+					since, stored := r.cfg.Store.AbsentSince(id)
+					if !stored {
+						since = now
+						markErrs = append(markErrs, r.cfg.Store.MarkAbsent(id, since))
+					}
+					r.absentSince[id] = since
 				}
 			}
 		}
 	}
 	r.mu.Unlock()
+	if err := errors.Join(markErrs...); err != nil {
+		return fmt.Errorf("record parent absence: %w", err)
+	}
 
 	locals := map[checkpoint.ID]*local{}
 	get := func(id checkpoint.ID) *local {
@@ -347,6 +359,14 @@ func (r *Reconciler) parentState(id checkpoint.ID, now time.Time) state.Parent {
 		return state.ParentPresent
 	case state.ParentAbsent:
 		if now.Sub(r.absentSince[id]) >= r.cfg.Grace {
+			return state.ParentAbsentForGrace
+		}
+		return state.ParentAbsent
+	}
+	// Not heard from the API since this process started: a mark left by an
+	// earlier run still counts (e.g. the pod was deleted, then the node rebooted).
+	if since, ok := r.cfg.Store.AbsentSince(id); ok {
+		if now.Sub(since) >= r.cfg.Grace {
 			return state.ParentAbsentForGrace
 		}
 		return state.ParentAbsent
@@ -465,6 +485,10 @@ func (r *Reconciler) finishRelease(id checkpoint.ID, copyRunning bool) {
 			}
 			r.cfg.Log.Info("reservation released: parent gone for good", "pod", id.String(), "network", net)
 		}
+	}
+	if err := r.cfg.Store.ClearAbsent(id); err != nil {
+		r.cfg.Log.Warn("cannot clear the parent's absence mark; will retry", "pod", id.String(), "err", err)
+		return
 	}
 	r.mu.Lock()
 	delete(r.releasing, id)
