@@ -257,3 +257,41 @@ func TestWriteFileAtomicReplaces(t *testing.T) {
 		t.Errorf("%d files in dir, want no temporary files left", len(entries))
 	}
 }
+
+func TestAbsenceMark(t *testing.T) {
+	s := newStore(t)
+	id := ID{"default", "web"}
+	if _, ok := s.AbsentSince(id); ok {
+		t.Fatal("mark before any")
+	}
+	t0 := time.Date(2026, 11, 22, 3, 0, 0, 0, time.UTC)
+	if err := s.MarkAbsent(id, t0); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.MarkAbsent(id, t0.Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if got, ok := s.AbsentSince(id); !ok || !got.Equal(t0) {
+		t.Errorf("AbsentSince = %v %v, want the first mark %v", got, ok, t0)
+	}
+	// Marks are not records.
+	if recs, bad, err := s.List(); err != nil || len(recs)+len(bad) != 0 {
+		t.Errorf("List sees the mark: %d recs, %d corrupt, %v", len(recs), len(bad), err)
+	}
+	if err := s.ClearAbsent(id); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.ClearAbsent(id); err != nil {
+		t.Errorf("second clear: %v", err)
+	}
+	if _, ok := s.AbsentSince(id); ok {
+		t.Error("mark survived ClearAbsent")
+	}
+	// A damaged mark counts as none (unknown), never as "gone".
+	if err := os.WriteFile(filepath.Join(s.Dir(), "default_web"+AbsentSuffix), []byte("yesterday"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := s.AbsentSince(id); ok {
+		t.Error("damaged mark taken as a time")
+	}
+}

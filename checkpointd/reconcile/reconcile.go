@@ -188,7 +188,7 @@ func (r *Reconciler) Reconcile(ctx context.Context) error {
 // local is what the runtime says about one identity.
 type local struct {
 	parentRunning bool // a ready sandbox of the parent (not a copy)
-	copyExists    bool // a sandbox of our static copy, in any state
+	copyRunning   bool // a ready sandbox of our static copy (its DEL has not happened yet)
 }
 
 func (r *Reconciler) reconcile(ctx context.Context) error {
@@ -258,20 +258,32 @@ func (r *Reconciler) reconcile(ctx context.Context) error {
 	for id := range r.releasing {
 		ids[id] = true
 	}
+	var markErrs []error
 	if apiState == state.APIReachable {
 		for id := range ids {
 			if _, ok := parents[id]; ok {
+				if r.known[id] != state.ParentPresent {
+					markErrs = append(markErrs, r.cfg.Store.ClearAbsent(id))
+				}
 				r.known[id] = state.ParentPresent
 				delete(r.absentSince, id)
 			} else {
 				r.known[id] = state.ParentAbsent
 				if _, ok := r.absentSince[id]; !ok {
-					r.absentSince[id] = now
+					since, stored := r.cfg.Store.AbsentSince(id)
+					if !stored {
+						since = now
+						markErrs = append(markErrs, r.cfg.Store.MarkAbsent(id, since))
+					}
+					r.absentSince[id] = since
 				}
 			}
 		}
 	}
 	r.mu.Unlock()
+	if err := errors.Join(markErrs...); err != nil {
+		return fmt.Errorf("record parent absence: %w", err)
+	}
 
 	locals := map[checkpoint.ID]*local{}
 	get := func(id checkpoint.ID) *local {
@@ -282,8 +294,8 @@ func (r *Reconciler) reconcile(ctx context.Context) error {
 	}
 	for _, sb := range sandboxes {
 		if of, ok := sb.Annotations[sanitize.AnnotationCheckpointOf]; ok {
-			if id, err := checkpoint.ParseID(of); err == nil {
-				get(id).copyExists = true
+			if id, err := checkpoint.ParseID(of); err == nil && sb.Ready {
+				get(id).copyRunning = true
 			}
 			continue
 		}
@@ -318,7 +330,7 @@ func (r *Reconciler) reconcile(ctx context.Context) error {
 		if err := r.apply(ctx, id, in, act, parents[id], records[id]); err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", id, err))
 		}
-		r.finishRelease(id, get(id).copyExists)
+		r.finishRelease(id, get(id).copyRunning)
 	}
 
 	// Gauges after this pass's actions.
@@ -347,6 +359,14 @@ func (r *Reconciler) parentState(id checkpoint.ID, now time.Time) state.Parent {
 		return state.ParentPresent
 	case state.ParentAbsent:
 		if now.Sub(r.absentSince[id]) >= r.cfg.Grace {
+			return state.ParentAbsentForGrace
+		}
+		return state.ParentAbsent
+	}
+	// Not heard from the API since this process started: a mark left by an
+	// earlier run still counts (e.g. the pod was deleted, then the node rebooted).
+	if since, ok := r.cfg.Store.AbsentSince(id); ok {
+		if now.Sub(since) >= r.cfg.Grace {
 			return state.ParentAbsentForGrace
 		}
 		return state.ParentAbsent
@@ -403,7 +423,14 @@ func (r *Reconciler) apply(ctx context.Context, id checkpoint.ID, in state.Input
 			errs = append(errs, err)
 		} else {
 			r.cfg.Metrics.HandBacksTotal.Inc()
-			log.Info("static copy removed: pod handed back", "apiReachable", in.API == state.APIReachable, "parentRunning", in.Running)
+			switch {
+			case in.Running:
+				log.Info("static copy removed: the parent pod runs on the node again")
+			case in.Parent == state.ParentPresent:
+				log.Info("static copy removed: API server reachable, parent bound here; handing the pod and its IP back")
+			default:
+				log.Info("static copy removed: API server reachable and the parent is not bound here (deleted or moved); not resurrecting it", "parent", in.Parent.String())
+			}
 		}
 	}
 	if act.Save && parent != nil {
@@ -430,12 +457,13 @@ func (r *Reconciler) apply(ctx context.Context, id checkpoint.ID, in state.Input
 }
 
 // finishRelease releases the parent's reservations once no sandbox of the copy
-// remains (a copy still running would re-create the reservation on its DEL).
-func (r *Reconciler) finishRelease(id checkpoint.ID, copyExists bool) {
+// is ready any more: a running copy's DEL (at sandbox stop) would re-create
+// the reservation; a stopped sandbox has had its DEL.
+func (r *Reconciler) finishRelease(id checkpoint.ID, copyRunning bool) {
 	r.mu.Lock()
 	pending := r.releasing[id]
 	r.mu.Unlock()
-	if !pending || copyExists {
+	if !pending || copyRunning {
 		return
 	}
 	if r.cfg.IPAM != nil {
@@ -457,6 +485,10 @@ func (r *Reconciler) finishRelease(id checkpoint.ID, copyExists bool) {
 			}
 			r.cfg.Log.Info("reservation released: parent gone for good", "pod", id.String(), "network", net)
 		}
+	}
+	if err := r.cfg.Store.ClearAbsent(id); err != nil {
+		r.cfg.Log.Warn("cannot clear the parent's absence mark; will retry", "pod", id.String(), "err", err)
+		return
 	}
 	r.mu.Lock()
 	delete(r.releasing, id)

@@ -473,11 +473,14 @@ func TestReleaseWaitsForCopySandbox(t *testing.T) {
 	if len(h.ipam.released) != 0 {
 		t.Fatalf("released while the copy's sandbox exists: %v", h.ipam.released)
 	}
-	h.rt.set()
+	// Stopped (its DEL done) but not yet removed by the kubelet: enough.
+	stopped := copySandbox("sb-copy", "default/web")
+	stopped.Ready = false
+	h.rt.set(stopped)
 	h.advance(5 * time.Second)
 	h.pass()
 	if strings.Join(h.ipam.released, ",") != "cbr0/default/web" {
-		t.Errorf("released %v after the copy went away, want cbr0/default/web", h.ipam.released)
+		t.Errorf("released %v after the copy stopped, want cbr0/default/web", h.ipam.released)
 	}
 }
 
@@ -729,5 +732,73 @@ func TestFilesRewrittenAfterReboot(t *testing.T) {
 	}
 	if h.staticManifest(web) == nil {
 		t.Error("static copy lost")
+	}
+}
+
+// TestDeletedThenRebootedNotRestored: the API said the parent was deleted;
+// the node then reboots with the API server away. The new checkpointd
+// process must not restore it, and releases it once the API answers.
+func TestDeletedThenRebootedNotRestored(t *testing.T) {
+	h := newHarness(t)
+	p := pod("web", "uid-1", "nginx:1", true)
+	h.api.put(p)
+	h.rt.set(sandbox("sb1", p, true))
+	h.pass()
+	h.api.del("default", "web")
+	h.rt.set()
+	h.pass() // absence observed and recorded
+	deletedAt := h.now
+
+	// Reboot: new process, API away for longer than the grace period.
+	h.advance(10 * time.Second)
+	h.api.setReachable(false, h.now)
+	h.r = New(h.r.cfg)
+	h.advance(2 * grace)
+	h.pass()
+	if h.staticManifest(web) != nil {
+		t.Fatal("a pod the API had reported deleted was restored after a reboot")
+	}
+	if _, err := h.store.Load(web); err != nil {
+		t.Fatalf("checkpoint deleted while the API server is away: %v", err)
+	}
+	// The API answers: released at once (absent since deletedAt, > grace ago).
+	h.api.setReachable(true, h.now)
+	h.pass()
+	if _, err := h.store.Load(web); !errors.Is(err, checkpoint.ErrNotFound) {
+		t.Errorf("checkpoint kept after the API confirmed the deletion %v ago: %v", h.now.Sub(deletedAt), err)
+	}
+	if _, ok := h.store.AbsentSince(web); ok {
+		t.Error("absence mark left after the release")
+	}
+}
+
+// TestParentBackClearsAbsence: a parent reported gone and then back (e.g.
+// re-created on this node) is restorable again.
+func TestParentBackClearsAbsence(t *testing.T) {
+	h := newHarness(t)
+	p := pod("web", "uid-1", "nginx:1", true)
+	h.api.put(p)
+	h.rt.set(sandbox("sb1", p, true))
+	h.pass()
+	h.api.del("default", "web")
+	h.pass()
+	if _, ok := h.store.AbsentSince(web); !ok {
+		t.Fatal("absence not recorded")
+	}
+	p2 := pod("web", "uid-2", "nginx:1", true)
+	h.api.put(p2)
+	h.rt.set(sandbox("sb2", p2, true))
+	h.advance(5 * time.Second)
+	h.pass()
+	if _, ok := h.store.AbsentSince(web); ok {
+		t.Error("absence mark kept although the parent is back")
+	}
+	h.api.setReachable(false, h.now)
+	h.rt.set()
+	h.r = New(h.r.cfg)
+	h.advance(grace)
+	h.pass()
+	if sp := h.staticManifest(web); sp == nil || sp.Annotations[sanitize.AnnotationCheckpointUID] != "uid-2" {
+		t.Errorf("re-created pod not restored from its own checkpoint: %+v", sp)
 	}
 }
