@@ -26,8 +26,10 @@ test:
 	$(GO) test -count=1 ./...
 
 # Everything CI runs: unit tests, then every registered tier.
+# Cheapest first: a broken build fails before the long end-to-end tier.
+TIER_ORDER := test-integration test-reliability test-e2e
 test-all: test
-	@set -e; for t in $(TEST_TIERS); do echo "==> make $$t"; $(MAKE) --no-print-directory $$t; done
+	@set -e; for t in $(filter $(TEST_TIERS),$(TIER_ORDER)) $(filter-out $(TIER_ORDER),$(TEST_TIERS)); do echo "==> make $$t"; $(MAKE) --no-print-directory $$t; done
 
 # Tier-specific targets live in mk/*.mk.
 -include mk/*.mk
