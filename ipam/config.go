@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/containernetworking/cni/pkg/types"
-	"github.com/containernetworking/plugins/plugins/ipam/host-local/backend/allocator"
 )
 
 // Defaults of the stickyip-specific keys (documented in the README).
@@ -41,8 +40,13 @@ type ReservationConfig struct {
 // routes, dataDir, resolvConf, requested IPs), stickyip's own keys, and the pod
 // information the runtime passed.
 type Config struct {
-	*allocator.IPAMConfig
-	CNIVersion string
+	Name       string         // network name
+	CNIVersion string         // cniVersion of the config
+	Ranges     []RangeSet     // canonical range sets, host-local's order
+	Routes     []*types.Route // ipam.routes
+	DataDir    string         // ipam.dataDir
+	ResolvConf string         // ipam.resolvConf
+	IPArgs     []net.IP       // requested IPs: CNI_ARGS IP, args.cni.ips, the ips capability
 
 	HostLocalDataDir string // "" disables the import
 	LogFile          string
@@ -55,42 +59,62 @@ type Config struct {
 	ValidAttachments []types.GCAttachment
 }
 
-// rawConfig holds the keys stickyip reads beyond host-local's.
-type rawConfig struct {
-	CNIVersion string `json:"cniVersion"`
-	Name       string `json:"name"`
-	IPAM       *struct {
-		DataDir          string          `json:"dataDir"`
-		HostLocalDataDir *string         `json:"hostLocalDataDir"`
-		LogFile          string          `json:"logFile"`
-		LockTimeout      *duration       `json:"lockTimeout"`
-		Reservation      json.RawMessage `json:"reservation"`
-	} `json:"ipam"`
+// netConf is the network config as the plugin receives it: host-local's keys
+// (see ranges.go), stickyip's own, and what the runtime adds. It is decoded
+// once per call.
+type netConf struct {
+	CNIVersion    string    `json:"cniVersion"`
+	Name          string    `json:"name"`
+	IPAM          *ipamConf `json:"ipam"`
 	RuntimeConfig struct {
+		IPRanges    []RangeSet        `json:"ipRanges,omitempty"`
+		IPs         []ipArg           `json:"ips,omitempty"`
 		Annotations map[string]string `json:"io.kubernetes.cri.pod-annotations"`
 	} `json:"runtimeConfig"`
+	Args *struct {
+		CNI *struct {
+			IPs []ipArg `json:"ips"`
+		} `json:"cni"`
+	} `json:"args"`
 	ValidAttachments []types.GCAttachment `json:"cni.dev/valid-attachments"`
 }
 
-type rawReservation struct {
-	MaxDuration *duration `json:"maxDuration"`
-	PoolFull    *string   `json:"poolFull"`
+// ipamConf is the "ipam" block.
+type ipamConf struct {
+	Range                     // host-local's legacy single range
+	Routes     []*types.Route `json:"routes"`
+	DataDir    string         `json:"dataDir"`
+	ResolvConf string         `json:"resolvConf"`
+	Ranges     []RangeSet     `json:"ranges"`
+
+	HostLocalDataDir *string         `json:"hostLocalDataDir"`
+	LogFile          string          `json:"logFile"`
+	LockTimeout      json.RawMessage `json:"lockTimeout"`
+	Reservation      json.RawMessage `json:"reservation"`
 }
 
-// duration is a JSON string holding a Go duration ("90s", "24h").
-type duration time.Duration
+type rawReservation struct {
+	MaxDuration json.RawMessage `json:"maxDuration"`
+	PoolFull    *string         `json:"poolFull"`
+}
 
-func (d *duration) UnmarshalJSON(b []byte) error {
+// parseDuration reads the value of key, a JSON string holding a non-negative
+// Go duration ("90s", "24h"). set is false when the key is absent or null.
+// Errors name the key (a json.Unmarshaler cannot: encoding/json does not add
+// the field name to the errors it returns).
+func parseDuration(key string, raw json.RawMessage) (d time.Duration, set bool, err error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return 0, false, nil
+	}
 	var s string
-	if err := json.Unmarshal(b, &s); err != nil {
-		return fmt.Errorf("want a duration string such as \"90s\" or \"24h\", got %s", clip(string(b)))
+	if err := json.Unmarshal(raw, &s); err != nil {
+		return 0, false, fmt.Errorf("%w: %s: want a duration string such as \"90s\" or \"24h\", got %s", ErrInvalidConfig, key, clip(string(raw)))
 	}
 	v, err := time.ParseDuration(s)
 	if err != nil || v < 0 {
-		return fmt.Errorf("want a non-negative duration such as \"90s\" or \"24h\", got %q", clip(s))
+		return 0, false, fmt.Errorf("%w: %s: want a non-negative duration such as \"90s\" or \"24h\", got %q", ErrInvalidConfig, key, clip(s))
 	}
-	*d = duration(v)
-	return nil
+	return v, true, nil
 }
 
 // LoadConfig parses the plugin's stdin and CNI_ARGS. Defaults are set first;
@@ -100,9 +124,9 @@ func LoadConfig(stdin []byte, cniArgs string) (*Config, error) {
 	if err != nil {
 		return nil, err
 	}
-	var raw rawConfig
+	var raw netConf
 	if err := json.Unmarshal(stdin, &raw); err != nil {
-		return nil, fmt.Errorf("%w: network config: %v", ErrInvalidConfig, err)
+		return nil, fmt.Errorf("%w: network config: %s%v", ErrInvalidConfig, whereIs(stdin), err)
 	}
 	if raw.Name == "" {
 		return nil, fmt.Errorf("%w: network config: key \"name\" is missing or empty", ErrInvalidConfig)
@@ -113,13 +137,18 @@ func LoadConfig(stdin []byte, cniArgs string) (*Config, error) {
 	if raw.IPAM == nil {
 		return nil, fmt.Errorf("%w: network config: key \"ipam\" is missing", ErrInvalidConfig)
 	}
-	ipamConf, cniVersion, err := allocator.LoadIPAMConfig(stdin, "")
+	hl, err := loadHostLocal(&raw)
 	if err != nil {
 		return nil, fmt.Errorf("%w: ipam: %v", ErrInvalidConfig, err)
 	}
 	c := &Config{
-		IPAMConfig:       ipamConf,
-		CNIVersion:       cniVersion,
+		Name:             raw.Name,
+		CNIVersion:       hl.CNIVersion,
+		Ranges:           hl.Ranges,
+		Routes:           hl.Routes,
+		DataDir:          hl.DataDir,
+		ResolvConf:       hl.ResolvConf,
+		IPArgs:           hl.IPArgs,
 		HostLocalDataDir: DefaultHostLocalDataDir,
 		LogFile:          raw.IPAM.LogFile,
 		LockTimeout:      DefaultLockTimeout,
@@ -134,11 +163,13 @@ func LoadConfig(stdin []byte, cniArgs string) (*Config, error) {
 	if raw.IPAM.HostLocalDataDir != nil {
 		c.HostLocalDataDir = *raw.IPAM.HostLocalDataDir
 	}
-	if raw.IPAM.LockTimeout != nil {
-		if *raw.IPAM.LockTimeout == 0 {
+	if d, set, err := parseDuration("ipam.lockTimeout", raw.IPAM.LockTimeout); err != nil {
+		return nil, err
+	} else if set {
+		if d == 0 {
 			return nil, fmt.Errorf("%w: ipam.lockTimeout must be greater than 0", ErrInvalidConfig)
 		}
-		c.LockTimeout = time.Duration(*raw.IPAM.LockTimeout)
+		c.LockTimeout = d
 	}
 	if len(raw.IPAM.Reservation) > 0 && string(raw.IPAM.Reservation) != "null" {
 		var r rawReservation
@@ -147,8 +178,10 @@ func LoadConfig(stdin []byte, cniArgs string) (*Config, error) {
 		if err := dec.Decode(&r); err != nil {
 			return nil, fmt.Errorf("%w: ipam.reservation: %v", ErrInvalidConfig, err)
 		}
-		if r.MaxDuration != nil {
-			c.Reservation.MaxDuration = time.Duration(*r.MaxDuration)
+		if d, set, err := parseDuration("ipam.reservation.maxDuration", r.MaxDuration); err != nil {
+			return nil, err
+		} else if set {
+			c.Reservation.MaxDuration = d
 		}
 		if r.PoolFull != nil {
 			switch p := PoolFullPolicy(*r.PoolFull); p {
@@ -177,7 +210,25 @@ func (c *Config) RequestedIPs() []netip.Addr {
 	return out
 }
 
-// Reservation works out how long the pod's IP is to be kept after DEL, from the
+// whereIs names the top-level key whose value fails to decode ("ipam: "), for
+// errors encoding/json reports without a field name (such as a bad IP).
+func whereIs(stdin []byte) string {
+	var top map[string]json.RawMessage
+	if json.Unmarshal(stdin, &top) != nil {
+		return ""
+	}
+	for _, key := range []string{"ipam", "runtimeConfig", "args", "cni.dev/valid-attachments"} {
+		if v, ok := top[key]; ok {
+			b, _ := json.Marshal(map[string]json.RawMessage{key: v})
+			if json.Unmarshal(b, new(netConf)) != nil {
+				return key + ": "
+			}
+		}
+	}
+	return ""
+}
+
+// ReservationFor works out how long the pod's IP is to be kept after DEL, from the
 // annotation, clamped to the configured maximum.
 func (c *Config) ReservationFor() (d, requested time.Duration, clamped bool, err error) {
 	v, ok := c.Annotations[AnnotationReservedDuration]

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/containernetworking/cni/pkg/types"
-	"github.com/containernetworking/plugins/plugins/ipam/host-local/backend/allocator"
 
 	"github.com/stickyip/stickyip/reservation"
 )
@@ -29,8 +28,9 @@ type Env struct {
 	Now func() time.Time
 	// BootID identifies the current boot (/proc/sys/kernel/random/boot_id).
 	BootID string
-	// BootTime is when the current boot started.
-	BootTime time.Time
+	// BootTime returns when the current boot started; it is asked only after
+	// a reboot. Nil means "unknown" (the reservation clock then starts now).
+	BootTime func() time.Time
 	// SandboxGone reports whether a recorded path — a network namespace, or
 	// host-local's file of an imported allocation — is gone, so its sandbox is
 	// dead. Nil means "always alive".
@@ -41,7 +41,7 @@ type Env struct {
 
 // Engine allocates addresses from a network's range sets.
 type Engine struct {
-	RangeSets []allocator.RangeSet // canonical, as returned by LoadConfig
+	RangeSets []RangeSet // canonical, as returned by LoadConfig
 	Policy    PoolFullPolicy
 	// HostLocalDir is host-local's data directory for this network
 	// (<hostLocalDataDir>/<network>); "" disables the import.
@@ -217,7 +217,7 @@ func holderPhrase(r *reservation.Record) string {
 	return "in use by " + r.Holder()
 }
 
-func heldIn(held []*reservation.Record, rs *allocator.RangeSet) *reservation.Record {
+func heldIn(held []*reservation.Record, rs *RangeSet) *reservation.Record {
 	for _, h := range held {
 		if rs.Contains(net.IP(h.IP.AsSlice())) {
 			return h
@@ -266,6 +266,38 @@ func (e *Engine) Del(tx reservation.Txn, containerID, ifname string) error {
 		}
 	}
 	return nil
+}
+
+// DelNeedsWrite reports whether a DEL of (containerID, ifname) would change
+// anything: the sandbox holds addresses, or housekeeping is due. The plugin
+// rolls back a DEL that changes nothing (a repeated DEL, a sandbox that never
+// got an address) instead of committing it, which saves two disk syncs.
+func (e *Engine) DelNeedsWrite(tx reservation.Txn, containerID, ifname string) (bool, error) {
+	recs, err := tx.ByContainer(containerID, ifname)
+	if err != nil || len(recs) > 0 {
+		return true, err
+	}
+	return e.housekeepingDue(tx, e.now())
+}
+
+// housekeepingDue reports whether Housekeep would change anything.
+func (e *Engine) housekeepingDue(tx reservation.Txn, now time.Time) (bool, error) {
+	if e.HostLocalDir != "" {
+		if done, err := tx.Meta(metaHostLocalImported); err != nil || done == "" {
+			return true, err
+		}
+	}
+	if e.Env.BootID != "" {
+		if last, err := tx.Meta(metaBootID); err != nil || last != e.Env.BootID {
+			return true, err
+		}
+	}
+	due := false
+	err := tx.ByExpiry(func(r *reservation.Record) bool {
+		due = r.Expired(now)
+		return false
+	})
+	return due, err
 }
 
 // release ends an allocation as if its sandbox had been deleted at `at`.
@@ -320,7 +352,10 @@ func (e *Engine) Housekeep(tx reservation.Txn, now time.Time) error {
 }
 
 func (e *Engine) rebootSweep(tx reservation.Txn, now time.Time) error {
-	start := e.Env.BootTime
+	var start time.Time
+	if e.Env.BootTime != nil {
+		start = e.Env.BootTime()
+	}
 	if start.IsZero() || start.After(now) {
 		start = now
 	}
@@ -471,7 +506,7 @@ func (e *Engine) Check(tx reservation.Txn, containerID, ifname string, prev []ne
 		return fmt.Errorf("%w: container %s interface %s", ErrNoAllocation, containerID, ifname)
 	}
 	for _, ip := range prev {
-		inRange := slices.ContainsFunc(e.RangeSets, func(rs allocator.RangeSet) bool { return rs.Contains(net.IP(ip.AsSlice())) })
+		inRange := slices.ContainsFunc(e.RangeSets, func(rs RangeSet) bool { return rs.Contains(net.IP(ip.AsSlice())) })
 		if !inRange {
 			continue
 		}

@@ -40,7 +40,7 @@ func newWorld(t *testing.T, ipamJSON string) *world {
 	w.eng.Env = Env{
 		Now:         func() time.Time { return w.now },
 		BootID:      "boot-1",
-		BootTime:    w.now.Add(-time.Hour),
+		BootTime:    func() time.Time { return time.Date(2026, 1, 1, 11, 0, 0, 0, time.UTC) },
 		SandboxGone: func(ns string) bool { return w.dead[ns] },
 	}
 	return w
@@ -306,7 +306,8 @@ func TestRebootReleasesPreviousBootAllocations(t *testing.T) {
 	// Reboot: no DEL came. The clock of web's reservation starts at boot.
 	w.now = w.now.Add(2 * time.Hour)
 	w.eng.Env.BootID = "boot-2"
-	w.eng.Env.BootTime = w.now.Add(-5 * time.Minute)
+	boot := w.now.Add(-5 * time.Minute)
+	w.eng.Env.BootTime = func() time.Time { return boot }
 	newWeb := web
 	newWeb.uid = "uid-web-2"
 	if got := w.mustAdd("c-web2", newWeb); got[0] != webIP {
@@ -319,7 +320,8 @@ func TestRebootReleasesPreviousBootAllocations(t *testing.T) {
 	w.del("c-web2")
 	w.mustAdd("c-x", newWeb)
 	w.eng.Env.BootID = "boot-3"
-	w.eng.Env.BootTime = w.now
+	boot3 := w.now
+	w.eng.Env.BootTime = func() time.Time { return boot3 }
 	w.now = w.now.Add(11 * time.Minute)
 	if _, err := w.add("c-other", anon(7)); err != nil {
 		t.Fatal(err)
@@ -432,5 +434,33 @@ func TestSweepReleasesDeadSandboxes(t *testing.T) {
 	}
 	if n != 2 || w.stateOf(ip) != reservation.Reserved || len(w.records()) != 1 {
 		t.Fatalf("sweep released %d; records %+v", n, w.records())
+	}
+}
+
+func TestDelNeedsWrite(t *testing.T) {
+	w := newWorld(t, v4Small)
+	needs := func(cid string) bool {
+		var n bool
+		if err := w.store.View("net1", func(tx reservation.Txn) (err error) { n, err = w.eng.DelNeedsWrite(tx, cid, "eth0"); return err }); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if !needs("unknown") {
+		t.Fatal("a fresh network needs its boot ID recorded first")
+	}
+	w.mustAdd("c1", web)
+	if !needs("c1") || needs("unknown") {
+		t.Fatalf("holder: %v, unknown: %v", needs("c1"), needs("unknown"))
+	}
+	w.del("c1")
+	w.now = w.now.Add(time.Hour)
+	if !needs("unknown") {
+		t.Fatal("an expired reservation is due for removal")
+	}
+	w.eng.Env.BootID = "boot-2"
+	w.del("unknown")
+	if needs("unknown") {
+		t.Fatal("nothing left to do, yet a write is asked for")
 	}
 }

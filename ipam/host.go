@@ -15,7 +15,7 @@ import (
 // HostEnv returns the engine environment of this machine: the kernel's boot ID
 // and boot time, and a network-namespace liveness check.
 func HostEnv(log *slog.Logger) Env {
-	return Env{Now: time.Now, BootID: bootID(), BootTime: bootTime(), SandboxGone: NetnsGone, Log: log}
+	return Env{Now: time.Now, BootID: bootID(), BootTime: bootTime, SandboxGone: NetnsGone, Log: log}
 }
 
 func bootID() string {

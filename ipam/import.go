@@ -12,8 +12,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/containernetworking/plugins/plugins/ipam/host-local/backend/allocator"
-
 	"github.com/stickyip/stickyip/reservation"
 )
 
@@ -22,7 +20,7 @@ import (
 // switching a live node to stickyip never hands out an address a running pod
 // still has. Addresses stickyip already records are left as they are. A
 // missing directory imports nothing. It returns how many records it added.
-func ImportHostLocal(tx reservation.Txn, dir string, rangeSets []allocator.RangeSet, bootID string, now time.Time, log *slog.Logger) (int, error) {
+func ImportHostLocal(tx reservation.Txn, dir string, rangeSets []RangeSet, bootID string, now time.Time, log *slog.Logger) (int, error) {
 	entries, err := os.ReadDir(dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return 0, nil

@@ -7,11 +7,7 @@ import (
 	"strings"
 
 	"github.com/containernetworking/cni/pkg/types"
-	"github.com/containernetworking/plugins/plugins/ipam/host-local/backend/allocator"
 )
-
-// Range is host-local's address range type, re-exported for the plugin edge.
-type Range = allocator.Range
 
 // ParseResolvConf reads the resolv.conf named by the resolvConf key into CNI
 // DNS settings (nameserver, domain, search, options), as host-local does.

@@ -137,9 +137,8 @@ func (c *Call) Result(recs []*reservation.Record) (*current.Result, error) {
 	for _, r := range recs {
 		ip := net.IP(r.IP.AsSlice())
 		var rng *ipam.Range
-		for i := range c.Conf.Ranges {
-			if got, err := c.Conf.Ranges[i].RangeFor(ip); err == nil {
-				rng = got
+		for _, rs := range c.Conf.Ranges {
+			if rng = rs.RangeFor(ip); rng != nil {
 				break
 			}
 		}

@@ -15,6 +15,9 @@ var (
 	ErrLocked = errors.New("store is locked by another process")
 	// ErrIO: the data directory or database file could not be read or written.
 	ErrIO = errors.New("store I/O failure")
+	// ErrNoChange, returned by an Update's function, ends the transaction
+	// without committing (nothing to sync) and makes Update return nil.
+	ErrNoChange = errors.New("nothing to change")
 )
 
 // Txn is one transaction on one network's records. Every CNI call runs in

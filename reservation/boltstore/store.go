@@ -68,9 +68,11 @@ func (s *Store) Dir() string { return s.dir }
 func (s *Store) Path() string { return filepath.Join(s.dir, DBFile) }
 
 // Update runs fn in one read-write transaction on network's records and commits
-// it, synced to disk, when fn returns nil. The database is created when missing.
+// it, synced to disk, when fn returns nil. When fn returns
+// reservation.ErrNoChange the transaction is rolled back and Update returns
+// nil. The database is created when missing.
 func (s *Store) Update(network string, fn func(reservation.Txn) error) error {
-	return s.withDB(false, func(db *bolt.DB) error {
+	err := s.withDB(false, func(db *bolt.DB) error {
 		return db.Update(func(tx *bolt.Tx) error {
 			if err := checkSchema(tx, true); err != nil {
 				return err
@@ -82,6 +84,10 @@ func (s *Store) Update(network string, fn func(reservation.Txn) error) error {
 			return fn(t)
 		})
 	})
+	if errors.Is(err, reservation.ErrNoChange) {
+		return nil
+	}
+	return err
 }
 
 // View runs fn in a read-only transaction on network's records. A missing
@@ -231,16 +237,17 @@ func syncDir(dir string) error {
 }
 
 func checkSchema(tx *bolt.Tx, writable bool) error {
+	path := tx.DB().Path()
 	m := tx.Bucket(bucketMeta)
 	if m == nil || len(m.Get(keySchema)) != 8 {
-		return fmt.Errorf("%w: no schema version (not a stickyip database?)", reservation.ErrCorrupt)
+		return fmt.Errorf("%w: %s: no schema version (not a stickyip database?)", reservation.ErrCorrupt, path)
 	}
 	v := binary.BigEndian.Uint64(m.Get(keySchema))
 	switch {
 	case v > SchemaVersion:
-		return fmt.Errorf("%w: schema %d, this binary understands up to %d; upgrade stickyip", reservation.ErrFutureSchema, v, SchemaVersion)
+		return fmt.Errorf("%w: %s: schema %d, this binary understands up to %d; upgrade stickyip", reservation.ErrFutureSchema, path, v, SchemaVersion)
 	case v == 0:
-		return fmt.Errorf("%w: schema version 0", reservation.ErrCorrupt)
+		return fmt.Errorf("%w: %s: schema version 0", reservation.ErrCorrupt, path)
 	case v < SchemaVersion && writable:
 		for ; v < SchemaVersion; v++ {
 			if err := migrations[v-1](tx); err != nil {

@@ -101,6 +101,12 @@ func TestDamagedFilesAreReportedAndLeftUntouched(t *testing.T) {
 			}))
 			must(t, db.Close())
 		}, reservation.ErrFutureSchema},
+		{"not a stickyip database", func(t *testing.T, p string) {
+			db, err := bolt.Open(p, 0o600, nil)
+			must(t, err)
+			must(t, db.Update(func(tx *bolt.Tx) error { return tx.DeleteBucket(bucketMeta) }))
+			must(t, db.Close())
+		}, reservation.ErrCorrupt},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := New(t.TempDir(), time.Second)
@@ -110,6 +116,9 @@ func TestDamagedFilesAreReportedAndLeftUntouched(t *testing.T) {
 			err := s.Update("n", func(tx reservation.Txn) error { return nil })
 			if !errors.Is(err, tc.want) {
 				t.Fatalf("Update on %s file: err = %v, want %v", tc.name, err, tc.want)
+			}
+			if !strings.Contains(err.Error(), s.Path()) {
+				t.Fatalf("Update on %s file: %q does not name the file", tc.name, err)
 			}
 			if _, err := s.Check(); !errors.Is(err, tc.want) {
 				t.Fatalf("Check on %s file: err = %v", tc.name, err)

@@ -5,6 +5,7 @@ package fake
 
 import (
 	"cmp"
+	"errors"
 	"maps"
 	"net/netip"
 	"slices"
@@ -34,6 +35,9 @@ func (s *Store) Update(network string, fn func(reservation.Txn) error) error {
 		t.meta = map[string]string{}
 	}
 	if err := fn(t); err != nil {
+		if errors.Is(err, reservation.ErrNoChange) {
+			return nil
+		}
 		return err
 	}
 	s.recs[network], s.nets[network] = t.recs, t.meta

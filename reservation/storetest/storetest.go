@@ -5,6 +5,7 @@ package storetest
 
 import (
 	"errors"
+	"fmt"
 	"net/netip"
 	"slices"
 	"testing"
@@ -132,6 +133,22 @@ func Run(t *testing.T, update Updater) {
 			b, _ := tx.Get(netip.MustParseAddr("10.0.0.9"))
 			if a == nil || b != nil {
 				t.Errorf("rolled-back changes are visible: .3=%v .9=%v", a, b)
+			}
+			return nil
+		}))
+	})
+
+	t.Run("ErrNoChange rolls back and succeeds", func(t *testing.T) {
+		err := update("n1", func(tx reservation.Txn) error {
+			must(tx.Delete(netip.MustParseAddr("10.0.0.3")))
+			return fmt.Errorf("done early: %w", reservation.ErrNoChange)
+		})
+		if err != nil {
+			t.Fatalf("Update returned %v", err)
+		}
+		must(update("n1", func(tx reservation.Txn) error {
+			if r, _ := tx.Get(netip.MustParseAddr("10.0.0.3")); r == nil {
+				t.Error("a change made before ErrNoChange was kept")
 			}
 			return nil
 		}))

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"errors"
 	"net/netip"
 
@@ -39,6 +40,9 @@ func cmdAdd(args *skel.CmdArgs) error {
 func cmdDel(args *skel.CmdArgs) error {
 	return plugin.Run(args, func(c *plugin.Call) error {
 		err := c.Store.Update(c.Conf.Name, func(tx reservation.Txn) error {
+			if write, err := c.Engine.DelNeedsWrite(tx, args.ContainerID, args.IfName); err != nil || !write {
+				return cmp.Or(err, reservation.ErrNoChange) // nothing to commit, nothing to sync
+			}
 			return c.Engine.Del(tx, args.ContainerID, args.IfName)
 		})
 		if err == nil {

@@ -1,0 +1,24 @@
+# Benchmarks: stickyip side by side with upstream host-local (issue 6).
+# Not a test tier and not part of `make test`: run `make bench`.
+# Figures go to stdout and to results/bench-<timestamp>.md (results/ is not committed).
+BENCH_DIR           := $(CURDIR)/.cache/bench
+BENCH_GOBIN         := $(BENCH_DIR)/bin
+HOST_LOCAL_VERSION  := v1.9.1
+HOST_LOCAL_PKG      := github.com/containernetworking/plugins/plugins/ipam/host-local
+HOST_LOCAL_STAMP    := $(BENCH_GOBIN)/.host-local-$(HOST_LOCAL_VERSION)
+# Extra driver flags, e.g. BENCH_FLAGS='-workloads 1,2 -n-empty 100'.
+BENCH_FLAGS         ?=
+
+.PHONY: bench bench-tools
+
+# host-local, pinned, built the way bin/stickyip is (static, trimmed, stripped).
+$(HOST_LOCAL_STAMP):
+	CGO_ENABLED=0 GOBIN=$(BENCH_GOBIN) $(GO) install -trimpath -ldflags '-s -w' $(HOST_LOCAL_PKG)@$(HOST_LOCAL_VERSION)
+	touch $@
+
+bench-tools: $(HOST_LOCAL_STAMP)
+	$(GO) build -o $(BENCH_GOBIN)/ipambench ./test/bench/cmd/ipambench
+
+bench: build bench-tools
+	$(BENCH_GOBIN)/ipambench -stickyip $(BIN)/stickyip -host-local $(BENCH_GOBIN)/host-local \
+		-work $(BENCH_DIR)/work -results results $(BENCH_FLAGS)

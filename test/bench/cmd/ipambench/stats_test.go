@@ -1,0 +1,76 @@
+package main
+
+import (
+	"testing"
+	"time"
+)
+
+func TestPercentile(t *testing.T) {
+	ms := func(n ...int) samples {
+		var s samples
+		for _, v := range n {
+			s = append(s, time.Duration(v)*time.Millisecond)
+		}
+		return s
+	}
+	hundred := samples{}
+	for i := 100; i >= 1; i-- {
+		hundred = append(hundred, time.Duration(i)*time.Millisecond)
+	}
+	tests := []struct {
+		name string
+		s    samples
+		p    float64
+		want time.Duration
+	}{
+		{"empty", nil, 50, 0},
+		{"single", ms(7), 99, 7 * time.Millisecond},
+		{"median odd", ms(5, 1, 3), 50, 3 * time.Millisecond},
+		{"median even takes lower", ms(4, 1, 3, 2), 50, 2 * time.Millisecond},
+		{"p99 of 100 is 99th", hundred, 99, 99 * time.Millisecond},
+		{"p100 is max", hundred, 100, 100 * time.Millisecond},
+		{"p99 of 3 is max", ms(1, 9, 2), 99, 9 * time.Millisecond},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := tt.s.percentile(tt.p); got != tt.want {
+				t.Errorf("percentile(%v) = %v, want %v", tt.p, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestDuplicates(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
+	tests := []struct {
+		name string
+		hs   []holding
+		want int
+	}{
+		{"distinct IPs", []holding{
+			{"a", "10.0.0.2", at(0), at(10)},
+			{"b", "10.0.0.3", at(0), at(10)},
+		}, 0},
+		{"same IP at once", []holding{
+			{"a", "10.0.0.2", at(0), at(10)},
+			{"b", "10.0.0.2", at(5), at(15)},
+		}, 1},
+		{"reuse after DEL started", []holding{
+			{"a", "10.0.0.2", at(0), at(10)},
+			{"b", "10.0.0.2", at(10), at(15)},
+		}, 0},
+		{"one long holder, two short ones", []holding{
+			{"b", "10.0.0.2", at(2), at(3)},
+			{"a", "10.0.0.2", at(0), at(10)},
+			{"c", "10.0.0.2", at(4), at(5)},
+		}, 2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := duplicates(tt.hs); len(got) != tt.want {
+				t.Errorf("duplicates() = %q, want %d", got, tt.want)
+			}
+		})
+	}
+}

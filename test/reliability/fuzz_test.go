@@ -1,0 +1,90 @@
+//go:build reliability
+
+package reliability
+
+import (
+	"net/netip"
+	"path/filepath"
+	"strings"
+	"testing"
+	"unicode/utf8"
+)
+
+// knownCodes are the CNI error codes the plugin may return (docs/DESIGN.md,
+// plus the CNI library's own 1, 4, 6 and 7). 999 (internal error) is not in
+// it: an error the plugin did not classify is a finding.
+var knownCodes = map[uint]bool{1: true, 4: true, 5: true, 6: true, 7: true, 11: true, 100: true, 101: true, 102: true}
+
+// FuzzPluginInput feeds fuzzed CNI_ARGS, reservation annotation, subnet and
+// gateway to the real plugin binary. Whatever the input, the plugin must not
+// panic, must print exactly one CNI object on stdout (a result with addresses
+// from the configured subnet, or an error with a known code and a readable
+// message), and an ADD that succeeded must be undone by its DEL.
+func FuzzPluginInput(f *testing.F) {
+	seeds := []struct{ args, anno, subnet, gateway string }{
+		{podArgs("default", "web", "uid-1", "c1"), "5", "10.250.0.0/24", ""},
+		{podArgs("default", "web", "uid-1", "c1"), "90s", "10.250.0.0/24", "10.250.0.1"},
+		{podArgs("default", "web", "uid-1", "c1"), "1e309", "10.250.0.0/24", ""},
+		{podArgs("default", "web", "uid-1", "c1"), "-5", "fd00::/120", ""},
+		{podArgs("default", "web", "uid-1", "c1"), "99999999999999999999", "10.250.0.7/32", "banana"},
+		{"K8S_POD_NAMESPACE=default;K8S_POD_NAME", "", "10.250.0/24", ""},
+		{"IgnoreUnknown=1;K8S_POD_NAMESPACE=a;K8S_POD_NAME=b;IP=10.250.0.9", "0", "10.250.0.0/28", ""},
+		{"IgnoreUnknown=1;K8S_POD_NAMESPACE=a;K8S_POD_NAME=b;IP=fe80::1%eth0", "1h", "10.250.0.0/30", ""},
+		{"", "", "", ""},
+	}
+	for _, s := range seeds {
+		f.Add(s.args, s.anno, s.subnet, s.gateway)
+	}
+	p := &plugin{}
+	f.Fuzz(func(t *testing.T, args, anno, subnet, gateway string) {
+		if p.Path == "" {
+			p.Path = pluginPath(t)
+		}
+		// The kernel refuses NUL in environment variables, and JSON needs UTF-8;
+		// neither can reach the plugin from a runtime.
+		if strings.ContainsRune(args, 0) || !utf8.ValidString(anno+subnet+gateway) || len(args) > 100000 {
+			t.Skip()
+		}
+		base := t.TempDir()
+		dataDir := filepath.Join(base, "data")
+		conf := netConf("fuzznet", dataDir, filepath.Join(base, "plugin.log"))
+		r := map[string]any{"subnet": subnet}
+		if gateway != "" {
+			r["gateway"] = gateway
+		}
+		ipamOf(conf)["ranges"] = []any{[]any{r}}
+		stdin := encodeConf(t, withAnnotations(conf, map[string]string{annoDuration: anno}))
+		c := cniCall{Command: "ADD", ContainerID: "fuzz1", Netns: goneNetns(t), IfName: "eth0", Args: args, Stdin: stdin}
+		o := p.CNI(c)
+		if o.Panicked() || o.Signal != 0 || o.TimedOut {
+			t.Fatalf("plugin crashed: %s", o.Describe())
+		}
+		if o.StdoutBad != "" {
+			t.Fatalf("%s: %s", o.StdoutBad, o.Describe())
+		}
+		if o.Err != nil {
+			if !knownCodes[o.Err.Code] {
+				t.Fatalf("unexpected error code: %s", o.Err)
+			}
+			if o.Err.Msg == "" || len(o.Err.Msg)+len(o.Err.Details) > 2048 {
+				t.Fatalf("error message empty or unreadably long (%d bytes)", len(o.Err.Msg)+len(o.Err.Details))
+			}
+			return
+		}
+		prefix, err := netip.ParsePrefix(subnet)
+		if err != nil {
+			t.Fatalf("ADD succeeded with subnet %q that is not a CIDR: %s", subnet, o.Describe())
+		}
+		addrs := o.Result.Addrs()
+		if len(addrs) != 1 {
+			t.Fatalf("ADD returned %v, want one address", addrs)
+		}
+		if a, err := netip.ParseAddr(addrs[0]); err != nil || !prefix.Masked().Contains(a) {
+			t.Fatalf("ADD returned %s, outside %s", addrs[0], subnet)
+		}
+		c.Command = "DEL"
+		if d := p.CNI(c); !d.OK() {
+			t.Fatalf("DEL after a successful ADD: %s", d.Describe())
+		}
+	})
+}
