@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
 
 	"github.com/stickyip/stickyip/checkpointd/checkpoint"
 	"github.com/stickyip/stickyip/checkpointd/cri"
@@ -114,6 +115,8 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	log := cfg.Log
+	// client-go logs through klog: send it to the same structured log.
+	klog.SetSlogLogger(log.With("component", "client-go"))
 	rc, err := RestConfig(cfg.Kubeconfig, cfg.Timeout)
 	if err != nil {
 		return err

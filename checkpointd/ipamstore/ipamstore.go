@@ -125,6 +125,9 @@ func (s *Store) ReleaseReservation(network, namespace, name string) error {
 		if err != nil {
 			return err
 		}
+		if len(drop) == 0 {
+			return reservation.ErrNoChange // nothing to commit or sync
+		}
 		for _, r := range drop {
 			if err := tx.Delete(r.IP); err != nil {
 				return err

@@ -50,6 +50,7 @@ type Client struct {
 	reachable bool
 	since     time.Time // when reachable last changed (daemon start if never reached)
 	lastErr   error
+	probed    bool
 }
 
 // New returns a client; call Run to start it.
@@ -129,7 +130,14 @@ func (c *Client) set(ok bool, err error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.lastErr = err
+	first := !c.probed
+	c.probed = true
+	if ok == c.reachable && !first {
+		return
+	}
 	if ok == c.reachable {
+		// First probe, still unreachable: say so once (since stays at start).
+		c.opts.Log.Warn("API server not reachable", "err", err)
 		return
 	}
 	c.reachable = ok

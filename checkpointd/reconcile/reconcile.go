@@ -156,10 +156,19 @@ func (r *Reconciler) Health() (time.Time, error) {
 func (r *Reconciler) Run(ctx context.Context, interval time.Duration) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
+	var lastErr error
 	for {
-		if err := r.Reconcile(ctx); err != nil && ctx.Err() == nil {
+		err := r.Reconcile(ctx)
+		switch {
+		case ctx.Err() != nil:
+		case err != nil && (lastErr == nil || err.Error() != lastErr.Error()):
 			r.cfg.Log.Error("reconcile pass failed", "err", err)
+		case err != nil:
+			r.cfg.Log.Debug("reconcile pass failed again", "err", err)
+		case lastErr != nil:
+			r.cfg.Log.Info("reconcile pass succeeded again")
 		}
+		lastErr = err
 		select {
 		case <-ctx.Done():
 			return
