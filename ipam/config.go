@@ -249,7 +249,7 @@ func (c *Config) ReservationFor() (d, requested time.Duration, clamped bool, err
 // from AnnotationCheckpointOf. The annotation is honoured only on static pods
 // (AnnotationConfigSource "file", set by the kubelet itself), so an API pod
 // cannot claim another pod's IP; a pod without K8S_POD_* args has no identity.
-func (c *Config) Identity(ifname string) (namespace, name string, viaCheckpoint bool, err error) {
+func (c *Config) Identity() (namespace, name string, viaCheckpoint bool, err error) {
 	if v, ok := c.Annotations[AnnotationCheckpointOf]; ok && c.Annotations[AnnotationConfigSource] == "file" {
 		ns, n, err := ParseCheckpointOf(v)
 		if err != nil {

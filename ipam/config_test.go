@@ -55,7 +55,7 @@ func TestLoadConfigStickyKeysAndRequests(t *testing.T) {
 	if err != nil || d != 2*time.Hour || asked != 3*time.Hour || !clamped {
 		t.Fatalf("180 minutes under a 2h maximum: %v %v %v %v", d, asked, clamped, err)
 	}
-	ns, name, viaCP, _ := c.Identity("eth0")
+	ns, name, viaCP, _ := c.Identity()
 	if ns != "ns" || name != "web" || viaCP {
 		t.Fatalf("identity %s/%s %v", ns, name, viaCP)
 	}
@@ -140,11 +140,11 @@ func TestCheckpointOfOnlyForStaticPods(t *testing.T) {
 		}
 		return c
 	}
-	if ns, n, via, _ := conf("file").Identity("eth0"); ns+"/"+n != "prod/db-0" || !via {
+	if ns, n, via, _ := conf("file").Identity(); ns+"/"+n != "prod/db-0" || !via {
 		t.Fatalf("static pod: identity %s/%s via=%v", ns, n, via)
 	}
 	for _, src := range []string{"", "api"} {
-		if ns, n, via, _ := conf(src).Identity("eth0"); ns+"/"+n != "prod/db-0-node1" || via {
+		if ns, n, via, _ := conf(src).Identity(); ns+"/"+n != "prod/db-0-node1" || via {
 			t.Fatalf("source %q: identity %s/%s via=%v; an API pod must not claim another pod's IP", src, ns, n, via)
 		}
 	}

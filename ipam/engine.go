@@ -1,7 +1,6 @@
 package ipam
 
 import (
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -450,14 +449,20 @@ func (e *Engine) Sweep(tx reservation.Txn) (int, error) {
 	if err := e.Housekeep(tx, now); err != nil {
 		return 0, err
 	}
+	return e.releaseDead(tx, now, "sandbox gone", func(*reservation.Record) bool { return true })
+}
+
+// releaseDead handles every allocation in scope whose sandbox is gone as a DEL
+// and returns how many it released.
+func (e *Engine) releaseDead(tx reservation.Txn, now time.Time, why string, inScope func(*reservation.Record) bool) (int, error) {
 	dead, err := collect(tx, func(r *reservation.Record) bool {
-		return r.State == reservation.Allocated && !e.alive(r)
+		return r.State == reservation.Allocated && inScope(r) && !e.alive(r)
 	})
 	if err != nil {
 		return 0, err
 	}
 	for _, r := range dead {
-		if err := e.release(tx, r, now, "sandbox gone"); err != nil {
+		if err := e.release(tx, r, now, why); err != nil {
 			return 0, err
 		}
 	}
@@ -516,6 +521,3 @@ func (e *Engine) Check(tx reservation.Txn, containerID, ifname string, prev []ne
 	}
 	return nil
 }
-
-// IsNotFound reports whether err means "no allocation".
-func IsNotFound(err error) bool { return errors.Is(err, ErrNoAllocation) }

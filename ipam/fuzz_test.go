@@ -68,6 +68,6 @@ func FuzzLoadConfig(f *testing.F) {
 		}
 		// The annotation and identity paths must not panic either.
 		_, _, _, _ = c.ReservationFor()
-		_, _, _, _ = c.Identity("eth0")
+		_, _, _, _ = c.Identity()
 	})
 }

@@ -49,11 +49,6 @@ func bootTime() time.Time {
 // plain file where a namespace bind mount should be (the caller may not see
 // the runtime's mounts).
 func NetnsGone(path string) bool {
-	return fileGone(path)
-}
-
-// fileGone reports whether path is missing from a directory that exists.
-func fileGone(path string) bool {
 	_, err := os.Lstat(path)
 	if err == nil || !errors.Is(err, fs.ErrNotExist) {
 		return false

@@ -115,23 +115,16 @@ func (e *Engine) findFree(tx reservation.Txn, i int, who reservation.Identity, n
 		return ip, err
 	}
 	rs := &e.RangeSets[i]
-	dead, err := collect(tx, func(r *reservation.Record) bool {
-		return r.State == reservation.Allocated && rs.Contains(net.IP(r.IP.AsSlice())) && !e.alive(r)
-	})
-	if err != nil {
+	inSet := func(r *reservation.Record) bool { return rs.Contains(net.IP(r.IP.AsSlice())) }
+	if _, err := e.releaseDead(tx, now, "pool full, sandbox gone", inSet); err != nil {
 		return netip.Addr{}, err
-	}
-	for _, r := range dead {
-		if err := e.release(tx, r, now, "pool full, sandbox gone"); err != nil {
-			return netip.Addr{}, err
-		}
 	}
 	if ip, ok, err := e.searchFree(tx, i); err != nil || ok {
 		return ip, err
 	}
 	var victim *reservation.Record
 	reserved := 0
-	err = tx.ByExpiry(func(r *reservation.Record) bool {
+	err := tx.ByExpiry(func(r *reservation.Record) bool {
 		if !rs.Contains(net.IP(r.IP.AsSlice())) || r.Identity == who {
 			return true
 		}

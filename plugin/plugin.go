@@ -98,7 +98,7 @@ func (c *Call) AddRequest() (ipam.AddRequest, error) {
 	if len(a.IfName) > maxIfNameLen {
 		return ipam.AddRequest{}, fmt.Errorf("%w: CNI_IFNAME %q is longer than %d characters", ipam.ErrInvalidArgs, a.IfName, maxIfNameLen)
 	}
-	ns, name, viaCheckpoint, err := c.Conf.Identity(a.IfName)
+	ns, name, viaCheckpoint, err := c.Conf.Identity()
 	if err != nil {
 		return ipam.AddRequest{}, err
 	}
