@@ -313,10 +313,10 @@ func (s *Store) Quarantine(id ID) (string, error) {
 	if err := os.Rename(s.Path(id), dst); err != nil {
 		return "", fmt.Errorf("set aside corrupt checkpoint: %w", err)
 	}
-	if err := syncDir(cdir); err != nil {
+	if err := SyncDir(cdir); err != nil {
 		return dst, err
 	}
-	return dst, syncDir(s.dir)
+	return dst, SyncDir(s.dir)
 }
 
 // Remove deletes the record of id. Removing a missing record is not an error.
@@ -327,7 +327,7 @@ func (s *Store) Remove(id ID) error {
 	if err := os.Remove(s.Path(id)); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("remove checkpoint %s: %w", id, err)
 	}
-	return syncDir(s.dir)
+	return SyncDir(s.dir)
 }
 
 // WriteFileAtomic replaces path with data: it writes a temporary file in the
@@ -366,10 +366,11 @@ func WriteFileAtomic(path string, data []byte, mode os.FileMode) error {
 		return err
 	}
 	ok = true
-	return syncDir(dir)
+	return SyncDir(dir)
 }
 
-func syncDir(dir string) error {
+// SyncDir fsyncs a directory, so a rename or removal in it survives a crash.
+func SyncDir(dir string) error {
 	d, err := os.Open(dir)
 	if err != nil {
 		return err
@@ -431,5 +432,5 @@ func (s *Store) ClearAbsent(id ID) error {
 	if err != nil {
 		return err
 	}
-	return syncDir(s.dir)
+	return SyncDir(s.dir)
 }

@@ -512,7 +512,7 @@ func (r *Reconciler) removeStatic(id checkpoint.ID) error {
 	if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("remove static copy: %w", err)
 	}
-	if err := syncDir(r.cfg.StaticDir); err != nil && !errors.Is(err, os.ErrNotExist) {
+	if err := checkpoint.SyncDir(r.cfg.StaticDir); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return err
 	}
 	if r.cfg.VolumeDir != "" {
@@ -743,15 +743,6 @@ func writeFiles(volumeDir, root string, res *sanitize.Result) error {
 		}
 	}
 	return nil
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }
 
 // reconcileIPAM handles allocations whose sandbox no longer exists as DEL and

@@ -48,7 +48,7 @@ func TestCNIToolReservation(t *testing.T) {
 	webNS.Delete()
 
 	rows = entriesFor(n.list(t), "default", "db")
-	if len(rows) != 1 || rows[0].State != "reserved" || rows[0].IP != dbIP || rows[0].ExpiresAt == "" {
+	if len(rows) != 1 || rows[0].State != "reserved" || rows[0].IP != dbIP || rows[0].ExpiresAt == nil {
 		t.Fatalf("stickyip list for default/db after DEL: %+v; want %s reserved with expiresAt", rows, dbIP)
 	}
 	if rows := entriesFor(n.list(t), "default", "web"); len(rows) != 0 {

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stickyip/stickyip/admin"
 	"github.com/stickyip/stickyip/test/harness"
 )
 
@@ -185,23 +186,8 @@ func renderConflist(src []byte, p paths) ([]byte, string, error) {
 	return out, name, err
 }
 
-// entry is one row of `stickyip list --json` (docs/DESIGN.md).
-type entry struct {
-	Network           string `json:"network"`
-	IP                string `json:"ip"`
-	State             string `json:"state"`
-	ContainerID       string `json:"containerID"`
-	IfName            string `json:"ifname"`
-	Namespace         string `json:"namespace"`
-	Name              string `json:"name"`
-	UID               string `json:"uid"`
-	Netns             string `json:"netns"`
-	Duration          string `json:"duration"`
-	RequestedDuration string `json:"requestedDuration"`
-	Clamped           bool   `json:"clamped"`
-	AllocatedAt       string `json:"allocatedAt"`
-	ExpiresAt         string `json:"expiresAt"`
-}
+// entry is one element of `stickyip list --json`: the operator tool's own type.
+type entry = admin.Entry
 
 // operator runs the operator tool on the node's data dir.
 func (n *node) operator(t *testing.T, args ...string) (string, error) {

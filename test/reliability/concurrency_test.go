@@ -311,7 +311,7 @@ func TestConcurrency(t *testing.T) {
 	f.add("IPs held twice in list (must be 0)", len(listDups))
 	byIdentity := map[string][]entry{}
 	for _, e := range entries {
-		byIdentity[e.Identity()] = append(byIdentity[e.Identity()], e)
+		byIdentity[identityOf(e)] = append(byIdentity[identityOf(e)], e)
 	}
 	lost := 0
 	for w := 0; w < workers; w++ {
@@ -375,7 +375,7 @@ func TestConcurrency(t *testing.T) {
 	entries = p.List(t, dataDir)
 	byIdentity = map[string][]entry{}
 	for _, e := range entries {
-		byIdentity[e.Identity()] = append(byIdentity[e.Identity()], e)
+		byIdentity[identityOf(e)] = append(byIdentity[identityOf(e)], e)
 	}
 	for _, pd := range all {
 		es := byIdentity[pd.Identity()]

@@ -18,6 +18,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/stickyip/stickyip/admin"
 )
 
 // Names shared by every suite.
@@ -322,26 +324,11 @@ func (p *plugin) ToolCtx(ctx context.Context, args ...string) *outcome {
 	return finish(cmd, err, &stdout, &stderr, time.Since(start), ctx)
 }
 
-// entry is one element of `stickyip list --json` (docs/DESIGN.md).
-type entry struct {
-	Network           string `json:"network"`
-	IP                string `json:"ip"`
-	State             string `json:"state"`
-	ContainerID       string `json:"containerID"`
-	IfName            string `json:"ifname"`
-	Namespace         string `json:"namespace"`
-	Name              string `json:"name"`
-	UID               string `json:"uid"`
-	Netns             string `json:"netns"`
-	Duration          string `json:"duration"`
-	RequestedDuration string `json:"requestedDuration"`
-	Clamped           bool   `json:"clamped"`
-	AllocatedAt       string `json:"allocatedAt"`
-	ExpiresAt         string `json:"expiresAt"`
-}
+// entry is one element of `stickyip list --json`: the operator tool's own type.
+type entry = admin.Entry
 
-// Identity is the reservation owner: namespace/name/ifname.
-func (e entry) Identity() string { return e.Namespace + "/" + e.Name + "/" + e.IfName }
+// identityOf is an entry's pod identity, namespace/name/ifname.
+func identityOf(e entry) string { return e.Namespace + "/" + e.Name + "/" + e.IfName }
 
 // List runs `stickyip --data-dir DIR list --json` and decodes it.
 func (p *plugin) List(t testing.TB, dataDir string) []entry {
