@@ -3,6 +3,7 @@
 package reliability
 
 import (
+	"net"
 	"net/netip"
 	"path/filepath"
 	"strings"
@@ -71,10 +72,15 @@ func FuzzPluginInput(f *testing.F) {
 			}
 			return
 		}
-		prefix, err := netip.ParsePrefix(subnet)
+		// The config format (CNI's types.IPNet, as in host-local) parses subnets
+		// with net.ParseCIDR, which also takes a prefix length like "00".
+		_, ipnet, err := net.ParseCIDR(subnet)
 		if err != nil {
 			t.Fatalf("ADD succeeded with subnet %q that is not a CIDR: %s", subnet, o.Describe())
 		}
+		ones, _ := ipnet.Mask.Size()
+		netAddr, _ := netip.AddrFromSlice(ipnet.IP)
+		prefix := netip.PrefixFrom(netAddr.Unmap(), ones)
 		addrs := o.Result.Addrs()
 		if len(addrs) != 1 {
 			t.Fatalf("ADD returned %v, want one address", addrs)
