@@ -126,7 +126,7 @@ func LoadConfig(stdin []byte, cniArgs string) (*Config, error) {
 	}
 	var raw netConf
 	if err := json.Unmarshal(stdin, &raw); err != nil {
-		return nil, fmt.Errorf("%w: network config: %s%v", ErrInvalidConfig, whereIs(stdin), err)
+		return nil, fmt.Errorf("%w: network config: %s%s", ErrInvalidConfig, whereIs(stdin), clipTo(err.Error(), 300))
 	}
 	if raw.Name == "" {
 		return nil, fmt.Errorf("%w: network config: key \"name\" is missing or empty", ErrInvalidConfig)
@@ -139,7 +139,7 @@ func LoadConfig(stdin []byte, cniArgs string) (*Config, error) {
 	}
 	hl, err := loadHostLocal(&raw)
 	if err != nil {
-		return nil, fmt.Errorf("%w: ipam: %v", ErrInvalidConfig, err)
+		return nil, fmt.Errorf("%w: ipam: %s", ErrInvalidConfig, clipTo(err.Error(), 300))
 	}
 	c := &Config{
 		Name:             raw.Name,

@@ -2,6 +2,7 @@ package ipam
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -146,6 +147,20 @@ func TestCheckpointOfOnlyForStaticPods(t *testing.T) {
 	for _, src := range []string{"", "api"} {
 		if ns, n, via, _ := conf(src).Identity(); ns+"/"+n != "prod/db-0-node1" || via {
 			t.Fatalf("source %q: identity %s/%s via=%v; an API pod must not claim another pod's IP", src, ns, n, via)
+		}
+	}
+}
+
+// Found by FuzzPluginInput: a 2,800-byte bad subnet was echoed whole in the error.
+func TestLoadConfigErrorsStayShort(t *testing.T) {
+	long := "10.250" + strings.Repeat("\r", 3000) + ".0.0/24"
+	for _, conf := range []string{
+		`{"cniVersion":"1.0.0","name":"n","ipam":{"subnet":"` + strings.ReplaceAll(long, "\r", `\r`) + `"}}`,
+		`{"cniVersion":"1.0.0","name":"n","ipam":{"ranges":[[{"subnet":"10.2.0.0/24","gateway":"` + strings.Repeat("9", 3000) + `"}]]}}`,
+	} {
+		_, err := LoadConfig([]byte(conf), "")
+		if err == nil || len(err.Error()) > 500 || !strings.Contains(err.Error(), "ipam") {
+			t.Errorf("error of %d bytes: %.200v", len(fmt.Sprint(err)), err)
 		}
 	}
 }
