@@ -16,6 +16,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
 const (
@@ -109,32 +110,9 @@ func (n *node) metricsAre(want map[string]string) (bool, string) {
 // staticCopies returns the ready sandboxes of static copies of namespace/name
 // that checkpointd restored (annotated checkpoint-of, config source file).
 func (n *node) staticCopies(ctx context.Context, namespace, name string) ([]sandbox, error) {
-	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-	defer cancel()
-	pods, err := n.cri.ListPods(ctx)
-	if err != nil {
-		return nil, err
-	}
-	var out []sandbox
-	for _, p := range pods {
-		if p.Annotations[annCheckpointOf] != namespace+"/"+name || p.Annotations[annConfigSource] != "file" {
-			continue
-		}
-		st, err := n.cri.PodStatus(ctx, p.Id)
-		if err != nil {
-			return nil, err
-		}
-		if !st.Ready {
-			continue
-		}
-		sb := sandbox{ID: p.Id, Namespace: p.GetMetadata().GetNamespace(), Name: p.GetMetadata().GetName(),
-			UID: p.GetMetadata().GetUid(), Ready: true, Annotations: p.Annotations}
-		if len(st.IPs) > 0 {
-			sb.IP = st.IPs[0]
-		}
-		out = append(out, sb)
-	}
-	return out, nil
+	return n.readySandboxesWhere(ctx, func(p *runtimeapi.PodSandbox) bool {
+		return p.Annotations[annCheckpointOf] == namespace+"/"+name && p.Annotations[annConfigSource] == "file"
+	})
 }
 
 // TestCheckpointRestoreAcrossReboot is issue 4's scenario on real components.

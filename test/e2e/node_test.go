@@ -23,6 +23,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
 const (
@@ -492,6 +493,15 @@ type sandbox struct {
 // readySandboxes returns the ready sandboxes of the pod ns/name as the
 // runtime sees them (static pods are named <name>-<node>).
 func (n *node) readySandboxes(ctx context.Context, namespace, name string) ([]sandbox, error) {
+	return n.readySandboxesWhere(ctx, func(p *runtimeapi.PodSandbox) bool {
+		md := p.GetMetadata()
+		return md.GetNamespace() == namespace && md.GetName() == name
+	})
+}
+
+// readySandboxesWhere returns the ready sandboxes the runtime lists that keep
+// accepts, with their IPs.
+func (n *node) readySandboxesWhere(ctx context.Context, keep func(*runtimeapi.PodSandbox) bool) ([]sandbox, error) {
 	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
 	pods, err := n.cri.ListPods(ctx)
@@ -500,8 +510,7 @@ func (n *node) readySandboxes(ctx context.Context, namespace, name string) ([]sa
 	}
 	var out []sandbox
 	for _, p := range pods {
-		md := p.GetMetadata()
-		if md.GetNamespace() != namespace || md.GetName() != name {
+		if !keep(p) {
 			continue
 		}
 		st, err := n.cri.PodStatus(ctx, p.Id)
@@ -511,6 +520,7 @@ func (n *node) readySandboxes(ctx context.Context, namespace, name string) ([]sa
 		if !st.Ready {
 			continue
 		}
+		md := p.GetMetadata()
 		sb := sandbox{ID: p.Id, Namespace: md.GetNamespace(), Name: md.GetName(), UID: md.GetUid(), Ready: true, Annotations: p.Annotations}
 		if len(st.IPs) > 0 {
 			sb.IP = st.IPs[0]

@@ -177,30 +177,9 @@ func (r *report) render(w io.Writer) {
 	}
 	fmt.Fprintln(w)
 
-	if len(r.problems) > 0 {
-		fmt.Fprintln(w, "## Problems")
-		fmt.Fprintln(w)
-		for _, p := range r.problems {
-			fmt.Fprintf(w, "- %s\n", p)
-		}
-		fmt.Fprintln(w)
-	}
-	if len(r.notes) > 0 {
-		fmt.Fprintln(w, "## Notes")
-		fmt.Fprintln(w)
-		for _, n := range r.notes {
-			fmt.Fprintf(w, "- %s\n", n)
-		}
-		fmt.Fprintln(w)
-	}
-	if len(r.machine) > 0 {
-		fmt.Fprintln(w, "## Machine and versions")
-		fmt.Fprintln(w)
-		for _, m := range r.machine {
-			fmt.Fprintf(w, "- %s\n", m)
-		}
-		fmt.Fprintln(w)
-	}
+	listSection(w, "Problems", r.problems)
+	listSection(w, "Notes", r.notes)
+	listSection(w, "Machine and versions", r.machine)
 	if r.micro != "" {
 		fmt.Fprintln(w, "## Engine micro-benchmarks")
 		fmt.Fprintln(w)
@@ -208,4 +187,17 @@ func (r *report) render(w io.Writer) {
 		fmt.Fprintln(w, strings.TrimRight(r.micro, "\n"))
 		fmt.Fprintln(w, "```")
 	}
+}
+
+// listSection writes a "## title" section with one bullet per item; nothing
+// when there are no items.
+func listSection(w io.Writer, title string, items []string) {
+	if len(items) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "## %s\n\n", title)
+	for _, it := range items {
+		fmt.Fprintf(w, "- %s\n", it)
+	}
+	fmt.Fprintln(w)
 }
