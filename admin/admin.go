@@ -250,11 +250,14 @@ func (t *tool) release(args []string) error {
 	found := 0
 	for _, n := range nets {
 		err := t.store().Update(n, func(tx reservation.Txn) error {
-			recs, err := collectIdentity(tx, ns, name, *ifname)
+			recs, err := reservation.PodRecords(tx, ns, name)
 			if err != nil {
 				return err
 			}
 			for _, r := range recs {
+				if *ifname != "" && r.Identity.IfName != *ifname {
+					continue
+				}
 				found++
 				if r.State == reservation.Reserved {
 					fmt.Fprintf(t.stdout, "%s: released %s (reserved for %s/%s until %s)\n", n, r.IP, ns, name, r.ExpiresAt.Format(time.RFC3339))
@@ -281,17 +284,6 @@ func (t *tool) release(args []string) error {
 		fmt.Fprintf(t.stdout, "nothing recorded for %s/%s\n", ns, name)
 	}
 	return nil
-}
-
-func collectIdentity(tx reservation.Txn, ns, name, ifname string) ([]*reservation.Record, error) {
-	var out []*reservation.Record
-	err := tx.ForEach(func(r *reservation.Record) error {
-		if r.Identity.Namespace == ns && r.Identity.Name == name && (ifname == "" || r.Identity.IfName == ifname) {
-			out = append(out, r)
-		}
-		return nil
-	})
-	return out, err
 }
 
 func (t *tool) gc(args []string) error {

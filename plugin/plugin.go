@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/netip"
@@ -84,8 +83,7 @@ func openLog(path string) (*slog.Logger, func()) {
 		l.Warn("cannot open ipam.logFile; logging to stderr", "logFile", path, "error", err)
 		return l, func() {}
 	}
-	var w io.Writer = f
-	return slog.New(slog.NewTextHandler(w, nil)).With("pid", os.Getpid()), func() { _ = f.Close() }
+	return slog.New(slog.NewTextHandler(f, nil)).With("pid", os.Getpid()), func() { _ = f.Close() }
 }
 
 // AddRequest builds the engine request of an ADD from the config, CNI_ARGS and

@@ -49,3 +49,17 @@ type Txn interface {
 	Meta(key string) (string, error)
 	SetMeta(key, value string) error
 }
+
+// PodRecords returns the records (allocated or reserved) of the pod
+// namespace/name on any interface. It reads every record of the network; it is
+// for operator actions, not for the CNI path.
+func PodRecords(tx Txn, namespace, name string) ([]*Record, error) {
+	var out []*Record
+	err := tx.ForEach(func(r *Record) error {
+		if r.Identity.Namespace == namespace && r.Identity.Name == name {
+			out = append(out, r)
+		}
+		return nil
+	})
+	return out, err
+}

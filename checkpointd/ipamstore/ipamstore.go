@@ -115,15 +115,15 @@ func (s *Store) ReleaseContainer(network, containerID, ifname string) error {
 // Addresses still allocated to a live sandbox are left alone.
 func (s *Store) ReleaseReservation(network, namespace, name string) error {
 	return s.store.Update(network, func(tx reservation.Txn) error {
-		var drop []*reservation.Record
-		err := tx.ForEach(func(r *reservation.Record) error {
-			if r.State == reservation.Reserved && r.Identity.Namespace == namespace && r.Identity.Name == name {
-				drop = append(drop, r)
-			}
-			return nil
-		})
+		recs, err := reservation.PodRecords(tx, namespace, name)
 		if err != nil {
 			return err
+		}
+		var drop []*reservation.Record
+		for _, r := range recs {
+			if r.State == reservation.Reserved {
+				drop = append(drop, r)
+			}
 		}
 		if len(drop) == 0 {
 			return reservation.ErrNoChange // nothing to commit or sync
