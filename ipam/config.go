@@ -9,14 +9,17 @@ import (
 	"time"
 
 	"github.com/containernetworking/cni/pkg/types"
+
+	"github.com/stickyip/stickyip/contract"
 )
 
-// Defaults of the stickyip-specific keys (documented in the README).
+// Defaults of the stickyip-specific keys (documented in the README); the
+// values live in package contract, which checkpointd shares.
 const (
-	DefaultDataDir          = "/var/lib/cni/stickyip"
-	DefaultHostLocalDataDir = "/var/lib/cni/networks"
-	DefaultLockTimeout      = 10 * time.Second
-	DefaultMaxDuration      = 7 * 24 * time.Hour
+	DefaultDataDir          = contract.DefaultDataDir
+	DefaultHostLocalDataDir = contract.DefaultHostLocalDataDir
+	DefaultLockTimeout      = contract.DefaultLockTimeout
+	DefaultMaxDuration      = contract.DefaultMaxDuration
 )
 
 // PoolFullPolicy says what an ADD does when a range set has no free address
@@ -231,11 +234,11 @@ func whereIs(stdin []byte) string {
 // ReservationFor works out how long the pod's IP is to be kept after DEL, from the
 // annotation, clamped to the configured maximum.
 func (c *Config) ReservationFor() (d, requested time.Duration, clamped bool, err error) {
-	v, ok := c.Annotations[AnnotationReservedDuration]
+	v, ok := c.Annotations[contract.AnnotationReservedDuration]
 	if !ok {
 		return 0, 0, false, nil
 	}
-	requested, err = ParseReservedDuration(v)
+	requested, err = contract.ParseReservedDuration(v)
 	if err != nil {
 		return 0, 0, false, err
 	}
@@ -246,12 +249,13 @@ func (c *Config) ReservationFor() (d, requested time.Duration, clamped bool, err
 }
 
 // Identity returns the pod identity used for reservations, and whether it came
-// from AnnotationCheckpointOf. The annotation is honoured only on static pods
-// (AnnotationConfigSource "file", set by the kubelet itself), so an API pod
-// cannot claim another pod's IP; a pod without K8S_POD_* args has no identity.
+// from contract.AnnotationCheckpointOf. The annotation is honoured only on
+// static pods (contract.AnnotationConfigSource "file", set by the kubelet
+// itself), so an API pod cannot claim another pod's IP; a pod without K8S_POD_*
+// args has no identity.
 func (c *Config) Identity() (namespace, name string, viaCheckpoint bool, err error) {
-	if v, ok := c.Annotations[AnnotationCheckpointOf]; ok && c.Annotations[AnnotationConfigSource] == "file" {
-		ns, n, err := ParseCheckpointOf(v)
+	if v, ok := c.Annotations[contract.AnnotationCheckpointOf]; ok && c.Annotations[contract.AnnotationConfigSource] == contract.ConfigSourceFile {
+		ns, n, err := contract.ParseCheckpointOf(v)
 		if err != nil {
 			return "", "", false, err
 		}

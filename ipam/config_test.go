@@ -95,39 +95,6 @@ func TestLoadConfigErrorsNameTheKey(t *testing.T) {
 	}
 }
 
-func TestParseReservedDuration(t *testing.T) {
-	for _, tc := range []struct {
-		in   string
-		want time.Duration
-		err  string
-	}{
-		{"0", 0, ""},
-		{"5", 5 * time.Minute, ""},
-		{"+5", 5 * time.Minute, ""},
-		{" 30 ", 30 * time.Minute, ""},
-		{"90s", 90 * time.Second, ""},
-		{"1h30m", 90 * time.Minute, ""},
-		{"", 0, "empty"},
-		{"-5", 0, "negative"},
-		{"-1h", 0, "negative"},
-		{"abc", 0, "Go duration"},
-		{"1e309", 0, "Go duration"},
-		{"5 minutes", 0, "Go duration"},
-		{"99999999999999999999", 0, "too many minutes"},
-		{"153722867280912931", 0, "too many minutes"},
-		{"999999999h", 0, "out of range"},
-		{strings.Repeat("9", 65), 0, "longer than 64"},
-	} {
-		got, err := ParseReservedDuration(tc.in)
-		if tc.err == "" && (err != nil || got != tc.want) {
-			t.Errorf("%q: got %v, %v; want %v", tc.in, got, err, tc.want)
-		}
-		if tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err) || !strings.Contains(err.Error(), AnnotationReservedDuration)) {
-			t.Errorf("%q: err = %v, want one naming the annotation and %q", tc.in, err, tc.err)
-		}
-	}
-}
-
 func TestCheckpointOfOnlyForStaticPods(t *testing.T) {
 	conf := func(src string) *Config {
 		ann := `"stickyip.io/checkpoint-of":"prod/db-0"`

@@ -9,24 +9,6 @@ import (
 // The parsers must never panic, and every rejection must be one of the
 // package's classified errors (so the plugin returns a proper CNI code).
 
-func FuzzParseReservedDuration(f *testing.F) {
-	for _, s := range []string{"0", "5", "90s", "1h30m", "", "-5", "1e309", "+7", "99999999999999999999", " 3 "} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, s string) {
-		d, err := ParseReservedDuration(s)
-		if err != nil {
-			if !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), AnnotationReservedDuration) {
-				t.Fatalf("%q: unclassified error %v", s, err)
-			}
-			return
-		}
-		if d < 0 {
-			t.Fatalf("%q: negative duration %v accepted", s, d)
-		}
-	})
-}
-
 func FuzzParseArgs(f *testing.F) {
 	for _, s := range []string{"", "IgnoreUnknown=1;K8S_POD_NAMESPACE=a;K8S_POD_NAME=b", "IP=10.0.0.1", "IP=fd00::1/64", "A", ";;", "K8S_POD_UID=" + strings.Repeat("x", 200)} {
 		f.Add(s)

@@ -19,6 +19,7 @@ import (
 	current "github.com/containernetworking/cni/pkg/types/100"
 	"github.com/containernetworking/cni/pkg/version"
 
+	"github.com/stickyip/stickyip/contract"
 	"github.com/stickyip/stickyip/ipam"
 	"github.com/stickyip/stickyip/reservation"
 	"github.com/stickyip/stickyip/reservation/boltstore"
@@ -114,8 +115,8 @@ func (c *Call) AddRequest() (ipam.AddRequest, error) {
 	if viaCheckpoint {
 		c.Log.Info("restored static pod: using its parent's identity", "parent", req.Identity.Pod(),
 			"pod", c.Conf.Args.Namespace+"/"+c.Conf.Args.Name)
-	} else if _, has := c.Conf.Annotations[ipam.AnnotationCheckpointOf]; has {
-		c.Log.Warn("ignoring "+ipam.AnnotationCheckpointOf+" on a pod that is not a static pod",
+	} else if _, has := c.Conf.Annotations[contract.AnnotationCheckpointOf]; has {
+		c.Log.Warn("ignoring "+contract.AnnotationCheckpointOf+" on a pod that is not a static pod",
 			"pod", c.Conf.Args.Namespace+"/"+c.Conf.Args.Name)
 	}
 	if clamped {
@@ -191,7 +192,7 @@ func ToCNIError(err error) *types.Error {
 	}
 	code, hint := types.ErrInternal, ""
 	switch {
-	case errors.Is(err, ipam.ErrInvalidConfig):
+	case errors.Is(err, ipam.ErrInvalidConfig), errors.Is(err, contract.ErrInvalidAnnotation):
 		code = types.ErrInvalidNetworkConfig
 	case errors.Is(err, ipam.ErrInvalidArgs):
 		code = types.ErrInvalidEnvironmentVariables

@@ -26,6 +26,7 @@ import (
 	"github.com/stickyip/stickyip/checkpointd/kube"
 	"github.com/stickyip/stickyip/checkpointd/metrics"
 	"github.com/stickyip/stickyip/checkpointd/reconcile"
+	"github.com/stickyip/stickyip/contract"
 )
 
 // Config is every setting of the daemon (see cmd/checkpointd for flags and defaults).
@@ -68,23 +69,14 @@ func (c *Config) Validate() error {
 	case c.Volumes != "copy" && c.Volumes != "drop":
 		return fmt.Errorf("--volumes %q: want copy or drop", c.Volumes)
 	}
-	if c.Reservation != "" && c.Reservation != "0" {
-		if _, err := time.ParseDuration(c.Reservation); err != nil {
-			if !isDigits(c.Reservation) {
-				return fmt.Errorf("--restore-reservation %q: want minutes or a Go duration", c.Reservation)
-			}
+	if c.Reservation != "" {
+		// The value becomes the copy's reservation annotation: check it with
+		// the plugin's own parser, or the copy would never get a network.
+		if _, err := contract.ParseReservedDuration(c.Reservation); err != nil {
+			return fmt.Errorf("--restore-reservation: %w", err)
 		}
 	}
 	return nil
-}
-
-func isDigits(s string) bool {
-	for _, r := range s {
-		if r < '0' || r > '9' {
-			return false
-		}
-	}
-	return s != ""
 }
 
 // RestConfig builds the API client config. A kubeconfig is used as is (the

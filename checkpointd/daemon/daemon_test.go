@@ -1,6 +1,8 @@
 package daemon
 
 import (
+	"github.com/stickyip/stickyip/contract"
+
 	"errors"
 	"io"
 	"net/http"
@@ -93,6 +95,17 @@ func TestValidate(t *testing.T) {
 	c.Reservation = "30"
 	if err := c.Validate(); err != nil {
 		t.Errorf("integer minutes rejected: %v", err)
+	}
+	// Issue 9 row 11: checkpointd accepted values the plugin refuses, so the
+	// restored copy never got a network. Every value the plugin's parser
+	// refuses must be refused here, naming the flag.
+	for _, v := range []string{"-5m", "-5", "1e309", "1.5", " ", strings.Repeat("9", 65)} {
+		c.Reservation = v
+		_, perr := contract.ParseReservedDuration(v)
+		err := c.Validate()
+		if perr == nil || err == nil || !strings.Contains(err.Error(), "--restore-reservation") {
+			t.Errorf("--restore-reservation=%q: Validate err %v (plugin parser: %v); want both to refuse it", v, err, perr)
+		}
 	}
 }
 

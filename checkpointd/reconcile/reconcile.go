@@ -28,6 +28,7 @@ import (
 	"github.com/stickyip/stickyip/checkpointd/metrics"
 	"github.com/stickyip/stickyip/checkpointd/sanitize"
 	"github.com/stickyip/stickyip/checkpointd/state"
+	"github.com/stickyip/stickyip/contract"
 )
 
 // Runtime lists the pod sandboxes the container runtime knows.
@@ -302,7 +303,7 @@ func (r *Reconciler) reconcile(ctx context.Context) error {
 		return locals[id]
 	}
 	for _, sb := range sandboxes {
-		if of, ok := sb.Annotations[sanitize.AnnotationCheckpointOf]; ok {
+		if of, ok := sb.Annotations[contract.AnnotationCheckpointOf]; ok {
 			if id, err := checkpoint.ParseID(of); err == nil && sb.Ready {
 				get(id).copyRunning = true
 			}

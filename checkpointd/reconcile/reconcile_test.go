@@ -22,7 +22,7 @@ import (
 	"github.com/stickyip/stickyip/checkpointd/checkpoint"
 	"github.com/stickyip/stickyip/checkpointd/cri"
 	"github.com/stickyip/stickyip/checkpointd/metrics"
-	"github.com/stickyip/stickyip/checkpointd/sanitize"
+	"github.com/stickyip/stickyip/contract"
 )
 
 // fakeRuntime is a container runtime whose sandboxes the test sets.
@@ -226,9 +226,9 @@ func (h *harness) staticManifest(id checkpoint.ID) *corev1.Pod {
 }
 
 func pod(name, uid, image string, optIn bool) *corev1.Pod {
-	ann := map[string]string{sanitize.AnnotationReservation: "5"}
+	ann := map[string]string{contract.AnnotationReservedDuration: "5"}
 	if optIn {
-		ann[sanitize.AnnotationCheckpoint] = "true"
+		ann[contract.AnnotationCheckpoint] = "true"
 	}
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", UID: types.UID(uid), Annotations: ann, ResourceVersion: "1"},
@@ -250,7 +250,7 @@ func sandbox(id string, p *corev1.Pod, ready bool) cri.Sandbox {
 func copySandbox(id, of string) cri.Sandbox {
 	ns, name, _ := strings.Cut(of, "/")
 	return cri.Sandbox{ID: id, Namespace: ns, Name: name + "-node1", UID: "static-uid", Ready: true,
-		Annotations: map[string]string{sanitize.AnnotationCheckpointOf: of, sanitize.AnnotationConfigSource: "file"}}
+		Annotations: map[string]string{contract.AnnotationCheckpointOf: of, contract.AnnotationConfigSource: "file"}}
 }
 
 var web = checkpoint.ID{Namespace: "default", Name: "web"}
@@ -316,7 +316,7 @@ func TestRestoreAndHandBack(t *testing.T) {
 	if sp == nil {
 		t.Fatal("not restored after the grace period")
 	}
-	if sp.Annotations[sanitize.AnnotationCheckpointOf] != "default/web" || sp.Annotations[sanitize.AnnotationReservation] != "5" {
+	if sp.Annotations[contract.AnnotationCheckpointOf] != "default/web" || sp.Annotations[contract.AnnotationReservedDuration] != "5" {
 		t.Errorf("static copy annotations %v", sp.Annotations)
 	}
 	if sp.Spec.Containers[0].Image != "nginx:2" || sp.Spec.NodeName != "" {
@@ -798,7 +798,7 @@ func TestParentBackClearsAbsence(t *testing.T) {
 	h.r = New(h.r.cfg)
 	h.advance(grace)
 	h.pass()
-	if sp := h.staticManifest(web); sp == nil || sp.Annotations[sanitize.AnnotationCheckpointUID] != "uid-2" {
+	if sp := h.staticManifest(web); sp == nil || sp.Annotations[contract.AnnotationCheckpointUID] != "uid-2" {
 		t.Errorf("re-created pod not restored from its own checkpoint: %+v", sp)
 	}
 }

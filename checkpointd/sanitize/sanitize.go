@@ -52,51 +52,25 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/stickyip/stickyip/checkpointd/checkpoint"
-)
-
-// Annotation keys read or written by checkpointd.
-const (
-	// AnnotationCheckpoint is the opt-in annotation.
-	AnnotationCheckpoint = "stickyip.io/checkpoint"
-	// AnnotationBootstrapCheckpoint is the kubelet's former bootstrap-checkpoint opt-in, honoured.
-	AnnotationBootstrapCheckpoint = "node.kubernetes.io/bootstrap-checkpoint"
-	// AnnotationCoreOSCheckpoint is bootkube pod-checkpointer's opt-in, honoured.
-	AnnotationCoreOSCheckpoint = "checkpointer.alpha.coreos.com/checkpoint"
-	// AnnotationCheckpointOf marks a restored static copy with its parent's namespace/name.
-	AnnotationCheckpointOf = "stickyip.io/checkpoint-of"
-	// AnnotationCheckpointUID records the parent's UID on the static copy.
-	AnnotationCheckpointUID = "stickyip.io/checkpoint-uid"
-	// AnnotationReservation is the IP reservation annotation read by the stickyip IPAM.
-	AnnotationReservation = "io.kubernetes.cri/reserved-ip-duration"
-	// AnnotationConfigSource is set by the kubelet: "file" on static pods, "api" on API pods.
-	AnnotationConfigSource = "kubernetes.io/config.source"
-	// AnnotationConfigMirror is set on mirror pods (the API view of a static pod).
-	AnnotationConfigMirror = "kubernetes.io/config.mirror"
+	"github.com/stickyip/stickyip/contract"
 )
 
 // ErrUnsupported is wrapped by errors about pods that cannot run without an API server.
 var ErrUnsupported = errors.New("pod cannot be restored without the API server")
 
 // OptedIn reports whether the pod carries one of the opt-in annotations with value "true".
-func OptedIn(pod *corev1.Pod) bool {
-	for _, k := range []string{AnnotationCheckpoint, AnnotationBootstrapCheckpoint, AnnotationCoreOSCheckpoint} {
-		if pod.Annotations[k] == "true" {
-			return true
-		}
-	}
-	return false
-}
+func OptedIn(pod *corev1.Pod) bool { return contract.OptedIn(pod.Annotations) }
 
 // IsCopy reports whether the pod is a static or mirror pod, or a checkpoint copy:
 // such pods are never parents.
 func IsCopy(pod *corev1.Pod) bool {
-	if _, ok := pod.Annotations[AnnotationCheckpointOf]; ok {
+	if _, ok := pod.Annotations[contract.AnnotationCheckpointOf]; ok {
 		return true
 	}
-	if _, ok := pod.Annotations[AnnotationConfigMirror]; ok {
+	if _, ok := pod.Annotations[contract.AnnotationConfigMirror]; ok {
 		return true
 	}
-	if src, ok := pod.Annotations[AnnotationConfigSource]; ok && src != "api" {
+	if src, ok := pod.Annotations[contract.AnnotationConfigSource]; ok && src != "api" {
 		return true
 	}
 	return false
@@ -253,19 +227,19 @@ func Manifest(rec *checkpoint.Record, opts Options) (*Result, error) {
 	}
 	for k, v := range parent.Annotations {
 		switch {
-		case k == AnnotationCheckpoint, k == AnnotationBootstrapCheckpoint, k == AnnotationCoreOSCheckpoint,
+		case k == contract.AnnotationCheckpoint, k == contract.AnnotationBootstrapCheckpoint, k == contract.AnnotationCoreOSCheckpoint,
 			k == "kubectl.kubernetes.io/last-applied-configuration",
 			strings.HasPrefix(k, "kubernetes.io/config."):
 			continue
 		}
 		pod.Annotations[k] = v
 	}
-	pod.Annotations[AnnotationCheckpointOf] = id.String()
+	pod.Annotations[contract.AnnotationCheckpointOf] = id.String()
 	if parent.UID != "" {
-		pod.Annotations[AnnotationCheckpointUID] = string(parent.UID)
+		pod.Annotations[contract.AnnotationCheckpointUID] = string(parent.UID)
 	}
-	if v := pod.Annotations[AnnotationReservation]; (v == "" || v == "0") && opts.Reservation != "" {
-		pod.Annotations[AnnotationReservation] = opts.Reservation
+	if v := pod.Annotations[contract.AnnotationReservedDuration]; (v == "" || v == "0") && opts.Reservation != "" {
+		pod.Annotations[contract.AnnotationReservedDuration] = opts.Reservation
 	}
 
 	spec := &pod.Spec

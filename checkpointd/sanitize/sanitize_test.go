@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/stickyip/stickyip/checkpointd/checkpoint"
+	"github.com/stickyip/stickyip/contract"
 )
 
 func ptr[T any](v T) *T { return &v }
@@ -25,8 +26,8 @@ func apiPod() *corev1.Pod {
 			Name: "db-0", Namespace: "prod", UID: "1111-2222",
 			Labels: map[string]string{"app": "db"},
 			Annotations: map[string]string{
-				AnnotationCheckpoint:                               "true",
-				AnnotationReservation:                              "30",
+				contract.AnnotationCheckpoint:                      "true",
+				contract.AnnotationReservedDuration:                "30",
 				"kubectl.kubernetes.io/last-applied-configuration": "{}",
 				"kubernetes.io/config.seen":                        "2026-01-01",
 				"example.com/keep":                                 "yes",
@@ -187,17 +188,17 @@ func TestManifestIsAStaticPod(t *testing.T) {
 		t.Errorf("identity %s/%s, want prod/db-0", pod.Namespace, pod.Name)
 	}
 	wantAnn := map[string]string{
-		AnnotationCheckpointOf:  "prod/db-0",
-		AnnotationCheckpointUID: "1111-2222",
-		AnnotationReservation:   "30", // the parent's, not the default
-		"example.com/keep":      "yes",
+		contract.AnnotationCheckpointOf:     "prod/db-0",
+		contract.AnnotationCheckpointUID:    "1111-2222",
+		contract.AnnotationReservedDuration: "30", // the parent's, not the default
+		"example.com/keep":                  "yes",
 	}
 	for k, v := range wantAnn {
 		if pod.Annotations[k] != v {
 			t.Errorf("annotation %s = %q, want %q", k, pod.Annotations[k], v)
 		}
 	}
-	for _, k := range []string{AnnotationCheckpoint, "kubectl.kubernetes.io/last-applied-configuration", "kubernetes.io/config.seen"} {
+	for _, k := range []string{contract.AnnotationCheckpoint, "kubectl.kubernetes.io/last-applied-configuration", "kubernetes.io/config.seen"} {
 		if _, ok := pod.Annotations[k]; ok {
 			t.Errorf("annotation %s kept, want dropped", k)
 		}
@@ -340,15 +341,15 @@ func TestManifestReservationDefault(t *testing.T) {
 	for _, parent := range []string{"", "0"} {
 		rec := apiRecord()
 		if parent == "" {
-			delete(rec.Pod.Annotations, AnnotationReservation)
+			delete(rec.Pod.Annotations, contract.AnnotationReservedDuration)
 		} else {
-			rec.Pod.Annotations[AnnotationReservation] = parent
+			rec.Pod.Annotations[contract.AnnotationReservedDuration] = parent
 		}
 		res, err := Manifest(rec, Options{VolumeDir: "/v", Reservation: "10m"})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := res.Pod.Annotations[AnnotationReservation]; got != "10m" {
+		if got := res.Pod.Annotations[contract.AnnotationReservedDuration]; got != "10m" {
 			t.Errorf("parent %q: reservation %q, want the default 10m", parent, got)
 		}
 	}
@@ -425,7 +426,7 @@ func TestReferences(t *testing.T) {
 }
 
 func TestOptInAndCopies(t *testing.T) {
-	for _, k := range []string{AnnotationCheckpoint, AnnotationBootstrapCheckpoint, AnnotationCoreOSCheckpoint} {
+	for _, k := range []string{contract.AnnotationCheckpoint, contract.AnnotationBootstrapCheckpoint, contract.AnnotationCoreOSCheckpoint} {
 		if !OptedIn(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{k: "true"}}}) {
 			t.Errorf("%s=true not honoured", k)
 		}
@@ -434,15 +435,15 @@ func TestOptInAndCopies(t *testing.T) {
 		}
 	}
 	for name, ann := range map[string]map[string]string{
-		"mirror":      {AnnotationConfigMirror: "x"},
-		"static file": {AnnotationConfigSource: "file"},
-		"copy":        {AnnotationCheckpointOf: "a/b"},
+		"mirror":      {contract.AnnotationConfigMirror: "x"},
+		"static file": {contract.AnnotationConfigSource: "file"},
+		"copy":        {contract.AnnotationCheckpointOf: "a/b"},
 	} {
 		if !IsCopy(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Annotations: ann}}) {
 			t.Errorf("%s pod not recognised as a copy", name)
 		}
 	}
-	if IsCopy(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{AnnotationConfigSource: "api"}}}) {
+	if IsCopy(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{contract.AnnotationConfigSource: "api"}}}) {
 		t.Error("API pod taken for a copy")
 	}
 }

@@ -15,6 +15,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 	berrors "go.etcd.io/bbolt/errors"
 
+	"github.com/stickyip/stickyip/contract"
 	"github.com/stickyip/stickyip/reservation"
 )
 
@@ -43,7 +44,7 @@ var (
 var migrations []func(tx *bolt.Tx) error
 
 // DefaultLockTimeout is how long a call waits for the store when no timeout is configured.
-const DefaultLockTimeout = 10 * time.Second
+const DefaultLockTimeout = contract.DefaultLockTimeout
 
 // Store is the on-disk store of one data directory. It holds no open file
 // between calls; it is safe to use from many processes at once.

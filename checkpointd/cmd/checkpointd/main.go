@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/stickyip/stickyip/checkpointd/daemon"
+	"github.com/stickyip/stickyip/contract"
 	"github.com/stickyip/stickyip/version"
 )
 
@@ -31,7 +32,7 @@ func run(args []string) int {
 	fs.StringVar(&cfg.StaticPodDir, "static-pod-dir", "/etc/kubernetes/manifests", "the kubelet's staticPodPath")
 	fs.StringVar(&cfg.VolumeDir, "volume-dir", "/run/stickyip/checkpointd", "where a restored copy's secret and configMap files are written (0700; tmpfs recommended)")
 	fs.StringVar(&cfg.CRIEndpoint, "cri-endpoint", "unix:///run/containerd/containerd.sock", "container runtime CRI socket")
-	fs.StringVar(&cfg.DataDir, "data-dir", "/var/lib/cni/stickyip", `stickyip IPAM data directory ("": no IPAM reconciliation)`)
+	fs.StringVar(&cfg.DataDir, "data-dir", contract.DefaultDataDir, `stickyip IPAM data directory ("": no IPAM reconciliation)`)
 	fs.StringVar(&cfg.CNIConfDir, "cni-conf-dir", "/etc/cni/net.d", `CNI network configs, read for pool sizes (checkpointd_ipam_free_ips); "": not read`)
 	fs.DurationVar(&cfg.Grace, "grace-period", time.Minute, "how long the API server must be unreachable before restoring, and a parent gone before releasing")
 	fs.DurationVar(&cfg.Interval, "interval", 5*time.Second, "reconcile period")
@@ -39,7 +40,7 @@ func run(args []string) int {
 	fs.DurationVar(&cfg.Timeout, "timeout", 5*time.Second, "timeout of each API, CRI and IPAM store call")
 	fs.DurationVar(&cfg.Refresh, "refresh", 10*time.Minute, "re-read secrets and configMaps of unchanged pods this often")
 	fs.DurationVar(&cfg.LeakMinAge, "leak-min-age", 2*time.Minute, "allocations younger than this are never treated as leaked")
-	fs.StringVar(&cfg.Reservation, "restore-reservation", "10m", "reservation annotation given to restored copies whose parent has none, so the parent gets the IP back")
+	fs.StringVar(&cfg.Reservation, "restore-reservation", contract.DefaultRestoreReservation, "reservation annotation given to restored copies whose parent has none, so the parent gets the IP back")
 	fs.StringVar(&cfg.Volumes, "volumes", "copy", "secrets/configMaps: copy (saved with the checkpoint, restored as read-only host files) or drop (restored as empty dirs; no secret access needed)")
 	fs.StringVar(&cfg.ListenAddress, "listen-address", "127.0.0.1:9469", `address for /healthz and /metrics ("": disabled)`)
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")

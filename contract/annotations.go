@@ -1,0 +1,56 @@
+package contract
+
+// Pod annotations. The plugin receives them through the CNI capability
+// io.kubernetes.cri.pod-annotations; checkpointd reads them from the API.
+const (
+	// AnnotationReservedDuration: how long to keep the pod's IP after its
+	// sandbox is deleted. An integer is minutes (the OpenKruise form); a Go
+	// duration ("90s", "1h30m") is also accepted; "0" means no reservation.
+	// Parsed by ParseReservedDuration.
+	AnnotationReservedDuration = "io.kubernetes.cri/reserved-ip-duration"
+
+	// AnnotationIdentity names the identity the pod's reservation belongs to,
+	// scoped to the pod's namespace, instead of the pod's name (for pods
+	// without stable names). Parsed by ParseIdentity.
+	AnnotationIdentity = "stickyip.io/identity"
+
+	// AnnotationIPs asks for specific addresses, one per range set,
+	// comma-separated. Parsed by ParseIPs.
+	AnnotationIPs = "stickyip.io/ips"
+
+	// AnnotationCheckpoint opts a pod in to checkpointd ("true").
+	AnnotationCheckpoint = "stickyip.io/checkpoint"
+	// AnnotationBootstrapCheckpoint is the kubelet's former bootstrap-checkpoint opt-in, honoured.
+	AnnotationBootstrapCheckpoint = "node.kubernetes.io/bootstrap-checkpoint"
+	// AnnotationCoreOSCheckpoint is bootkube pod-checkpointer's opt-in, honoured.
+	AnnotationCoreOSCheckpoint = "checkpointer.alpha.coreos.com/checkpoint"
+
+	// AnnotationCheckpointOf is set by checkpointd on a restored static copy:
+	// the parent's "namespace/name". The plugin honours it only on static
+	// pods (AnnotationConfigSource = ConfigSourceFile). Parsed by ParseCheckpointOf.
+	AnnotationCheckpointOf = "stickyip.io/checkpoint-of"
+	// AnnotationCheckpointUID records the parent's UID on the static copy.
+	AnnotationCheckpointUID = "stickyip.io/checkpoint-uid"
+
+	// AnnotationConfigSource is set by the kubelet itself: ConfigSourceFile on
+	// static pods from the manifest directory, "api" on API pods.
+	AnnotationConfigSource = "kubernetes.io/config.source"
+	// ConfigSourceFile is AnnotationConfigSource's value on static pods.
+	ConfigSourceFile = "file"
+	// AnnotationConfigMirror is set on mirror pods (the API view of a static pod).
+	AnnotationConfigMirror = "kubernetes.io/config.mirror"
+)
+
+// OptInAnnotations are the annotations that opt a pod in to checkpointd when
+// their value is "true".
+var OptInAnnotations = []string{AnnotationCheckpoint, AnnotationBootstrapCheckpoint, AnnotationCoreOSCheckpoint}
+
+// OptedIn reports whether annotations carry one of OptInAnnotations set to "true".
+func OptedIn(annotations map[string]string) bool {
+	for _, k := range OptInAnnotations {
+		if annotations[k] == "true" {
+			return true
+		}
+	}
+	return false
+}

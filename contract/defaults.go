@@ -1,0 +1,20 @@
+package contract
+
+import "time"
+
+// Defaults both binaries use; the README's configuration reference and
+// docs/checkpointd.md document them.
+const (
+	// DefaultDataDir is the plugin's dataDir and checkpointd's --data-dir.
+	DefaultDataDir = "/var/lib/cni/stickyip"
+	// DefaultHostLocalDataDir is host-local's own default data directory.
+	DefaultHostLocalDataDir = "/var/lib/cni/networks"
+	// DefaultLockTimeout bounds the wait for the store's lock.
+	DefaultLockTimeout = 10 * time.Second
+	// DefaultMaxDuration is reservation.maxDuration: longer annotations are clamped.
+	DefaultMaxDuration = 7 * 24 * time.Hour
+	// DefaultRestoreReservation is the reservation a restored copy gets when
+	// its parent has none, so the parent gets its IP back (checkpointd
+	// --restore-reservation).
+	DefaultRestoreReservation = "10m"
+)

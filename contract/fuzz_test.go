@@ -1,0 +1,46 @@
+package contract
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+// The parsers must never panic, and every rejection must wrap
+// ErrInvalidAnnotation and name the annotation (the plugin turns it into
+// CNI error 7, checkpointd into a refusal naming the pod).
+
+func FuzzParseReservedDuration(f *testing.F) {
+	for _, s := range []string{"0", "5", "90s", "1h30m", "", "-5", "1e309", "+7", "99999999999999999999", " 3 "} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		d, err := ParseReservedDuration(s)
+		if err != nil {
+			if !errors.Is(err, ErrInvalidAnnotation) || !strings.Contains(err.Error(), AnnotationReservedDuration) {
+				t.Fatalf("%q: unclassified error %v", s, err)
+			}
+			return
+		}
+		if d < 0 {
+			t.Fatalf("%q: negative duration %v accepted", s, d)
+		}
+	})
+}
+func FuzzParseCheckpointOf(f *testing.F) {
+	for _, s := range []string{"prod/db-0", "a/b/c", "/", "", "kube-system/x.y"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		ns, name, err := ParseCheckpointOf(s)
+		if err != nil {
+			if !errors.Is(err, ErrInvalidAnnotation) || !strings.Contains(err.Error(), AnnotationCheckpointOf) {
+				t.Fatalf("%q: unclassified error %v", s, err)
+			}
+			return
+		}
+		if ns+"/"+name != s || !IsNamespace(ns) || !IsPodName(name) {
+			t.Fatalf("%q: accepted as %q/%q", s, ns, name)
+		}
+	})
+}

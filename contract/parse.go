@@ -1,0 +1,102 @@
+package contract
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// MaxAnnotationValueLen bounds AnnotationReservedDuration; anything longer is
+// rejected before parsing.
+const MaxAnnotationValueLen = 64
+
+// ParseReservedDuration parses a value of AnnotationReservedDuration. An
+// integer is a number of minutes (the OpenKruise form); otherwise it must be a
+// non-negative Go duration ("90s", "1h30m"). "0" means no reservation.
+func ParseReservedDuration(v string) (time.Duration, error) {
+	bad := func(why string) error {
+		return fmt.Errorf("%w: %s=%q: %s", ErrInvalidAnnotation, AnnotationReservedDuration, clip(v), why)
+	}
+	if len(v) > MaxAnnotationValueLen {
+		return 0, bad(fmt.Sprintf("longer than %d characters", MaxAnnotationValueLen))
+	}
+	s := strings.TrimSpace(v)
+	if s == "" {
+		return 0, bad("empty; use 0 or remove the annotation for no reservation")
+	}
+	if isDigits(s) {
+		m, err := strconv.ParseInt(s, 10, 64)
+		if err != nil || m > math.MaxInt64/int64(time.Minute) {
+			return 0, bad("too many minutes")
+		}
+		return time.Duration(m) * time.Minute, nil
+	}
+	d, err := time.ParseDuration(s)
+	switch {
+	case strings.HasPrefix(s, "-") || (err == nil && d < 0):
+		return 0, bad("negative duration")
+	case err != nil:
+		return 0, bad("not a number of minutes or a Go duration such as 90s or 1h30m (or out of range)")
+	}
+	return d, nil
+}
+
+func isDigits(s string) bool {
+	s = strings.TrimPrefix(s, "+")
+	for _, r := range s {
+		if r < '0' || r > '9' {
+			return false
+		}
+	}
+	return s != ""
+}
+
+// ParseCheckpointOf parses a value of AnnotationCheckpointOf ("namespace/name").
+func ParseCheckpointOf(v string) (namespace, name string, err error) {
+	ns, n, ok := strings.Cut(v, "/")
+	if !ok || strings.Contains(n, "/") || !IsNamespace(ns) || !IsPodName(n) {
+		return "", "", fmt.Errorf("%w: %s=%q: want namespace/name", ErrInvalidAnnotation, AnnotationCheckpointOf, clip(v))
+	}
+	return ns, n, nil
+}
+
+// IsNamespace reports whether s is a valid namespace name (an RFC 1123 label).
+func IsNamespace(s string) bool { return isDNSLabel(s) }
+
+// IsPodName reports whether s is a valid pod name (an RFC 1123 subdomain).
+func IsPodName(s string) bool { return IsDNSSubdomain(s) }
+
+// isDNSLabel: 1-63 lower-case alphanumerics or '-', starting and ending alphanumeric.
+func isDNSLabel(s string) bool {
+	if s == "" || len(s) > 63 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		alnum := (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9')
+		if !alnum && (c != '-' || i == 0 || i == len(s)-1) {
+			return false
+		}
+	}
+	return true
+}
+
+// IsDNSLabel reports whether s is an RFC 1123 label (what a host name, a
+// namespace or a container name must be).
+func IsDNSLabel(s string) bool { return isDNSLabel(s) }
+
+// IsDNSSubdomain reports whether s is an RFC 1123 subdomain of at most 253
+// characters: dot-separated labels (what a pod name must be).
+func IsDNSSubdomain(s string) bool {
+	if s == "" || len(s) > 253 {
+		return false
+	}
+	for _, l := range strings.Split(s, ".") {
+		if !isDNSLabel(l) {
+			return false
+		}
+	}
+	return true
+}

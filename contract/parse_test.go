@@ -1,0 +1,84 @@
+package contract
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestParseReservedDuration(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want time.Duration
+		err  string
+	}{
+		{"0", 0, ""},
+		{"5", 5 * time.Minute, ""},
+		{"+5", 5 * time.Minute, ""},
+		{" 30 ", 30 * time.Minute, ""},
+		{"90s", 90 * time.Second, ""},
+		{"1h30m", 90 * time.Minute, ""},
+		{"", 0, "empty"},
+		{"-5", 0, "negative"},
+		{"-1h", 0, "negative"},
+		{"abc", 0, "Go duration"},
+		{"1e309", 0, "Go duration"},
+		{"5 minutes", 0, "Go duration"},
+		{"99999999999999999999", 0, "too many minutes"},
+		{"153722867280912931", 0, "too many minutes"},
+		{"999999999h", 0, "out of range"},
+		{strings.Repeat("9", 65), 0, "longer than 64"},
+	} {
+		got, err := ParseReservedDuration(tc.in)
+		if tc.err == "" && (err != nil || got != tc.want) {
+			t.Errorf("%q: got %v, %v; want %v", tc.in, got, err, tc.want)
+		}
+		if tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err) || !strings.Contains(err.Error(), AnnotationReservedDuration)) {
+			t.Errorf("%q: err = %v, want one naming the annotation and %q", tc.in, err, tc.err)
+		}
+	}
+}
+func TestParseCheckpointOf(t *testing.T) {
+	for _, tc := range []struct {
+		in       string
+		ns, name string
+	}{
+		{"prod/db-0", "prod", "db-0"},
+		{"kube-system/etcd.node-1", "kube-system", "etcd.node-1"},
+		{"prod", "", ""},
+		{"prod/db/0", "", ""},
+		{"/db", "", ""},
+		{"prod/", "", ""},
+		{"Prod/db", "", ""},
+		{"prod/-db", "", ""},
+		{"a.b/db", "", ""}, // a namespace is a label: no dots
+		{strings.Repeat("a", 64) + "/db", "", ""},
+		{"prod/" + strings.Repeat("a", 254), "", ""},
+	} {
+		ns, name, err := ParseCheckpointOf(tc.in)
+		if tc.ns == "" {
+			if err == nil || !errors.Is(err, ErrInvalidAnnotation) || !strings.Contains(err.Error(), AnnotationCheckpointOf) {
+				t.Errorf("%q: got %s/%s, err %v; want an ErrInvalidAnnotation naming the annotation", tc.in, ns, name, err)
+			}
+			continue
+		}
+		if err != nil || ns != tc.ns || name != tc.name {
+			t.Errorf("%q: got %s/%s, %v; want %s/%s", tc.in, ns, name, err, tc.ns, tc.name)
+		}
+	}
+}
+
+func TestOptedIn(t *testing.T) {
+	for _, k := range OptInAnnotations {
+		if !OptedIn(map[string]string{k: "true"}) {
+			t.Errorf("%s=true not an opt-in", k)
+		}
+		if OptedIn(map[string]string{k: "True"}) || OptedIn(map[string]string{k: "1"}) {
+			t.Errorf("%s: only the exact value \"true\" opts in", k)
+		}
+	}
+	if OptedIn(nil) {
+		t.Error("no annotations opted in")
+	}
+}
