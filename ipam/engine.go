@@ -469,37 +469,6 @@ func (e *Engine) releaseDead(tx reservation.Txn, now time.Time, why string, inSc
 	return len(dead), nil
 }
 
-// Status reports ErrPoolExhausted when some range set could not hand out an
-// address to a new pod right now.
-func (e *Engine) Status(tx reservation.Txn) error {
-	now := e.now()
-	for i := range e.RangeSets {
-		if _, ok, err := e.searchFree(tx, i); err != nil || ok {
-			if err != nil {
-				return err
-			}
-			continue
-		}
-		// Full of records: an expired reservation, or (when evicting) any
-		// reservation, can still be given up.
-		usable := false
-		err := tx.ByExpiry(func(r *reservation.Record) bool {
-			if e.RangeSets[i].Contains(net.IP(r.IP.AsSlice())) && (r.Expired(now) || e.Policy != PoolFullFail) {
-				usable = true
-				return false
-			}
-			return true
-		})
-		if err != nil {
-			return err
-		}
-		if !usable {
-			return fmt.Errorf("%w: range set %d (%s) has no free address", ErrPoolExhausted, i, e.RangeSets[i].String())
-		}
-	}
-	return nil
-}
-
 // Check verifies that the container holds the addresses of its previous result
 // that belong to this network's ranges.
 func (e *Engine) Check(tx reservation.Txn, containerID, ifname string, prev []netip.Addr) error {

@@ -351,28 +351,6 @@ func TestGCReleasesInvalidAttachments(t *testing.T) {
 	}
 }
 
-func TestStatus(t *testing.T) {
-	w := newWorld(t, `{"type":"stickyip","subnet":"10.1.0.0/30"}`)
-	status := func() error {
-		return w.store.View("net1", func(tx reservation.Txn) error { return w.eng.Status(tx) })
-	}
-	if err := status(); err != nil {
-		t.Fatalf("empty pool: %v", err)
-	}
-	w.mustAdd("c1", web)
-	if err := status(); !errors.Is(err, ErrPoolExhausted) {
-		t.Fatalf("full pool: %v", err)
-	}
-	w.del("c1")
-	if err := status(); err != nil {
-		t.Fatalf("pool with a reservation under evict: %v", err)
-	}
-	w.eng.Policy = PoolFullFail
-	if err := status(); !errors.Is(err, ErrPoolExhausted) {
-		t.Fatalf("pool with a reservation under fail: %v", err)
-	}
-}
-
 func TestCheck(t *testing.T) {
 	w := newWorld(t, v4Small)
 	ip := netip.MustParseAddr(w.mustAdd("c1", web)[0])

@@ -13,6 +13,7 @@ import (
 	"net/netip"
 	"os"
 	"runtime/debug"
+	"time"
 
 	"github.com/containernetworking/cni/pkg/skel"
 	"github.com/containernetworking/cni/pkg/types"
@@ -30,8 +31,8 @@ const (
 	CodePoolExhausted   uint = 100
 	CodeIPUnavailable   uint = 101
 	CodeStoreUnreadable uint = 102
-	// CodeNoIPAvailable is STATUS's "plugin not available" code.
-	CodeNoIPAvailable uint = 50
+	// CodeUnavailable is STATUS's "plugin not available" code (CNI 1.1).
+	CodeUnavailable uint = 50
 )
 
 // Call is one plugin invocation with everything loaded.
@@ -182,6 +183,36 @@ func (c *Call) PrevResultIPs() ([]netip.Addr, error) {
 		}
 	}
 	return out, nil
+}
+
+// statusLockWait bounds how long STATUS waits for a writer to finish; a lock
+// held longer is not a health problem (see boltstore.Store.Health).
+const statusLockWait = 2 * time.Second
+
+// Health answers CNI STATUS: nil when stickyip can serve ADDs on this node,
+// else StatusError. It reads only (STATUS is polled every few seconds).
+func (c *Call) Health() error {
+	if err := boltstore.New(c.Conf.DataDir, min(c.Conf.LockTimeout, statusLockWait)).Health(); err != nil {
+		return StatusError(err)
+	}
+	return nil
+}
+
+// StatusError is the CNI error a failing STATUS returns: always code 50 (the
+// code CNI 1.1 gives STATUS for "cannot serve ADD"), with a message the
+// operator sees in the node's Ready condition (containerd reports it as
+// "Network plugin returns error: <message>; <details>").
+func StatusError(err error) *types.Error {
+	hint := ""
+	switch {
+	case errors.Is(err, reservation.ErrCorrupt):
+		hint = "the file was not modified; run `stickyip check`, then see README \"Troubleshooting\" (move the damaged file aside to start over)"
+	case errors.Is(err, reservation.ErrFutureSchema):
+		hint = "install the stickyip that wrote it, or a newer one"
+	case errors.Is(err, reservation.ErrIO):
+		hint = "check ipam.dataDir: it must be a writable directory on a file system with free space"
+	}
+	return types.NewError(CodeUnavailable, "stickyip cannot allocate addresses on this node: "+err.Error(), hint)
 }
 
 // ToCNIError maps an error to the CNI error object the runtime sees.

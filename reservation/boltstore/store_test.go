@@ -123,6 +123,11 @@ func TestDamagedFilesAreReportedAndLeftUntouched(t *testing.T) {
 			if _, err := s.Check(); !errors.Is(err, tc.want) {
 				t.Fatalf("Check on %s file: err = %v", tc.name, err)
 			}
+			// STATUS asks Health: a damaged store is the one case where the
+			// node must report its network not ready.
+			if err := s.Health(); !errors.Is(err, tc.want) || !strings.Contains(err.Error(), s.Path()) {
+				t.Fatalf("Health on %s file: err = %v, want %v naming the file", tc.name, err, tc.want)
+			}
 			after, _ := os.ReadFile(s.Path())
 			if !bytes.Equal(before, after) {
 				t.Fatalf("the damaged file was modified")
@@ -169,6 +174,50 @@ func TestWaitersQueueOnTheLock(t *testing.T) {
 	}
 	// bbolt's own lock would poll every 50 ms; ours is woken by the kernel.
 	t.Logf("waiter proceeded %v after release", time.Since(released))
+}
+
+// Health is what CNI STATUS reports to the runtime: it fails only when no
+// ADD could succeed, never for a busy or full store, and it never writes.
+func TestHealth(t *testing.T) {
+	t.Run("no database yet, directory to be created", func(t *testing.T) {
+		s := New(filepath.Join(t.TempDir(), "a", "b"), time.Second)
+		if err := s.Health(); err != nil {
+			t.Fatalf("Health before the first ADD: %v", err)
+		}
+		if _, err := os.Stat(s.Dir()); !errors.Is(err, os.ErrNotExist) {
+			t.Fatalf("Health created the data directory (stat: %v)", err)
+		}
+	})
+	t.Run("healthy store", func(t *testing.T) {
+		s := newStore(t)
+		put(t, s, "10.0.0.2")
+		before, _ := os.ReadFile(s.Path())
+		if err := s.Health(); err != nil {
+			t.Fatal(err)
+		}
+		if after, _ := os.ReadFile(s.Path()); !bytes.Equal(before, after) {
+			t.Fatal("Health modified the database")
+		}
+	})
+	t.Run("data directory is a file", func(t *testing.T) {
+		f := filepath.Join(t.TempDir(), "file")
+		must(t, os.WriteFile(f, nil, 0o600))
+		err := New(f, time.Second).Health()
+		if !errors.Is(err, reservation.ErrIO) || !strings.Contains(err.Error(), "not a directory") {
+			t.Fatalf("err = %v, want ErrIO saying it is not a directory", err)
+		}
+	})
+	t.Run("lock held by a writer", func(t *testing.T) {
+		s := newStore(t)
+		put(t, s, "10.0.0.2")
+		f, err := os.OpenFile(filepath.Join(s.Dir(), LockFile), os.O_RDWR, 0)
+		must(t, err)
+		defer f.Close()
+		must(t, unix.Flock(int(f.Fd()), unix.LOCK_EX))
+		if err := New(s.Dir(), 100*time.Millisecond).Health(); err != nil {
+			t.Fatalf("a held lock failed Health: %v", err)
+		}
+	})
 }
 
 func TestCheckFindsBrokenIndex(t *testing.T) {

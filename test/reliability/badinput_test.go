@@ -267,7 +267,7 @@ func TestInputEdges(t *testing.T) {
 		}
 	})
 
-	t.Run("pool exhausted: ADD 100, STATUS 50, recovers after DEL", func(t *testing.T) {
+	t.Run("pool exhausted: ADD 100, STATUS stays ok, recovers after DEL", func(t *testing.T) {
 		// Live sandboxes: allocations whose netns is gone are reclaimed when the pool is full.
 		live := newNetnsPool(t, 1).Path(0)
 		small := netConf("smallnet", filepath.Join(base, "small"), filepath.Join(base, "plugin.log"), []string{"10.250.3.0/29"})
@@ -294,8 +294,10 @@ func TestInputEdges(t *testing.T) {
 		if n != 5 {
 			t.Fatalf("a /29 with a gateway handed out %d addresses, want 5", n)
 		}
-		if o := status(); o.Err == nil || o.Err.Code != 50 {
-			t.Errorf("STATUS on a full pool: want code 50, got %s", o.Describe())
+		// Issue 10: a failing STATUS makes containerd ≥ 2.0.1 report the
+		// node's network not ready; a full pool is a per-pod condition.
+		if o := status(); !o.OK() {
+			t.Errorf("STATUS on a full pool: want success, got %s", o.Describe())
 		}
 		if o := call("DEL", "fill0"); !o.OK() {
 			t.Fatalf("DEL: %s", o.Describe())

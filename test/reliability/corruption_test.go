@@ -66,6 +66,12 @@ func (s *store) add(t *testing.T, name string, annotations map[string]string) *o
 
 func (s *store) del(t *testing.T, name string) *outcome { return s.call(t, "DEL", name, nil) }
 
+// status runs CNI STATUS on the store's network.
+func (s *store) status(t *testing.T) *outcome {
+	t.Helper()
+	return s.p.CNI(cniCall{Command: "STATUS", Stdin: encodeConf(t, s.conf)})
+}
+
 func (s *store) gc(t *testing.T) *outcome {
 	t.Helper()
 	return s.p.CNI(cniCall{Command: "GC", Stdin: encodeConf(t, withValidAttachments(s.conf, nil))})
@@ -174,6 +180,12 @@ func TestCorruption(t *testing.T) {
 				expectCNIError(t, d.name+": "+op.name, o, wantCode, words...)
 				expectUntouched(t, s.db(), before)
 			}
+			// STATUS reports the damage to the runtime (the node's network
+			// turns not ready) with the code CNI 1.1 gives STATUS.
+			o := s.status(t)
+			f.add("result "+o.Kind(), 1)
+			expectCNIError(t, d.name+": STATUS", o, 50, words...)
+			expectUntouched(t, s.db(), before)
 			if strings.Contains(d.name, "future") {
 				expectCheckExplains(t, p, s.dir, "newer stickyip")
 			} else {
@@ -201,6 +213,7 @@ func TestHostileEnvironment(t *testing.T) {
 		expectCNIError(t, "ADD", o, 5, s.dir, "read-only")
 		t.Logf("read-only: %v", o.Err)
 		expectCNIError(t, "DEL", s.del(t, "pod1"), 5, s.dir, "read-only")
+		expectCNIError(t, "STATUS", s.status(t), 50, s.dir, "read-only")
 		expectUntouched(t, s.db(), before)
 		// The operator can still look at what is stored.
 		if es := p.List(t, s.dir); len(es) != len(s.created) {
@@ -240,6 +253,7 @@ func TestHostileEnvironment(t *testing.T) {
 			t.Fatalf("400 ADDs succeeded on a full filesystem; the disk was never reported full")
 		}
 		expectCNIError(t, "ADD on full disk", failed, 5, "no space")
+		expectCNIError(t, "STATUS on full disk", s.status(t), 50, "space")
 		t.Logf("full disk: %v", failed.Err)
 		entries := p.List(t, s.dir)
 		if want := len(s.created) + added; len(entries) != want {
@@ -281,6 +295,10 @@ func TestHostileEnvironment(t *testing.T) {
 			t.Errorf("stickyip check reports success while it cannot take the lock: %s", o.Describe())
 		} else if !strings.Contains(strings.ToLower(string(o.Stdout)+string(o.Stderr)), "lock") {
 			t.Errorf("stickyip check does not say the store is locked: %s", o.Describe())
+		}
+		// A busy store is not a node problem: STATUS answers success.
+		if o := s.status(t); !o.OK() {
+			t.Errorf("STATUS with the lock held: %s; want success (a held lock must not take the node NotReady)", o.Describe())
 		}
 		release()
 		if o := s.add(t, "after-lock", nil); !o.OK() {

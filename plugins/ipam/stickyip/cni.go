@@ -2,13 +2,11 @@ package main
 
 import (
 	"cmp"
-	"errors"
 	"net/netip"
 
 	"github.com/containernetworking/cni/pkg/skel"
 	"github.com/containernetworking/cni/pkg/types"
 
-	"github.com/stickyip/stickyip/ipam"
 	"github.com/stickyip/stickyip/plugin"
 	"github.com/stickyip/stickyip/reservation"
 )
@@ -78,16 +76,13 @@ func cmdGC(args *skel.CmdArgs) error {
 	})
 }
 
+// cmdStatus answers whether stickyip can serve ADDs on this node at all. A
+// full pool is a per-pod condition (ADD error 100), never a STATUS failure:
+// containerd turns a failing STATUS into NetworkReady=false and the node goes
+// NotReady (docs/DESIGN.md, "STATUS").
 func cmdStatus(args *skel.CmdArgs) error {
 	return plugin.Run(args, func(c *plugin.Call) error {
-		err := c.Store.View(c.Conf.Name, func(tx reservation.Txn) error {
-			return c.Engine.Status(tx)
-		})
-		if errors.Is(err, ipam.ErrPoolExhausted) {
-			// STATUS reports "cannot add pods now" with the spec's code 50.
-			return types.NewError(plugin.CodeNoIPAvailable, "stickyip: "+err.Error(), "")
-		}
-		return err
+		return c.Health()
 	})
 }
 

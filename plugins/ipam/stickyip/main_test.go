@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -169,13 +170,26 @@ func TestVerbsForEverySpecVersion(t *testing.T) {
 			if st := states(t, dir); len(st) != 2 {
 				t.Fatalf("GC should have freed db's addresses and kept web's: %v", st)
 			}
-			// Fill the pool: STATUS reports code 50.
+			// Fill the pool: ADD fails with 100, but STATUS stays healthy (issue
+			// 10: a failing STATUS takes the whole node NotReady on containerd 2.x).
+			full := false
 			for i := 4; i < 10; i++ {
 				_, e := call(t, "ADD", fmt.Sprintf("f%d", i), podArgs(fmt.Sprintf("f%d", i), "x"), plain.bytes())
-				t.Logf("fill %d: %v", i, e)
+				full = full || (e != nil && e.Code == 100)
 			}
-			if _, e := call(t, "STATUS", "", "", status.bytes()); e == nil || e.Code != 50 {
-				t.Fatalf("STATUS on a full pool: %v, want code 50", e)
+			if !full {
+				t.Fatal("the pool never filled up")
+			}
+			if _, e := call(t, "STATUS", "", "", status.bytes()); e != nil {
+				t.Fatalf("STATUS on a full pool: %v, want success", e)
+			}
+			// A damaged store is what STATUS exists to report: code 50, naming the file.
+			db := filepath.Join(dir, "stickyip.db")
+			if err := os.WriteFile(db, bytes.Repeat([]byte{0x5a}, 8192), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if _, e := call(t, "STATUS", "", "", status.bytes()); e == nil || e.Code != 50 || !strings.Contains(e.Msg, db) {
+				t.Fatalf("STATUS on a damaged store: %v, want code 50 naming %s", e, db)
 			}
 		})
 	}
