@@ -36,6 +36,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -80,11 +81,29 @@ func ParseID(s string) (ID, error) {
 // fileName returns the record file name of id.
 func (id ID) fileName() string { return id.Namespace + "_" + id.Name + Suffix }
 
+// MaxIDLen bounds len(namespace)+len(name) of an identity checkpointd can
+// keep: its longest file name, the static copy's
+// "stickyip-checkpoint-<namespace>_<name>.yaml", must fit in the 255 bytes
+// file systems allow. The API allows longer names (253 + 63); such pods are
+// refused with ErrIDTooLong.
+const MaxIDLen = 255 - len("stickyip-checkpoint-_.yaml")
+
+// ErrIDTooLong is wrapped by the error about an identity longer than MaxIDLen.
+var ErrIDTooLong = errors.New("namespace and name too long for checkpointd's file names")
+
 func (id ID) valid() error {
 	for _, s := range []string{id.Namespace, id.Name} {
 		if s == "" || strings.ContainsAny(s, "/_\x00") || s == "." || s == ".." {
 			return fmt.Errorf("invalid pod identity %q", id.String())
 		}
+	}
+	return id.CheckLen()
+}
+
+// CheckLen reports ErrIDTooLong for identities longer than MaxIDLen.
+func (id ID) CheckLen() error {
+	if n := len(id.Namespace) + len(id.Name); n > MaxIDLen {
+		return fmt.Errorf("%w: %d bytes, at most %d", ErrIDTooLong, n, MaxIDLen)
 	}
 	return nil
 }
@@ -136,6 +155,9 @@ func New(dir string) (*Store, error) {
 	return &Store{dir: dir, now: time.Now}, nil
 }
 
+// Open returns the store in dir without creating anything (for removing it).
+func Open(dir string) *Store { return &Store{dir: dir, now: time.Now} }
+
 // Dir returns the store's directory.
 func (s *Store) Dir() string { return s.dir }
 
@@ -170,19 +192,47 @@ func (s *Store) Save(rec *Record) (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("encode checkpoint %s: %w", id, err)
 	}
-	sum := sha256.Sum256(payload)
-	h, err := json.Marshal(header{Format: Format, Length: len(payload), SHA256: hex.EncodeToString(sum[:])})
-	if err != nil {
-		return false, err
-	}
-	var buf bytes.Buffer
-	buf.Write(h)
-	buf.WriteByte('\n')
-	buf.Write(payload)
-	if err := WriteFileAtomic(s.Path(id), buf.Bytes(), 0o600); err != nil {
+	if err := WriteFileAtomic(s.Path(id), Frame(Format, payload), 0o600); err != nil {
 		return false, fmt.Errorf("write checkpoint %s: %w", id, err)
 	}
 	return true, nil
+}
+
+// Frame returns payload behind a header line naming its format, length and
+// SHA-256, the layout of every file checkpointd must be able to trust later.
+func Frame(format string, payload []byte) []byte {
+	sum := sha256.Sum256(payload)
+	h, _ := json.Marshal(header{Format: format, Length: len(payload), SHA256: hex.EncodeToString(sum[:])})
+	var buf bytes.Buffer
+	buf.Grow(len(h) + 1 + len(payload))
+	buf.Write(h)
+	buf.WriteByte('\n')
+	buf.Write(payload)
+	return buf.Bytes()
+}
+
+// Unframe verifies data written by Frame with the same format and returns
+// its payload; anything else is an error wrapping ErrCorrupt.
+func Unframe(format string, data []byte) ([]byte, error) {
+	line, payload, ok := bytes.Cut(data, []byte{'\n'})
+	if !ok {
+		return nil, fmt.Errorf("no header line: %w", ErrCorrupt)
+	}
+	var h header
+	if err := json.Unmarshal(line, &h); err != nil {
+		return nil, fmt.Errorf("bad header: %v: %w", err, ErrCorrupt)
+	}
+	if h.Format != format {
+		return nil, fmt.Errorf("unknown format %q: %w", h.Format, ErrCorrupt)
+	}
+	if len(payload) != h.Length {
+		return nil, fmt.Errorf("payload is %d bytes, header says %d (truncated or extended): %w", len(payload), h.Length, ErrCorrupt)
+	}
+	sum := sha256.Sum256(payload)
+	if hex.EncodeToString(sum[:]) != h.SHA256 {
+		return nil, fmt.Errorf("checksum mismatch: %w", ErrCorrupt)
+	}
+	return payload, nil
 }
 
 func sameContent(a, b *Record) bool {
@@ -217,23 +267,9 @@ func (s *Store) Load(id ID) (*Record, error) {
 }
 
 func decode(data []byte) (*Record, error) {
-	line, payload, ok := bytes.Cut(data, []byte{'\n'})
-	if !ok {
-		return nil, fmt.Errorf("no header line: %w", ErrCorrupt)
-	}
-	var h header
-	if err := json.Unmarshal(line, &h); err != nil {
-		return nil, fmt.Errorf("bad header: %v: %w", err, ErrCorrupt)
-	}
-	if h.Format != Format {
-		return nil, fmt.Errorf("unknown format %q: %w", h.Format, ErrCorrupt)
-	}
-	if len(payload) != h.Length {
-		return nil, fmt.Errorf("payload is %d bytes, header says %d (truncated or extended): %w", len(payload), h.Length, ErrCorrupt)
-	}
-	sum := sha256.Sum256(payload)
-	if hex.EncodeToString(sum[:]) != h.SHA256 {
-		return nil, fmt.Errorf("checksum mismatch: %w", ErrCorrupt)
+	payload, err := Unframe(Format, data)
+	if err != nil {
+		return nil, err
 	}
 	var rec Record
 	if err := json.Unmarshal(payload, &rec); err != nil {
@@ -422,6 +458,9 @@ func (s *Store) AbsentSince(id ID) (time.Time, bool) {
 
 // ClearAbsent removes id's absence mark (the parent is back, or released).
 func (s *Store) ClearAbsent(id ID) error {
+	if errors.Is(id.CheckLen(), ErrIDTooLong) {
+		return nil // no file of that name can exist
+	}
 	if err := id.valid(); err != nil {
 		return err
 	}
@@ -433,4 +472,89 @@ func (s *Store) ClearAbsent(id ID) error {
 		return err
 	}
 	return SyncDir(s.dir)
+}
+
+// PruneCorrupt deletes the files set aside in corrupt/ more than retention
+// before now (the time is the one Quarantine put in the name) and returns
+// how many it deleted.
+func (s *Store) PruneCorrupt(retention time.Duration, now time.Time) (int, error) {
+	cdir := filepath.Join(s.dir, CorruptDir)
+	entries, err := os.ReadDir(cdir)
+	if errors.Is(err, os.ErrNotExist) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, e := range entries {
+		name := e.Name()
+		i := strings.LastIndexByte(name, '.')
+		nanos, perr := strconv.ParseInt(name[i+1:], 10, 64)
+		if i < 0 || perr != nil || !strings.Contains(name, Suffix+".") || !e.Type().IsRegular() {
+			continue // not ours: leave it
+		}
+		if now.Sub(time.Unix(0, nanos)) < retention {
+			continue
+		}
+		if err := os.Remove(filepath.Join(cdir, name)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return n, err
+		}
+		n++
+	}
+	if n > 0 {
+		return n, SyncDir(cdir)
+	}
+	return n, nil
+}
+
+// Purge deletes everything the store keeps: records, absence marks,
+// temporary files, files set aside as corrupt, and the other files named in
+// extra (file names inside the directory). Files it does not know are left,
+// and so is the directory when they remain. It returns what it deleted.
+func (s *Store) Purge(extra ...string) ([]string, error) {
+	var removed []string
+	rm := func(p string) error {
+		err := os.Remove(p)
+		if err == nil {
+			removed = append(removed, p)
+			return nil
+		}
+		if errors.Is(err, os.ErrNotExist) {
+			return nil
+		}
+		return err
+	}
+	ours := func(name string) bool {
+		return strings.HasSuffix(name, Suffix) || strings.HasSuffix(name, AbsentSuffix) ||
+			(strings.HasPrefix(name, ".") && (strings.Contains(name, Suffix+".") || strings.Contains(name, AbsentSuffix+"."))) ||
+			slices.Contains(extra, name) || slices.ContainsFunc(extra, func(x string) bool { return strings.HasPrefix(name, "."+x+".") })
+	}
+	cdir := filepath.Join(s.dir, CorruptDir)
+	if entries, err := os.ReadDir(cdir); err == nil {
+		for _, e := range entries {
+			if strings.Contains(e.Name(), Suffix+".") {
+				if err := rm(filepath.Join(cdir, e.Name())); err != nil {
+					return removed, err
+				}
+			}
+		}
+		_ = os.Remove(cdir) // only when empty
+	}
+	entries, err := os.ReadDir(s.dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return removed, nil
+	}
+	if err != nil {
+		return removed, err
+	}
+	for _, e := range entries {
+		if e.Type().IsRegular() && ours(e.Name()) {
+			if err := rm(filepath.Join(s.dir, e.Name())); err != nil {
+				return removed, err
+			}
+		}
+	}
+	_ = os.Remove(s.dir) // only when empty
+	return removed, nil
 }

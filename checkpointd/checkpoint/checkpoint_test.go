@@ -295,3 +295,74 @@ func TestAbsenceMark(t *testing.T) {
 		t.Error("damaged mark taken as a time")
 	}
 }
+
+// Corrupt files are kept as evidence for a documented retention, then pruned.
+func TestPruneCorruptAfterRetention(t *testing.T) {
+	s := newStore(t)
+	clock := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	s.now = func() time.Time { return clock }
+	for _, name := range []string{"old", "new"} {
+		if _, err := s.Save(record("default", name, "i")); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Quarantine(ID{"default", name}); err != nil {
+			t.Fatal(err)
+		}
+		clock = clock.Add(6 * 24 * time.Hour)
+	}
+	stranger := filepath.Join(s.Dir(), CorruptDir, "operator-notes.txt")
+	if err := os.WriteFile(stranger, []byte("mine"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// Now: "old" was set aside 12 days ago, "new" 6 days ago.
+	n, err := s.PruneCorrupt(7*24*time.Hour, clock)
+	if err != nil || n != 1 {
+		t.Fatalf("pruned %d, err %v; want 1", n, err)
+	}
+	left, _ := filepath.Glob(filepath.Join(s.Dir(), CorruptDir, "*"))
+	if len(left) != 2 || !strings.Contains(strings.Join(left, " "), "default_new.ckpt.") {
+		t.Fatalf("left in corrupt/: %v; want the recent one and the operator's file", left)
+	}
+}
+
+// Purge removes every file the store wrote and nothing else.
+func TestPurgeRemovesOnlyOurs(t *testing.T) {
+	s := newStore(t)
+	for _, name := range []string{"a", "b"} {
+		if _, err := s.Save(record("default", name, "i")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.MarkAbsent(ID{"default", "a"}, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Quarantine(ID{"default", "b"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(s.Dir(), "lease"), []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	removed, err := s.Purge("lease")
+	if err != nil || len(removed) != 4 {
+		t.Fatalf("removed %v, err %v; want a.ckpt, a.absent, corrupt b, lease", removed, err)
+	}
+	if _, err := os.Stat(s.Dir()); !os.IsNotExist(err) {
+		t.Fatalf("empty checkpoint dir left behind: %v", err)
+	}
+
+	// A directory shared with files that are not ours keeps them.
+	s2 := newStore(t)
+	if _, err := s2.Save(record("default", "a", "i")); err != nil {
+		t.Fatal(err)
+	}
+	other := filepath.Join(s2.Dir(), "unrelated.conf")
+	if err := os.WriteFile(other, []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s2.Purge(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(other); err != nil {
+		t.Fatalf("Purge removed a file that is not checkpointd's: %v", err)
+	}
+}

@@ -1,8 +1,10 @@
 // Package kube is checkpointd's view of the API server: the pods bound to the
 // node (a client-go informer whose list/watch is filtered by the field
 // selector spec.nodeName=<node>, so the API server pushes changes instead of
-// being polled), whether the API server is reachable, and the secrets and
-// configMaps a checkpoint needs.
+// being polled; the watch is long-lived, on a client without a request
+// timeout), whether the API server is reachable, the secrets and configMaps a
+// checkpoint needs (read one by one, as the Node authorizer allows a node to),
+// and Events on pods.
 package kube
 
 import (
@@ -20,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 )
 
@@ -37,6 +40,10 @@ type Options struct {
 	Now func() time.Time
 	// Log receives state changes.
 	Log *slog.Logger
+	// Watch is the client the pod list and watch use: one without a request
+	// timeout (rest.Config.Timeout also ends a watch, which would then be
+	// re-opened every Timeout). Default: the client given to New.
+	Watch kubernetes.Interface
 }
 
 // Client watches the node's pods and tracks reachability.
@@ -72,7 +79,11 @@ func New(cs kubernetes.Interface, opts Options) *Client {
 		c.opts.Probe = c.readyz
 	}
 	sel := fields.OneTermEqualSelector("spec.nodeName", opts.Node).String()
-	c.factory = informers.NewSharedInformerFactoryWithOptions(cs, 0,
+	watch := opts.Watch
+	if watch == nil {
+		watch = cs
+	}
+	c.factory = informers.NewSharedInformerFactoryWithOptions(watch, 0,
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.FieldSelector = sel }))
 	c.informer = c.factory.Core().V1().Pods().Informer()
 	_ = c.informer.SetWatchErrorHandler(func(_ *cache.Reflector, err error) {
@@ -176,6 +187,17 @@ func (c *Client) Pods() ([]*corev1.Pod, bool) {
 	return out, c.informer.HasSynced()
 }
 
+// Object returns the data of a Secret or a ConfigMap (kind "Secret" or "ConfigMap").
+func (c *Client) Object(ctx context.Context, kind, ns, name string) (map[string][]byte, error) {
+	switch kind {
+	case "Secret":
+		return c.Secret(ctx, ns, name)
+	case "ConfigMap":
+		return c.ConfigMap(ctx, ns, name)
+	}
+	return nil, fmt.Errorf("unknown kind %q", kind)
+}
+
 // Secret returns a secret's data.
 func (c *Client) Secret(ctx context.Context, ns, name string) (map[string][]byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.opts.Timeout)
@@ -207,3 +229,21 @@ func (c *Client) ConfigMap(ctx context.Context, ns, name string) (map[string][]b
 
 // IsNotFound reports whether err says the object does not exist.
 func IsNotFound(err error) bool { return apierrors.IsNotFound(err) }
+
+// Clients returns the clients checkpointd uses: req for every request,
+// bounded by cfg.Timeout, and watch for the pod list and watch, which has no
+// request timeout (a watch must stay open; client-go ends it itself after
+// 5-10 minutes, with a timeout the server honours).
+func Clients(cfg *rest.Config) (req, watch kubernetes.Interface, err error) {
+	req, err = kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	wc := rest.CopyConfig(cfg)
+	wc.Timeout = 0
+	watch, err = kubernetes.NewForConfig(wc)
+	if err != nil {
+		return nil, nil, err
+	}
+	return req, watch, nil
+}

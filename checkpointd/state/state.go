@@ -1,27 +1,32 @@
 // Package state holds checkpointd's decision table: what to do with one pod
-// identity, given what the API server, the container runtime and the local
-// disk say about it. Decide is a pure function; the reconcile loop gathers
-// the inputs, calls it, and carries out the actions.
+// identity, given what the API server, the container runtime, the operator's
+// policy and the local disk say about it. Decide is a pure function; the
+// reconcile loop observes the inputs once per pass, calls it, and carries out
+// the actions.
 //
-// The table, in words:
+// The table, in words (docs/checkpointd.md has it as a table):
 //
-//   - Save: the API server is reachable, the parent pod is bound to this node
-//     and opted in, and it runs locally. The checkpoint is (re)written when its
-//     content changed, so spec changes reach the checkpoint.
+//   - Save: the API server answers, the parent pod is bound to this node, opted
+//     in, allowed by the operator's policy, and runs locally.
+//   - Refuse: the same, but the policy refuses it (reported: log, metric, Event).
 //   - Restore: the API server has been unreachable for the grace period, a
-//     checkpoint exists, the parent does not run locally, no static copy is
-//     present, and the last thing the API said about the parent was not
-//     "gone" (it is Present, or Unknown because the daemon started during the
-//     outage, e.g. after a reboot).
-//   - RemoveStatic (hand-back): a static copy is present and either the API
-//     server is reachable (it is the authority again: the parent either
-//     returns and needs its IP, or is gone and must not be resurrected), or
-//     the parent itself runs locally.
-//   - Release: the API server is reachable and has said for the whole grace
-//     period that the parent is gone from this node; the static copy, the
-//     checkpoint and the parent's IP reservation are all dropped. Nothing is
-//     ever released while the API server is unreachable: a transient API
-//     error never deletes anything.
+//     checkpoint of an allowed pod exists, the parent does not run, the kubelet
+//     cannot know it (the API server has not listed it as bound here during
+//     this boot: after a reboot the kubelet has no API pods; during an outage
+//     without a reboot it still runs, restarts or deliberately stops the pods it
+//     knows), no copy is in place or still running, and the last word of the
+//     API server was not "gone".
+//   - RemoveCopy: a static copy is in place and one of: the policy refuses the
+//     pod, its checkpoint is gone, the parent itself runs, or the API server has
+//     been reachable for the stability period (the parent is bound here and gets
+//     its pod and IP back, or it is not and must not be resurrected). Never
+//     because the API server is unreachable or has just come back.
+//   - RemoveFiles: the copy's secret/configMap files remain but neither its
+//     manifest nor a running sandbox of it does (files go after the sandbox).
+//   - DropCheckpoint: the policy refuses the pod, or the API server, reachable
+//     for the stability period, has said for the grace period that the parent
+//     is gone. The IP reservation is never touched: it keeps the pod's own
+//     duration. A transient API error never deletes anything.
 package state
 
 import (
@@ -33,22 +38,28 @@ import (
 type API int
 
 const (
-	// APIReachable: the last probe succeeded and the pod watch has synced.
+	// APIReachable: the API server answers, the pod watch has synced, and both
+	// have held for the stability period.
 	APIReachable API = iota
+	// APIRecovering: the API server answers and the watch has synced, for less
+	// than the stability period (a flapping control plane stays here).
+	APIRecovering
 	// APIUnreachable: the API server has been unreachable for less than the grace period.
 	APIUnreachable
-	// APIUnreachableForGrace: the API server has been unreachable for at least the grace period
+	// APIUnreachableForGrace: unreachable for at least the grace period
 	// (counted from the daemon's start when it was never reached).
 	APIUnreachableForGrace
 )
 
 // APIStates lists every API value, for tests that walk the whole table.
-var APIStates = []API{APIReachable, APIUnreachable, APIUnreachableForGrace}
+var APIStates = []API{APIReachable, APIRecovering, APIUnreachable, APIUnreachableForGrace}
 
 func (a API) String() string {
 	switch a {
 	case APIReachable:
 		return "reachable"
+	case APIRecovering:
+		return "recovering"
 	case APIUnreachable:
 		return "unreachable"
 	case APIUnreachableForGrace:
@@ -57,15 +68,18 @@ func (a API) String() string {
 	return fmt.Sprintf("API(%d)", int(a))
 }
 
+// up reports whether the API server answers now.
+func (a API) up() bool { return a == APIReachable || a == APIRecovering }
+
 // Parent is the last thing the API server said about the parent pod.
 type Parent int
 
 const (
 	// ParentUnknown: the API has not been heard from since the daemon started.
 	ParentUnknown Parent = iota
-	// ParentPresent: the pod exists, is bound to this node, opted in, not terminating or finished.
+	// ParentPresent: bound to this node, opted in, neither terminating nor finished.
 	ParentPresent
-	// ParentAbsent: the API said the pod is not (or no longer) a checkpoint candidate here,
+	// ParentAbsent: the API said the pod is not (or no longer) such a pod,
 	// for less than the grace period.
 	ParentAbsent
 	// ParentAbsentForGrace: the API has said so for at least the grace period.
@@ -93,30 +107,57 @@ func (p Parent) String() string {
 type Input struct {
 	API    API
 	Parent Parent
-	// Running: the parent pod (not our static copy) has a ready sandbox in the container runtime.
+	// Allowed: the operator's policy allows checkpointing this pod (judged on
+	// the parent's spec when the API has it, else on the checkpoint's).
+	Allowed bool
+	// Running: the parent pod (not a copy) has a ready sandbox.
 	Running bool
+	// Known: the API server listed the parent as bound to this node during
+	// this boot, so the kubelet knows it too and runs it, or stopped it on
+	// purpose (completed, evicted).
+	Known bool
 	// Checkpoint: a valid checkpoint record exists on disk.
 	Checkpoint bool
 	// Static: our static copy's manifest is in the kubelet's static pod directory.
 	Static bool
+	// CopyRunning: a sandbox of our static copy is ready (its DEL is still to come).
+	CopyRunning bool
+	// Files: the copy's secret/configMap files exist on disk.
+	Files bool
 }
 
 func (in Input) String() string {
-	return fmt.Sprintf("api=%s parent=%s running=%t checkpoint=%t static=%t",
-		in.API, in.Parent, in.Running, in.Checkpoint, in.Static)
+	return fmt.Sprintf("api=%s parent=%s allowed=%t running=%t known=%t checkpoint=%t static=%t copyRunning=%t files=%t",
+		in.API, in.Parent, in.Allowed, in.Running, in.Known, in.Checkpoint, in.Static, in.CopyRunning, in.Files)
 }
 
-// Actions are the steps the reconcile loop must take for one identity.
+// Why says why a static copy is removed.
+type Why string
+
+// Reasons for RemoveCopy.
+const (
+	WhyRefused       Why = "refused by the operator's policy"
+	WhyNoCheckpoint  Why = "its checkpoint is gone"
+	WhyParentRuns    Why = "the parent pod runs on the node again"
+	WhyHandBack      Why = "API server reachable for the stability period and the parent is bound here: handing the pod and its IP back"
+	WhyParentNotHere Why = "API server reachable for the stability period and the parent is not bound here (deleted, moved or finished): not resurrecting it"
+)
+
+// Actions are the steps the reconcile loop takes for one identity.
 type Actions struct {
 	// Save (or update) the checkpoint from the parent pod.
 	Save bool
-	// Restore: write the static copy's manifest.
+	// Refuse: report that the policy refuses the parent.
+	Refuse bool
+	// Restore: write the static copy's manifest and files.
 	Restore bool
-	// RemoveStatic: delete the static copy's manifest (hand the pod back to the API).
-	RemoveStatic bool
-	// Release: the parent is gone for good: delete the static copy, the checkpoint
-	// and the parent's IP reservation.
-	Release bool
+	// RemoveCopy: delete the static copy's manifest, for reason Why.
+	RemoveCopy bool
+	Why        Why
+	// RemoveFiles: delete the copy's secret/configMap files.
+	RemoveFiles bool
+	// DropCheckpoint: delete the checkpoint (and the parent's absence mark).
+	DropCheckpoint bool
 }
 
 // None reports whether no action is needed.
@@ -124,17 +165,16 @@ func (a Actions) None() bool { return a == Actions{} }
 
 func (a Actions) String() string {
 	var s []string
-	if a.Save {
-		s = append(s, "save")
-	}
-	if a.Restore {
-		s = append(s, "restore")
-	}
-	if a.RemoveStatic {
-		s = append(s, "remove-static")
-	}
-	if a.Release {
-		s = append(s, "release")
+	for _, f := range []struct {
+		on   bool
+		name string
+	}{
+		{a.Save, "save"}, {a.Refuse, "refuse"}, {a.Restore, "restore"}, {a.RemoveCopy, "remove-copy"},
+		{a.RemoveFiles, "remove-files"}, {a.DropCheckpoint, "drop-checkpoint"},
+	} {
+		if f.on {
+			s = append(s, f.name)
+		}
 	}
 	if len(s) == 0 {
 		return "none"
@@ -145,21 +185,36 @@ func (a Actions) String() string {
 // Decide returns the actions for one identity.
 func Decide(in Input) Actions {
 	var a Actions
-	reachable := in.API == APIReachable
-	switch {
-	case reachable && in.Parent == ParentAbsentForGrace:
-		// Gone for good. Release only what exists; nothing to do otherwise.
-		a.Release = in.Checkpoint || in.Static
-		return a
-	case reachable && in.Parent == ParentPresent && in.Running:
-		a.Save = true
+	stable := in.API == APIReachable
+
+	if in.Parent == ParentPresent && in.API.up() {
+		a.Refuse = !in.Allowed
+		a.Save = in.Allowed && in.Running
 	}
-	if in.Static && (reachable || in.Running) {
-		a.RemoveStatic = true
+
+	a.DropCheckpoint = in.Checkpoint && (!in.Allowed || (stable && in.Parent == ParentAbsentForGrace))
+
+	if in.Static {
+		switch {
+		case !in.Allowed:
+			a.Why = WhyRefused
+		case !in.Checkpoint:
+			a.Why = WhyNoCheckpoint
+		case in.Running:
+			a.Why = WhyParentRuns
+		case stable && in.Parent == ParentPresent:
+			a.Why = WhyHandBack
+		case stable:
+			a.Why = WhyParentNotHere
+		}
+		a.RemoveCopy = a.Why != ""
 	}
-	if in.API == APIUnreachableForGrace && in.Checkpoint && !in.Running && !in.Static &&
-		(in.Parent == ParentPresent || in.Parent == ParentUnknown) {
-		a.Restore = true
-	}
+
+	a.Restore = in.API == APIUnreachableForGrace && in.Checkpoint && in.Allowed &&
+		!in.Running && !in.Known && !in.Static && !in.CopyRunning &&
+		(in.Parent == ParentPresent || in.Parent == ParentUnknown)
+
+	// Restore rewrites the files itself.
+	a.RemoveFiles = in.Files && !in.Static && !in.CopyRunning && !a.Restore
 	return a
 }

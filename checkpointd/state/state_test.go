@@ -5,215 +5,162 @@ import (
 	"testing"
 )
 
-// table is the specification of Decide: one row for EVERY combination of
-// inputs (3 API states x 4 parent states x running x checkpoint x static = 96).
-// TestDecideCoversEveryCombination fails if a row is missing or duplicated.
-//
-// Columns: API (reach = reachable and synced; unreach = unreachable for less
-// than the grace period; grace = unreachable for at least the grace period),
-// parent as last reported by the API (unknown, present, absent = gone for
-// less than the grace period, gone = absent for at least the grace period),
-// parent running locally, checkpoint on disk, static copy in the manifest
-// directory, expected actions.
-var table = []tableRow{
-	{"reach", "unknown", 0, 0, 0, "none"},
-	{"reach", "unknown", 0, 0, 1, "remove-static"},
-	{"reach", "unknown", 0, 1, 0, "none"},
-	{"reach", "unknown", 0, 1, 1, "remove-static"},
-	{"reach", "unknown", 1, 0, 0, "none"},
-	{"reach", "unknown", 1, 0, 1, "remove-static"},
-	{"reach", "unknown", 1, 1, 0, "none"},
-	{"reach", "unknown", 1, 1, 1, "remove-static"},
-	{"reach", "present", 0, 0, 0, "none"},
-	{"reach", "present", 0, 0, 1, "remove-static"},
-	{"reach", "present", 0, 1, 0, "none"},
-	{"reach", "present", 0, 1, 1, "remove-static"},
-	{"reach", "present", 1, 0, 0, "save"},
-	{"reach", "present", 1, 0, 1, "save,remove-static"},
-	{"reach", "present", 1, 1, 0, "save"},
-	{"reach", "present", 1, 1, 1, "save,remove-static"},
-	{"reach", "absent", 0, 0, 0, "none"},
-	{"reach", "absent", 0, 0, 1, "remove-static"},
-	{"reach", "absent", 0, 1, 0, "none"},
-	{"reach", "absent", 0, 1, 1, "remove-static"},
-	{"reach", "absent", 1, 0, 0, "none"},
-	{"reach", "absent", 1, 0, 1, "remove-static"},
-	{"reach", "absent", 1, 1, 0, "none"},
-	{"reach", "absent", 1, 1, 1, "remove-static"},
-	{"reach", "gone", 0, 0, 0, "none"},
-	{"reach", "gone", 0, 0, 1, "release"},
-	{"reach", "gone", 0, 1, 0, "release"},
-	{"reach", "gone", 0, 1, 1, "release"},
-	{"reach", "gone", 1, 0, 0, "none"},
-	{"reach", "gone", 1, 0, 1, "release"},
-	{"reach", "gone", 1, 1, 0, "release"},
-	{"reach", "gone", 1, 1, 1, "release"},
-	{"unreach", "unknown", 0, 0, 0, "none"},
-	{"unreach", "unknown", 0, 0, 1, "none"},
-	{"unreach", "unknown", 0, 1, 0, "none"},
-	{"unreach", "unknown", 0, 1, 1, "none"},
-	{"unreach", "unknown", 1, 0, 0, "none"},
-	{"unreach", "unknown", 1, 0, 1, "remove-static"},
-	{"unreach", "unknown", 1, 1, 0, "none"},
-	{"unreach", "unknown", 1, 1, 1, "remove-static"},
-	{"unreach", "present", 0, 0, 0, "none"},
-	{"unreach", "present", 0, 0, 1, "none"},
-	{"unreach", "present", 0, 1, 0, "none"},
-	{"unreach", "present", 0, 1, 1, "none"},
-	{"unreach", "present", 1, 0, 0, "none"},
-	{"unreach", "present", 1, 0, 1, "remove-static"},
-	{"unreach", "present", 1, 1, 0, "none"},
-	{"unreach", "present", 1, 1, 1, "remove-static"},
-	{"unreach", "absent", 0, 0, 0, "none"},
-	{"unreach", "absent", 0, 0, 1, "none"},
-	{"unreach", "absent", 0, 1, 0, "none"},
-	{"unreach", "absent", 0, 1, 1, "none"},
-	{"unreach", "absent", 1, 0, 0, "none"},
-	{"unreach", "absent", 1, 0, 1, "remove-static"},
-	{"unreach", "absent", 1, 1, 0, "none"},
-	{"unreach", "absent", 1, 1, 1, "remove-static"},
-	{"unreach", "gone", 0, 0, 0, "none"},
-	{"unreach", "gone", 0, 0, 1, "none"},
-	{"unreach", "gone", 0, 1, 0, "none"},
-	{"unreach", "gone", 0, 1, 1, "none"},
-	{"unreach", "gone", 1, 0, 0, "none"},
-	{"unreach", "gone", 1, 0, 1, "remove-static"},
-	{"unreach", "gone", 1, 1, 0, "none"},
-	{"unreach", "gone", 1, 1, 1, "remove-static"},
-	{"grace", "unknown", 0, 0, 0, "none"},
-	{"grace", "unknown", 0, 0, 1, "none"},
-	{"grace", "unknown", 0, 1, 0, "restore"},
-	{"grace", "unknown", 0, 1, 1, "none"},
-	{"grace", "unknown", 1, 0, 0, "none"},
-	{"grace", "unknown", 1, 0, 1, "remove-static"},
-	{"grace", "unknown", 1, 1, 0, "none"},
-	{"grace", "unknown", 1, 1, 1, "remove-static"},
-	{"grace", "present", 0, 0, 0, "none"},
-	{"grace", "present", 0, 0, 1, "none"},
-	{"grace", "present", 0, 1, 0, "restore"},
-	{"grace", "present", 0, 1, 1, "none"},
-	{"grace", "present", 1, 0, 0, "none"},
-	{"grace", "present", 1, 0, 1, "remove-static"},
-	{"grace", "present", 1, 1, 0, "none"},
-	{"grace", "present", 1, 1, 1, "remove-static"},
-	{"grace", "absent", 0, 0, 0, "none"},
-	{"grace", "absent", 0, 0, 1, "none"},
-	{"grace", "absent", 0, 1, 0, "none"},
-	{"grace", "absent", 0, 1, 1, "none"},
-	{"grace", "absent", 1, 0, 0, "none"},
-	{"grace", "absent", 1, 0, 1, "remove-static"},
-	{"grace", "absent", 1, 1, 0, "none"},
-	{"grace", "absent", 1, 1, 1, "remove-static"},
-	{"grace", "gone", 0, 0, 0, "none"},
-	{"grace", "gone", 0, 0, 1, "none"},
-	{"grace", "gone", 0, 1, 0, "none"},
-	{"grace", "gone", 0, 1, 1, "none"},
-	{"grace", "gone", 1, 0, 0, "none"},
-	{"grace", "gone", 1, 0, 1, "remove-static"},
-	{"grace", "gone", 1, 1, 0, "none"},
-	{"grace", "gone", 1, 1, 1, "remove-static"},
-}
-
-var apiNames = map[string]API{"reach": APIReachable, "unreach": APIUnreachable, "grace": APIUnreachableForGrace}
-var parentNames = map[string]Parent{"unknown": ParentUnknown, "present": ParentPresent, "absent": ParentAbsent, "gone": ParentAbsentForGrace}
-
-func (tc tableRow) input(t *testing.T) Input {
-	t.Helper()
-	api, ok := apiNames[tc.api]
-	if !ok {
-		t.Fatalf("bad api %q", tc.api)
-	}
-	parent, ok := parentNames[tc.parent]
-	if !ok {
-		t.Fatalf("bad parent %q", tc.parent)
-	}
-	return Input{API: api, Parent: parent, Running: tc.running == 1, Checkpoint: tc.ckpt == 1, Static: tc.static == 1}
-}
-
-type tableRow struct {
-	api, parent           string
-	running, ckpt, static int
-	want                  string
-}
-
-func TestDecide(t *testing.T) {
-	for _, tc := range table {
-		in := tc.input(t)
-		t.Run(in.String(), func(t *testing.T) {
-			if got := Decide(in).String(); got != tc.want {
-				t.Errorf("Decide(%s) = %s, want %s", in, got, tc.want)
-			}
-		})
-	}
-}
-
+// allInputs walks the whole input space: 4 API states x 4 parent states x 2^7
+// flags = 2048 combinations.
 func allInputs() []Input {
 	var all []Input
 	for _, api := range APIStates {
 		for _, p := range ParentStates {
-			for _, run := range []bool{false, true} {
-				for _, ck := range []bool{false, true} {
-					for _, st := range []bool{false, true} {
-						all = append(all, Input{API: api, Parent: p, Running: run, Checkpoint: ck, Static: st})
-					}
-				}
+			for bits := 0; bits < 1<<7; bits++ {
+				b := func(i int) bool { return bits&(1<<i) != 0 }
+				all = append(all, Input{API: api, Parent: p, Allowed: b(0), Running: b(1), Known: b(2),
+					Checkpoint: b(3), Static: b(4), CopyRunning: b(5), Files: b(6)})
 			}
 		}
 	}
 	return all
 }
 
-func TestDecideCoversEveryCombination(t *testing.T) {
-	seen := map[Input]int{}
-	for _, tc := range table {
-		seen[tc.input(t)]++
+func TestInputSpace(t *testing.T) {
+	seen := map[Input]bool{}
+	for _, in := range allInputs() {
+		seen[in] = true
 	}
-	all := allInputs()
-	if len(all) != 96 {
-		t.Fatalf("input space has %d combinations, want 96", len(all))
-	}
-	for _, in := range all {
-		switch seen[in] {
-		case 1:
-		case 0:
-			t.Errorf("table has no row for %s", in)
-		default:
-			t.Errorf("table has %d rows for %s", seen[in], in)
-		}
-	}
-	if len(table) != len(all) {
-		t.Errorf("table has %d rows, want %d", len(table), len(all))
+	if len(seen) != 2048 {
+		t.Fatalf("input space has %d distinct combinations, want 2048", len(seen))
 	}
 }
 
-// TestDecideSafety checks the promises the daemon makes, over every input.
+// spec is the decision table of docs/checkpointd.md, one predicate per
+// action, written from the documentation rather than from Decide. Decide must
+// take each action exactly when its predicate holds.
+var spec = []struct {
+	action string
+	when   func(Input) bool
+	got    func(Actions) bool
+}{
+	{"save", func(in Input) bool {
+		return (in.API == APIReachable || in.API == APIRecovering) && in.Parent == ParentPresent && in.Allowed && in.Running
+	}, func(a Actions) bool { return a.Save }},
+	{"refuse", func(in Input) bool {
+		return (in.API == APIReachable || in.API == APIRecovering) && in.Parent == ParentPresent && !in.Allowed
+	}, func(a Actions) bool { return a.Refuse }},
+	{"restore", func(in Input) bool {
+		return in.API == APIUnreachableForGrace && in.Checkpoint && in.Allowed && !in.Running && !in.Known &&
+			!in.Static && !in.CopyRunning && in.Parent != ParentAbsent && in.Parent != ParentAbsentForGrace
+	}, func(a Actions) bool { return a.Restore }},
+	{"remove-copy", func(in Input) bool {
+		return in.Static && (!in.Allowed || !in.Checkpoint || in.Running || in.API == APIReachable)
+	}, func(a Actions) bool { return a.RemoveCopy }},
+	{"remove-files", func(in Input) bool {
+		restore := in.API == APIUnreachableForGrace && in.Checkpoint && in.Allowed && !in.Running && !in.Known &&
+			!in.Static && !in.CopyRunning && (in.Parent == ParentPresent || in.Parent == ParentUnknown)
+		return in.Files && !in.Static && !in.CopyRunning && !restore
+	}, func(a Actions) bool { return a.RemoveFiles }},
+	{"drop-checkpoint", func(in Input) bool {
+		return in.Checkpoint && (!in.Allowed || (in.API == APIReachable && in.Parent == ParentAbsentForGrace))
+	}, func(a Actions) bool { return a.DropCheckpoint }},
+}
+
+func TestDecideFollowsTheTableForEveryInput(t *testing.T) {
+	for _, in := range allInputs() {
+		a := Decide(in)
+		for _, s := range spec {
+			if want, got := s.when(in), s.got(a); want != got {
+				t.Errorf("Decide(%s) = %s: %s is %t, want %t", in, a, s.action, got, want)
+			}
+		}
+		if a.RemoveCopy != (a.Why != "") {
+			t.Errorf("Decide(%s) = %s: remove-copy %t with reason %q", in, a, a.RemoveCopy, a.Why)
+		}
+	}
+}
+
+// TestDecideSafety checks the promises checkpointd makes, over every input,
+// each stated on its own (not as the table is).
 func TestDecideSafety(t *testing.T) {
 	for _, in := range allInputs() {
 		a := Decide(in)
 		name := fmt.Sprintf("%s -> %s", in, a)
-		if a.Release && in.API != APIReachable {
-			t.Errorf("%s: released while the API server is not reachable", name)
+		local := !in.Allowed || !in.Checkpoint || in.Running // reasons that need no word from the API
+		if in.API != APIReachable && !local && (a.RemoveCopy || a.DropCheckpoint) {
+			t.Errorf("%s: deleted something while the API server is unreachable or not yet stable", name)
 		}
-		if a.Release && in.Parent != ParentAbsentForGrace {
-			t.Errorf("%s: released before the parent was gone for the grace period", name)
+		if a.Restore && in.Known {
+			t.Errorf("%s: restored a pod the kubelet knows (it runs it, or stopped it on purpose)", name)
 		}
-		if a.Release && (a.Save || a.Restore || a.RemoveStatic) {
-			t.Errorf("%s: release combined with other actions", name)
+		if a.Restore && !in.Allowed {
+			t.Errorf("%s: restored a pod the operator's policy refuses", name)
+		}
+		if a.Restore && (in.Running || in.Static || in.CopyRunning || !in.Checkpoint) {
+			t.Errorf("%s: restored although running, already restored or nothing saved", name)
 		}
 		if a.Restore && in.API != APIUnreachableForGrace {
 			t.Errorf("%s: restored before the API server was away for the grace period", name)
 		}
-		if a.Restore && (in.Running || in.Static || !in.Checkpoint) {
-			t.Errorf("%s: restored although running, already restored or nothing saved", name)
+		if a.Restore && (a.RemoveCopy || a.DropCheckpoint || a.RemoveFiles) {
+			t.Errorf("%s: restore combined with a removal", name)
 		}
-		if a.Restore && a.RemoveStatic {
-			t.Errorf("%s: restore and remove at once", name)
+		if a.Save && (a.Refuse || a.DropCheckpoint) {
+			t.Errorf("%s: saved and refused or dropped at once", name)
 		}
-		if a.RemoveStatic && !in.Static {
-			t.Errorf("%s: removing a static copy that is not there", name)
+		if a.Save && !(in.API == APIReachable || in.API == APIRecovering) {
+			t.Errorf("%s: saved without the API server", name)
 		}
-		if a.Save && (in.API != APIReachable || in.Parent != ParentPresent || !in.Running) {
-			t.Errorf("%s: saved a pod that is not bound here and running", name)
+		if a.RemoveCopy && !in.Static {
+			t.Errorf("%s: removing a copy that is not there", name)
+		}
+		if a.RemoveFiles && (in.Static || in.CopyRunning) {
+			t.Errorf("%s: removed the files of a copy that is in place or still running", name)
+		}
+		if a.DropCheckpoint && in.Allowed && in.Parent != ParentAbsentForGrace {
+			t.Errorf("%s: dropped the checkpoint of an allowed pod the API has not reported gone for the grace period", name)
+		}
+	}
+}
+
+// TestSituations names the situations of issue 9 in the table's terms.
+func TestSituations(t *testing.T) {
+	base := Input{Allowed: true, Checkpoint: true}
+	with := func(f func(*Input)) Input { in := base; f(&in); return in }
+	for _, tc := range []struct {
+		name string
+		in   Input
+		want string
+	}{
+		{"running pod is saved", with(func(in *Input) { in.API, in.Parent, in.Running, in.Known = APIReachable, ParentPresent, true, true }), "save"},
+		{"privileged pod in a namespace not allowed: refused, checkpoint dropped", with(func(in *Input) {
+			in.API, in.Parent, in.Running, in.Known, in.Allowed = APIReachable, ParentPresent, true, true, false
+		}), "refuse,drop-checkpoint"},
+		{"reboot with the API away: restored", with(func(in *Input) { in.API = APIUnreachableForGrace }), "restore"},
+		{"outage without reboot, pod completed or evicted (kubelet knows it): not restored", with(func(in *Input) {
+			in.API, in.Parent, in.Known = APIUnreachableForGrace, ParentPresent, true
+		}), "none"},
+		{"copy restored, API back but not stable yet: copy stays", with(func(in *Input) {
+			in.API, in.Parent, in.Static, in.CopyRunning, in.Files, in.Known = APIRecovering, ParentPresent, true, true, true, true
+		}), "none"},
+		{"API stable, parent bound here: hand-back", with(func(in *Input) {
+			in.API, in.Parent, in.Static, in.CopyRunning, in.Files, in.Known = APIReachable, ParentPresent, true, true, true, true
+		}), "remove-copy"},
+		{"copy removed, its sandbox still stopping: files stay", with(func(in *Input) {
+			in.API, in.Parent, in.CopyRunning, in.Files, in.Known = APIReachable, ParentPresent, true, true, true
+		}), "none"},
+		{"copy's sandbox gone: files go", with(func(in *Input) {
+			in.API, in.Parent, in.Files, in.Known = APIReachable, ParentPresent, true, true
+		}), "remove-files"},
+		{"parent gone for the grace period: checkpoint dropped, nothing else (the reservation keeps its duration)", with(func(in *Input) {
+			in.API, in.Parent = APIReachable, ParentAbsentForGrace
+		}), "drop-checkpoint"},
+		{"orphaned copy (checkpoint gone) while the API is away: removed", with(func(in *Input) {
+			in.API, in.Checkpoint, in.Static = APIUnreachableForGrace, false, true
+		}), "remove-copy"},
+		{"operator narrowed the policy during the outage: copy and checkpoint removed", with(func(in *Input) {
+			in.API, in.Allowed, in.Static, in.CopyRunning = APIUnreachableForGrace, false, true, true
+		}), "remove-copy,drop-checkpoint"},
+		{"API away, last word was gone: nothing", with(func(in *Input) { in.API, in.Parent = APIUnreachableForGrace, ParentAbsent }), "none"},
+	} {
+		if got := Decide(tc.in).String(); got != tc.want {
+			t.Errorf("%s: Decide(%s) = %s, want %s", tc.name, tc.in, got, tc.want)
 		}
 	}
 }
