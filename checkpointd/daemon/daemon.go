@@ -1,5 +1,7 @@
 // Package daemon wires checkpointd together: API client, CRI client, IPAM
-// store, reconcile loop, and the /healthz and /metrics HTTP endpoints.
+// store, policy, per-boot tracker, flannel lease keeper, reconcile loop, and
+// the /healthz and /metrics HTTP endpoints. It also holds Cleanup, which
+// removes what checkpointd put on a node.
 package daemon
 
 import (
@@ -10,45 +12,56 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
+	"sigs.k8s.io/yaml"
 
+	"github.com/stickyip/stickyip/checkpointd/boot"
 	"github.com/stickyip/stickyip/checkpointd/checkpoint"
 	"github.com/stickyip/stickyip/checkpointd/cri"
+	"github.com/stickyip/stickyip/checkpointd/flannel"
 	"github.com/stickyip/stickyip/checkpointd/ipamstore"
 	"github.com/stickyip/stickyip/checkpointd/kube"
 	"github.com/stickyip/stickyip/checkpointd/metrics"
+	"github.com/stickyip/stickyip/checkpointd/policy"
 	"github.com/stickyip/stickyip/checkpointd/reconcile"
 	"github.com/stickyip/stickyip/contract"
 )
 
 // Config is every setting of the daemon (see cmd/checkpointd for flags and defaults).
 type Config struct {
-	NodeName      string
-	Kubeconfig    string // "" or "in-cluster": in-cluster config
-	CheckpointDir string
-	StaticPodDir  string
-	VolumeDir     string
-	CRIEndpoint   string
-	DataDir       string // stickyip data dir; "" disables IPAM reconciliation
-	CNIConfDir    string // CNI network configs, for pool sizes (free IPs metric); "" disables
-	Grace         time.Duration
-	Interval      time.Duration
-	ProbeInterval time.Duration
-	Timeout       time.Duration
-	Refresh       time.Duration
-	LeakMinAge    time.Duration
-	Reservation   string
-	Volumes       string // "copy" or "drop"
-	ListenAddress string // "" disables the HTTP endpoints
-	Log           *slog.Logger
+	NodeName                  string
+	Kubeconfig                string // "" or "in-cluster": in-cluster config
+	CheckpointDir             string
+	StaticPodDir              string
+	KubeletConfig             string // the kubelet's config file; its staticPodPath wins when set
+	VolumeDir                 string
+	CRIEndpoint               string
+	DataDir                   string // stickyip data dir; "" disables IPAM reconciliation
+	CNIConfDir                string // CNI network configs, for pool sizes and flannel networks; "" disables
+	FlannelSubnetFile         string // flanneld's lease; "" disables keeping it
+	AllowNamespaces           string
+	AllowPrivilegedNamespaces string
+	Grace                     time.Duration
+	Stable                    time.Duration
+	Interval                  time.Duration
+	ProbeInterval             time.Duration
+	Timeout                   time.Duration
+	Refresh                   time.Duration
+	LeakMinAge                time.Duration
+	RestoreTimeout            time.Duration
+	CorruptRetention          time.Duration
+	Reservation               string
+	Volumes                   string // "copy" or "drop"
+	ListenAddress             string // "" disables the HTTP endpoints
+	Log                       *slog.Logger
 }
 
 // Validate checks the config and names the offending setting.
@@ -64,10 +77,17 @@ func (c *Config) Validate() error {
 		return errors.New("--volume-dir is empty")
 	case c.Grace <= 0:
 		return fmt.Errorf("--grace-period %s: must be > 0", c.Grace)
+	case c.Stable < 0:
+		return fmt.Errorf("--api-stable-period %s: must be >= 0", c.Stable)
 	case c.Interval <= 0:
 		return fmt.Errorf("--interval %s: must be > 0", c.Interval)
+	case c.RestoreTimeout <= 0:
+		return fmt.Errorf("--restore-timeout %s: must be > 0", c.RestoreTimeout)
 	case c.Volumes != "copy" && c.Volumes != "drop":
 		return fmt.Errorf("--volumes %q: want copy or drop", c.Volumes)
+	}
+	if _, err := policy.Parse(c.AllowNamespaces, c.AllowPrivilegedNamespaces); err != nil {
+		return err
 	}
 	if c.Reservation != "" {
 		// The value becomes the copy's reservation annotation: check it with
@@ -79,9 +99,32 @@ func (c *Config) Validate() error {
 	return nil
 }
 
+// StaticPodPath reads staticPodPath from a KubeletConfiguration file.
+func StaticPodPath(kubeletConfig string) (string, error) {
+	data, err := os.ReadFile(kubeletConfig)
+	if err != nil {
+		return "", fmt.Errorf("--kubelet-config: %w", err)
+	}
+	var kc struct {
+		Kind          string `json:"kind"`
+		StaticPodPath string `json:"staticPodPath"`
+	}
+	if err := yaml.Unmarshal(data, &kc); err != nil {
+		return "", fmt.Errorf("--kubelet-config %s: %w", kubeletConfig, err)
+	}
+	if kc.Kind != "KubeletConfiguration" {
+		return "", fmt.Errorf("--kubelet-config %s: kind %q, want KubeletConfiguration", kubeletConfig, kc.Kind)
+	}
+	if kc.StaticPodPath == "" {
+		return "", fmt.Errorf("--kubelet-config %s sets no staticPodPath: this kubelet runs no static pods, so nothing can be restored", kubeletConfig)
+	}
+	return kc.StaticPodPath, nil
+}
+
 // RestConfig builds the API client config. A kubeconfig is used as is (the
-// kubelet's own, /etc/kubernetes/kubelet.conf, works on kubeadm nodes:
-// it is on local disk and needs no API server to load).
+// kubelet's own, /etc/kubernetes/kubelet.conf, works on kubeadm nodes: it is
+// on local disk, needs no API server to load, and carries the node's
+// identity, which the Node authorizer limits to what the node's pods use).
 func RestConfig(kubeconfig string, timeout time.Duration) (*rest.Config, error) {
 	var cfg *rest.Config
 	var err error
@@ -98,7 +141,8 @@ func RestConfig(kubeconfig string, timeout time.Duration) (*rest.Config, error) 
 	return cfg, nil
 }
 
-// Run runs the daemon until ctx is done.
+// Run runs the daemon until ctx is done. When it returns it has removed
+// every static copy it placed: no copy outlives its keeper.
 func Run(ctx context.Context, cfg Config) error {
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
@@ -106,6 +150,14 @@ func Run(ctx context.Context, cfg Config) error {
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
+	if cfg.KubeletConfig != "" {
+		p, err := StaticPodPath(cfg.KubeletConfig)
+		if err != nil {
+			return err
+		}
+		cfg.StaticPodDir = p
+	}
+	pol, _ := policy.Parse(cfg.AllowNamespaces, cfg.AllowPrivilegedNamespaces)
 	log := cfg.Log
 	// client-go logs through klog: send it to the same structured log.
 	klog.SetSlogLogger(log.With("component", "client-go"))
@@ -113,13 +165,21 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	cs, err := kubernetes.NewForConfig(rc)
+	cs, watch, err := kube.Clients(rc)
 	if err != nil {
 		return fmt.Errorf("API client: %w", err)
 	}
 	store, err := checkpoint.New(cfg.CheckpointDir)
 	if err != nil {
 		return err
+	}
+	tracker, err := boot.Open(cfg.VolumeDir, boot.KernelBootID())
+	if err != nil {
+		return fmt.Errorf("--volume-dir: %w", err)
+	}
+	if !boot.OnTmpfs(cfg.VolumeDir) {
+		log.Warn("--volume-dir is not on tmpfs: restored secrets are written to a disk, and reboots are told apart by the kernel's boot ID alone",
+			"volumeDir", cfg.VolumeDir)
 	}
 	runtime, err := cri.Dial(cfg.CRIEndpoint, cfg.Timeout)
 	if err != nil {
@@ -130,22 +190,41 @@ func Run(ctx context.Context, cfg Config) error {
 	if cfg.DataDir != "" {
 		ipamStore = ipamstore.New(cfg.DataDir, cfg.Timeout, log.With("component", "ipam")).WithCNIConfDir(cfg.CNIConfDir)
 	}
+	var lease *flannel.Keeper
+	if cfg.FlannelSubnetFile != "" {
+		lease = &flannel.Keeper{
+			SubnetFile: cfg.FlannelSubnetFile,
+			SavedFile:  filepath.Join(cfg.CheckpointDir, flannel.SavedFileName),
+			MarkerFile: filepath.Join(cfg.VolumeDir, flannel.MarkerFileName),
+			Log:        log.With("component", "flannel-lease"),
+		}
+		if ipamStore != nil && cfg.CNIConfDir != "" {
+			lease.Check = reconcile.LeaseCheck(ipamStore, func() ([]string, error) {
+				return ipamstore.FlannelNetworks(cfg.CNIConfDir, cfg.FlannelSubnetFile)
+			})
+		}
+	}
 	m := metrics.New()
 	api := kube.New(cs, kube.Options{
-		Node: cfg.NodeName, ProbeInterval: cfg.ProbeInterval, Timeout: cfg.Timeout,
+		Node: cfg.NodeName, ProbeInterval: cfg.ProbeInterval, Timeout: cfg.Timeout, Watch: watch,
 		Log: log.With("component", "api"),
 	})
+	events := kube.NewRecorder(cs, cfg.NodeName, log)
+	defer events.Stop()
 	rec := reconcile.New(reconcile.Config{
 		Node: cfg.NodeName, Store: store, StaticDir: cfg.StaticPodDir, VolumeDir: cfg.VolumeDir,
-		Runtime: runtime, API: api, IPAM: ipamStore, Metrics: m, Log: log,
-		Grace: cfg.Grace, Refresh: cfg.Refresh, LeakMinAge: cfg.LeakMinAge,
+		Runtime: runtime, API: api, Boot: tracker, Policy: pol, IPAM: ipamStore, Events: events, Lease: lease,
+		Metrics: m, Log: log,
+		Grace: cfg.Grace, Stable: cfg.Stable, Refresh: cfg.Refresh, LeakMinAge: cfg.LeakMinAge,
+		RestoreTimeout: cfg.RestoreTimeout, CorruptRetention: cfg.CorruptRetention,
 		Reservation: cfg.Reservation, SkipVolumes: cfg.Volumes == "drop",
 	})
 
-	log.Info("checkpointd starting", "node", cfg.NodeName, "apiServer", rc.Host, "checkpointDir", cfg.CheckpointDir,
-		"staticPodDir", cfg.StaticPodDir, "volumeDir", cfg.VolumeDir, "criEndpoint", cfg.CRIEndpoint,
-		"dataDir", cfg.DataDir, "cniConfDir", cfg.CNIConfDir, "gracePeriod", cfg.Grace, "interval", cfg.Interval, "volumes", cfg.Volumes,
-		"listen", cfg.ListenAddress)
+	log.Info("checkpointd starting", "node", cfg.NodeName, "apiServer", rc.Host, "policy", pol.String(),
+		"checkpointDir", cfg.CheckpointDir, "staticPodDir", cfg.StaticPodDir, "volumeDir", cfg.VolumeDir,
+		"newBoot", tracker.Fresh(), "criEndpoint", cfg.CRIEndpoint, "dataDir", cfg.DataDir, "cniConfDir", cfg.CNIConfDir,
+		"flannelSubnetFile", cfg.FlannelSubnetFile, "gracePeriod", cfg.Grace, "apiStablePeriod", cfg.Stable,
+		"interval", cfg.Interval, "volumes", cfg.Volumes, "listen", cfg.ListenAddress)
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -177,6 +256,15 @@ func Run(ctx context.Context, cfg Config) error {
 	go func() { defer wg.Done(); rec.Run(ctx, cfg.Interval) }()
 	<-ctx.Done()
 	wg.Wait()
+	// No copy outlives its keeper: a copy nobody watches would never be
+	// handed back, and its parent would wait for its IP forever.
+	removed, err := reconcile.RemoveCopies(cfg.StaticPodDir, "")
+	if len(removed) > 0 {
+		log.Info("checkpointd stopping: its static copies removed", "copies", strings.Join(removed, ","))
+	}
+	if err != nil {
+		log.Error("checkpointd stopping: cannot remove its static copies; run `checkpointd cleanup`", "err", err)
+	}
 	log.Info("checkpointd stopped")
 	select {
 	case err := <-errc:
@@ -186,15 +274,52 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 }
 
-// Healther reports the last successful reconcile pass and the last error.
+// Cleanup removes what checkpointd put on the node: with all false, its
+// static copies and their files (what the systemd unit runs whenever the
+// daemon stops, crashes included); with all, also every checkpoint, stored
+// secret, absence mark, corrupt record, the saved flannel lease and the
+// per-boot files. It never touches a file it did not write. It returns the
+// paths it removed.
+func Cleanup(cfg Config, all bool) ([]string, error) {
+	if cfg.KubeletConfig != "" {
+		p, err := StaticPodPath(cfg.KubeletConfig)
+		if err != nil {
+			return nil, err
+		}
+		cfg.StaticPodDir = p
+	}
+	removed, err := reconcile.RemoveCopies(cfg.StaticPodDir, cfg.VolumeDir)
+	if err != nil || !all {
+		return removed, err
+	}
+	store := checkpoint.Open(cfg.CheckpointDir)
+	more, err := store.Purge(flannel.SavedFileName)
+	removed = append(removed, more...)
+	if err != nil {
+		return removed, err
+	}
+	for _, name := range []string{boot.FileName, flannel.MarkerFileName} {
+		p := filepath.Join(cfg.VolumeDir, name)
+		if err := os.Remove(p); err == nil {
+			removed = append(removed, p)
+		} else if !errors.Is(err, os.ErrNotExist) {
+			return removed, err
+		}
+	}
+	_ = os.Remove(cfg.VolumeDir) // only when empty
+	return removed, nil
+}
+
+// Healther reports the last successful observation and the last error.
 type Healther interface {
 	Health() (time.Time, error)
 }
 
-// Handler serves /metrics and /healthz. /healthz answers 200 "ok" when a
-// reconcile pass succeeded within maxAge, else 503 with the reason. An
-// unreachable API server does not make checkpointd unhealthy (that is the
-// situation it exists for); an unreachable container runtime does.
+// Handler serves /metrics and /healthz. /healthz reports the daemon's own
+// health: 200 "ok" while reconcile passes can observe the node (runtime and
+// disks readable) within maxAge, else 503 with the reason. An unreachable API
+// server is what checkpointd exists for, and one pod's failure is that pod's
+// (logged, counted, an Event): neither makes it unhealthy.
 func Handler(m *metrics.Metrics, h Healther, maxAge time.Duration) http.Handler {
 	start := time.Now()
 	mux := http.NewServeMux()
@@ -209,7 +334,7 @@ func Handler(m *metrics.Metrics, h Healther, maxAge time.Duration) http.Handler 
 			fmt.Fprintln(w, "ok: starting")
 		default:
 			w.WriteHeader(http.StatusServiceUnavailable)
-			msg := "no successful reconcile pass"
+			msg := "no reconcile pass could observe the node"
 			if !last.IsZero() {
 				msg += " since " + last.UTC().Format(time.RFC3339)
 			}

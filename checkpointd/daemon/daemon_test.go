@@ -1,6 +1,8 @@
 package daemon
 
 import (
+	"path/filepath"
+
 	"github.com/stickyip/stickyip/contract"
 
 	"errors"
@@ -8,12 +10,13 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
+	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
 
 	"github.com/stickyip/stickyip/checkpointd/metrics"
@@ -74,7 +77,7 @@ func TestMetricsEndpoint(t *testing.T) {
 
 func TestValidate(t *testing.T) {
 	good := Config{NodeName: "n", CheckpointDir: "/c", StaticPodDir: "/s", VolumeDir: "/v", Grace: time.Minute,
-		Interval: time.Second, Volumes: "copy", Reservation: "10m"}
+		Interval: time.Second, Volumes: "copy", Reservation: "10m", RestoreTimeout: time.Minute, AllowNamespaces: "kube-system"}
 	if err := good.Validate(); err != nil {
 		t.Fatalf("valid config rejected: %v", err)
 	}
@@ -109,8 +112,10 @@ func TestValidate(t *testing.T) {
 	}
 }
 
-// TestDaemonSetManifest decodes conf/checkpointd-daemonset.yaml strictly and
-// checks that its RBAC is the least the daemon needs.
+// TestDaemonSetManifest decodes conf/checkpointd-daemonset.yaml strictly:
+// it is one DaemonSet acting with the node's own identity (the kubelet's
+// kubeconfig, read-only), with no service account token and no RBAC of its
+// own, so it has no cluster-wide access to Secrets (issue 9 row 2).
 func TestDaemonSetManifest(t *testing.T) {
 	data, err := os.ReadFile("../../conf/checkpointd-daemonset.yaml")
 	if err != nil {
@@ -123,52 +128,122 @@ func TestDaemonSetManifest(t *testing.T) {
 			t.Fatal(err)
 		}
 		kinds = append(kinds, meta.Kind)
-		switch meta.Kind {
-		case "ClusterRole":
-			var cr rbacv1.ClusterRole
-			if err := yaml.UnmarshalStrict([]byte(doc), &cr); err != nil {
-				t.Fatal(err)
+		if meta.Kind != "DaemonSet" {
+			continue
+		}
+		var ds appsv1.DaemonSet
+		if err := yaml.UnmarshalStrict([]byte(doc), &ds); err != nil {
+			t.Fatal(err)
+		}
+		spec := ds.Spec.Template.Spec
+		if spec.ServiceAccountName != "" || spec.AutomountServiceAccountToken == nil || *spec.AutomountServiceAccountToken {
+			t.Errorf("service account %q, automount %v: want none", spec.ServiceAccountName, spec.AutomountServiceAccountToken)
+		}
+		c := spec.Containers[0]
+		if !slices.Contains(c.Args, "--kubeconfig=/etc/kubernetes/kubelet.conf") {
+			t.Errorf("args %v: want the kubelet's kubeconfig", c.Args)
+		}
+		mounts := map[string]corev1.VolumeMount{}
+		for _, m := range c.VolumeMounts {
+			mounts[m.Name] = m
+		}
+		for _, name := range []string{"kubeconfig", "kubelet-pki"} {
+			if !mounts[name].ReadOnly {
+				t.Errorf("mount %s is not read-only", name)
 			}
-			got := map[string]string{}
-			for _, r := range cr.Rules {
-				for _, res := range r.Resources {
-					got[res] = strings.Join(r.Verbs, ",")
-				}
-				if len(r.APIGroups) != 1 || r.APIGroups[0] != "" || len(r.ResourceNames) > 0 || len(r.NonResourceURLs) > 0 {
-					t.Errorf("unexpected rule %+v", r)
-				}
+		}
+		for _, v := range spec.Volumes {
+			// Same path inside and outside: manifests name host paths.
+			if v.HostPath == nil || mounts[v.Name].MountPath != v.HostPath.Path {
+				t.Errorf("volume %s: host %v mounted at %s, want the same path", v.Name, v.HostPath, mounts[v.Name].MountPath)
 			}
-			want := map[string]string{"pods": "get,list,watch", "secrets": "get", "configmaps": "get"}
-			if len(got) != len(want) {
-				t.Errorf("RBAC grants %v, want exactly %v", got, want)
-			}
-			for res, verbs := range want {
-				if got[res] != verbs {
-					t.Errorf("RBAC on %s: %q, want %q", res, got[res], verbs)
-				}
-			}
-		case "DaemonSet":
-			var ds appsv1.DaemonSet
-			if err := yaml.UnmarshalStrict([]byte(doc), &ds); err != nil {
-				t.Fatal(err)
-			}
-			c := ds.Spec.Template.Spec.Containers[0]
-			mounts := map[string]string{}
-			for _, m := range c.VolumeMounts {
-				mounts[m.Name] = m.MountPath
-			}
-			for _, v := range ds.Spec.Template.Spec.Volumes {
-				// Same path inside and outside: manifests name host paths.
-				if v.HostPath == nil || mounts[v.Name] != v.HostPath.Path {
-					t.Errorf("volume %s: host %v mounted at %s, want the same path", v.Name, v.HostPath, mounts[v.Name])
-				}
-			}
-		case "ServiceAccount", "ClusterRoleBinding":
-		default:
-			t.Errorf("unexpected kind %q", meta.Kind)
 		}
 	}
-	if strings.Join(kinds, ",") != "ServiceAccount,ClusterRole,ClusterRoleBinding,DaemonSet" {
-		t.Errorf("kinds %v", kinds)
+	if strings.Join(kinds, ",") != "DaemonSet" {
+		t.Errorf("kinds %v: want only the DaemonSet (no ServiceAccount, no RBAC)", kinds)
+	}
+}
+
+// TestUnitRemovesCopiesWhenItStops: the shipped unit runs `checkpointd
+// cleanup` after every stop, with the same settings as the daemon.
+func TestUnitRemovesCopiesWhenItStops(t *testing.T) {
+	data, err := os.ReadFile("../../conf/checkpointd.service")
+	if err != nil {
+		t.Fatal(err)
+	}
+	unit := string(data)
+	for _, want := range []string{"\nExecStart=/usr/local/bin/checkpointd\n", "\nExecStopPost=/usr/local/bin/checkpointd cleanup\n",
+		"\nEnvironmentFile=-/etc/default/checkpointd\n", "\nEnvironment=CHECKPOINTD_STATIC_POD_DIR=", "\nEnvironment=CHECKPOINTD_VOLUME_DIR="} {
+		if !strings.Contains(unit, want) {
+			t.Errorf("unit lacks %q", strings.TrimSpace(want))
+		}
+	}
+	if strings.Index(unit, "EnvironmentFile=") < strings.LastIndex(unit, "Environment=CHECKPOINTD_") {
+		t.Error("EnvironmentFile must come after the defaults so the operator's settings win")
+	}
+}
+
+func TestStaticPodPathFromKubeletConfig(t *testing.T) {
+	dir := t.TempDir()
+	write := func(body string) string {
+		p := filepath.Join(dir, "config.yaml")
+		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	p, err := StaticPodPath(write("apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nstaticPodPath: /srv/manifests\n"))
+	if err != nil || p != "/srv/manifests" {
+		t.Fatalf("StaticPodPath = %q, %v", p, err)
+	}
+	if _, err := StaticPodPath(write("kind: KubeletConfiguration\n")); err == nil || !strings.Contains(err.Error(), "no staticPodPath") {
+		t.Errorf("no staticPodPath: err %v", err)
+	}
+	if _, err := StaticPodPath(write("kind: Pod\n")); err == nil || !strings.Contains(err.Error(), "KubeletConfiguration") {
+		t.Errorf("wrong kind: err %v", err)
+	}
+}
+
+// TestCleanup: `checkpointd cleanup` removes the copies and their files;
+// with --all everything checkpointd wrote, and never a file it did not write.
+func TestCleanup(t *testing.T) {
+	dir := t.TempDir()
+	cfg := Config{StaticPodDir: filepath.Join(dir, "manifests"), CheckpointDir: filepath.Join(dir, "ckpt"),
+		VolumeDir: filepath.Join(dir, "run")}
+	files := map[string]string{
+		"manifests/stickyip-checkpoint-default_web.yaml": "copy",
+		"manifests/kube-apiserver.yaml":                  "not ours",
+		"run/default_web/tls/key":                        "secret",
+		"run/boot.json":                                  "{}",
+		"ckpt/default_web.ckpt":                          "record",
+		"ckpt/default_gone.absent":                       "mark",
+		"ckpt/flannel-subnet.env":                        "lease",
+		"ckpt/corrupt/default_x.ckpt.123":                "evidence",
+		"ckpt/operator-notes":                            "not ours",
+	}
+	for p, body := range files {
+		full := filepath.Join(dir, p)
+		if err := os.MkdirAll(filepath.Dir(full), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(full, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	exists := func(p string) bool { _, err := os.Stat(filepath.Join(dir, p)); return err == nil }
+	if _, err := Cleanup(cfg, false); err != nil {
+		t.Fatal(err)
+	}
+	if exists("manifests/stickyip-checkpoint-default_web.yaml") || exists("run/default_web") || !exists("ckpt/default_web.ckpt") || !exists("run/boot.json") {
+		t.Fatal("cleanup without --all: want copies and their files gone, checkpoints and boot state kept")
+	}
+	if _, err := Cleanup(cfg, true); err != nil {
+		t.Fatal(err)
+	}
+	for p := range files {
+		ours := !strings.Contains(files[p], "not ours")
+		if exists(p) == ours {
+			t.Errorf("%s: exists=%t after cleanup --all (ours=%t)", p, exists(p), ours)
+		}
 	}
 }

@@ -69,27 +69,17 @@ func NewWithEnv(dataDir string, lockTimeout time.Duration, env ipam.Env) *Store 
 	return &Store{store: boltstore.New(dataDir, lockTimeout), env: env}
 }
 
-// Allocations lists every record of every network.
-func (s *Store) Allocations() ([]reconcile.Allocation, error) {
+// Entries lists every record of every network.
+func (s *Store) Entries() ([]reconcile.Entry, error) {
 	nets, err := s.store.Networks()
 	if err != nil {
 		return nil, err
 	}
-	var out []reconcile.Allocation
+	var out []reconcile.Entry
 	for _, n := range nets {
 		err := s.store.View(n, func(tx reservation.Txn) error {
 			return tx.ForEach(func(r *reservation.Record) error {
-				out = append(out, reconcile.Allocation{
-					Network:     n,
-					IP:          r.IP.String(),
-					State:       string(r.State),
-					ContainerID: r.ContainerID,
-					IfName:      r.IfName,
-					Namespace:   r.Identity.Namespace,
-					Name:        r.Identity.Name,
-					AllocatedAt: r.AllocatedAt,
-					ExpiresAt:   r.ExpiresAt,
-				})
+				out = append(out, reconcile.Entry{Network: n, Record: r})
 				return nil
 			})
 		})
@@ -108,31 +98,5 @@ func (s *Store) ReleaseContainer(network, containerID, ifname string) error {
 	eng := &ipam.Engine{Env: s.env}
 	return s.store.Update(network, func(tx reservation.Txn) error {
 		return eng.Del(tx, containerID, ifname)
-	})
-}
-
-// ReleaseReservation deletes the reservations of namespace/name in network.
-// Addresses still allocated to a live sandbox are left alone.
-func (s *Store) ReleaseReservation(network, namespace, name string) error {
-	return s.store.Update(network, func(tx reservation.Txn) error {
-		recs, err := reservation.PodRecords(tx, namespace, name)
-		if err != nil {
-			return err
-		}
-		var drop []*reservation.Record
-		for _, r := range recs {
-			if r.State == reservation.Reserved {
-				drop = append(drop, r)
-			}
-		}
-		if len(drop) == 0 {
-			return reservation.ErrNoChange // nothing to commit or sync
-		}
-		for _, r := range drop {
-			if err := tx.Delete(r.IP); err != nil {
-				return err
-			}
-		}
-		return nil
 	})
 }

@@ -4,8 +4,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
-	"sort"
-	"testing"
+		"testing"
 	"time"
 
 	"github.com/stickyip/stickyip/checkpointd/reconcile"
@@ -55,15 +54,15 @@ func newStore(dir string) *Store {
 	return NewWithEnv(dir, 2*time.Second, ipam.Env{Now: func() time.Time { return now }, BootID: "boot-1"})
 }
 
-func byIP(t *testing.T, s *Store) map[string]reconcile.Allocation {
+func byIP(t *testing.T, s *Store) map[string]reconcile.Entry {
 	t.Helper()
-	all, err := s.Allocations()
+	all, err := s.Entries()
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := map[string]reconcile.Allocation{}
+	out := map[string]reconcile.Entry{}
 	for _, a := range all {
-		out[a.IP] = a
+		out[a.IP.String()] = a
 	}
 	return out
 }
@@ -82,8 +81,8 @@ func TestAllocationsAndRelease(t *testing.T) {
 		t.Fatalf("%d entries, want 4: %+v", len(got), got)
 	}
 	a := got["10.244.1.2"]
-	if a.Network != "cbr0" || a.State != reconcile.StateAllocated || a.ContainerID != "sb-keep" || a.IfName != "eth0" ||
-		a.Namespace != "default" || a.Name != "web" || !a.AllocatedAt.Equal(now.Add(-time.Hour)) {
+	if a.Network != "cbr0" || a.State != reservation.Allocated || a.ContainerID != "sb-keep" || a.IfName != "eth0" ||
+		a.Identity.Pod() != "default/web" || !a.AllocatedAt.Equal(now.Add(-time.Hour)) {
 		t.Errorf("allocation = %+v", a)
 	}
 
@@ -96,45 +95,26 @@ func TestAllocationsAndRelease(t *testing.T) {
 		t.Fatal(err)
 	}
 	got = byIP(t, s)
-	if r := got["10.244.1.2"]; r.State != reconcile.StateReserved || r.Name != "web" || !r.ExpiresAt.Equal(now.Add(5*time.Minute)) {
+	if r := got["10.244.1.2"]; r.State != reservation.Reserved || r.Identity.Name != "web" || !r.ExpiresAt.Equal(now.Add(5*time.Minute)) {
 		t.Errorf("after DEL: %+v, want reserved for default/web until now+5m", r)
 	}
 	if _, ok := got["10.244.1.3"]; ok {
 		t.Error("allocation without duration not freed by DEL")
 	}
 
-	// Releasing one identity's reservation leaves the others.
-	if err := s.ReleaseReservation("cbr0", "default", "gone"); err != nil {
-		t.Fatal(err)
-	}
-	got = byIP(t, s)
-	var ips []string
-	for ip := range got {
-		ips = append(ips, ip)
-	}
-	sort.Strings(ips)
-	if len(ips) != 2 || ips[0] != "10.244.1.2" || ips[1] != "10.244.1.5" {
-		t.Errorf("left %v, want 10.244.1.2 and 10.244.1.5", ips)
-	}
-}
-
-func TestReleaseReservationKeepsLiveAllocation(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "stickyip")
-	seed(t, dir, rec("10.244.1.2", "allocated", "sb", "default", "web", 5*time.Minute))
-	s := newStore(dir)
-	if err := s.ReleaseReservation("cbr0", "default", "web"); err != nil {
-		t.Fatal(err)
-	}
-	if got := byIP(t, s); got["10.244.1.2"].State != reconcile.StateAllocated {
-		t.Errorf("live allocation touched: %+v", got)
+	// Reservations of other pods are never touched by checkpointd.
+	for _, ip := range []string{"10.244.1.4", "10.244.1.5"} {
+		if r := got[ip]; r.State != reservation.Reserved {
+			t.Errorf("%s: %+v, want still reserved", ip, r)
+		}
 	}
 }
 
 func TestMissingStoreIsEmpty(t *testing.T) {
 	s := newStore(filepath.Join(t.TempDir(), "never-created"))
-	all, err := s.Allocations()
+	all, err := s.Entries()
 	if err != nil || len(all) != 0 {
-		t.Errorf("Allocations on a missing store = %v, %v; want empty, nil", all, err)
+		t.Errorf("Entries on a missing store = %v, %v; want empty, nil", all, err)
 	}
 }
 
@@ -172,5 +152,12 @@ func TestFreeFromCNIConfig(t *testing.T) {
 	}
 	if len(free) != 2 || free["cbr0"] != 251 || free["br"] != 10 {
 		t.Errorf("Free = %v, want cbr0:251 (253 - 1 allocated - 1 reserved) and br:10", free)
+	}
+	nets, err := FlannelNetworks(confDir, subnetEnv)
+	if err != nil || len(nets) != 1 || nets[0] != "cbr0" {
+		t.Errorf("FlannelNetworks = %v, %v; want [cbr0]", nets, err)
+	}
+	if nets, _ := FlannelNetworks(confDir, DefaultFlannelSubnetFile); len(nets) != 0 {
+		t.Errorf("FlannelNetworks of another subnet file = %v, want none", nets)
 	}
 }

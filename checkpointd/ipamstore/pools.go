@@ -36,40 +36,49 @@ type netConf struct {
 // ranges, the range is the node subnet from its subnet file, as the flannel
 // plugin does. Files that do not parse are skipped.
 func Pools(confDir string) (map[string][]allocator.RangeSet, error) {
+	out := map[string][]allocator.RangeSet{}
+	err := eachNetwork(confDir, func(name string, plugins []pluginConf) {
+		for _, p := range plugins {
+			sets, err := pluginRanges(name, p)
+			if err == nil && len(sets) > 0 {
+				out[name] = append(out[name], sets...)
+			}
+		}
+	})
+	return out, err
+}
+
+// eachNetwork calls fn with every network configured in confDir (*.conflist,
+// *.conf, *.json, in file name order; the first file of a network name wins,
+// as for the runtime). Files that do not parse are skipped.
+func eachNetwork(confDir string, fn func(name string, plugins []pluginConf)) error {
 	var files []string
 	for _, pat := range []string{"*.conflist", "*.conf", "*.json"} {
 		m, err := filepath.Glob(filepath.Join(confDir, pat))
 		if err != nil {
-			return nil, err
+			return err
 		}
 		files = append(files, m...)
 	}
 	sort.Strings(files)
-	out := map[string][]allocator.RangeSet{}
+	seen := map[string]bool{}
 	for _, f := range files {
 		data, err := os.ReadFile(f)
 		if err != nil {
 			continue
 		}
 		var nc netConf
-		if json.Unmarshal(data, &nc) != nil || nc.Name == "" {
+		if json.Unmarshal(data, &nc) != nil || nc.Name == "" || seen[nc.Name] {
 			continue
 		}
+		seen[nc.Name] = true
 		plugins := nc.Plugins
 		if len(plugins) == 0 {
 			plugins = []pluginConf{nc.pluginConf}
 		}
-		if _, seen := out[nc.Name]; seen {
-			continue // the runtime uses the first file of a network name
-		}
-		for _, p := range plugins {
-			sets, err := pluginRanges(nc.Name, p)
-			if err == nil && len(sets) > 0 {
-				out[nc.Name] = append(out[nc.Name], sets...)
-			}
-		}
+		fn(nc.Name, plugins)
 	}
-	return out, nil
+	return nil
 }
 
 func pluginRanges(name string, p pluginConf) ([]allocator.RangeSet, error) {
@@ -172,4 +181,23 @@ func freeIn(sets []allocator.RangeSet, used []net.IP) int {
 		return 0
 	}
 	return int(total.Int64())
+}
+
+// FlannelNetworks returns the names of the networks in confDir whose flannel
+// plugin reads subnetFile (DefaultFlannelSubnetFile when the plugin names none).
+func FlannelNetworks(confDir, subnetFile string) ([]string, error) {
+	var out []string
+	err := eachNetwork(confDir, func(name string, plugins []pluginConf) {
+		for _, p := range plugins {
+			f := p.SubnetFile
+			if f == "" {
+				f = DefaultFlannelSubnetFile
+			}
+			if p.Type == "flannel" && filepath.Clean(f) == filepath.Clean(subnetFile) {
+				out = append(out, name)
+				return
+			}
+		}
+	})
+	return out, err
 }

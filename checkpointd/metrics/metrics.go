@@ -14,15 +14,22 @@ type Metrics struct {
 	Checkpoints      prometheus.Gauge
 	CorruptTotal     prometheus.Counter
 	SavesTotal       prometheus.Counter
+	Refusals         *prometheus.CounterVec
 	RestoresActive   prometheus.Gauge
 	RestoresTotal    prometheus.Counter
+	RestoreFailures  *prometheus.CounterVec
+	RestoreSeconds   prometheus.Histogram
 	HandBacksTotal   prometheus.Counter
+	CopiesRemoved    *prometheus.CounterVec
 	ReleasesTotal    prometheus.Counter
+	PodErrors        *prometheus.CounterVec
 	APIReachable     prometheus.Gauge
 	Allocations      *prometheus.GaugeVec
 	Reservations     *prometheus.GaugeVec
 	FreeIPs          *prometheus.GaugeVec
 	ReconciledLeaks  prometheus.Counter
+	LeaseRestores    prometheus.Counter
+	LeaseErrors      prometheus.Counter
 	ReconcileErrors  prometheus.Counter
 	LastReconcileUTC prometheus.Gauge
 }
@@ -35,32 +42,44 @@ func New() *Metrics {
 	c := func(name, help string) prometheus.Counter {
 		return prometheus.NewCounter(prometheus.CounterOpts{Namespace: "checkpointd", Name: name, Help: help})
 	}
+	cv := func(name, help, label string) *prometheus.CounterVec {
+		return prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "checkpointd", Name: name, Help: help}, []string{label})
+	}
 	gv := func(name, help string) *prometheus.GaugeVec {
 		return prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "checkpointd", Name: name, Help: help}, []string{"network"})
 	}
 	m := &Metrics{
-		Registry:         prometheus.NewRegistry(),
-		Checkpoints:      g("checkpoints", "Valid checkpoint records on disk."),
-		CorruptTotal:     c("checkpoints_corrupt_total", "Checkpoint records that failed verification and were set aside."),
-		SavesTotal:       c("checkpoint_saves_total", "Checkpoint records written (new pods and changed pods)."),
-		RestoresActive:   g("restores_active", "Static copies currently in the kubelet's static pod directory."),
-		RestoresTotal:    c("restores_total", "Static copies written while the API server was unreachable."),
+		Registry:        prometheus.NewRegistry(),
+		Checkpoints:     g("checkpoints", "Valid checkpoint records on disk."),
+		CorruptTotal:    c("checkpoints_corrupt_total", "Checkpoint records that failed verification and were set aside."),
+		SavesTotal:      c("checkpoint_saves_total", "Checkpoint records written (new pods and changed pods)."),
+		Refusals:        cv("refusals_total", "Opted-in pods the node's policy refuses, by reason (counted once per pod and reason).", "reason"),
+		RestoresActive:  g("restores_active", "Static copies currently in the kubelet's static pod directory."),
+		RestoresTotal:   c("restores_total", "Static copies written while the API server was unreachable."),
+		RestoreFailures: cv("restore_failures_total", "Restores that failed: invalid-manifest (not written), no-sandbox (written, not running after --restore-timeout).", "reason"),
+		RestoreSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "checkpointd", Name: "restore_seconds",
+			Help: "Time from writing a static copy to its sandbox running.", Buckets: prometheus.ExponentialBuckets(1, 2, 10)}),
 		HandBacksTotal:   c("handbacks_total", "Static copies removed to hand the pod back to the API server."),
-		ReleasesTotal:    c("releases_total", "Checkpoints released because the parent pod was gone for the grace period."),
+		CopiesRemoved:    cv("copies_removed_total", "Static copies removed, by reason.", "reason"),
+		ReleasesTotal:    c("releases_total", "Checkpoints deleted: parent gone for the grace period, or refused by policy."),
+		PodErrors:        cv("pod_errors_total", "Per-pod step failures (counted once per distinct error), by step.", "step"),
 		APIReachable:     g("api_reachable", "1 when the API server is reachable and the pod watch has synced."),
 		Allocations:      gv("ipam_allocations", "IPs held by live sandboxes, per network."),
 		Reservations:     gv("ipam_reservations", "IPs reserved for deleted pods, per network."),
 		FreeIPs:          gv("ipam_free_ips", "IPs neither allocated nor reserved, per network (when the IPAM reports pool sizes)."),
 		ReconciledLeaks:  c("ipam_reconciled_leaks_total", "Allocations whose sandbox no longer existed, handled as DEL."),
-		ReconcileErrors:  c("reconcile_errors_total", "Reconcile passes that failed."),
+		LeaseRestores:    c("flannel_lease_restores_total", "Times the saved flannel subnet lease was put back because flanneld had not written one this boot."),
+		LeaseErrors:      c("flannel_lease_errors_total", "Flannel lease rounds that failed (unreadable, invalid, or not matching the IPAM)."),
+		ReconcileErrors:  c("reconcile_errors_total", "Reconcile passes that could not observe the node (runtime or disk unreadable)."),
 		LastReconcileUTC: g("last_reconcile_timestamp_seconds", "Unix time of the last successful reconcile pass."),
 	}
 	m.Registry.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		m.Checkpoints, m.CorruptTotal, m.SavesTotal, m.RestoresActive, m.RestoresTotal,
-		m.HandBacksTotal, m.ReleasesTotal, m.APIReachable, m.Allocations, m.Reservations,
-		m.FreeIPs, m.ReconciledLeaks, m.ReconcileErrors, m.LastReconcileUTC,
+		m.Checkpoints, m.CorruptTotal, m.SavesTotal, m.Refusals, m.RestoresActive, m.RestoresTotal,
+		m.RestoreFailures, m.RestoreSeconds, m.HandBacksTotal, m.CopiesRemoved, m.ReleasesTotal, m.PodErrors,
+		m.APIReachable, m.Allocations, m.Reservations, m.FreeIPs, m.ReconciledLeaks, m.LeaseRestores,
+		m.LeaseErrors, m.ReconcileErrors, m.LastReconcileUTC,
 	)
 	return m
 }

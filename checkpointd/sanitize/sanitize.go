@@ -52,6 +52,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/stickyip/stickyip/checkpointd/checkpoint"
+	"github.com/stickyip/stickyip/checkpointd/policy"
 	"github.com/stickyip/stickyip/contract"
 )
 
@@ -107,27 +108,62 @@ type Result struct {
 // VolumeRoot returns the directory, relative to VolumeDir, holding the files of id.
 func VolumeRoot(id checkpoint.ID) string { return id.Namespace + "_" + id.Name }
 
-// References returns the secrets and configMaps whose data a checkpoint of
-// pod needs: secrets used by volumes, configMaps used by volumes and env.
-// Secrets used only by env are not returned: they are never restored.
-func References(pod *corev1.Pod) (secrets, configMaps []string) {
-	s, c := map[string]bool{}, map[string]bool{}
+// Ref is one secret or configMap a checkpoint of a pod needs, and which of
+// its keys.
+type Ref struct {
+	Kind string // "Secret" or "ConfigMap"
+	Name string
+	// Keys lists the keys the pod uses; nil means every key (a volume
+	// without items, or envFrom).
+	Keys []string
+	// Optional: every reference to the object is optional, so a missing
+	// object is not an error.
+	Optional bool
+}
+
+// Refs returns the secrets and configMaps whose data a checkpoint of pod
+// needs, with the keys it uses: secrets mounted by volumes, configMaps
+// mounted by volumes or read by the environment. Secrets read only by the
+// environment are not returned: they are never restored (see the package
+// documentation), so they are never read.
+func Refs(pod *corev1.Pod) []Ref {
+	type acc struct {
+		all      bool
+		keys     map[string]bool
+		optional bool
+	}
+	refs := map[[2]string]*acc{}
+	note := func(kind, name string, items []corev1.KeyToPath, optional *bool) {
+		k := [2]string{kind, name}
+		a := refs[k]
+		if a == nil {
+			a = &acc{keys: map[string]bool{}, optional: true}
+			refs[k] = a
+		}
+		a.optional = a.optional && isTrue(optional)
+		if items == nil {
+			a.all = true
+		}
+		for _, it := range items {
+			a.keys[it.Key] = true
+		}
+	}
 	for _, v := range pod.Spec.Volumes {
 		switch {
 		case v.Secret != nil:
-			s[v.Secret.SecretName] = true
+			note("Secret", v.Secret.SecretName, nilIfEmpty(v.Secret.Items), v.Secret.Optional)
 		case v.ConfigMap != nil:
-			c[v.ConfigMap.Name] = true
+			note("ConfigMap", v.ConfigMap.Name, nilIfEmpty(v.ConfigMap.Items), v.ConfigMap.Optional)
 		case v.Projected != nil:
 			if hasToken(v.Projected) {
-				continue
+				continue // dropped with its token
 			}
 			for _, src := range v.Projected.Sources {
 				if src.Secret != nil {
-					s[src.Secret.Name] = true
+					note("Secret", src.Secret.Name, nilIfEmpty(src.Secret.Items), src.Secret.Optional)
 				}
 				if src.ConfigMap != nil {
-					c[src.ConfigMap.Name] = true
+					note("ConfigMap", src.ConfigMap.Name, nilIfEmpty(src.ConfigMap.Items), src.ConfigMap.Optional)
 				}
 			}
 		}
@@ -135,69 +171,58 @@ func References(pod *corev1.Pod) (secrets, configMaps []string) {
 	for _, ctr := range allContainers(&pod.Spec) {
 		for _, ef := range ctr.EnvFrom {
 			if ef.ConfigMapRef != nil {
-				c[ef.ConfigMapRef.Name] = true
+				note("ConfigMap", ef.ConfigMapRef.Name, nil, ef.ConfigMapRef.Optional)
 			}
 		}
 		for _, e := range ctr.Env {
 			if e.ValueFrom != nil && e.ValueFrom.ConfigMapKeyRef != nil {
-				c[e.ValueFrom.ConfigMapKeyRef.Name] = true
+				r := e.ValueFrom.ConfigMapKeyRef
+				note("ConfigMap", r.Name, []corev1.KeyToPath{{Key: r.Key}}, r.Optional)
 			}
 		}
 	}
-	return sortedKeys(s), sortedKeys(c)
+	out := make([]Ref, 0, len(refs))
+	for k, a := range refs {
+		r := Ref{Kind: k[0], Name: k[1], Optional: a.optional}
+		if !a.all {
+			r.Keys = sortedKeys(a.keys)
+		}
+		out = append(out, r)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Kind != out[j].Kind {
+			return out[i].Kind < out[j].Kind
+		}
+		return out[i].Name < out[j].Name
+	})
+	return out
 }
 
-// Optional reports whether every reference of pod to the named object is optional,
-// so a missing object is not an error.
-func Optional(pod *corev1.Pod, kind, name string) bool {
-	opt := func(p *bool) bool { return p != nil && *p }
-	all := true
-	for _, v := range pod.Spec.Volumes {
-		switch {
-		case kind == "Secret" && v.Secret != nil && v.Secret.SecretName == name:
-			all = all && opt(v.Secret.Optional)
-		case kind == "ConfigMap" && v.ConfigMap != nil && v.ConfigMap.Name == name:
-			all = all && opt(v.ConfigMap.Optional)
-		case v.Projected != nil:
-			for _, src := range v.Projected.Sources {
-				if kind == "Secret" && src.Secret != nil && src.Secret.Name == name {
-					all = all && opt(src.Secret.Optional)
-				}
-				if kind == "ConfigMap" && src.ConfigMap != nil && src.ConfigMap.Name == name {
-					all = all && opt(src.ConfigMap.Optional)
-				}
-			}
+// Filter keeps the keys of data that r names (every key when r.Keys is nil).
+func (r Ref) Filter(data map[string][]byte) map[string][]byte {
+	if r.Keys == nil {
+		return data
+	}
+	out := make(map[string][]byte, len(r.Keys))
+	for _, k := range r.Keys {
+		if v, ok := data[k]; ok {
+			out[k] = v
 		}
 	}
-	if kind == "ConfigMap" {
-		for _, ctr := range allContainers(&pod.Spec) {
-			for _, ef := range ctr.EnvFrom {
-				if ef.ConfigMapRef != nil && ef.ConfigMapRef.Name == name {
-					all = all && opt(ef.ConfigMapRef.Optional)
-				}
-			}
-			for _, e := range ctr.Env {
-				if e.ValueFrom != nil && e.ValueFrom.ConfigMapKeyRef != nil && e.ValueFrom.ConfigMapKeyRef.Name == name {
-					all = all && opt(e.ValueFrom.ConfigMapKeyRef.Optional)
-				}
-			}
-		}
+	return out
+}
+
+func nilIfEmpty(items []corev1.KeyToPath) []corev1.KeyToPath {
+	if len(items) == 0 {
+		return nil
 	}
-	return all
+	return items
 }
 
 // Check reports whether pod can be restored at all (see ErrUnsupported).
 func Check(pod *corev1.Pod) error {
-	for _, v := range pod.Spec.Volumes {
-		if v.PersistentVolumeClaim != nil {
-			return fmt.Errorf("volume %q is a persistentVolumeClaim: %w", v.Name, ErrUnsupported)
-		}
-		if v.Ephemeral != nil {
-			return fmt.Errorf("volume %q is a generic ephemeral volume: %w", v.Name, ErrUnsupported)
-		}
-	}
-	if len(pod.Spec.ResourceClaims) > 0 {
-		return fmt.Errorf("pod uses resource claims: %w", ErrUnsupported)
+	if needs := policy.NeedsAPIServer(pod); len(needs) > 0 {
+		return fmt.Errorf("%s: %w", strings.Join(needs, "; "), ErrUnsupported)
 	}
 	return nil
 }
@@ -260,7 +285,14 @@ func Manifest(rec *checkpoint.Record, opts Options) (*Result, error) {
 		spec.ImagePullSecrets = nil
 	}
 	if spec.Hostname == "" {
-		spec.Hostname = parent.Name
+		// Keep the parent's host name when it can be one (the kubelet would
+		// otherwise use the copy's name, <name>-<node>); a name with a dot or
+		// over 63 characters cannot, and the kubelet rejects such a manifest.
+		if contract.IsDNSLabel(parent.Name) {
+			spec.Hostname = parent.Name
+		} else {
+			warn("spec.hostname not set: pod name %q is not a valid host name; the copy's host name is derived from its static pod name", parent.Name)
+		}
 	}
 
 	volRoot := VolumeRoot(id)

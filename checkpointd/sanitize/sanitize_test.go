@@ -407,21 +407,106 @@ func TestUnsafeItemPathRejected(t *testing.T) {
 	}
 }
 
-func TestReferences(t *testing.T) {
-	secrets, cms := References(apiPod())
-	if strings.Join(secrets, ",") != "db-tls" {
-		t.Errorf("secrets %v, want [db-tls] (env-only secrets are never saved)", secrets)
+// TestRefs: a checkpoint reads only the objects, and stores only the keys,
+// that the pod actually mounts or references (issue 9: "on disk, only the
+// keys a pod actually mounts or references").
+func TestRefs(t *testing.T) {
+	got := map[string]Ref{}
+	for _, r := range Refs(apiPod()) {
+		got[r.Kind+"/"+r.Name] = r
 	}
-	if strings.Join(cms, ",") != "db-config,db-env" {
-		t.Errorf("configMaps %v, want [db-config db-env] (kube-root-ca.crt belongs to the dropped token volume)", cms)
+	want := map[string][]string{
+		"Secret/db-tls":       {"tls.crt", "tls.key"}, // items only
+		"ConfigMap/db-config": nil,                    // mounted whole (and one key read by env)
+		"ConfigMap/db-env":    nil,                    // envFrom: every key
 	}
+	if len(got) != len(want) {
+		t.Errorf("refs %v, want %v (env-only secrets are never read; kube-root-ca.crt belongs to the dropped token volume)", got, want)
+	}
+	for k, keys := range want {
+		r, ok := got[k]
+		if !ok || strings.Join(r.Keys, ",") != strings.Join(keys, ",") || (keys == nil) != (r.Keys == nil) || r.Optional {
+			t.Errorf("%s: %+v, want keys %v, not optional", k, r, keys)
+		}
+	}
+	data := map[string][]byte{"tls.key": []byte("K"), "tls.crt": []byte("C"), "unused": []byte("x")}
+	if f := got["Secret/db-tls"].Filter(data); len(f) != 2 || f["unused"] != nil {
+		t.Errorf("Filter kept %v; want only tls.key and tls.crt", f)
+	}
+
+	// A key read by env alone is all that is kept of that configMap.
 	p := apiPod()
-	if Optional(p, "Secret", "db-tls") {
-		t.Error("db-tls reported optional")
-	}
+	p.Spec.Volumes = p.Spec.Volumes[:2]
+	p.Spec.Containers[0].VolumeMounts = p.Spec.Containers[0].VolumeMounts[:2]
+	p.Spec.Containers[0].EnvFrom = nil
 	p.Spec.Volumes[1].Secret.Optional = ptr(true)
-	if !Optional(p, "Secret", "db-tls") {
-		t.Error("db-tls not reported optional")
+	for _, r := range Refs(p) {
+		switch r.Kind + "/" + r.Name {
+		case "ConfigMap/db-config":
+			if strings.Join(r.Keys, ",") != "mode" {
+				t.Errorf("db-config keys %v, want [mode]", r.Keys)
+			}
+		case "Secret/db-tls":
+			if !r.Optional {
+				t.Error("db-tls not reported optional")
+			}
+		default:
+			t.Errorf("unexpected ref %+v", r)
+		}
+	}
+}
+
+// TestHostnameOnlyWhenValid (issue 9 row 8): a parent whose name is not a
+// valid host name (a dot, more than 63 characters) must not get it as
+// spec.hostname: the kubelet rejects such a static pod.
+func TestHostnameOnlyWhenValid(t *testing.T) {
+	for _, name := range []string{"web.v2", strings.Repeat("a", 64)} {
+		rec := apiRecord()
+		rec.Pod.Name = name
+		res, err := Manifest(rec, Options{VolumeDir: "/v"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Pod.Spec.Hostname != "" {
+			t.Errorf("pod %q: spec.hostname %q set", name, res.Pod.Spec.Hostname)
+		}
+		if err := Validate(res.Pod, "node1"); err != nil {
+			t.Errorf("pod %q: copy fails validation: %v", name, err)
+		}
+	}
+}
+
+// TestValidate: what the kubelet rejects is refused before the file is written.
+func TestValidate(t *testing.T) {
+	res, err := Manifest(apiRecord(), Options{VolumeDir: "/v"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := Validate(res.Pod, "node1"); err != nil {
+		t.Fatalf("valid copy rejected: %v", err)
+	}
+	for name, tc := range map[string]struct {
+		mut  func(*corev1.Pod)
+		node string
+		want string
+	}{
+		"static name too long":   {func(p *corev1.Pod) { p.Name = strings.Repeat("a", 250) }, "node1", "metadata.name"},
+		"hostname with a dot":    {func(p *corev1.Pod) { p.Spec.Hostname = "a.b" }, "node1", "spec.hostname"},
+		"duplicate container":    {func(p *corev1.Pod) { p.Spec.InitContainers[0].Name = "db" }, "node1", "Duplicate"},
+		"mount of a missing vol": {func(p *corev1.Pod) { p.Spec.Volumes = p.Spec.Volumes[1:] }, "node1", "volumeMounts"},
+		"bad env name": {func(p *corev1.Pod) {
+			p.Spec.Containers[0].Env = append(p.Spec.Containers[0].Env, corev1.EnvVar{Name: "A=B"})
+		}, "node1", "env"},
+		"no image":                    {func(p *corev1.Pod) { p.Spec.Containers[0].Image = "" }, "node1", "image"},
+		"bad annotation key":          {func(p *corev1.Pod) { p.Annotations["bad key!"] = "x" }, "node1", "annotations"},
+		"node name makes it too long": {func(p *corev1.Pod) {}, strings.Repeat("n", 250), "metadata.name"},
+	} {
+		p := res.Pod.DeepCopy()
+		tc.mut(p)
+		err := Validate(p, tc.node)
+		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: err = %v, want ErrInvalid mentioning %q", name, err, tc.want)
+		}
 	}
 }
 

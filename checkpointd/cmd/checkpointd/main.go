@@ -1,6 +1,7 @@
 // Command checkpointd saves opted-in pods of its node and restores them as
 // static pods when the API server is away. It only wires flags (each with an
-// environment fallback, CHECKPOINTD_<FLAG_NAME>) to daemon.Run.
+// environment fallback, CHECKPOINTD_<FLAG_NAME>) to daemon.Run, or, as
+// `checkpointd cleanup [--all]`, to daemon.Cleanup.
 package main
 
 import (
@@ -24,29 +25,53 @@ func main() {
 }
 
 func run(args []string) int {
+	cleanup, all := false, false
+	if len(args) > 0 && args[0] == "cleanup" {
+		cleanup, args = true, args[1:]
+	}
 	fs := flag.NewFlagSet("checkpointd", flag.ContinueOnError)
 	var cfg daemon.Config
 	fs.StringVar(&cfg.NodeName, "node-name", daemon.DefaultNodeName(), "this node's name as the API server knows it ($NODE_NAME, else the lower-cased host name)")
-	fs.StringVar(&cfg.Kubeconfig, "kubeconfig", "/etc/kubernetes/kubelet.conf", `kubeconfig to reach the API server ("in-cluster" or "": the pod's service account)`)
+	fs.StringVar(&cfg.Kubeconfig, "kubeconfig", "/etc/kubernetes/kubelet.conf", `kubeconfig to reach the API server: the kubelet's, so checkpointd reads with the node's own identity ("in-cluster" or "": the pod's service account)`)
 	fs.StringVar(&cfg.CheckpointDir, "checkpoint-dir", "/var/lib/stickyip/checkpoints", "where checkpoint records are kept (0700; persistent disk)")
-	fs.StringVar(&cfg.StaticPodDir, "static-pod-dir", "/etc/kubernetes/manifests", "the kubelet's staticPodPath")
-	fs.StringVar(&cfg.VolumeDir, "volume-dir", "/run/stickyip/checkpointd", "where a restored copy's secret and configMap files are written (0700; tmpfs recommended)")
+	fs.StringVar(&cfg.StaticPodDir, "static-pod-dir", "/etc/kubernetes/manifests", "the kubelet's staticPodPath (--kubelet-config overrides it)")
+	fs.StringVar(&cfg.KubeletConfig, "kubelet-config", "", "the kubelet's KubeletConfiguration file (e.g. /var/lib/kubelet/config.yaml): its staticPodPath is used")
+	fs.StringVar(&cfg.VolumeDir, "volume-dir", "/run/stickyip/checkpointd", "a restored copy's secret and configMap files and per-boot state (0700; must be tmpfs)")
 	fs.StringVar(&cfg.CRIEndpoint, "cri-endpoint", "unix:///run/containerd/containerd.sock", "container runtime CRI socket")
 	fs.StringVar(&cfg.DataDir, "data-dir", contract.DefaultDataDir, `stickyip IPAM data directory ("": no IPAM reconciliation)`)
-	fs.StringVar(&cfg.CNIConfDir, "cni-conf-dir", "/etc/cni/net.d", `CNI network configs, read for pool sizes (checkpointd_ipam_free_ips); "": not read`)
-	fs.DurationVar(&cfg.Grace, "grace-period", time.Minute, "how long the API server must be unreachable before restoring, and a parent gone before releasing")
+	fs.StringVar(&cfg.CNIConfDir, "cni-conf-dir", "/etc/cni/net.d", `CNI network configs, read for pool sizes and the flannel networks; "": not read`)
+	fs.StringVar(&cfg.FlannelSubnetFile, "flannel-subnet-file", "/run/flannel/subnet.env", `flanneld's subnet lease, kept across reboots and put back while flanneld has not written one ("": not kept)`)
+	fs.StringVar(&cfg.AllowNamespaces, "allow-namespaces", "kube-system", `comma-separated namespaces whose opted-in pods may be checkpointed ("*": all)`)
+	fs.StringVar(&cfg.AllowPrivilegedNamespaces, "allow-privileged-namespaces", "", `comma-separated namespaces whose pods may give a copy node-level power: privileged, host namespaces, hostPath, host ports, added capabilities ("*": all allowed namespaces)`)
+	fs.DurationVar(&cfg.Grace, "grace-period", time.Minute, "how long the API server must be unreachable before restoring, and a parent gone before its checkpoint is released")
+	fs.DurationVar(&cfg.Stable, "api-stable-period", 30*time.Second, "how long the API server must answer again before a static copy is handed back")
 	fs.DurationVar(&cfg.Interval, "interval", 5*time.Second, "reconcile period")
 	fs.DurationVar(&cfg.ProbeInterval, "api-probe-interval", 5*time.Second, "API server reachability probe period")
-	fs.DurationVar(&cfg.Timeout, "timeout", 5*time.Second, "timeout of each API, CRI and IPAM store call")
+	fs.DurationVar(&cfg.Timeout, "timeout", 5*time.Second, "timeout of each API request, CRI and IPAM store call (not of the long-lived pod watch)")
 	fs.DurationVar(&cfg.Refresh, "refresh", 10*time.Minute, "re-read secrets and configMaps of unchanged pods this often")
 	fs.DurationVar(&cfg.LeakMinAge, "leak-min-age", 2*time.Minute, "allocations younger than this are never treated as leaked")
+	fs.DurationVar(&cfg.RestoreTimeout, "restore-timeout", 2*time.Minute, "a restored copy whose sandbox does not run after this is reported")
+	fs.DurationVar(&cfg.CorruptRetention, "corrupt-retention", 7*24*time.Hour, "corrupt checkpoints set aside are deleted after this (0: kept)")
 	fs.StringVar(&cfg.Reservation, "restore-reservation", contract.DefaultRestoreReservation, "reservation annotation given to restored copies whose parent has none, so the parent gets the IP back")
 	fs.StringVar(&cfg.Volumes, "volumes", "copy", "secrets/configMaps: copy (saved with the checkpoint, restored as read-only host files) or drop (restored as empty dirs; no secret access needed)")
 	fs.StringVar(&cfg.ListenAddress, "listen-address", "127.0.0.1:9469", `address for /healthz and /metrics ("": disabled)`)
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	showVersion := fs.Bool("version", false, "print the version and exit")
+	if cleanup {
+		fs.BoolVar(&all, "all", false, "also remove every checkpoint, stored secret, mark and saved lease")
+	}
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "Usage: checkpointd [flags]\n\nEvery flag can also be set with the environment variable CHECKPOINTD_<FLAG>, e.g. CHECKPOINTD_GRACE_PERIOD=30s.\n\n")
+		fmt.Fprintf(fs.Output(), `Usage: checkpointd [flags]
+       checkpointd cleanup [--all] [flags]
+
+cleanup removes every static copy checkpointd placed on this node and its files
+(the systemd unit runs it whenever the daemon stops); with --all also every
+checkpoint, stored secret, mark and saved flannel lease. It takes the same
+directory flags as the daemon.
+
+Every flag can also be set with the environment variable CHECKPOINTD_<FLAG>, e.g. CHECKPOINTD_GRACE_PERIOD=30s.
+
+`)
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -73,6 +98,18 @@ func run(args []string) int {
 		return 2
 	}
 	cfg.Log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+
+	if cleanup {
+		removed, err := daemon.Cleanup(cfg, all)
+		for _, p := range removed {
+			fmt.Println("removed", p)
+		}
+		if err != nil {
+			cfg.Log.Error("cleanup failed", "err", err)
+			return 1
+		}
+		return 0
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()

@@ -1,0 +1,104 @@
+package reconcile
+
+import (
+	"os"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/stickyip/stickyip/checkpointd/checkpoint"
+	"github.com/stickyip/stickyip/checkpointd/sanitize"
+)
+
+// restore is a copy checkpointd wrote, followed until it runs and until it
+// is handed back.
+type restore struct {
+	at       time.Time // manifest written
+	runAt    time.Time // first seen with a ready sandbox
+	reported bool      // "no sandbox yet" already reported
+}
+
+// restore writes the static copy of id: a sanitized manifest, validated as
+// the kubelet validates static pods, and its secret/configMap files.
+func (r *Reconciler) restore(s *snapshot, id checkpoint.ID) {
+	rec := s.records[id]
+	res, err := sanitize.Manifest(rec, r.manifestOptions())
+	if err == nil {
+		err = sanitize.Validate(res.Pod, r.cfg.Node)
+	}
+	if err != nil {
+		r.cfg.Metrics.RestoreFailures.WithLabelValues("invalid-manifest").Inc()
+		r.problem(id, "restore", "cannot restore: the static copy would be invalid", err)
+		return
+	}
+	if err := writeFiles(r.cfg.VolumeDir, id, res); err != nil {
+		r.problem(id, "restore", "cannot write the copy's secret and configMap files", err)
+		return
+	}
+	data, err := sanitize.Marshal(res.Pod)
+	if err == nil {
+		err = os.MkdirAll(r.cfg.StaticDir, 0o755)
+	}
+	if err == nil {
+		err = checkpoint.WriteFileAtomic(copyPath(r.cfg.StaticDir, id), data, 0o600)
+	}
+	if err != nil {
+		r.problem(id, "restore", "cannot write the static copy", err)
+		return
+	}
+	r.solved(id, "restore")
+	r.restored[id] = &restore{at: s.now}
+	s.copies[id], s.files[id] = true, true
+	r.cfg.Metrics.RestoresTotal.Inc()
+	r.cfg.Log.Info("API server unreachable for the grace period and the kubelet cannot know this pod: static copy restored",
+		"pod", id.String(), "manifest", copyPath(r.cfg.StaticDir, id))
+}
+
+// ensureFiles rewrites a copy's files when its manifest is in place but its
+// volume directory is not (a reboot emptied the tmpfs, the manifest survived).
+func (r *Reconciler) ensureFiles(s *snapshot, id checkpoint.ID) {
+	if s.files[id] {
+		return
+	}
+	res, err := sanitize.Manifest(s.records[id], r.manifestOptions())
+	if err == nil && len(res.Files) == 0 && !hasConvertedVolumes(res.Pod, r.cfg.VolumeDir, id) {
+		return
+	}
+	if err == nil {
+		err = writeFiles(r.cfg.VolumeDir, id, res)
+	}
+	if err != nil {
+		r.problem(id, "files", "cannot rewrite the copy's files", err)
+		return
+	}
+	r.solved(id, "files")
+	s.files[id] = true
+	r.cfg.Log.Info("static copy in place but its files were missing (reboot?): rewritten", "pod", id.String())
+}
+
+// confirmRestores follows the copies written by this process: the time
+// until their sandbox runs is logged; a copy with no running sandbox after
+// RestoreTimeout is reported (the kubelet rejected it, or it cannot start).
+func (r *Reconciler) confirmRestores(s *snapshot) {
+	for id, rs := range r.restored {
+		switch {
+		case !s.copies[id]:
+			delete(r.restored, id)
+		case s.copyRunning[id] && rs.runAt.IsZero():
+			rs.runAt = s.now
+			r.cfg.Metrics.RestoreSeconds.Observe(s.now.Sub(rs.at).Seconds())
+			r.solved(id, "restore-confirm")
+			r.cfg.Log.Info("static copy runs", "pod", id.String(), "after", s.now.Sub(rs.at).Round(time.Millisecond).String())
+		case !s.copyRunning[id] && rs.runAt.IsZero() && !rs.reported && s.now.Sub(rs.at) >= r.cfg.RestoreTimeout:
+			rs.reported = true
+			r.cfg.Metrics.RestoreFailures.WithLabelValues("no-sandbox").Inc()
+			r.problem(id, "restore-confirm", "static copy written but no sandbox of it runs; see the kubelet's log for why it rejected or cannot start it",
+				nil)
+		}
+	}
+}
+
+// hasConvertedVolumes reports whether pod mounts directories checkpointd makes.
+func hasConvertedVolumes(pod *corev1.Pod, volumeDir string, id checkpoint.ID) bool {
+	return len(convertedDirs(pod, volumeDir, id)) > 0
+}

@@ -1,0 +1,164 @@
+package reconcile
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/stickyip/stickyip/checkpointd/checkpoint"
+	"github.com/stickyip/stickyip/checkpointd/sanitize"
+)
+
+// save writes the checkpoint of a running, allowed parent when it is new,
+// its spec changed, or its secrets and configMaps are due for a re-read.
+// Only the objects and keys the pod uses are read and stored.
+func (r *Reconciler) save(ctx context.Context, s *snapshot, id checkpoint.ID) {
+	parent := s.parents[id]
+	pod := stripPod(parent)
+	old := s.records[id]
+	if last, ok := r.captured[id]; ok && old != nil && samePod(old.Pod, pod) && s.now.Sub(last) < r.cfg.Refresh {
+		return
+	}
+	if err := id.CheckLen(); err != nil {
+		r.problem(id, "save", "pod will not be checkpointed", err)
+		r.eventOnce(s, id, "save-failed", parent, corev1.EventTypeWarning, EventFailed,
+			"checkpointd on node %s cannot checkpoint this pod: %v", r.cfg.Node, err)
+		return
+	}
+	rec := &checkpoint.Record{Pod: pod}
+	if err := r.capture(ctx, rec); err != nil {
+		r.problem(id, "save", "cannot read what the pod's checkpoint needs", err)
+		return
+	}
+	if r.cfg.SkipVolumes {
+		dropVolumeData(rec.Pod)
+	}
+	// A checkpoint that could not become a copy the kubelet runs is refused
+	// now, while its owner can read an Event about it.
+	res, err := sanitize.Manifest(rec, r.manifestOptions())
+	if err == nil {
+		err = sanitize.Validate(res.Pod, r.cfg.Node)
+	}
+	if err != nil {
+		r.problem(id, "save", "pod will not be checkpointed", err)
+		r.eventOnce(s, id, "save-failed", parent, corev1.EventTypeWarning, EventFailed,
+			"checkpointd on node %s cannot checkpoint this pod: %v", r.cfg.Node, err)
+		return
+	}
+	if len(res.Warnings) > 0 {
+		r.note(id, "save-warnings", "checkpoint saved with changes", strings.Join(res.Warnings, "; "))
+	}
+	written, err := r.cfg.Store.Save(rec)
+	if err != nil {
+		r.problem(id, "save", "cannot write the checkpoint", err)
+		return
+	}
+	r.solved(id, "save")
+	r.captured[id] = s.now
+	s.records[id] = rec
+	if written {
+		r.cfg.Metrics.SavesTotal.Inc()
+		r.cfg.Log.Info("checkpoint saved", "pod", id.String(), "uid", string(pod.UID), "file", r.cfg.Store.Path(id))
+		r.event(s, parent, corev1.EventTypeNormal, EventSaved,
+			"checkpointd on node %s saved this pod; if the node restarts while the API server is away it runs it as a static pod with the same IP", r.cfg.Node)
+	}
+}
+
+// eventOnce posts an Event once per pod UID and message.
+func (r *Reconciler) eventOnce(s *snapshot, id checkpoint.ID, topic string, pod *corev1.Pod, eventType, reason, format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	key := reportKey(id, "event-"+topic)
+	if r.reported[key] == string(pod.UID)+msg {
+		return
+	}
+	r.reported[key] = string(pod.UID) + msg
+	r.event(s, pod, eventType, reason, "%s", msg)
+}
+
+// capture reads the secrets and configMaps the pod uses, keeping only the
+// keys it uses.
+func (r *Reconciler) capture(ctx context.Context, rec *checkpoint.Record) error {
+	if r.cfg.SkipVolumes {
+		return nil
+	}
+	pod := rec.Pod
+	for _, ref := range sanitize.Refs(pod) {
+		data, err := r.cfg.API.Object(ctx, ref.Kind, pod.Namespace, ref.Name)
+		if err != nil {
+			if apierrors.IsNotFound(err) && ref.Optional {
+				continue
+			}
+			return fmt.Errorf("read %s %s/%s: %w", ref.Kind, pod.Namespace, ref.Name, err)
+		}
+		dst := &rec.Secrets
+		if ref.Kind == "ConfigMap" {
+			dst = &rec.ConfigMaps
+		}
+		if *dst == nil {
+			*dst = map[string]map[string][]byte{}
+		}
+		(*dst)[ref.Name] = ref.Filter(data)
+	}
+	return nil
+}
+
+// stripPod keeps what a checkpoint needs: identity, labels, annotations, spec.
+func stripPod(p *corev1.Pod) *corev1.Pod {
+	return &corev1.Pod{
+		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
+		ObjectMeta: metav1.ObjectMeta{
+			Name: p.Name, Namespace: p.Namespace, UID: p.UID,
+			Labels: p.Labels, Annotations: p.Annotations,
+		},
+		Spec: *p.Spec.DeepCopy(),
+	}
+}
+
+func samePod(a, b *corev1.Pod) bool {
+	aj, err1 := json.Marshal(a)
+	bj, err2 := json.Marshal(b)
+	return err1 == nil && err2 == nil && bytes.Equal(aj, bj)
+}
+
+// dropVolumeData turns secret and configMap volumes into emptyDirs (for
+// --volumes=drop, where checkpointd reads no secret or configMap).
+func dropVolumeData(p *corev1.Pod) {
+	for i := range p.Spec.Volumes {
+		v := &p.Spec.Volumes[i]
+		if v.Secret != nil || v.ConfigMap != nil || (v.Projected != nil && !projectsToken(v.Projected)) {
+			v.VolumeSource = corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}
+		}
+	}
+	for _, list := range [][]corev1.Container{p.Spec.InitContainers, p.Spec.Containers} {
+		for i := range list {
+			c := &list[i]
+			var env []corev1.EnvVar
+			for _, e := range c.Env {
+				if e.ValueFrom != nil && (e.ValueFrom.ConfigMapKeyRef != nil || e.ValueFrom.SecretKeyRef != nil) {
+					continue
+				}
+				env = append(env, e)
+			}
+			c.Env, c.EnvFrom = env, nil
+		}
+	}
+}
+
+func projectsToken(p *corev1.ProjectedVolumeSource) bool {
+	for _, s := range p.Sources {
+		if s.ServiceAccountToken != nil {
+			return true
+		}
+	}
+	return false
+}
+
+func (r *Reconciler) manifestOptions() sanitize.Options {
+	return sanitize.Options{VolumeDir: r.cfg.VolumeDir, Reservation: r.cfg.Reservation}
+}
