@@ -9,11 +9,14 @@
 //
 //   - saves every lease flanneld writes to persistent disk (checksummed, in
 //     checkpointd's checkpoint directory);
-//   - while flanneld has not written one this boot, puts the saved lease
+//   - while flanneld has not written one this boot and the API server has
+//     been unreachable for the grace period (flanneld cannot get a lease, and
+//     checkpointd restores pods that need a network), puts the saved lease
 //     back, never over an existing file (the write is a link(2), which fails
 //     when the file exists), and only when it still matches the IPAM (the
 //     address stickyip allocated last on the flannel network lies in its
-//     subnet, see Check);
+//     subnet, see Check). While the API server answers, flanneld is about
+//     to write the current lease, which may differ: nothing is put back;
 //   - recognises the file it put back by its inode, kept on tmpfs for this
 //     boot: flanneld writes a new file and renames it into place, so once the
 //     inode differs flanneld owns the file again, even with the same content,
@@ -179,7 +182,7 @@ type Outcome string
 
 // Outcomes of Step.
 const (
-	None     Outcome = "none"     // no file and nothing saved
+	None     Outcome = "none"     // no file, and nothing saved or nothing to put back now
 	Saved    Outcome = "saved"    // flanneld wrote a new lease; saved
 	Current  Outcome = "current"  // flanneld's file is the saved one
 	Ours     Outcome = "ours"     // the file is the one put back this boot
@@ -200,14 +203,18 @@ type Keeper struct {
 	Log   *slog.Logger
 }
 
-// Step does one round: save flanneld's lease, or put the saved one back.
-func (k *Keeper) Step() (Outcome, error) {
+// Step does one round: save flanneld's lease, or, when putBack (the API
+// server has been unreachable for the grace period) and flanneld has not
+// written one, put the saved one back.
+func (k *Keeper) Step(putBack bool) (Outcome, error) {
 	cur, err := readLimited(k.SubnetFile)
 	switch {
 	case err == nil:
 		return k.saveCurrent(cur)
-	case errors.Is(err, os.ErrNotExist):
+	case errors.Is(err, os.ErrNotExist) && putBack:
 		return k.putBack()
+	case errors.Is(err, os.ErrNotExist):
+		return None, nil
 	default:
 		return None, fmt.Errorf("read %s: %w", k.SubnetFile, err)
 	}

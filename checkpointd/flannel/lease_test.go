@@ -62,7 +62,7 @@ func (n *node) flanneld(content string) {
 
 func (n *node) step(want Outcome) {
 	n.t.Helper()
-	got, err := n.keeper.Step()
+	got, err := n.keeper.Step(true)
 	if err != nil || got != want {
 		n.t.Fatalf("Step = %s, %v; want %s", got, err, want)
 	}
@@ -86,8 +86,17 @@ func TestLeaseKeptAcrossReboot(t *testing.T) {
 	n.step(Saved)
 	n.step(Current)
 
-	// Power cut: /run is empty, flanneld cannot reach the API server.
+	// Power cut: /run is empty. While the API server answers (flanneld is
+	// about to write the current lease, which may be another), nothing is
+	// put back.
 	n.boot()
+	if got, err := n.keeper.Step(false); got != None || err != nil {
+		t.Fatalf("Step with the API server reachable = %s, %v; want none", got, err)
+	}
+	if _, err := os.Stat(n.keeper.SubnetFile); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("a lease was put back while flanneld can get its own: %v", err)
+	}
+	// The API server stays away for the grace period: put back.
 	n.step(Restored)
 	if got := n.subnetFile(); got != lease1 {
 		t.Fatalf("put back %q, want the last lease", got)
@@ -133,7 +142,7 @@ func TestFlanneldWinsARace(t *testing.T) {
 	// flanneld writes between the keeper's check and its write: simulate by
 	// writing while Check runs.
 	n.keeper.Check = func(Lease) error { n.flanneld(lease2); return nil }
-	if _, err := n.keeper.Step(); err != nil {
+	if _, err := n.keeper.Step(true); err != nil {
 		t.Fatal(err)
 	}
 	if got := n.subnetFile(); got != lease2 {
@@ -152,7 +161,7 @@ func TestLeaseNotMatchingTheIPAMIsNotPutBack(t *testing.T) {
 		}
 		return nil
 	}
-	got, err := n.keeper.Step()
+	got, err := n.keeper.Step(true)
 	if got != Refused || err == nil || !strings.Contains(err.Error(), "10.244.7.9") {
 		t.Fatalf("Step = %s, %v; want refused naming the address", got, err)
 	}
@@ -170,7 +179,7 @@ func TestDamagedSavedLeaseIsNotUsed(t *testing.T) {
 		t.Fatal(err)
 	}
 	n.boot()
-	if got, err := n.keeper.Step(); err == nil || got == Restored {
+	if got, err := n.keeper.Step(true); err == nil || got == Restored {
 		t.Fatalf("tampered saved lease: %s, %v; want an error", got, err)
 	}
 	if _, err := os.Stat(n.keeper.SubnetFile); !errors.Is(err, os.ErrNotExist) {
@@ -183,7 +192,7 @@ func TestInvalidCurrentFileIsNotSaved(t *testing.T) {
 	n.flanneld(lease1)
 	n.step(Saved)
 	n.flanneld("FLANNEL_SUBNET=banana\n")
-	if _, err := n.keeper.Step(); !errors.Is(err, ErrInvalid) {
+	if _, err := n.keeper.Step(true); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("err %v, want ErrInvalid", err)
 	}
 	b, _ := os.ReadFile(n.keeper.SavedFile)

@@ -1,10 +1,12 @@
 package ipamstore
 
 import (
+	"github.com/stickyip/stickyip/checkpointd/flannel"
+
 	"net/netip"
 	"os"
 	"path/filepath"
-		"testing"
+	"testing"
 	"time"
 
 	"github.com/stickyip/stickyip/checkpointd/reconcile"
@@ -157,7 +159,7 @@ func TestFreeFromCNIConfig(t *testing.T) {
 	if err != nil || len(nets) != 1 || nets[0] != "cbr0" {
 		t.Errorf("FlannelNetworks = %v, %v; want [cbr0]", nets, err)
 	}
-	if nets, _ := FlannelNetworks(confDir, DefaultFlannelSubnetFile); len(nets) != 0 {
+	if nets, _ := FlannelNetworks(confDir, flannel.DefaultSubnetFile); len(nets) != 0 {
 		t.Errorf("FlannelNetworks of another subnet file = %v, want none", nets)
 	}
 }

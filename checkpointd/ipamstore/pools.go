@@ -13,10 +13,9 @@ import (
 	"strings"
 
 	"github.com/containernetworking/plugins/plugins/ipam/host-local/backend/allocator"
-)
 
-// DefaultFlannelSubnetFile is where flanneld writes the node's subnet.
-const DefaultFlannelSubnetFile = "/run/flannel/subnet.env"
+	"github.com/stickyip/stickyip/checkpointd/flannel"
+)
 
 type pluginConf struct {
 	Type       string          `json:"type"`
@@ -118,7 +117,7 @@ func pluginRanges(name string, p pluginConf) ([]allocator.RangeSet, error) {
 
 func flannelSubnets(file string) ([]string, error) {
 	if file == "" {
-		file = DefaultFlannelSubnetFile
+		file = flannel.DefaultSubnetFile
 	}
 	f, err := os.Open(file)
 	if err != nil {
@@ -184,14 +183,14 @@ func freeIn(sets []allocator.RangeSet, used []net.IP) int {
 }
 
 // FlannelNetworks returns the names of the networks in confDir whose flannel
-// plugin reads subnetFile (DefaultFlannelSubnetFile when the plugin names none).
+// plugin reads subnetFile (flannel.DefaultSubnetFile when the plugin names none).
 func FlannelNetworks(confDir, subnetFile string) ([]string, error) {
 	var out []string
 	err := eachNetwork(confDir, func(name string, plugins []pluginConf) {
 		for _, p := range plugins {
 			f := p.SubnetFile
 			if f == "" {
-				f = DefaultFlannelSubnetFile
+				f = flannel.DefaultSubnetFile
 			}
 			if p.Type == "flannel" && filepath.Clean(f) == filepath.Clean(subnetFile) {
 				out = append(out, name)

@@ -7,14 +7,16 @@
 //     own health problem and the pass does nothing else;
 //  2. track: update what the API server last said about each parent, and
 //     which parents the kubelet knows this boot (track.go);
-//  3. decide and act, per pod identity: state.Decide on the snapshot's
+//  3. keep the flannel lease (lease.go; put back only when the API server has
+//     been unreachable for the grace period, before any copy is written);
+//  4. decide and act, per pod identity: state.Decide on the snapshot's
 //     inputs, then save (save.go), refuse (report.go), restore (restore.go),
 //     remove copies and files (copies.go), drop checkpoints (release.go);
 //     one pod's error stays that pod's (logged and counted, never the
 //     daemon's health);
-//  4. confirm that restored copies got a running sandbox (restore.go);
-//  5. keep the flannel lease (lease.go), reconcile the IPAM store with the
-//     runtime (ipam.go), prune old corrupt checkpoints, set the gauges.
+//  5. confirm that restored copies got a running sandbox (restore.go);
+//  6. reconcile the IPAM store with the runtime (ipam.go), prune old corrupt
+//     checkpoints, set the gauges.
 //
 // Every step is idempotent: what fails is retried by the next pass. Only
 // the loop's goroutine touches the Reconciler's state, except Health.
@@ -115,6 +117,7 @@ type Reconciler struct {
 	restored    map[checkpoint.ID]*restore  // copies written and not yet seen running, or not yet handed back
 	reported    map[string]string           // "<id>\x00<topic>" -> last message logged
 	wasMissing  map[string]bool             // IPAM allocations whose sandbox was missing last pass
+	decided     map[checkpoint.ID]string    // last decision logged, per identity (logged on change)
 
 	mu      sync.Mutex // guards lastOK and lastErr (read by Health)
 	lastOK  time.Time
@@ -139,6 +142,7 @@ func New(cfg Config) *Reconciler {
 		captured:    map[checkpoint.ID]time.Time{},
 		restored:    map[checkpoint.ID]*restore{},
 		reported:    map[string]string{},
+		decided:     map[checkpoint.ID]string{},
 	}
 }
 
@@ -190,11 +194,11 @@ func (r *Reconciler) Reconcile(ctx context.Context) error {
 	}
 	r.reportCorrupt(snap)
 	r.track(snap)
+	r.keepLease(snap) // before restores: a restored copy's ADD needs the lease
 	for _, id := range snap.ids() {
 		r.pod(ctx, snap, id)
 	}
 	r.confirmRestores(snap)
-	r.keepLease()
 	r.reconcileIPAM(snap)
 	r.pruneCorrupt(snap.now)
 	r.gauges(snap)

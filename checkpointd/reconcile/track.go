@@ -102,7 +102,8 @@ func (r *Reconciler) pod(ctx context.Context, s *snapshot, id checkpoint.ID) {
 		Files:       s.files[id],
 	}
 	a := state.Decide(in)
-	if !a.None() {
+	if d := in.String() + " -> " + a.String(); r.decided[id] != d {
+		r.decided[id] = d
 		r.cfg.Log.Debug("decision", "pod", id.String(), "input", in.String(), "actions", a.String())
 	}
 	if a.RemoveCopy {

@@ -3,20 +3,29 @@
 package e2e
 
 import (
+	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
+	"net/netip"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/client-go/kubernetes"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/stickyip/stickyip/test/harness"
 )
 
 const (
@@ -27,9 +36,11 @@ const (
 
 	// checkpointdGrace is checkpointd's grace period in this test: how long
 	// the API must be unreachable before a restore, and a parent absent
-	// before its checkpoint is released.
-	checkpointdGrace = 10 * time.Second
-	checkpointdAddr  = "127.0.0.1:9477"
+	// before its checkpoint is released. checkpointdStable is how long the
+	// API must answer again before a copy is handed back.
+	checkpointdGrace  = 10 * time.Second
+	checkpointdStable = 10 * time.Second
+	checkpointdAddr   = "127.0.0.1:9477"
 )
 
 func (n *node) checkpointDir() string { return filepath.Join(n.dir, "checkpoints") }
@@ -39,27 +50,40 @@ func (n *node) checkpointFile(namespace, name string) string {
 	return filepath.Join(n.checkpointDir(), namespace+"_"+name+".ckpt")
 }
 
-// startCheckpointd starts checkpointd in the node's netns with the kubelet's
-// kubeconfig (the systemd-unit way, which works with no API server) and
-// waits for its /healthz.
+// checkpointdEnv is checkpointd's configuration for this node, as the
+// systemd unit passes it (CHECKPOINTD_* variables): the daemon and `checkpointd
+// cleanup` read the same.
+func (n *node) checkpointdEnv() []string {
+	return []string{
+		"CHECKPOINTD_NODE_NAME=" + nodeName,
+		// The kubelet's own kubeconfig: checkpointd acts as system:node:node1.
+		"CHECKPOINTD_KUBECONFIG=" + filepath.Join(n.dir, "kubelet.kubeconfig"),
+		"CHECKPOINTD_CHECKPOINT_DIR=" + n.checkpointDir(),
+		// The static pod directory comes from the kubelet's config file.
+		"CHECKPOINTD_KUBELET_CONFIG=" + filepath.Join(n.dir, "kubelet.yaml"),
+		"CHECKPOINTD_CRI_ENDPOINT=unix://" + n.ctd.Address,
+		"CHECKPOINTD_VOLUME_DIR=" + filepath.Join(n.runDir(), "stickyip", "checkpointd"),
+		"CHECKPOINTD_DATA_DIR=" + n.stickyipDataDir(),
+		"CHECKPOINTD_CNI_CONF_DIR=" + n.cniConfDir(),
+		"CHECKPOINTD_FLANNEL_SUBNET_FILE=" + n.subnetFile(),
+		"CHECKPOINTD_ALLOW_NAMESPACES=kube-system",
+		"CHECKPOINTD_GRACE_PERIOD=" + checkpointdGrace.String(),
+		"CHECKPOINTD_API_STABLE_PERIOD=" + checkpointdStable.String(),
+		"CHECKPOINTD_INTERVAL=1s", "CHECKPOINTD_API_PROBE_INTERVAL=1s", "CHECKPOINTD_TIMEOUT=3s",
+		"CHECKPOINTD_RESTORE_TIMEOUT=90s",
+		"CHECKPOINTD_LISTEN_ADDRESS=" + checkpointdAddr,
+		"CHECKPOINTD_LOG_LEVEL=debug",
+	}
+}
+
+// startCheckpointd starts checkpointd in the node's netns, configured the
+// systemd-unit way (environment, the kubelet's kubeconfig), and waits for
+// its /healthz.
 func (n *node) startCheckpointd() {
 	t := n.t
 	t.Helper()
-	n.checkpointd = startProc(t, n.logDir, n.ns.Path, "checkpointd", filepath.Join(n.bins.project, "checkpointd"),
-		"--node-name="+nodeName,
-		"--kubeconfig="+filepath.Join(n.dir, "kubelet.kubeconfig"),
-		"--checkpoint-dir="+n.checkpointDir(),
-		"--static-pod-dir="+n.staticPodDir(),
-		"--cri-endpoint=unix://"+n.ctd.Address,
-		"--volume-dir="+filepath.Join(n.dir, "checkpointd-volumes"),
-		"--data-dir="+n.stickyipDataDir(),
-		"--cni-conf-dir="+n.cniConfDir(),
-		"--grace-period="+checkpointdGrace.String(),
-		"--interval=1s", "--api-probe-interval=1s", "--timeout=3s",
-		"--listen-address="+checkpointdAddr,
-		"--log-level=debug",
-	)
-	hc := &http.Client{Timeout: 3 * time.Second, Transport: &http.Transport{DialContext: n.apiClientConfig("").Dial}}
+	n.checkpointd = startProcEnv(t, n.logDir, n.ns.Path, n.checkpointdEnv(), "checkpointd", filepath.Join(n.bins.project, "checkpointd"))
+	hc := n.httpClient()
 	eventually(t, "checkpointd /healthz", time.Minute, 500*time.Millisecond, func() (bool, string) {
 		if err := n.checkpointd.exited(); err != nil {
 			t.Fatal(err)
@@ -73,10 +97,14 @@ func (n *node) startCheckpointd() {
 	})
 }
 
-// metric reads an unlabelled sample from checkpointd's /metrics.
+func (n *node) httpClient() *http.Client {
+	return &http.Client{Timeout: 3 * time.Second, Transport: &http.Transport{DialContext: n.apiClientConfig("").Dial}}
+}
+
+// metric reads a sample from checkpointd's /metrics: name is the metric
+// name with its labels as exposed, e.g. `checkpointd_refusals_total{reason="privileged"}`.
 func (n *node) metric(name string) (string, error) {
-	hc := &http.Client{Timeout: 3 * time.Second, Transport: &http.Transport{DialContext: n.apiClientConfig("").Dial}}
-	resp, err := hc.Get("http://" + checkpointdAddr + "/metrics")
+	resp, err := n.httpClient().Get("http://" + checkpointdAddr + "/metrics")
 	if err != nil {
 		return "", err
 	}
@@ -93,7 +121,7 @@ func (n *node) metric(name string) (string, error) {
 	return "", fmt.Errorf("metric %s not exposed", name)
 }
 
-// metricsAre checks unlabelled checkpointd metrics against want.
+// metricsAre checks checkpointd metrics against want.
 func (n *node) metricsAre(want map[string]string) (bool, string) {
 	for name, v := range want {
 		got, err := n.metric(name)
@@ -115,163 +143,521 @@ func (n *node) staticCopies(ctx context.Context, namespace, name string) ([]sand
 	})
 }
 
-// TestCheckpointRestoreAcrossReboot is issue 4's scenario on real components.
+// containersOf returns the containers of a sandbox by name (a container
+// that was restarted appears more than once), with state and exit code (CRI).
+func (n *node) containersOf(ctx context.Context, sandboxID string) (map[string][]*runtimeapi.ContainerStatus, error) {
+	resp, err := n.cri.Runtime.ListContainers(ctx, &runtimeapi.ListContainersRequest{
+		Filter: &runtimeapi.ContainerFilter{PodSandboxId: sandboxID}})
+	if err != nil {
+		return nil, err
+	}
+	out := map[string][]*runtimeapi.ContainerStatus{}
+	for _, c := range resp.Containers {
+		st, err := n.cri.Runtime.ContainerStatus(ctx, &runtimeapi.ContainerStatusRequest{ContainerId: c.Id})
+		if err != nil {
+			return nil, err
+		}
+		out[c.GetMetadata().GetName()] = append(out[c.GetMetadata().GetName()], st.Status)
+	}
+	return out, nil
+}
+
+// copyServes waits until the static copy of ns/name runs with ip, its init
+// container exited 0 and its one main container runs (the test image exits
+// 1 when it cannot read its files; a restarted container would appear twice
+// in the sandbox).
+func (n *node) copyServes(ctx context.Context, ns, name, ip string, timeout time.Duration) {
+	n.t.Helper()
+	eventually(n.t, "static copy of "+ns+"/"+name+" running with "+ip, timeout, time.Second, func() (bool, string) {
+		if err := n.checkpointd.exited(); err != nil {
+			n.t.Fatal(err)
+		}
+		sbs, err := n.staticCopies(ctx, ns, name)
+		if err != nil {
+			return false, err.Error()
+		}
+		if len(sbs) != 1 || sbs[0].IP != ip {
+			return false, fmt.Sprintf("static copies %+v", sbs)
+		}
+		cs, err := n.containersOf(ctx, sbs[0].ID)
+		if err != nil {
+			return false, err.Error()
+		}
+		if main := cs["main"]; len(main) != 1 || main[0].State != runtimeapi.ContainerState_CONTAINER_RUNNING {
+			return false, fmt.Sprintf("main containers: %v", describe(main))
+		}
+		if init := cs["init"]; len(init) != 1 || init[0].State != runtimeapi.ContainerState_CONTAINER_EXITED || init[0].ExitCode != 0 {
+			return false, fmt.Sprintf("init containers: %v", describe(init))
+		}
+		return true, ""
+	})
+}
+
+func describe(cs []*runtimeapi.ContainerStatus) string {
+	var out []string
+	for _, c := range cs {
+		out = append(out, fmt.Sprintf("%s exit %d %s", c.State, c.ExitCode, c.Message))
+	}
+	return fmt.Sprintf("%d: %s", len(cs), strings.Join(out, "; "))
+}
+
+// events returns the reasons and messages of the Events on pod ns/name.
+func (n *node) events(ctx context.Context, ns, name string) []string {
+	n.t.Helper()
+	list, err := n.client.CoreV1().Events(ns).List(ctx, metav1.ListOptions{
+		FieldSelector: fields.OneTermEqualSelector("involvedObject.name", name).String()})
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	var out []string
+	for _, e := range list.Items {
+		out = append(out, e.Reason+": "+e.Message)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// checkpointdWatches counts the pod watches checkpointd opened between from
+// and to, from the API server's audit log.
+func (n *node) checkpointdWatches(from, to time.Time) int {
+	n.t.Helper()
+	f, err := os.Open(n.auditLogPath())
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	defer f.Close()
+	count := 0
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64*1024), 1024*1024)
+	for sc.Scan() {
+		var ev struct {
+			Verb      string `json:"verb"`
+			Stage     string `json:"stage"`
+			UserAgent string `json:"userAgent"`
+			User      struct {
+				Username string `json:"username"`
+			} `json:"user"`
+			ObjectRef struct {
+				Resource string `json:"resource"`
+			} `json:"objectRef"`
+			Received time.Time `json:"requestReceivedTimestamp"`
+		}
+		if json.Unmarshal(sc.Bytes(), &ev) != nil {
+			continue
+		}
+		if ev.Verb == "watch" && ev.Stage == "RequestReceived" && ev.ObjectRef.Resource == "pods" &&
+			ev.User.Username == "system:node:"+nodeName && strings.HasPrefix(ev.UserAgent, "checkpointd") &&
+			!ev.Received.Before(from) && ev.Received.Before(to) {
+			count++
+		}
+	}
+	return count
+}
+
+// reservation reads stickyip's record of ns/name from the operator tool.
+type ipamEntry struct {
+	IP        string     `json:"ip"`
+	State     string     `json:"state"`
+	Namespace string     `json:"namespace"`
+	Name      string     `json:"name"`
+	ExpiresAt *time.Time `json:"expiresAt"`
+}
+
+func (n *node) ipamEntries() []ipamEntry {
+	n.t.Helper()
+	out := run(n.t, filepath.Join(n.bins.project, "stickyip"), "--data-dir", n.stickyipDataDir(), "list", "--json")
+	var es []ipamEntry
+	if err := json.Unmarshal([]byte(out), &es); err != nil {
+		n.t.Fatalf("stickyip list --json: %v\n%s", err, out)
+	}
+	return es
+}
+
+// podSpec builds a pod bound to node1 running the harness image: args are
+// the test image's checks (see test/harness/pause).
+func podSpec(ns, name string, annotations map[string]string, args ...string) *corev1.Pod {
+	p := testPod(name, annotations)
+	p.Namespace = ns
+	p.Spec.Containers[0].Args = args
+	return p
+}
+
+// TestCheckpointd is issues 9 and 11 on real components: a kube-apiserver
+// with Node and RBAC authorization and NodeRestriction, checkpointd with the
+// node's own credentials, the flannel lease on a tmpfs a power cut clears.
 //
-//   - keep:  opted in, with a reservation; must come back with its IP while the
-//     API server is away, and hand the IP back to its API pod when it returns.
-//   - gone:  opted in, deleted in the API while the node is powered off; may be
-//     restored while the API is away, must not survive the API's return.
-//   - plain: a reservation but no opt-in; never restored as a static pod.
-func TestCheckpointRestoreAcrossReboot(t *testing.T) {
+// Pods (kube-system is allowed; nothing may carry node-level power):
+//
+//   - app: opted in; a Secret and a ConfigMap volume, env from a ConfigMap,
+//     runAsUser 1000 and fsGroup 2000, an init container; its containers exit
+//     1 unless they can read their files;
+//   - gone: opted in; deleted through the API while the node is off;
+//   - job: opted in, restartPolicy Never: refused (it ran to completion);
+//   - priv: opted in, privileged: refused;
+//   - team-a/app: opted in, namespace not allowed: refused;
+//   - plain: a reservation, no opt-in.
+func TestCheckpointd(t *testing.T) {
 	n := newNode(t, nodeOptions{ipam: "stickyip"})
 	if _, err := os.Stat(filepath.Join(n.bins.project, "checkpointd")); err != nil {
-		if _, err := os.Stat("../../checkpointd/cmd/checkpointd"); err != nil {
-			t.Skip("e2e: checkpointd has no source on this branch yet")
-		}
 		missing(t, "%s missing (make build)", filepath.Join(n.bins.project, "checkpointd"))
 	}
 	ctx := context.Background()
 	n.startControlPlane()
+	n.ensureNamespace("kube-system")
+	n.ensureNamespace("team-a")
 	n.startContainerd()
 	n.startKubelet(true)
+	watchFrom := time.Now()
 	n.startCheckpointd()
 
-	optIn := map[string]string{annCheckpoint: "true", annReservation: "30"}
-	n.createPod(testPod("keep", optIn))
-	n.createPod(testPod("gone", optIn))
-	n.createPod(testPod("plain", map[string]string{annReservation: "30"}))
-	ipKeep := n.waitAPIPodRunning("keep", 3*time.Minute)
-	ipGone := n.waitAPIPodRunning("gone", 2*time.Minute)
-	ipPlain := n.waitAPIPodRunning("plain", 2*time.Minute)
-	t.Logf("running: keep %s, gone %s, plain %s", ipKeep, ipGone, ipPlain)
-	if ipKeep == ipGone || ipKeep == ipPlain || ipGone == ipPlain {
-		t.Fatalf("pods share an IP: keep %s, gone %s, plain %s", ipKeep, ipGone, ipPlain)
+	// ---- Objects the pods use, and another node's pod with its own Secret.
+	cs := n.client.CoreV1()
+	for _, s := range []*corev1.Secret{
+		{ObjectMeta: metav1.ObjectMeta{Name: "app-cred", Namespace: "kube-system"}, Data: map[string][]byte{"password": []byte("s3cret"), "unused": []byte("x")}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "node2-cred", Namespace: "kube-system"}, Data: map[string][]byte{"password": []byte("not-yours")}},
+	} {
+		if _, err := cs.Secrets(s.Namespace).Create(ctx, s, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
 	}
+	if _, err := cs.ConfigMaps("kube-system").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "app-config", Namespace: "kube-system"},
+		Data: map[string]string{"app.conf": "port=5432\n", "mode": "replica"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	other := podSpec("kube-system", "on-node2", nil)
+	other.Spec.NodeName = node2Name
+	other.Spec.Volumes = []corev1.Volume{{Name: "cred", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "node2-cred"}}}}
+	n.createPod(other)
 
-	eventually(t, "checkpoints of keep and gone saved", time.Minute, time.Second, func() (bool, string) {
-		for _, name := range []string{"keep", "gone"} {
-			if _, err := os.Stat(n.checkpointFile("default", name)); err != nil {
+	optIn := map[string]string{annCheckpoint: "true", annReservation: "30"}
+	app := podSpec("kube-system", "app", optIn, "-read", "/cred/password", "-read", "/config/app.conf", "-env", "MODE=replica")
+	uid, fsGroup := int64(1000), int64(2000)
+	app.Spec.SecurityContext = &corev1.PodSecurityContext{RunAsUser: &uid, RunAsGroup: &uid, FSGroup: &fsGroup}
+	mode := int32(0o400)
+	app.Spec.Volumes = []corev1.Volume{
+		{Name: "cred", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "app-cred", DefaultMode: &mode,
+			Items: []corev1.KeyToPath{{Key: "password", Path: "password"}}}}},
+		{Name: "config", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
+			LocalObjectReference: corev1.LocalObjectReference{Name: "app-config"}}}},
+	}
+	app.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "cred", MountPath: "/cred"}, {Name: "config", MountPath: "/config"}}
+	app.Spec.Containers[0].Env = []corev1.EnvVar{{Name: "MODE", ValueFrom: &corev1.EnvVarSource{ConfigMapKeyRef: &corev1.ConfigMapKeySelector{
+		LocalObjectReference: corev1.LocalObjectReference{Name: "app-config"}, Key: "mode"}}}}
+	app.Spec.InitContainers = []corev1.Container{{Name: "init", Image: harness.PauseImage, Command: []string{"/pause"},
+		Args: []string{"-read", "/cred/password", "-exit"}, ImagePullPolicy: corev1.PullNever,
+		VolumeMounts: []corev1.VolumeMount{{Name: "cred", MountPath: "/cred"}}}}
+	n.createPod(app)
+	n.createPod(podSpec("kube-system", "gone", optIn))
+	job := podSpec("kube-system", "job", optIn, "-exit")
+	job.Spec.RestartPolicy = corev1.RestartPolicyNever
+	n.createPod(job)
+	priv := podSpec("kube-system", "priv", optIn)
+	yes := true
+	priv.Spec.Containers[0].SecurityContext = &corev1.SecurityContext{Privileged: &yes}
+	n.createPod(priv)
+	n.createPod(podSpec("team-a", "app", optIn))
+	n.createPod(podSpec("kube-system", "plain", map[string]string{annReservation: "30"}))
+
+	ips := map[string]string{}
+	for _, name := range []string{"app", "gone", "priv", "plain"} {
+		ips[name] = n.waitPodRunningIn("kube-system", name, 3*time.Minute)
+	}
+	ips["team-a/app"] = n.waitPodRunningIn("team-a", "app", 2*time.Minute)
+	eventually(t, "job completed", 2*time.Minute, time.Second, func() (bool, string) {
+		p, err := cs.Pods("kube-system").Get(ctx, "job", metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		return p.Status.Phase == corev1.PodSucceeded, string(p.Status.Phase)
+	})
+	t.Logf("running: %v; job completed", ips)
+
+	// ---- Saved: only what the policy allows; the refused get an Event.
+	eventually(t, "checkpoints of app and gone saved", time.Minute, time.Second, func() (bool, string) {
+		for _, name := range []string{"app", "gone"} {
+			if _, err := os.Stat(n.checkpointFile("kube-system", name)); err != nil {
 				return false, err.Error()
 			}
 		}
 		return true, ""
 	})
-	if _, err := os.Stat(n.checkpointFile("default", "plain")); !os.IsNotExist(err) {
-		t.Errorf("pod plain has no opt-in but has a checkpoint file (stat: %v)", err)
+	for _, id := range []string{"kube-system/job", "kube-system/priv", "team-a/app", "kube-system/plain"} {
+		ns, name, _ := strings.Cut(id, "/")
+		if _, err := os.Stat(n.checkpointFile(ns, name)); !os.IsNotExist(err) {
+			t.Errorf("%s has a checkpoint (stat: %v); it must not", id, err)
+		}
+	}
+	eventually(t, "refusal Events", time.Minute, time.Second, func() (bool, string) {
+		for id, want := range map[string]string{
+			"kube-system/job":  "CheckpointRefused: checkpointd on node node1 will not checkpoint this pod: restartPolicy is Never",
+			"kube-system/priv": "CheckpointRefused: checkpointd on node node1 will not checkpoint this pod: it would give a static copy node-level power",
+			"team-a/app":       `CheckpointRefused: checkpointd on node node1 will not checkpoint this pod: namespace "team-a" is not in --allow-namespaces`,
+		} {
+			ns, name, _ := strings.Cut(id, "/")
+			if ev := n.events(ctx, ns, name); !strings.Contains(strings.Join(ev, "\n"), want) {
+				return false, fmt.Sprintf("%s events %v lack %q", id, ev, want)
+			}
+		}
+		return true, ""
+	})
+	if ev := n.events(ctx, "kube-system", "app"); !strings.Contains(strings.Join(ev, "\n"), "CheckpointSaved") {
+		t.Errorf("app events %v lack CheckpointSaved", ev)
+	}
+	for _, m := range []string{`checkpointd_refusals_total{reason="privileged"}`, `checkpointd_refusals_total{reason="namespace-not-allowed"}`,
+		`checkpointd_refusals_total{reason="restart-policy"}`} {
+		if v, err := n.metric(m); err != nil || v != "1" {
+			t.Errorf("%s = %q, %v; want 1", m, v, err)
+		}
+	}
+	// What lies on disk: only the keys the pod uses.
+	if data, err := os.ReadFile(n.checkpointFile("kube-system", "app")); err != nil || strings.Contains(string(data), `"unused"`) {
+		t.Errorf("app's checkpoint stores a secret key the pod does not mount (err %v)", err)
 	}
 
-	// The node goes away; meanwhile "gone" is deleted in the API. Then the API
-	// server goes away too and the node boots without it.
+	// ---- The node's credentials read only what the node's pods use.
+	nodeClient, err := kubernetes.NewForConfig(n.apiClientConfig(n.kubeletToken))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := nodeClient.CoreV1().Secrets("kube-system").Get(ctx, "node2-cred", metav1.GetOptions{}); !apierrors.IsForbidden(err) {
+		t.Errorf("node1's credentials read the Secret of a pod bound to node2: err %v, want Forbidden", err)
+	}
+	if _, err := nodeClient.CoreV1().Secrets("kube-system").Get(ctx, "app-cred", metav1.GetOptions{}); err != nil {
+		t.Errorf("node1's credentials cannot read its own pod's Secret: %v", err)
+	}
+	t.Log("node1's credentials: own pod's Secret readable, node2's pod's Secret Forbidden")
+
+	// ---- One long-lived pod watch (issue 9 row 10), over at least 2 minutes.
+	if rest := 2*time.Minute - time.Since(watchFrom); rest > 0 {
+		time.Sleep(rest)
+	}
+	watchTo := time.Now()
+	watches := n.checkpointdWatches(watchFrom, watchTo)
+	t.Logf("checkpointd opened %d pod watch(es) in %s", watches, watchTo.Sub(watchFrom).Round(time.Second))
+	if watches != 1 {
+		t.Errorf("checkpointd opened %d pod watches in %s, want 1", watches, watchTo.Sub(watchFrom).Round(time.Second))
+	}
+
+	// ---- Outage without a reboot: the kubelet runs its pods; nothing is
+	// restored, the completed job is not run again.
+	jobSandboxes := n.sandboxCount(ctx, "kube-system", "job")
+	n.stopAPIServer()
+	outage := 3*checkpointdGrace + checkpointdStable
+	time.Sleep(outage)
+	if m, _ := filepath.Glob(filepath.Join(n.staticPodDir(), "*")); len(m) > 0 {
+		t.Errorf("restored during an outage of %s without a reboot: %v", outage, m)
+	}
+	if v, _ := n.metric("checkpointd_restores_total"); v != "0" {
+		t.Errorf("checkpointd_restores_total %s after an outage without reboot, want 0", v)
+	}
+	if got := n.sandboxCount(ctx, "kube-system", "job"); got != jobSandboxes {
+		t.Errorf("job has %d sandboxes after the outage, %d before: it ran again", got, jobSandboxes)
+	}
+	t.Logf("outage of %s without a reboot: nothing restored, the completed job not re-run", outage)
+	n.startAPIServer()
+	eventually(t, "checkpointd sees the API again", time.Minute, time.Second, func() (bool, string) {
+		return n.metricsAre(map[string]string{"checkpointd_api_reachable": "1"})
+	})
+
+	// ---- Power cut; gone is deleted meanwhile; the node boots without the
+	// API server and without flanneld's lease.
 	n.powerOff()
-	n.deletePodNow("gone")
+	n.deletePodNowIn("kube-system", "gone")
 	n.stopAPIServer()
 	n.powerOn()
+	kubeletStart := n.kubelet.started
 
-	// Not before the grace period: right after the boot nothing is restored.
-	if m, err := filepath.Glob(filepath.Join(n.staticPodDir(), "*")); err != nil || len(m) > 0 {
-		if since := time.Since(n.checkpointd.started); since < checkpointdGrace/2 {
-			t.Errorf("%s after checkpointd started (grace %s), static pod dir holds %v (err %v)", since, checkpointdGrace, m, err)
+	n.copyServes(ctx, "kube-system", "app", ips["app"], 3*time.Minute)
+	t.Logf("static copy of app runs with its IP %s, its files readable by uid 1000 (fsGroup 2000), %s after the kubelet started",
+		ips["app"], time.Since(kubeletStart).Round(time.Second))
+	lease, err := os.ReadFile(n.subnetFile())
+	if err != nil || !strings.Contains(string(lease), "FLANNEL_SUBNET="+nodeSubnet) {
+		t.Fatalf("flannel lease after the reboot: %q, %v; want the last lease put back by checkpointd", lease, err)
+	}
+	if w, _ := n.flanneld.written(); !w.IsZero() {
+		t.Fatal("the flanneld stand-in wrote its lease while the API server is away")
+	}
+	if v, _ := n.metric("checkpointd_flannel_lease_restores_total"); v != "1" {
+		t.Errorf("checkpointd_flannel_lease_restores_total = %s, want 1", v)
+	}
+	for _, name := range []string{"job", "priv", "plain"} {
+		if m, _ := filepath.Glob(filepath.Join(n.staticPodDir(), "*"+name+"*")); len(m) > 0 {
+			t.Errorf("%s (refused or not opted in) has a static manifest: %v", name, m)
 		}
 	}
+	if m, _ := filepath.Glob(filepath.Join(n.staticPodDir(), "*team-a*")); len(m) > 0 {
+		t.Errorf("team-a/app (namespace not allowed) has a static manifest: %v", m)
+	}
+	// gone may be restored: checkpointd cannot know it was deleted.
 
-	eventually(t, "static copy of keep running with its IP "+ipKeep, 3*time.Minute, time.Second, func() (bool, string) {
-		if err := n.checkpointd.exited(); err != nil {
+	// ---- The API server answers again: nothing moves before the stability
+	// period; then app is handed back with its IP, gone is removed and its
+	// checkpoint released, and flanneld owns its lease again.
+	apiStart := time.Now()
+	n.startAPIServer()
+	n.waitHandedBack(ctx, "kube-system", "app", ips["app"], 3*time.Minute)
+	reached := n.logTime(n.checkpointd, apiStart, `msg="API server reachable"`)
+	removed := n.logTime(n.checkpointd, apiStart, `msg="static copy removed: API server reachable for the stability period and the parent is bound here`)
+	t.Logf("checkpointd saw the API server at %s and handed app back at %s (%s later; stability period %s)",
+		reached.Format("15:04:05.000"), removed.Format("15:04:05.000"), removed.Sub(reached).Round(time.Millisecond), checkpointdStable)
+	if removed.Sub(reached) < checkpointdStable {
+		t.Errorf("copy of app removed %s after checkpointd saw the API server, before the %s stability period", removed.Sub(reached), checkpointdStable)
+	}
+	back := reached
+	n.waitHandedBack(ctx, "kube-system", "app", ips["app"], 3*time.Minute)
+	t.Logf("app handed back to its API pod with %s, %s after the API server answered", ips["app"], time.Since(back).Round(time.Second))
+	eventually(t, "gone not resurrected, its checkpoint released", 2*time.Minute, 2*time.Second, func() (bool, string) {
+		for _, name := range []string{"gone", "gone-" + nodeName} {
+			if _, err := cs.Pods("kube-system").Get(ctx, name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+				return false, fmt.Sprintf("API pod %s: err %v", name, err)
+			}
+		}
+		if sbs, err := n.staticCopies(ctx, "kube-system", "gone"); err != nil || len(sbs) > 0 {
+			return false, fmt.Sprintf("copy of gone: %+v %v", sbs, err)
+		}
+		if _, err := os.Stat(n.checkpointFile("kube-system", "gone")); !os.IsNotExist(err) {
+			return false, fmt.Sprintf("checkpoint of gone still there (stat: %v)", err)
+		}
+		return true, ""
+	})
+	for _, e := range n.ipamEntries() {
+		if e.Namespace == "kube-system" && e.Name == "gone" {
+			if e.State != "reserved" || e.ExpiresAt == nil || time.Until(*e.ExpiresAt) < 25*time.Minute {
+				t.Errorf("gone's IP after its checkpoint was released: %+v; want still reserved for its own 30 minutes", e)
+			}
+			t.Logf("gone's IP %s stays reserved until %s (its own 30 minutes)", e.IP, e.ExpiresAt.Format(time.RFC3339))
+		}
+	}
+	if got := n.waitPodRunningIn("kube-system", "plain", 2*time.Minute); got != ips["plain"] {
+		t.Errorf("plain came back with %s, want its reserved IP %s", got, ips["plain"])
+	}
+	eventually(t, "flanneld owns its lease again", time.Minute, time.Second, func() (bool, string) {
+		w, err := n.flanneld.written()
+		if err != nil {
 			t.Fatal(err)
 		}
-		sbs, err := n.staticCopies(ctx, "default", "keep")
-		if err != nil {
-			return false, err.Error()
-		}
-		if len(sbs) != 1 || sbs[0].IP != ipKeep {
-			return false, fmt.Sprintf("static copies: %+v", sbs)
-		}
-		// Both opted-in pods are restored: checkpointd cannot know gone was deleted.
-		return n.metricsAre(map[string]string{"checkpointd_api_reachable": "0", "checkpointd_restores_active": "2"})
+		return !w.IsZero(), "stand-in has not written"
 	})
-	t.Logf("static copy of keep runs with %s while the API server is away", ipKeep)
-	for _, sb := range mustSandboxesOf(t, n, ctx) {
-		if strings.HasPrefix(sb.Name, "plain") || sb.Annotations[annCheckpointOf] == "default/plain" {
-			t.Errorf("pod plain (no opt-in) was restored: sandbox %+v", sb)
-		}
-	}
-	if m, _ := filepath.Glob(filepath.Join(n.staticPodDir(), "*plain*")); len(m) > 0 {
-		t.Errorf("pod plain (no opt-in) has a static manifest: %v", m)
+	if ev := n.events(ctx, "kube-system", "app"); !strings.Contains(strings.Join(ev, "\n"), "CheckpointHandedBack") {
+		t.Errorf("app events %v lack CheckpointHandedBack", ev)
 	}
 
-	// The API server answers again.
+	// ---- checkpointd stops while a copy runs; the API returns: the parent
+	// is not blocked (documented: the kubelet's file check period, 2 s here,
+	// 20 s by default, plus the copy's shutdown).
+	n.powerOff()
+	n.stopAPIServer()
+	n.powerOn()
+	n.copyServes(ctx, "kube-system", "app", ips["app"], 3*time.Minute)
+	n.checkpointd.stop(t, syscall.SIGTERM, 30*time.Second)
+	if m, _ := filepath.Glob(filepath.Join(n.staticPodDir(), "stickyip-checkpoint-*")); len(m) > 0 {
+		t.Errorf("copies left after checkpointd stopped: %v", m)
+	}
 	n.startAPIServer()
-	eventually(t, "keep handed back to its API pod with "+ipKeep, 3*time.Minute, 2*time.Second, func() (bool, string) {
-		sbs, err := n.staticCopies(ctx, "default", "keep")
+	stopped := time.Now()
+	n.waitHandedBack(ctx, "kube-system", "app", ips["app"], 2*time.Minute)
+	unblocked := time.Since(stopped)
+	t.Logf("checkpointd stopped with a copy running: the API pod app runs with %s %s after the API server came back", ips["app"], unblocked.Round(time.Second))
+	if unblocked > 90*time.Second {
+		t.Errorf("parent blocked for %s after checkpointd stopped", unblocked)
+	}
+	n.startCheckpointd()
+
+	// ---- The node reboots with the API server up and gets another lease:
+	// flanneld writes it, nothing is put back, and no address of the old
+	// subnet is handed out (plain's reservation is in the old one).
+	n.subnet = "10.244.7.1/24"
+	newSubnet := netip.MustParsePrefix("10.244.7.0/24")
+	n.powerOff()
+	n.powerOn()
+	eventually(t, "the new lease saved by checkpointd", time.Minute, time.Second, func() (bool, string) {
+		b, err := os.ReadFile(filepath.Join(n.checkpointDir(), "flannel-subnet.env"))
+		return err == nil && strings.Contains(string(b), "FLANNEL_SUBNET=10.244.7.1/24"), fmt.Sprintf("%q %v", b, err)
+	})
+	for _, name := range []string{"app", "plain", "priv"} {
+		ip := n.waitPodRunningIn("kube-system", name, 3*time.Minute)
+		if a, err := netip.ParseAddr(ip); err != nil || !newSubnet.Contains(a) {
+			t.Errorf("%s got %s after the lease changed to %s; no address of the old subnet may be handed out", name, ip, newSubnet)
+		}
+	}
+	for _, e := range n.ipamEntries() {
+		if a, err := netip.ParseAddr(e.IP); err == nil && e.State == "allocated" && !newSubnet.Contains(a) {
+			t.Errorf("after the lease changed, %s/%s holds %s of the old subnet", e.Namespace, e.Name, e.IP)
+		}
+	}
+	if v, _ := n.metric("checkpointd_flannel_lease_restores_total"); v != "0" {
+		t.Errorf("checkpointd put a lease back (%s) while the API server was up", v)
+	}
+	t.Logf("after a reboot onto lease %s: app, plain (reserved %s in the old subnet) and priv got addresses of the new subnet", newSubnet, ips["plain"])
+}
+
+// logTime returns the time of the first line of p's log at or after from
+// that contains substr (slog's time=... field); the test fails without one.
+func (n *node) logTime(p *proc, from time.Time, substr string) time.Time {
+	n.t.Helper()
+	f, err := os.Open(p.logPath)
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64*1024), 1024*1024)
+	for sc.Scan() {
+		line := sc.Text()
+		ts, _, ok := strings.Cut(strings.TrimPrefix(line, "time="), " ")
+		if !ok || !strings.Contains(line, substr) {
+			continue
+		}
+		if at, err := time.Parse(time.RFC3339Nano, ts); err == nil && !at.Before(from) {
+			return at
+		}
+	}
+	n.t.Fatalf("%s: no line with %q after %s", p.logPath, substr, from.Format(time.RFC3339))
+	return time.Time{}
+}
+
+// waitHandedBack waits until no copy of ns/name runs and its API pod runs
+// with ip (API and runtime agree).
+func (n *node) waitHandedBack(ctx context.Context, ns, name, ip string, timeout time.Duration) {
+	n.t.Helper()
+	eventually(n.t, ns+"/"+name+" handed back with "+ip, timeout, time.Second, func() (bool, string) {
+		sbs, err := n.staticCopies(ctx, ns, name)
 		if err != nil {
 			return false, err.Error()
 		}
 		if len(sbs) != 0 {
 			return false, fmt.Sprintf("static copy still running: %+v", sbs)
 		}
-		p, err := n.client.CoreV1().Pods("default").Get(ctx, "keep", metav1.GetOptions{})
+		p, err := n.client.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error()
 		}
-		if p.Status.Phase != corev1.PodRunning || p.Status.PodIP != ipKeep {
-			return false, fmt.Sprintf("API pod keep: phase %s IP %q", p.Status.Phase, p.Status.PodIP)
+		if p.Status.Phase != corev1.PodRunning || p.Status.PodIP != ip {
+			return false, fmt.Sprintf("API pod: phase %s IP %q", p.Status.Phase, p.Status.PodIP)
 		}
-		api, err := n.readySandboxes(ctx, "default", "keep")
+		api, err := n.readySandboxes(ctx, ns, name)
 		if err != nil {
 			return false, err.Error()
 		}
-		if len(api) != 1 || api[0].UID != string(p.UID) || api[0].IP != ipKeep {
-			return false, fmt.Sprintf("runtime sandboxes of keep: %+v", api)
+		if len(api) != 1 || api[0].UID != string(p.UID) || api[0].IP != ip {
+			return false, fmt.Sprintf("runtime sandboxes: %+v", api)
 		}
 		return true, ""
 	})
-	t.Logf("API pod keep runs again with %s", ipKeep)
-
-	// plain was never restored, but once the API is back its pod runs again,
-	// and its reservation survived the reboot.
-	if got := n.waitAPIPodRunning("plain", 2*time.Minute); got != ipPlain {
-		t.Errorf("pod plain came back with %s, want its reserved IP %s", got, ipPlain)
-	}
-
-	eventually(t, "deleted pod gone not resurrected", 2*time.Minute, 2*time.Second, func() (bool, string) {
-		for _, name := range []string{"gone", "gone-" + nodeName} {
-			_, err := n.client.CoreV1().Pods("default").Get(ctx, name, metav1.GetOptions{})
-			if !apierrors.IsNotFound(err) {
-				return false, fmt.Sprintf("API pod %s: err %v", name, err)
-			}
-		}
-		sbs, err := n.staticCopies(ctx, "default", "gone")
-		if err != nil {
-			return false, err.Error()
-		}
-		api, err := n.readySandboxes(ctx, "default", "gone")
-		if err != nil {
-			return false, err.Error()
-		}
-		if len(sbs)+len(api) != 0 {
-			return false, fmt.Sprintf("gone still runs: static %+v, api %+v", sbs, api)
-		}
-		if _, err := os.Stat(n.checkpointFile("default", "gone")); !os.IsNotExist(err) {
-			return false, fmt.Sprintf("checkpoint of gone still there (stat: %v)", err)
-		}
-		return n.metricsAre(map[string]string{"checkpointd_api_reachable": "1", "checkpointd_restores_active": "0", "checkpointd_checkpoints": "1"})
-	})
 }
 
-// mustSandboxesOf lists every ready sandbox on the node.
-func mustSandboxesOf(t *testing.T, n *node, ctx context.Context) []sandbox {
-	t.Helper()
+// sandboxCount counts the sandboxes (any state) of ns/name.
+func (n *node) sandboxCount(ctx context.Context, ns, name string) int {
+	n.t.Helper()
 	pods, err := n.cri.ListPods(ctx)
 	if err != nil {
-		t.Fatal(err)
+		n.t.Fatal(err)
 	}
-	var out []sandbox
+	c := 0
 	for _, p := range pods {
-		st, err := n.cri.PodStatus(ctx, p.Id)
-		if err != nil || !st.Ready {
-			continue
+		if p.GetMetadata().GetNamespace() == ns && p.GetMetadata().GetName() == name {
+			c++
 		}
-		out = append(out, sandbox{ID: p.Id, Namespace: p.GetMetadata().GetNamespace(), Name: p.GetMetadata().GetName(),
-			UID: p.GetMetadata().GetUid(), Ready: true, Annotations: p.Annotations})
 	}
-	return out
+	return c
 }

@@ -28,6 +28,7 @@ import (
 
 const (
 	nodeName   = "node1"
+	node2Name  = "node2" // another node: only its identity exists
 	apiAddr    = "127.0.0.1:6443"
 	etcdAddr   = "127.0.0.1:2379"
 	podNetwork = "10.244.0.0/16"
@@ -90,12 +91,16 @@ type node struct {
 	nsHandle ns.NetNS
 
 	adminToken, kubeletToken string
+	node2Token               string // another node's identity (system:node:node2)
 	caPEM                    []byte
 	client                   *kubernetes.Clientset
 	ctd                      *harness.Containerd
 	cri                      *harness.CRIClient
 
 	etcd, apiserver, kubelet, checkpointd *proc
+
+	subnet   string // the node's flannel lease (FLANNEL_SUBNET)
+	flanneld *flanneld
 }
 
 // newNode creates the node's network namespace and directories and
@@ -108,7 +113,7 @@ func newNode(t *testing.T, opts nodeOptions) *node {
 			missing(t, "%s missing (make build)", filepath.Join(b.project, "stickyip"))
 		}
 	}
-	n := &node{t: t, bins: b, opts: opts, dir: harness.ShortTempDir(t)}
+	n := &node{t: t, bins: b, opts: opts, dir: harness.ShortTempDir(t), subnet: nodeSubnet}
 	n.logDir = filepath.Join(harness.OutputDir(), "e2e-logs", strings.ReplaceAll(t.Name(), "/", "_"))
 	if err := os.RemoveAll(n.logDir); err != nil {
 		t.Fatal(err)
@@ -123,6 +128,7 @@ func newNode(t *testing.T, opts nodeOptions) *node {
 	}
 	n.nsHandle = h
 	t.Cleanup(n.cleanup)
+	n.mountRun()
 	t.Logf("node %s: netns %s, state %s, logs %s", nodeName, n.ns.Name, n.dir, n.logDir)
 	return n
 }
@@ -201,9 +207,9 @@ func (n *node) startControlPlane() {
 		n.caPEM = writeServingCert(t, pki)
 		writeFile(t, filepath.Join(pki, "ca.crt"), n.caPEM, 0o644)
 		writeServiceAccountKeys(t, pki)
-		n.adminToken, n.kubeletToken = randomToken(t), randomToken(t)
-		tokens := fmt.Sprintf("%s,admin,admin,system:masters\n%s,system:node:%s,%s,system:nodes\n",
-			n.adminToken, n.kubeletToken, nodeName, nodeName)
+		n.adminToken, n.kubeletToken, n.node2Token = randomToken(t), randomToken(t), randomToken(t)
+		tokens := fmt.Sprintf("%s,admin,admin,system:masters\n%s,system:node:%s,%s,system:nodes\n%s,system:node:%s,%s,system:nodes\n",
+			n.adminToken, n.kubeletToken, nodeName, nodeName, n.node2Token, node2Name, node2Name)
 		writeFile(t, filepath.Join(pki, "tokens.csv"), []byte(tokens), 0o600)
 		writeFile(t, filepath.Join(n.dir, "kubelet.kubeconfig"), []byte(fmt.Sprintf(`apiVersion: v1
 kind: Config
@@ -269,7 +275,14 @@ func (n *node) startAPIServer() {
 		"--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", "--secure-port=6443",
 		"--tls-cert-file="+filepath.Join(pki, "serving.crt"), "--tls-private-key-file="+filepath.Join(pki, "serving.key"),
 		"--token-auth-file="+filepath.Join(pki, "tokens.csv"),
-		"--authorization-mode=AlwaysAllow",
+		// Real authorization: the kubelet and checkpointd act as
+		// system:node:node1, which the Node authorizer limits to the node's
+		// own pods and what they use; NodeRestriction limits what a node may
+		// change.
+		"--authorization-mode=Node,RBAC",
+		"--enable-admission-plugins=NodeRestriction",
+		"--audit-policy-file="+n.auditPolicy(),
+		"--audit-log-path="+n.auditLogPath(), "--audit-log-format=json", "--audit-log-maxbackup=0",
 		"--service-account-issuer=https://kubernetes.default.svc",
 		"--service-account-key-file="+filepath.Join(pki, "sa.pub"),
 		"--service-account-signing-key-file="+filepath.Join(pki, "sa.key"),
@@ -288,10 +301,22 @@ func (n *node) startAPIServer() {
 		}
 		return string(body) == "ok", string(body)
 	})
-	// No controller-manager runs: create the default service account the
-	// ServiceAccount admission plugin wants before it admits pods.
-	eventually(t, "default service account", time.Minute, time.Second, func() (bool, string) {
-		_, err := n.client.CoreV1().ServiceAccounts("default").Create(ctx,
+	n.ensureNamespace("default")
+}
+
+// ensureNamespace creates namespace ns (if needed) and its default service
+// account, which the ServiceAccount admission plugin wants before it admits
+// pods (no controller-manager runs to create it).
+func (n *node) ensureNamespace(ns string) {
+	t := n.t
+	t.Helper()
+	ctx := context.Background()
+	eventually(t, "namespace "+ns+" and its default service account", time.Minute, time.Second, func() (bool, string) {
+		_, err := n.client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
+		if err != nil && !apierrors.IsAlreadyExists(err) {
+			return false, err.Error()
+		}
+		_, err = n.client.CoreV1().ServiceAccounts(ns).Create(ctx,
 			&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{})
 		if err == nil || apierrors.IsAlreadyExists(err) {
 			return true, ""
@@ -299,6 +324,24 @@ func (n *node) startAPIServer() {
 		return false, err.Error()
 	})
 }
+
+// auditPolicy writes the API server's audit policy: pod lists and watches
+// only, when received, so a test can count the watches a client opens.
+func (n *node) auditPolicy() string {
+	p := filepath.Join(n.dir, "pki", "audit-policy.yaml")
+	writeFile(n.t, p, []byte(`apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: ["ResponseStarted", "ResponseComplete", "Panic"]
+rules:
+- level: Metadata
+  verbs: ["watch", "list"]
+  resources: [{group: "", resources: ["pods"]}]
+- level: None
+`), 0o644)
+	return p
+}
+
+func (n *node) auditLogPath() string { return filepath.Join(n.logDir, "audit.log") }
 
 // stopAPIServer stops the API server (etcd keeps its data and keeps running).
 func (n *node) stopAPIServer() {
@@ -308,12 +351,15 @@ func (n *node) stopAPIServer() {
 }
 
 func (n *node) staticPodDir() string    { return filepath.Join(n.dir, "manifests") }
+func (n *node) runDir() string          { return filepath.Join(n.dir, "run") } // the node's /run: tmpfs
+func (n *node) subnetFile() string      { return filepath.Join(n.runDir(), "flannel", "subnet.env") }
 func (n *node) stickyipDataDir() string { return filepath.Join(n.dir, "stickyip") }
 func (n *node) cniConfDir() string      { return filepath.Join(n.dir, "cni", "net.d") }
 
 // writeCNIConfig writes the project's flannel conflist (conf/, flannel →
 // bridge → stickyip, plus portmap) with its paths moved into the test's
-// directory, or with host-local as IPAM, and a hand-written subnet.env.
+// directory, or with host-local as IPAM. The subnet file is on the node's
+// tmpfs /run, written by the flanneld stand-in (startFlanneld).
 func (n *node) writeCNIConfig() {
 	t := n.t
 	t.Helper()
@@ -330,7 +376,7 @@ func (n *node) writeCNIConfig() {
 		t.Fatalf("conf/10-flannel-stickyip.conflist: %v", err)
 	}
 	flannel := conflist["plugins"].([]any)[0].(map[string]any)
-	flannel["subnetFile"] = filepath.Join(n.dir, "flannel", "subnet.env")
+	flannel["subnetFile"] = n.subnetFile()
 	flannel["dataDir"] = filepath.Join(n.dir, "flannel", "data")
 	ipam := flannel["ipam"].(map[string]any)
 	ipam["dataDir"] = n.stickyipDataDir()
@@ -347,8 +393,6 @@ func (n *node) writeCNIConfig() {
 		t.Fatal(err)
 	}
 	writeFile(t, filepath.Join(n.cniConfDir(), "10-flannel.conflist"), js, 0o644)
-	writeFile(t, filepath.Join(n.dir, "flannel", "subnet.env"), []byte(fmt.Sprintf(
-		"FLANNEL_NETWORK=%s\nFLANNEL_SUBNET=%s\nFLANNEL_MTU=1450\nFLANNEL_IPMASQ=true\n", podNetwork, nodeSubnet)), 0o644)
 }
 
 // writeKubeletConfig writes the KubeletConfiguration (ENVIRONMENT.md's
@@ -401,6 +445,7 @@ func (n *node) startContainerd() {
 		extra = append(extra, filepath.Join(n.bins.project, "stickyip"))
 	}
 	n.writeCNIConfig()
+	n.startFlanneld()
 	n.ctd = harness.StartContainerd(t, harness.ContainerdConfig{
 		Node: n.ns, CNIBinDir: harness.CNIBinDir(t, extra...), CNIConfDir: n.cniConfDir(),
 	})
@@ -462,11 +507,13 @@ func (n *node) powerOff() {
 		n.checkpointd.stop(t, syscall.SIGKILL, 10*time.Second)
 	}
 	n.kubelet.stop(t, syscall.SIGKILL, 10*time.Second)
+	n.flanneld.stop()
 	n.ctd.Crash(t)
 	if _, err := n.ns.Exec(nil, "ip", "link", "del", "cni0"); err != nil {
 		t.Logf("power off: %v", err)
 	}
-	t.Log("node powered off: kubelet, runtime, sandboxes and pod netns gone")
+	n.clearRun()
+	t.Log("node powered off: kubelet, runtime, sandboxes, pod netns and /run (flannel's lease, checkpointd's files) gone")
 }
 
 // powerOn boots the node again: containerd, the kubelet (not waiting for
@@ -474,6 +521,7 @@ func (n *node) powerOff() {
 func (n *node) powerOn() {
 	t := n.t
 	t.Helper()
+	n.startFlanneld()
 	n.ctd.Restart(t)
 	n.startKubelet(false)
 	if n.checkpointd != nil {

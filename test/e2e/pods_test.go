@@ -50,17 +50,23 @@ func (n *node) createPod(pod *corev1.Pod) {
 // returns the IP.
 func (n *node) waitAPIPodRunning(name string, timeout time.Duration) string {
 	n.t.Helper()
+	return n.waitPodRunningIn("default", name, timeout)
+}
+
+// waitPodRunningIn is waitAPIPodRunning for a pod of namespace ns.
+func (n *node) waitPodRunningIn(ns, name string, timeout time.Duration) string {
+	n.t.Helper()
 	ctx := context.Background()
 	var ip string
-	eventually(n.t, "pod default/"+name+" Running", timeout, time.Second, func() (bool, string) {
-		p, err := n.client.CoreV1().Pods("default").Get(ctx, name, metav1.GetOptions{})
+	eventually(n.t, "pod "+ns+"/"+name+" Running", timeout, time.Second, func() (bool, string) {
+		p, err := n.client.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error()
 		}
 		if p.Status.Phase != corev1.PodRunning || p.Status.PodIP == "" {
 			return false, fmt.Sprintf("phase %s, podIP %q, conditions %v", p.Status.Phase, p.Status.PodIP, p.Status.Conditions)
 		}
-		sbs, err := n.readySandboxes(ctx, "default", name)
+		sbs, err := n.readySandboxes(ctx, ns, name)
 		if err != nil {
 			return false, err.Error()
 		}
@@ -74,12 +80,15 @@ func (n *node) waitAPIPodRunning(name string, timeout time.Duration) string {
 }
 
 // deletePodNow deletes a pod through the API without waiting for a kubelet.
-func (n *node) deletePodNow(name string) {
+func (n *node) deletePodNow(name string) { n.t.Helper(); n.deletePodNowIn("default", name) }
+
+// deletePodNowIn is deletePodNow for a pod of namespace ns.
+func (n *node) deletePodNowIn(ns, name string) {
 	n.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	zero := int64(0)
-	err := n.client.CoreV1().Pods("default").Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: &zero})
+	err := n.client.CoreV1().Pods(ns).Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: &zero})
 	if err != nil && !apierrors.IsNotFound(err) {
 		n.t.Fatalf("delete pod %s: %v", name, err)
 	}
@@ -101,16 +110,22 @@ func inNodeSubnet(ip string) bool {
 // sandbox for it.
 func (n *node) deletePodGracefully(name string, timeout time.Duration) {
 	n.t.Helper()
+	n.deletePodGracefullyIn("default", name, timeout)
+}
+
+// deletePodGracefullyIn is deletePodGracefully for a pod of namespace ns.
+func (n *node) deletePodGracefullyIn(ns, name string, timeout time.Duration) {
+	n.t.Helper()
 	ctx := context.Background()
-	if err := n.client.CoreV1().Pods("default").Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
-		n.t.Fatalf("delete pod %s: %v", name, err)
+	if err := n.client.CoreV1().Pods(ns).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+		n.t.Fatalf("delete pod %s/%s: %v", ns, name, err)
 	}
-	eventually(n.t, "pod default/"+name+" deleted", timeout, time.Second, func() (bool, string) {
-		_, err := n.client.CoreV1().Pods("default").Get(ctx, name, metav1.GetOptions{})
+	eventually(n.t, "pod "+ns+"/"+name+" deleted", timeout, time.Second, func() (bool, string) {
+		_, err := n.client.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
 		if !apierrors.IsNotFound(err) {
 			return false, fmt.Sprintf("API: %v", err)
 		}
-		sbs, err := n.readySandboxes(ctx, "default", name)
+		sbs, err := n.readySandboxes(ctx, ns, name)
 		if err != nil {
 			return false, err.Error()
 		}

@@ -33,6 +33,12 @@ type proc struct {
 // is still running.
 func startProc(t *testing.T, logDir, netnsPath, name string, argv ...string) *proc {
 	t.Helper()
+	return startProcEnv(t, logDir, netnsPath, nil, name, argv...)
+}
+
+// startProcEnv is startProc with extra environment variables.
+func startProcEnv(t *testing.T, logDir, netnsPath string, env []string, name string, argv ...string) *proc {
+	t.Helper()
 	logPath := filepath.Join(logDir, name+".log")
 	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
@@ -42,6 +48,7 @@ func startProc(t *testing.T, logDir, netnsPath, name string, argv ...string) *pr
 	args := append([]string{"--net=" + netnsPath, "--"}, argv...)
 	cmd := exec.Command("nsenter", args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.Env = append(os.Environ(), env...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		logf.Close()
