@@ -44,15 +44,21 @@ func TestDefaultsAllowOnlyKubeSystemAndNoPower(t *testing.T) {
 // refused unless the namespace is allowed privileged pods.
 func TestNodePowerRefusedUnlessAllowed(t *testing.T) {
 	for name, mut := range map[string]func(*corev1.Pod){
-		"privileged":      func(p *corev1.Pod) { p.Spec.Containers[0].SecurityContext = &corev1.SecurityContext{Privileged: ptr(true)} },
-		"privileged init": func(p *corev1.Pod) { p.Spec.InitContainers = []corev1.Container{{Name: "i", SecurityContext: &corev1.SecurityContext{Privileged: ptr(true)}}} },
-		"hostNetwork":     func(p *corev1.Pod) { p.Spec.HostNetwork = true },
-		"hostPID":         func(p *corev1.Pod) { p.Spec.HostPID = true },
-		"hostIPC":         func(p *corev1.Pod) { p.Spec.HostIPC = true },
+		"privileged": func(p *corev1.Pod) {
+			p.Spec.Containers[0].SecurityContext = &corev1.SecurityContext{Privileged: ptr(true)}
+		},
+		"privileged init": func(p *corev1.Pod) {
+			p.Spec.InitContainers = []corev1.Container{{Name: "i", SecurityContext: &corev1.SecurityContext{Privileged: ptr(true)}}}
+		},
+		"hostNetwork": func(p *corev1.Pod) { p.Spec.HostNetwork = true },
+		"hostPID":     func(p *corev1.Pod) { p.Spec.HostPID = true },
+		"hostIPC":     func(p *corev1.Pod) { p.Spec.HostIPC = true },
 		"hostPath": func(p *corev1.Pod) {
 			p.Spec.Volumes = []corev1.Volume{{Name: "root", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/"}}}}
 		},
-		"hostPort": func(p *corev1.Pod) { p.Spec.Containers[0].Ports = []corev1.ContainerPort{{ContainerPort: 80, HostPort: 80}} },
+		"hostPort": func(p *corev1.Pod) {
+			p.Spec.Containers[0].Ports = []corev1.ContainerPort{{ContainerPort: 80, HostPort: 80}}
+		},
 		"added capability": func(p *corev1.Pod) {
 			p.Spec.Containers[0].SecurityContext = &corev1.SecurityContext{Capabilities: &corev1.Capabilities{Add: []corev1.Capability{"NET_ADMIN"}}}
 		},
@@ -94,7 +100,7 @@ func TestNodePowerRefusedUnlessAllowed(t *testing.T) {
 func TestHarmlessSettingsAllowed(t *testing.T) {
 	pod := basePod("kube-system")
 	pod.Spec.SecurityContext = &corev1.PodSecurityContext{RunAsUser: ptr(int64(1000)), FSGroup: ptr(int64(2000)),
-		Sysctls: []corev1.Sysctl{{Name: "net.ipv4.ip_local_port_range", Value: "1024 65000"}},
+		Sysctls:        []corev1.Sysctl{{Name: "net.ipv4.ip_local_port_range", Value: "1024 65000"}},
 		SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}}
 	pod.Spec.Containers[0].SecurityContext = &corev1.SecurityContext{Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
 		ReadOnlyRootFilesystem: ptr(true)}
