@@ -2,6 +2,7 @@ package checkpoint
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -366,3 +367,5 @@ func TestPurgeRemovesOnlyOurs(t *testing.T) {
 		t.Fatalf("Purge removed a file that is not checkpointd's: %v", err)
 	}
 }
+
+func jsonRecord() ([]byte, error) { return json.Marshal(record("default", "web", "nginx")) }

@@ -105,20 +105,31 @@ func StaticPodPath(kubeletConfig string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("--kubelet-config: %w", err)
 	}
+	p, err := parseStaticPodPath(data)
+	if err != nil {
+		return "", fmt.Errorf("--kubelet-config %s: %w", kubeletConfig, err)
+	}
+	return p, nil
+}
+
+func parseStaticPodPath(data []byte) (string, error) {
 	var kc struct {
 		Kind          string `json:"kind"`
 		StaticPodPath string `json:"staticPodPath"`
 	}
 	if err := yaml.Unmarshal(data, &kc); err != nil {
-		return "", fmt.Errorf("--kubelet-config %s: %w", kubeletConfig, err)
+		return "", err
 	}
 	if kc.Kind != "KubeletConfiguration" {
-		return "", fmt.Errorf("--kubelet-config %s: kind %q, want KubeletConfiguration", kubeletConfig, kc.Kind)
+		return "", fmt.Errorf("kind %q, want KubeletConfiguration", kc.Kind)
 	}
 	if kc.StaticPodPath == "" {
-		return "", fmt.Errorf("--kubelet-config %s sets no staticPodPath: this kubelet runs no static pods, so nothing can be restored", kubeletConfig)
+		return "", errors.New("it sets no staticPodPath: this kubelet runs no static pods, so nothing can be restored")
 	}
-	return kc.StaticPodPath, nil
+	if !filepath.IsAbs(kc.StaticPodPath) {
+		return "", fmt.Errorf("staticPodPath %q is not an absolute path", kc.StaticPodPath)
+	}
+	return filepath.Clean(kc.StaticPodPath), nil
 }
 
 // RestConfig builds the API client config. A kubeconfig is used as is (the
