@@ -744,3 +744,20 @@ func TestStaticPrefixOnlyOurs(t *testing.T) {
 		t.Errorf("a static pod checkpointd did not write was touched: %v", err)
 	}
 }
+
+// TestNoAbsenceMarkWithoutCheckpoint: identities known only by a leftover
+// copy or files leave no mark behind on disk.
+func TestNoAbsenceMarkWithoutCheckpoint(t *testing.T) {
+	h := newHarness(t)
+	if err := os.MkdirAll(filepath.Join(h.volumes, "default_orphan", "tls"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	h.pass()
+	h.pass()
+	if marks, _ := filepath.Glob(filepath.Join(h.store.Dir(), "*"+checkpoint.AbsentSuffix)); len(marks) != 0 {
+		t.Errorf("absence marks %v for an identity without a checkpoint", marks)
+	}
+	if _, err := os.Stat(filepath.Join(h.volumes, "default_orphan")); !os.IsNotExist(err) {
+		t.Errorf("leftover files of a copy that is gone were kept: %v", err)
+	}
+}

@@ -45,11 +45,16 @@ func (r *Reconciler) track(s *snapshot) {
 		r.said[id] = false
 		if _, ok := r.absentSince[id]; !ok {
 			since, stored := r.cfg.Store.AbsentSince(id)
-			if !stored {
-				since = s.now
-				if err := r.cfg.Store.MarkAbsent(id, since); err != nil {
+			// Only a checkpoint needs the mark on disk (it is removed with
+			// the checkpoint); an identity known only by a leftover copy or
+			// its files is tracked in memory.
+			if !stored && s.records[id] != nil {
+				if err := r.cfg.Store.MarkAbsent(id, s.now); err != nil {
 					r.problem(id, "absence", "cannot record that the API server reports the parent gone", err)
 				}
+			}
+			if !stored {
+				since = s.now
 			}
 			r.absentSince[id] = since
 		}
