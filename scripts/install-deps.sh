@@ -6,6 +6,8 @@
 #       $OUT/tools/cnitool                     cni v1.3.0
 #       $OUT/cni/bin/{bridge,loopback,portmap,host-local}   plugins v1.9.1
 #       $OUT/cni/bin/flannel                   plugins v0.9.1 (before flannel moved out)
+#       $OUT/crio/bin/{crio,copyimg,pinns}     CRI-O v1.34.0 (test/integration/criobuild),
+#                                              with conmon, libseccomp and a C compiler from Debian
 #
 # STICKYIP_CONTAINERD=debian (the legacy run) installs Debian's containerd 1.6
 # as well, which the test harness then uses instead of the pinned 2.x (see
@@ -28,6 +30,11 @@ CONTAINERD_VERSION=v2.3.7
 CNI_BIN="$OUT/cni/bin"
 TOOLS="$OUT/tools"
 CONTAINERD_BIN="$OUT/containerd/bin"
+CRIO_BIN="$OUT/crio/bin"
+CRIO_MOD="$ROOT/test/integration/criobuild"
+# CRI-O's own build tags (its Makefile) for a machine without btrfs,
+# devicemapper, ostree and gpgme headers.
+CRIO_TAGS="containers_image_ostree_stub containers_image_openpgp btrfs_noversion exclude_graphdriver_btrfs exclude_graphdriver_devicemapper seccomp"
 
 log() { printf 'install-deps: %s\n' "$*" >&2; }
 
@@ -41,6 +48,12 @@ install_apt() {
 	command -v iptables >/dev/null || missing+=(iptables)
 	command -v ip >/dev/null || missing+=(iproute2)
 	command -v nsenter >/dev/null || missing+=(util-linux)
+	# CRI-O: its monitor, and what its cgo build and pinns need.
+	command -v conmon >/dev/null || missing+=(conmon)
+	command -v cc >/dev/null || missing+=(gcc libc6-dev)
+	command -v make >/dev/null || missing+=(make)
+	command -v pkg-config >/dev/null || missing+=(pkg-config)
+	pkg-config --exists libseccomp 2>/dev/null || missing+=(libseccomp-dev)
 	if [ "${#missing[@]}" -eq 0 ]; then
 		log "Debian packages present"
 		return
@@ -83,6 +96,39 @@ go_install() {
 	log "built in $((SECONDS - start))s"
 }
 
+# install_crio: crio and copyimg from the pinned module in $CRIO_MOD (its
+# go.sum pins every dependency; some are not in the checksum database, hence
+# GOSUMDB=off), pinns compiled from the C source in the same CRI-O module.
+# Rebuilt only when the stamp (go.mod, go.sum, tags, Go version) changes.
+install_crio() {
+	local stamp
+	stamp=$( (cat "$CRIO_MOD/go.mod" "$CRIO_MOD/go.sum"; echo "$CRIO_TAGS"; "$GO" version) | sha256sum | cut -d' ' -f1)
+	if [ -x "$CRIO_BIN/crio" ] && [ -x "$CRIO_BIN/copyimg" ] && [ -x "$CRIO_BIN/pinns" ] &&
+		[ "$(cat "$CRIO_BIN/.stamp" 2>/dev/null)" = "$stamp" ]; then
+		log "CRI-O binaries present in $CRIO_BIN"
+		return
+	fi
+	log "building CRI-O (crio, copyimg, pinns) from $CRIO_MOD"
+	local start=$SECONDS src tmp
+	rm -f "$CRIO_BIN/.stamp"
+	mkdir -p "$CRIO_BIN"
+	(
+		cd "$CRIO_MOD"
+		export GOSUMDB=off GOFLAGS="-mod=readonly -buildvcs=false" CGO_ENABLED=1
+		"$GO" build -trimpath -tags "$CRIO_TAGS" -o "$CRIO_BIN/crio" github.com/cri-o/cri-o/cmd/crio
+		"$GO" build -trimpath -tags "$CRIO_TAGS" -o "$CRIO_BIN/copyimg" github.com/cri-o/cri-o/test/copyimg
+	)
+	src=$(cd "$CRIO_MOD" && GOSUMDB=off GOFLAGS=-mod=readonly "$GO" list -m -f '{{.Dir}}' github.com/cri-o/cri-o)
+	tmp=$(mktemp -d)
+	cp -r "$src/pinns" "$tmp/pinns"
+	chmod -R u+w "$tmp"
+	make -s -C "$tmp/pinns" >/dev/null
+	install -m 0755 "$tmp/bin/pinns" "$CRIO_BIN/pinns"
+	rm -rf "$tmp"
+	echo "$stamp" >"$CRIO_BIN/.stamp"
+	log "built CRI-O in $((SECONDS - start))s"
+}
+
 install_apt
 
 # containerd, its runc shim and ctr, static (no cgo: btrfs needs its headers,
@@ -104,4 +150,6 @@ go_install "$CNI_BIN" github.com/containernetworking/plugins "$PLUGINS_VERSION" 
 go_install "$CNI_BIN" github.com/containernetworking/plugins "$FLANNEL_VERSION" \
 	github.com/containernetworking/plugins/plugins/meta/flannel
 
-log "done: containerd in $CONTAINERD_BIN, CNI plugins in $CNI_BIN, cnitool in $TOOLS"
+install_crio
+
+log "done: containerd in $CONTAINERD_BIN, CRI-O in $CRIO_BIN, CNI plugins in $CNI_BIN, cnitool in $TOOLS"

@@ -50,6 +50,12 @@ type RecordedCall struct {
 	// RuntimeConfig is the runtimeConfig the runtime passed (only the
 	// capabilities the plugin declares).
 	RuntimeConfig map[string]json.RawMessage `json:"runtimeConfig"`
+	// ValidAttachments is what a GC call declared still valid
+	// (cni.dev/valid-attachments).
+	ValidAttachments []struct {
+		ContainerID string `json:"containerID"`
+		IfName      string `json:"ifname"`
+	} `json:"validAttachments"`
 }
 
 // Annotations returns the pod annotations the runtime passed in the

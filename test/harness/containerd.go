@@ -372,17 +372,7 @@ func (c *Containerd) CRI(t testing.TB) *CRIClient {
 }
 
 // LogTail returns the last n lines of containerd's log, for failure messages.
-func (c *Containerd) LogTail(n int) string {
-	data, err := os.ReadFile(c.LogPath)
-	if err != nil {
-		return err.Error()
-	}
-	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
-}
+func (c *Containerd) LogTail(n int) string { return tailFile(c.LogPath, n) }
 
 // Crash simulates a node losing power: containerd, its shims and every
 // sandbox and container process are SIGKILLed, no CNI DEL runs, and the state
@@ -525,18 +515,25 @@ func (c *Containerd) killAll() error {
 // processTree lists containerd (while it runs), its shims and all their
 // descendants.
 func (c *Containerd) processTree() []int {
-	entries, _ := os.ReadDir("/proc")
-	children := map[int][]int{}
 	var roots []int
 	if c.Running() {
 		roots = append(roots, c.cmd.Process.Pid)
 	}
+	return processTree(roots, c.isShim)
+}
+
+// processTree lists roots, every process isRoot accepts (daemons that left
+// their parent: shims, conmon) and all their descendants; never PID 1 or
+// the test process.
+func processTree(roots []int, isRoot func(pid int) bool) []int {
+	entries, _ := os.ReadDir("/proc")
+	children := map[int][]int{}
 	for _, e := range entries {
 		pid, err := strconv.Atoi(e.Name())
 		if err != nil {
 			continue
 		}
-		if c.isShim(pid) {
+		if isRoot(pid) {
 			roots = append(roots, pid)
 		}
 		if ppid := parentPID(pid); ppid > 0 {

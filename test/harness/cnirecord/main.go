@@ -19,8 +19,9 @@ import (
 // conf is the plugin's network configuration.
 type conf struct {
 	types.NetConf
-	RecordFile    string         `json:"recordFile"`
-	RuntimeConfig map[string]any `json:"runtimeConfig,omitempty"`
+	RecordFile       string               `json:"recordFile"`
+	RuntimeConfig    map[string]any       `json:"runtimeConfig,omitempty"`
+	ValidAttachments []types.GCAttachment `json:"cni.dev/valid-attachments,omitempty"`
 }
 
 // call is one recorded line; harness.RecordedCall reads it.
@@ -32,6 +33,8 @@ type call struct {
 	Args          string         `json:"args"`
 	CNIVersion    string         `json:"cniVersion"`
 	RuntimeConfig map[string]any `json:"runtimeConfig,omitempty"`
+	// ValidAttachments is GC's cni.dev/valid-attachments.
+	ValidAttachments []types.GCAttachment `json:"validAttachments,omitempty"`
 }
 
 func main() {
@@ -53,7 +56,7 @@ func record(cmd string, a *skel.CmdArgs, printResult bool) error {
 		return types.NewError(types.ErrInvalidNetworkConfig, "cnirecord: recordFile missing", "")
 	}
 	line, err := json.Marshal(call{Command: cmd, ContainerID: a.ContainerID, Netns: a.Netns, IfName: a.IfName,
-		Args: a.Args, CNIVersion: c.CNIVersion, RuntimeConfig: c.RuntimeConfig})
+		Args: a.Args, CNIVersion: c.CNIVersion, RuntimeConfig: c.RuntimeConfig, ValidAttachments: c.ValidAttachments})
 	if err != nil {
 		return err
 	}
