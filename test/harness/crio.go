@@ -162,8 +162,9 @@ func (c *CRIO) start(t testing.TB) {
 	// CRI-O gives the pod's infra process oom_score_adj -998, which this
 	// kind of machine refuses (runc: "can't get final child's PID from
 	// pipe"; containerd has restrict_oom_score_adj for it). CRI-O's rootless
-	// mode leaves oom_score_adj out of the sandbox spec; for a sandbox
-	// without resource limits it changes nothing else that matters here.
+	// mode leaves oom_score_adj out of the sandbox spec; it also drops the
+	// infra container's device rules and CPU shares (no cgroup v2
+	// delegation here), none of which the network depends on.
 	cmd.Env = append(os.Environ(), "_CRIO_ROOTLESS=1")
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
