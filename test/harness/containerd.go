@@ -201,8 +201,9 @@ func (c *Containerd) config() string {
 // configV4 is the configuration of containerd 2.x (config version 4, CRI
 // split into io.containerd.cri.v1.{runtime,images} and grpc.v1.cri). Every
 // path, socket and shared default of the machine's own containerd
-// (/run/containerd/*, /etc/containerd/conf.d, the NRI socket, CDI dirs) is
-// private or off.
+// (/run/containerd/*, /etc/containerd/conf.d, the NRI socket, CDI spec dirs)
+// is private or off, without deprecated keys (containerd reports those in
+// CRI Status).
 func (c *Containerd) configV4() string {
 	runc, err := exec.LookPath("runc")
 	if err != nil {
@@ -238,7 +239,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.zfs", "io.containerd.snapshott
 [plugins.'io.containerd.cri.v1.runtime']
   restrict_oom_score_adj = true
   netns_mounts_under_state_dir = true
-  enable_cdi = false
+  cdi_spec_dirs = [%q]
   [plugins.'io.containerd.cri.v1.runtime'.cni]
     bin_dirs = [%q]
     conf_dir = %q
@@ -256,7 +257,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.zfs", "io.containerd.snapshott
   stream_server_port = '0'
 %s
 `, c.Root, c.State, filepath.Join(c.cfg.Dir, "tmp"), c.Address, c.Address+".ttrpc",
-		filepath.Join(c.cfg.Dir, "opt"), c.shimSockets, c.cfg.SandboxImage,
+		filepath.Join(c.cfg.Dir, "opt"), c.shimSockets, c.cfg.SandboxImage, filepath.Join(c.cfg.Dir, "cdi"),
 		c.cfg.CNIBinDir, c.cfg.CNIConfDir, runc, filepath.Join(c.State, "runc"), c.cfg.ExtraTOML)
 }
 

@@ -246,6 +246,41 @@ func requireCNI110(t *testing.T, ctd *harness.Containerd) {
 	}
 }
 
+// TestContainerdConfigCurrent: the configuration the harness writes for
+// containerd 2.x uses no deprecated key (containerd reports deprecations in
+// CRI Status; cgroup v1, which this kind of machine has, is the only one
+// allowed).
+func TestContainerdConfigCurrent(t *testing.T) {
+	n := newNode(t, flannelConf, "stickyip")
+	ctd, cri := n.startContainerd(t)
+	if ctd.Major < 2 {
+		t.Skipf("containerd %s reports no deprecations in CRI Status", ctd.Version)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conds, err := cri.Conditions(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, ok := conds["ContainerdHasNoDeprecationWarnings"]
+	if !ok {
+		t.Fatalf("containerd %s: no ContainerdHasNoDeprecationWarnings condition in %v", ctd.Version, conds)
+	}
+	t.Logf("containerd %s: %s=%v %s", ctd.Version, c.Type, c.Status, c.Message)
+	if c.Status {
+		return
+	}
+	var warnings map[string]string
+	if err := json.Unmarshal([]byte(c.Message), &warnings); err != nil {
+		t.Fatalf("deprecation condition message %q: %v", c.Message, err)
+	}
+	for id, msg := range warnings {
+		if id != "io.containerd.deprecation/cgroup-v1" {
+			t.Errorf("containerd %s: deprecated %s: %s", ctd.Version, id, msg)
+		}
+	}
+}
+
 // recorder is the call recorder chained into a node's conflist.
 type recorder struct{ path string }
 
