@@ -1,7 +1,9 @@
-# Real-path tests (issue 3): cnitool and a private containerd drive
-# flannel → bridge → stickyip inside network namespaces the tests create.
-# Needs root; installs containerd/runc/iptables (apt) and pinned CNI tools
-# (into _output/) first. INTEGRATION_FLAGS=-v or '-run TestDualStack' narrows.
+# Real-path tests (issues 3, 10): cnitool, a private containerd 2.3 and a
+# private CRI-O drive flannel → bridge → stickyip (and the CNI 1.1.0 bridge
+# conflist) inside network namespaces the tests create. Needs root; installs
+# runc/iptables/conmon (apt) and builds containerd, CRI-O and the pinned CNI
+# tools (into _output/) first. INTEGRATION_FLAGS=-v or '-run TestDualStack'
+# narrows; STICKYIP_CONTAINERD=debian runs on Debian's containerd 1.6 (legacy).
 INTEGRATION_TIMEOUT ?= 10m
 INTEGRATION_FLAGS   ?=
 

@@ -1,10 +1,17 @@
 #!/usr/bin/env bash
-# install-deps.sh — install what the real-path (integration) tests run:
-#   * Debian packages: containerd, runc, iptables, iproute2 (system-wide, apt-get);
+# install-deps.sh — install what the real-path (integration and e2e) tests run:
+#   * Debian packages: runc, iptables, iproute2 (system-wide, apt-get);
 #   * pinned Go tools, built from the Go module proxy into project-local dirs:
+#       $OUT/containerd/bin/{containerd,containerd-shim-runc-v2,ctr}   containerd v2.3.7
 #       $OUT/tools/cnitool                     cni v1.3.0
 #       $OUT/cni/bin/{bridge,loopback,portmap,host-local}   plugins v1.9.1
 #       $OUT/cni/bin/flannel                   plugins v0.9.1 (before flannel moved out)
+#       $OUT/crio/bin/{crio,copyimg,pinns}     CRI-O v1.34.0 (test/integration/criobuild),
+#                                              with conmon, libseccomp and a C compiler from Debian
+#
+# STICKYIP_CONTAINERD=debian (the legacy run) installs Debian's containerd 1.6
+# as well, which the test harness then uses instead of the pinned 2.x (see
+# docs/realpath.md).
 #
 # Idempotent: a package already installed, or a binary already built from the
 # pinned version, is left alone. OUT defaults to <repo>/_output.
@@ -17,19 +24,36 @@ GO="${GO:-go}"
 CNI_VERSION=v1.3.0
 PLUGINS_VERSION=v1.9.1
 FLANNEL_VERSION=v0.9.1
+# containerd 2.3 is the long-term release line Kubernetes 1.36 supports.
+CONTAINERD_VERSION=v2.3.7
 
 CNI_BIN="$OUT/cni/bin"
 TOOLS="$OUT/tools"
+CONTAINERD_BIN="$OUT/containerd/bin"
+CRIO_BIN="$OUT/crio/bin"
+CRIO_MOD="$ROOT/test/integration/criobuild"
+# CRI-O's own build tags (its Makefile) for a machine without btrfs,
+# devicemapper, ostree and gpgme headers.
+CRIO_TAGS="containers_image_ostree_stub containers_image_openpgp btrfs_noversion exclude_graphdriver_btrfs exclude_graphdriver_devicemapper seccomp"
 
 log() { printf 'install-deps: %s\n' "$*" >&2; }
 
 install_apt() {
 	local missing=()
-	command -v containerd >/dev/null || missing+=(containerd)
-	command -v ctr >/dev/null || missing+=(containerd)
+	if [ "${STICKYIP_CONTAINERD:-}" = debian ]; then
+		command -v containerd >/dev/null || missing+=(containerd)
+		command -v ctr >/dev/null || missing+=(containerd)
+	fi
 	command -v runc >/dev/null || missing+=(runc)
 	command -v iptables >/dev/null || missing+=(iptables)
 	command -v ip >/dev/null || missing+=(iproute2)
+	command -v nsenter >/dev/null || missing+=(util-linux)
+	# CRI-O: its monitor, and what its cgo build and pinns need.
+	command -v conmon >/dev/null || missing+=(conmon)
+	command -v cc >/dev/null || missing+=(gcc libc6-dev)
+	command -v make >/dev/null || missing+=(make)
+	command -v pkg-config >/dev/null || missing+=(pkg-config)
+	pkg-config --exists libseccomp 2>/dev/null || missing+=(libseccomp-dev)
 	if [ "${#missing[@]}" -eq 0 ]; then
 		log "Debian packages present"
 		return
@@ -41,7 +65,7 @@ install_apt() {
 	log "apt-get install ${missing[*]}"
 	export DEBIAN_FRONTEND=noninteractive
 	apt-get update -qq
-	apt-get install -y -qq --no-install-recommends containerd runc iptables iproute2 >/dev/null
+	apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 }
 
 # built_from BIN MODULE VERSION: true when BIN exists and was built from MODULE@VERSION.
@@ -53,6 +77,7 @@ built_from() {
 }
 
 # go_install DIR MODULE VERSION PKG... : go install each PKG@VERSION into DIR unless present.
+# $TAGS, when set, are the build tags.
 go_install() {
 	local dir="$1" mod="$2" ver="$3"
 	shift 3
@@ -66,10 +91,52 @@ go_install() {
 	fi
 	mkdir -p "$dir"
 	log "go install ${todo[*]}"
-	CGO_ENABLED=0 GOBIN="$dir" GOFLAGS= "$GO" install -trimpath "${todo[@]}"
+	local start=$SECONDS
+	CGO_ENABLED=0 GOBIN="$dir" GOFLAGS= "$GO" install -trimpath ${TAGS:+-tags "$TAGS"} "${todo[@]}"
+	log "built in $((SECONDS - start))s"
+}
+
+# install_crio: crio and copyimg from the pinned module in $CRIO_MOD (its
+# go.sum pins every dependency; some are not in the checksum database, hence
+# GOSUMDB=off), pinns compiled from the C source in the same CRI-O module.
+# Rebuilt only when the stamp (go.mod, go.sum, tags, Go version) changes.
+install_crio() {
+	local stamp
+	stamp=$( (cat "$CRIO_MOD/go.mod" "$CRIO_MOD/go.sum"; echo "$CRIO_TAGS"; "$GO" version) | sha256sum | cut -d' ' -f1)
+	if [ -x "$CRIO_BIN/crio" ] && [ -x "$CRIO_BIN/copyimg" ] && [ -x "$CRIO_BIN/pinns" ] &&
+		[ "$(cat "$CRIO_BIN/.stamp" 2>/dev/null)" = "$stamp" ]; then
+		log "CRI-O binaries present in $CRIO_BIN"
+		return
+	fi
+	log "building CRI-O (crio, copyimg, pinns) from $CRIO_MOD"
+	local start=$SECONDS src tmp
+	rm -f "$CRIO_BIN/.stamp"
+	mkdir -p "$CRIO_BIN"
+	(
+		cd "$CRIO_MOD"
+		export GOSUMDB=off GOFLAGS="-mod=readonly -buildvcs=false" CGO_ENABLED=1
+		"$GO" build -trimpath -tags "$CRIO_TAGS" -o "$CRIO_BIN/crio" github.com/cri-o/cri-o/cmd/crio
+		"$GO" build -trimpath -tags "$CRIO_TAGS" -o "$CRIO_BIN/copyimg" github.com/cri-o/cri-o/test/copyimg
+	)
+	src=$(cd "$CRIO_MOD" && GOSUMDB=off GOFLAGS=-mod=readonly "$GO" list -m -f '{{.Dir}}' github.com/cri-o/cri-o)
+	tmp=$(mktemp -d)
+	cp -r "$src/pinns" "$tmp/pinns"
+	chmod -R u+w "$tmp"
+	make -s -C "$tmp/pinns" >/dev/null
+	install -m 0755 "$tmp/bin/pinns" "$CRIO_BIN/pinns"
+	rm -rf "$tmp"
+	echo "$stamp" >"$CRIO_BIN/.stamp"
+	log "built CRI-O in $((SECONDS - start))s"
 }
 
 install_apt
+
+# containerd, its runc shim and ctr, static (no cgo: btrfs needs its headers,
+# so the btrfs snapshotter is left out). runc comes from Debian.
+TAGS=no_btrfs go_install "$CONTAINERD_BIN" github.com/containerd/containerd/v2 "$CONTAINERD_VERSION" \
+	github.com/containerd/containerd/v2/cmd/containerd \
+	github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2 \
+	github.com/containerd/containerd/v2/cmd/ctr
 
 go_install "$TOOLS" github.com/containernetworking/cni "$CNI_VERSION" \
 	github.com/containernetworking/cni/cnitool
@@ -83,4 +150,6 @@ go_install "$CNI_BIN" github.com/containernetworking/plugins "$PLUGINS_VERSION" 
 go_install "$CNI_BIN" github.com/containernetworking/plugins "$FLANNEL_VERSION" \
 	github.com/containernetworking/plugins/plugins/meta/flannel
 
-log "done: CNI plugins in $CNI_BIN, cnitool in $TOOLS"
+install_crio
+
+log "done: containerd in $CONTAINERD_BIN, CRI-O in $CRIO_BIN, CNI plugins in $CNI_BIN, cnitool in $TOOLS"

@@ -201,16 +201,11 @@ func describe(cs []*runtimeapi.ContainerStatus) string {
 	return fmt.Sprintf("%d: %s", len(cs), strings.Join(out, "; "))
 }
 
-// events returns the reasons and messages of the Events on pod ns/name.
-func (n *node) events(ctx context.Context, ns, name string) []string {
+// eventTexts returns "reason: message" of the Events on pod ns/name.
+func (n *node) eventTexts(ctx context.Context, ns, name string) []string {
 	n.t.Helper()
-	list, err := n.client.CoreV1().Events(ns).List(ctx, metav1.ListOptions{
-		FieldSelector: fields.OneTermEqualSelector("involvedObject.name", name).String()})
-	if err != nil {
-		n.t.Fatal(err)
-	}
 	var out []string
-	for _, e := range list.Items {
+	for _, e := range n.eventList(ctx, ns, fields.OneTermEqualSelector("involvedObject.name", name).String()) {
 		out = append(out, e.Reason+": "+e.Message)
 	}
 	sort.Strings(out)
@@ -252,25 +247,6 @@ func (n *node) checkpointdWatches(from, to time.Time) int {
 		}
 	}
 	return count
-}
-
-// reservation reads stickyip's record of ns/name from the operator tool.
-type ipamEntry struct {
-	IP        string     `json:"ip"`
-	State     string     `json:"state"`
-	Namespace string     `json:"namespace"`
-	Name      string     `json:"name"`
-	ExpiresAt *time.Time `json:"expiresAt"`
-}
-
-func (n *node) ipamEntries() []ipamEntry {
-	n.t.Helper()
-	out := run(n.t, filepath.Join(n.bins.project, "stickyip"), "--data-dir", n.stickyipDataDir(), "list", "--json")
-	var es []ipamEntry
-	if err := json.Unmarshal([]byte(out), &es); err != nil {
-		n.t.Fatalf("stickyip list --json: %v\n%s", err, out)
-	}
-	return es
 }
 
 // podSpec builds a pod bound to node1 running the harness image: args are
@@ -394,13 +370,13 @@ func TestCheckpointd(t *testing.T) {
 			"team-a/app":       `CheckpointRefused: checkpointd on node node1 will not checkpoint this pod: namespace "team-a" is not in --allow-namespaces`,
 		} {
 			ns, name, _ := strings.Cut(id, "/")
-			if ev := n.events(ctx, ns, name); !strings.Contains(strings.Join(ev, "\n"), want) {
+			if ev := n.eventTexts(ctx, ns, name); !strings.Contains(strings.Join(ev, "\n"), want) {
 				return false, fmt.Sprintf("%s events %v lack %q", id, ev, want)
 			}
 		}
 		return true, ""
 	})
-	if ev := n.events(ctx, "kube-system", "app"); !strings.Contains(strings.Join(ev, "\n"), "CheckpointSaved") {
+	if ev := n.eventTexts(ctx, "kube-system", "app"); !strings.Contains(strings.Join(ev, "\n"), "CheckpointSaved") {
 		t.Errorf("app events %v lack CheckpointSaved", ev)
 	}
 	for _, m := range []string{`checkpointd_refusals_total{reason="privileged"}`, `checkpointd_refusals_total{reason="namespace-not-allowed"}`,
@@ -520,7 +496,7 @@ func TestCheckpointd(t *testing.T) {
 		}
 		return true, ""
 	})
-	for _, e := range n.ipamEntries() {
+	for _, e := range n.stickyipList(t) {
 		if e.Namespace == "kube-system" && e.Name == "gone" {
 			if e.State != "reserved" || e.ExpiresAt == nil || time.Until(*e.ExpiresAt) < 25*time.Minute {
 				t.Errorf("gone's IP after its checkpoint was released: %+v; want still reserved for its own 30 minutes", e)
@@ -538,7 +514,7 @@ func TestCheckpointd(t *testing.T) {
 		}
 		return !w.IsZero(), "stand-in has not written"
 	})
-	if ev := n.events(ctx, "kube-system", "app"); !strings.Contains(strings.Join(ev, "\n"), "CheckpointHandedBack") {
+	if ev := n.eventTexts(ctx, "kube-system", "app"); !strings.Contains(strings.Join(ev, "\n"), "CheckpointHandedBack") {
 		t.Errorf("app events %v lack CheckpointHandedBack", ev)
 	}
 
@@ -580,7 +556,7 @@ func TestCheckpointd(t *testing.T) {
 			t.Errorf("%s got %s after the lease changed to %s; no address of the old subnet may be handed out", name, ip, newSubnet)
 		}
 	}
-	for _, e := range n.ipamEntries() {
+	for _, e := range n.stickyipList(t) {
 		if a, err := netip.ParseAddr(e.IP); err == nil && e.State == "allocated" && !newSubnet.Contains(a) {
 			t.Errorf("after the lease changed, %s/%s holds %s of the old subnet", e.Namespace, e.Name, e.IP)
 		}

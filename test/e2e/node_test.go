@@ -76,6 +76,9 @@ func missing(t *testing.T, format string, args ...any) {
 // nodeOptions choose what the node runs.
 type nodeOptions struct {
 	ipam string // "stickyip" or "host-local"
+	// cni, when set, writes the node's CNI config instead of the flannel
+	// conflist and returns extra binaries for the CNI bin dir.
+	cni func(n *node) []string
 }
 
 // node is a simulated Kubernetes node with its control plane: everything
@@ -444,8 +447,12 @@ func (n *node) startContainerd() {
 	if n.opts.ipam == "stickyip" {
 		extra = append(extra, filepath.Join(n.bins.project, "stickyip"))
 	}
-	n.writeCNIConfig()
-	n.startFlanneld()
+	if n.opts.cni != nil {
+		extra = append(extra, n.opts.cni(n)...)
+	} else {
+		n.writeCNIConfig()
+		n.startFlanneld()
+	}
 	n.ctd = harness.StartContainerd(t, harness.ContainerdConfig{
 		Node: n.ns, CNIBinDir: harness.CNIBinDir(t, extra...), CNIConfDir: n.cniConfDir(),
 	})

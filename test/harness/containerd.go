@@ -22,17 +22,20 @@ type ContainerdConfig struct {
 	// Node is the network namespace containerd runs in; the CNI chain it
 	// calls, and so the bridge and its routes, live there. Required.
 	Node *Netns
-	// CNIBinDir and CNIConfDir are the CRI plugin's CNI bin_dir and conf_dir.
+	// CNIBinDir and CNIConfDir are the CRI plugin's CNI bin dir and conf_dir.
 	// Required.
 	CNIBinDir  string
 	CNIConfDir string
 	// Dir holds root/, state/, the socket and the log. Default: a fresh
 	// short temporary directory removed at cleanup.
 	Dir string
-	// SandboxImage is the CRI sandbox_image. Default PauseImage, which the
-	// harness builds and imports; any other image must be imported by the caller.
+	// SandboxImage is the CRI sandbox image (pinned_images.sandbox on 2.x,
+	// sandbox_image on 1.6). Default PauseImage, which the harness builds and
+	// imports; any other image must be imported by the caller.
 	SandboxImage string
 	// ExtraTOML is appended to the generated config (e.g. more plugin keys).
+	// Its keys must suit the config version of the running containerd
+	// (Containerd.Major): 4 for 2.x, 2 for 1.6.
 	ExtraTOML string
 }
 
@@ -49,18 +52,82 @@ type Containerd struct {
 	Root, State string
 	// LogPath receives containerd's stdout and stderr.
 	LogPath string
+	// Bin is the directory of the containerd, shim and ctr binaries run
+	// (ContainerdBinDir); Version is what `containerd --version` reports
+	// ("2.3.7+unknown", "1.6.20~ds1") and Major its major version.
+	Bin     string
+	Version string
+	Major   int
 
-	cmd  *exec.Cmd
-	done chan struct{}
+	// shimSockets is the directory the shims listen in: under State on 2.x
+	// (socket_dir), containerd's default /run/containerd/s on 1.6.
+	shimSockets string
+	cmd         *exec.Cmd
+	done        chan struct{}
 }
 
 // readyTimeout bounds containerd's start until CRI reports ready.
 const readyTimeout = 30 * time.Second
 
+// containerdBinaries are what ContainerdBinDir must hold.
+var containerdBinaries = []string{"containerd", "containerd-shim-runc-v2", "ctr"}
+
+// ContainerdBinDir is the directory of the containerd, containerd-shim-runc-v2
+// and ctr the harness runs. $STICKYIP_CONTAINERD selects it: unset, the
+// pinned 2.x that scripts/install-deps.sh builds into <output>/containerd/bin;
+// "debian", Debian's containerd 1.6 in /usr/bin (the legacy run); an absolute
+// path, the binaries in that directory (e.g. another 2.x release).
+func ContainerdBinDir() string {
+	switch v := os.Getenv("STICKYIP_CONTAINERD"); v {
+	case "":
+		return filepath.Join(OutputDir(), "containerd", "bin")
+	case "debian":
+		return "/usr/bin"
+	default:
+		return v
+	}
+}
+
+// missingContainerd lists the binaries ContainerdBinDir lacks.
+func missingContainerd() []string {
+	dir := ContainerdBinDir()
+	if !filepath.IsAbs(dir) {
+		return []string{fmt.Sprintf("STICKYIP_CONTAINERD=%s (want unset, \"debian\" or an absolute directory)", dir)}
+	}
+	var missing []string
+	for _, b := range containerdBinaries {
+		if _, err := os.Stat(filepath.Join(dir, b)); err != nil {
+			missing = append(missing, filepath.Join(dir, b))
+		}
+	}
+	return missing
+}
+
+// ContainerdVersion returns the version `containerd --version` of
+// ContainerdBinDir reports and its major number.
+func ContainerdVersion() (string, int, error) {
+	out, err := Run(nil, filepath.Join(ContainerdBinDir(), "containerd"), "--version")
+	if err != nil {
+		return "", 0, err
+	}
+	// "containerd github.com/containerd/containerd/v2 2.3.7+unknown <revision>"
+	f := strings.Fields(out)
+	if len(f) < 3 {
+		return "", 0, fmt.Errorf("containerd --version: unexpected output %q", out)
+	}
+	v := strings.TrimPrefix(f[2], "v")
+	major, err := strconv.Atoi(v[:strings.IndexFunc(v+".", func(r rune) bool { return r < '0' || r > '9' })])
+	if err != nil {
+		return "", 0, fmt.Errorf("containerd --version: version %q: %w", f[2], err)
+	}
+	return v, major, nil
+}
+
 // StartContainerd writes a config, starts containerd, waits until CRI reports
 // the runtime and the network ready and, with the default sandbox image, builds
 // and imports the pause image. Cleanup removes every pod sandbox through CRI
-// (so CNI DEL runs), stops containerd and kills anything it left, by PID.
+// (so CNI DEL runs), stops containerd, kills anything it left, by PID, and
+// removes the shim sockets and libcni result cache entries of its sandboxes.
 func StartContainerd(t testing.TB, cfg ContainerdConfig) *Containerd {
 	t.Helper()
 	if cfg.Node == nil || cfg.CNIBinDir == "" || cfg.CNIConfDir == "" {
@@ -73,31 +140,138 @@ func StartContainerd(t testing.TB, cfg ContainerdConfig) *Containerd {
 	if importPause {
 		cfg.SandboxImage = PauseImage
 	}
+	version, major, err := ContainerdVersion()
+	if err != nil {
+		t.Fatal(err)
+	}
 	c := &Containerd{
 		cfg:     cfg,
 		Address: filepath.Join(cfg.Dir, "containerd.sock"),
 		Root:    filepath.Join(cfg.Dir, "root"),
 		State:   filepath.Join(cfg.Dir, "state"),
 		LogPath: filepath.Join(cfg.Dir, "containerd.log"),
+		Bin:     ContainerdBinDir(),
+		Version: version,
+		Major:   major,
+	}
+	c.shimSockets = defaultShimSocketDir
+	if major >= 2 && len(filepath.Join(c.State, "s")) <= maxShimSocketDir {
+		c.shimSockets = filepath.Join(c.State, "s")
 	}
 	t.Cleanup(func() { c.shutdown(t) })
 	c.start(t)
+	t.Logf("containerd %s (%s) ready at %s", c.Version, c.Bin, c.Address)
 	if importPause {
 		tarball := BuildPauseImage(t, cfg.Dir, PauseImage)
-		if out, err := c.Ctr("images", "import", "--platform", "linux/"+runtime.GOARCH, tarball); err != nil {
+		args := []string{"images", "import", "--platform", "linux/" + runtime.GOARCH}
+		if c.Major >= 2 {
+			// What the CRI plugin sets on the pinned_images it pulls itself,
+			// so that the kubelet's image GC never removes the sandbox image
+			// (ctr import does not know about pinned_images).
+			args = append(args, "--label", pinnedImageLabel)
+		}
+		if out, err := c.Ctr(append(args, tarball)...); err != nil {
 			t.Fatalf("import pause image: %v\n%s", err, out)
 		}
 	}
 	return c
 }
 
+// pinnedImageLabel marks an image pinned for containerd 2.x's CRI plugin
+// (internal/cri/labels: io.cri-containerd.pinned=pinned); CRI ImageStatus
+// then reports Pinned and the kubelet's image GC leaves it alone.
+const pinnedImageLabel = "io.cri-containerd.pinned=pinned"
+
+// defaultShimSocketDir is where containerd's shims listen unless told
+// otherwise: /run/containerd/s/<sha256(address/namespace/id)>, shared by
+// every containerd on the machine.
+const defaultShimSocketDir = "/run/containerd/s"
+
+// maxShimSocketDir is the longest socket_dir containerd 2.x accepts (a unix
+// socket path holds 107 bytes; the name is 64 hex digits).
+const maxShimSocketDir = 38
+
 func (c *Containerd) config() string {
+	if c.Major >= 2 {
+		return c.configV4()
+	}
+	return c.configV2()
+}
+
+// configV4 is the configuration of containerd 2.x (config version 4, CRI
+// split into io.containerd.cri.v1.{runtime,images} and grpc.v1.cri). Every
+// path, socket and shared default of the machine's own containerd
+// (/run/containerd/*, /etc/containerd/conf.d, the NRI socket, CDI spec dirs)
+// is private or off, without deprecated keys (containerd reports those in
+// CRI Status).
+func (c *Containerd) configV4() string {
+	runc, err := exec.LookPath("runc")
+	if err != nil {
+		runc = "runc"
+	}
+	return fmt.Sprintf(`version = 4
+root = %q
+state = %q
+temp = %q
+imports = []
+disabled_plugins = ["io.containerd.snapshotter.v1.zfs", "io.containerd.snapshotter.v1.devmapper", "io.containerd.snapshotter.v1.blockfile", "io.containerd.snapshotter.v1.erofs"]
+
+[plugins.'io.containerd.server.v1.grpc']
+  address = %q
+
+[plugins.'io.containerd.server.v1.ttrpc']
+  address = %q
+
+[plugins.'io.containerd.nri.v1.nri']
+  disable = true
+
+[plugins.'io.containerd.internal.v1.opt']
+  path = %q
+
+[plugins.'io.containerd.shim.v1.manager']
+  socket_dir = %q
+
+[plugins.'io.containerd.cri.v1.images']
+  snapshotter = 'overlayfs'
+  [plugins.'io.containerd.cri.v1.images'.pinned_images]
+    sandbox = %q
+
+[plugins.'io.containerd.cri.v1.runtime']
+  restrict_oom_score_adj = true
+  netns_mounts_under_state_dir = true
+  cdi_spec_dirs = [%q]
+  [plugins.'io.containerd.cri.v1.runtime'.cni]
+    bin_dirs = [%q]
+    conf_dir = %q
+    max_conf_num = 1
+  [plugins.'io.containerd.cri.v1.runtime'.containerd]
+    default_runtime_name = 'runc'
+    [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc]
+      runtime_type = 'io.containerd.runc.v2'
+      [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc.options]
+        BinaryName = %q
+        Root = %q
+
+[plugins.'io.containerd.grpc.v1.cri']
+  stream_server_address = '127.0.0.1'
+  stream_server_port = '0'
+%s
+`, c.Root, c.State, filepath.Join(c.cfg.Dir, "tmp"), c.Address, c.Address+".ttrpc",
+		filepath.Join(c.cfg.Dir, "opt"), c.shimSockets, c.cfg.SandboxImage, filepath.Join(c.cfg.Dir, "cdi"),
+		c.cfg.CNIBinDir, c.cfg.CNIConfDir, runc, filepath.Join(c.State, "runc"), c.cfg.ExtraTOML)
+}
+
+// configV2 is the configuration of the legacy containerd 1.6 (Debian 12's).
+func (c *Containerd) configV2() string {
 	return fmt.Sprintf(`version = 2
 root = %q
 state = %q
 disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.zfs", "io.containerd.snapshotter.v1.devmapper", "io.containerd.snapshotter.v1.aufs"]
 
 [grpc]
+  address = %q
+
+[ttrpc]
   address = %q
 
 [plugins."io.containerd.internal.v1.opt"]
@@ -121,7 +295,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
       [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
         Root = %q
 %s
-`, c.Root, c.State, c.Address, filepath.Join(c.cfg.Dir, "opt"), c.cfg.SandboxImage,
+`, c.Root, c.State, c.Address, c.Address+".ttrpc", filepath.Join(c.cfg.Dir, "opt"), c.cfg.SandboxImage,
 		c.cfg.CNIBinDir, c.cfg.CNIConfDir, filepath.Join(c.State, "runc"), c.cfg.ExtraTOML)
 }
 
@@ -136,8 +310,10 @@ func (c *Containerd) start(t testing.TB) {
 		t.Fatal(err)
 	}
 	defer logf.Close()
-	// nsenter execs in place: the PID is containerd's.
-	cmd := exec.Command("nsenter", "--net="+c.cfg.Node.Path, "containerd", "--config", cfgPath)
+	// nsenter execs in place: the PID is containerd's. containerd finds its
+	// shim on PATH.
+	cmd := exec.Command("nsenter", "--net="+c.cfg.Node.Path, filepath.Join(c.Bin, "containerd"), "--config", cfgPath)
+	cmd.Env = append(os.Environ(), "PATH="+c.Bin+string(os.PathListSeparator)+os.Getenv("PATH"))
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -179,9 +355,10 @@ func (c *Containerd) Running() bool {
 	}
 }
 
-// Ctr runs `ctr` against this instance in the k8s.io namespace.
+// Ctr runs `ctr` (the one of the same release) against this instance in the
+// k8s.io namespace.
 func (c *Containerd) Ctr(args ...string) (string, error) {
-	return Run(nil, "ctr", append([]string{"--address", c.Address, "--namespace", "k8s.io"}, args...)...)
+	return Run(nil, filepath.Join(c.Bin, "ctr"), append([]string{"--address", c.Address, "--namespace", "k8s.io"}, args...)...)
 }
 
 // CRI dials the instance's CRI endpoint; the connection is closed at cleanup.
@@ -196,17 +373,7 @@ func (c *Containerd) CRI(t testing.TB) *CRIClient {
 }
 
 // LogTail returns the last n lines of containerd's log, for failure messages.
-func (c *Containerd) LogTail(n int) string {
-	data, err := os.ReadFile(c.LogPath)
-	if err != nil {
-		return err.Error()
-	}
-	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
-}
+func (c *Containerd) LogTail(n int) string { return tailFile(c.LogPath, n) }
 
 // Crash simulates a node losing power: containerd, its shims and every
 // sandbox and container process are SIGKILLed, no CNI DEL runs, and the state
@@ -261,8 +428,40 @@ func (c *Containerd) shutdown(t testing.TB) {
 	if err := c.killAll(); err != nil {
 		t.Logf("cleanup: %v", err)
 	}
+	// Sandboxes that never got their DEL (after Crash, or a failed stop)
+	// leave libcni's cached result behind, outside the instance's dirs.
+	forgetCNIResults(c.sandboxIDs())
 	if err := removeUnder(c.cfg.Dir); err != nil {
 		t.Logf("cleanup: %v", err)
+	}
+}
+
+// sandboxIDs lists the pod sandboxes the instance has on disk: the CRI
+// plugin keeps a directory per sandbox under its root (1.6 and 2.x alike).
+func (c *Containerd) sandboxIDs() []string {
+	entries, _ := os.ReadDir(filepath.Join(c.Root, "io.containerd.grpc.v1.cri", "sandboxes"))
+	var ids []string
+	for _, e := range entries {
+		if e.IsDir() {
+			ids = append(ids, e.Name())
+		}
+	}
+	return ids
+}
+
+// forgetCNIResults removes libcni's cached results
+// (<cache>/results/<network>-<containerID>-<ifname>) of the given container
+// IDs. libcni has no per-runtime cache dir in containerd's CRI config, so the
+// cache is the machine's /var/lib/cni.
+func forgetCNIResults(ids []string) {
+	for _, id := range ids {
+		if id == "" || strings.ContainsAny(id, "/*?[") {
+			continue
+		}
+		files, _ := filepath.Glob(filepath.Join(libcniCacheDir, "results", "*-"+id+"-*"))
+		for _, f := range files {
+			os.Remove(f)
+		}
 	}
 }
 
@@ -317,18 +516,25 @@ func (c *Containerd) killAll() error {
 // processTree lists containerd (while it runs), its shims and all their
 // descendants.
 func (c *Containerd) processTree() []int {
-	entries, _ := os.ReadDir("/proc")
-	children := map[int][]int{}
 	var roots []int
 	if c.Running() {
 		roots = append(roots, c.cmd.Process.Pid)
 	}
+	return processTree(roots, c.isShim)
+}
+
+// processTree lists roots, every process isRoot accepts (daemons that left
+// their parent: shims, conmon) and all their descendants; never PID 1 or
+// the test process.
+func processTree(roots []int, isRoot func(pid int) bool) []int {
+	entries, _ := os.ReadDir("/proc")
+	children := map[int][]int{}
 	for _, e := range entries {
 		pid, err := strconv.Atoi(e.Name())
 		if err != nil {
 			continue
 		}
-		if c.isShim(pid) {
+		if isRoot(pid) {
 			roots = append(roots, pid)
 		}
 		if ppid := parentPID(pid); ppid > 0 {
@@ -409,15 +615,16 @@ func (c *Containerd) isShim(pid int) bool {
 }
 
 // shimSocket returns the socket a shim of this instance listens on, which
-// containerd 1.6 derives from its address, the namespace and the shim ID:
-// /run/containerd/s/<sha256(address/namespace/id)>. "" for other processes.
+// containerd (1.6 and 2.x, pkg/shim CreateSocketAddress) derives from its
+// address, the namespace and the shim's ID (2.x: the sandbox ID, one shim per
+// pod): <socket dir>/<sha256(address/namespace/id)>. "" for other processes.
 func (c *Containerd) shimSocket(pid int) string {
 	args := shimArgs(pid)
 	if args["-address"] != c.Address || args["-namespace"] == "" || args["-id"] == "" {
 		return ""
 	}
 	sum := sha256.Sum256([]byte(filepath.Join(c.Address, args["-namespace"], args["-id"])))
-	return fmt.Sprintf("/run/containerd/s/%x", sum)
+	return fmt.Sprintf("%s/%x", c.shimSockets, sum)
 }
 
 // shimArgs returns the "-flag value" pairs of a process's command line.

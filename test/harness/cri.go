@@ -16,6 +16,8 @@ type CRIClient struct {
 	conn *grpc.ClientConn
 	// Runtime is the raw CRI runtime service, for calls the helpers lack.
 	Runtime runtimeapi.RuntimeServiceClient
+	// Images is the raw CRI image service.
+	Images runtimeapi.ImageServiceClient
 }
 
 // Pod describes a pod sandbox to run.
@@ -43,24 +45,44 @@ func DialCRI(address string) (*CRIClient, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &CRIClient{conn: conn, Runtime: runtimeapi.NewRuntimeServiceClient(conn)}, nil
+	return &CRIClient{conn: conn, Runtime: runtimeapi.NewRuntimeServiceClient(conn), Images: runtimeapi.NewImageServiceClient(conn)}, nil
 }
 
 // Close closes the connection.
 func (c *CRIClient) Close() error { return c.conn.Close() }
 
-// Ready returns nil when the runtime reports RuntimeReady and NetworkReady.
+// Ready returns nil when the runtime reports RuntimeReady and NetworkReady,
+// the two conditions the kubelet requires (containerd 2.x adds others, e.g.
+// ContainerdHasNoDeprecationWarnings, false on a cgroup v1 host).
 func (c *CRIClient) Ready(ctx context.Context) error {
-	resp, err := c.Runtime.Status(ctx, &runtimeapi.StatusRequest{})
+	conds, err := c.Conditions(ctx)
 	if err != nil {
 		return err
 	}
-	for _, cond := range resp.GetStatus().GetConditions() {
+	for _, typ := range []string{runtimeapi.RuntimeReady, runtimeapi.NetworkReady} {
+		cond, ok := conds[typ]
+		if !ok {
+			return fmt.Errorf("CRI Status reports no %s condition", typ)
+		}
 		if !cond.Status {
 			return fmt.Errorf("CRI condition %s false: %s %s", cond.Type, cond.Reason, cond.Message)
 		}
 	}
 	return nil
+}
+
+// Conditions calls CRI Status, as the kubelet does every few seconds, and
+// returns the runtime's conditions by type (runtimeapi.NetworkReady, ...).
+func (c *CRIClient) Conditions(ctx context.Context) (map[string]*runtimeapi.RuntimeCondition, error) {
+	resp, err := c.Runtime.Status(ctx, &runtimeapi.StatusRequest{})
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]*runtimeapi.RuntimeCondition{}
+	for _, cond := range resp.GetStatus().GetConditions() {
+		out[cond.Type] = cond
+	}
+	return out, nil
 }
 
 // RunPod runs a pod sandbox (the runtime sets up its network through CNI)

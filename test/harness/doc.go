@@ -38,7 +38,12 @@
 // with t.Cleanup after StartContainerd. The kubelet garbage-collects sandboxes
 // it does not know: keep kubelet tests and bare-CRI tests on separate instances.
 //
+// StartCRIO runs a private CRI-O the same way (StartCRIO, CRIO.CRI). The CNI
+// call recorder (BuildRecorder, RecorderPlugin, RecordedCalls), chained after
+// the real plugins, shows what a runtime calls and with what.
+//
 // Binaries come from scripts/install-deps.sh (project-local _output/, see
-// UpstreamBinDir and CNIToolPath) and from Debian packages (containerd, runc,
-// ctr, iptables, ip, nsenter).
+// UpstreamBinDir, CNIToolPath, ContainerdBinDir and CRIOBinDir: containerd
+// 2.3.7 by default, Debian's 1.6 with STICKYIP_CONTAINERD=debian) and from
+// Debian packages (runc, conmon, iptables, ip, nsenter).
 package harness

@@ -41,15 +41,8 @@ type ociPlatform struct {
 // It returns the tarball's path, for `ctr images import`.
 func BuildPauseImage(t testing.TB, dir, ref string) string {
 	t.Helper()
-	root, err := RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
 	bin := filepath.Join(dir, "pause")
-	if _, err := Run([]string{"CGO_ENABLED=0"}, "go", "build", "-C", root, "-trimpath", "-ldflags=-s -w",
-		"-o", bin, "./test/harness/pause"); err != nil {
-		t.Fatal(err)
-	}
+	buildCommand(t, "./test/harness/pause", bin)
 	exe, err := os.ReadFile(bin)
 	if err != nil {
 		t.Fatal(err)
@@ -63,6 +56,20 @@ func BuildPauseImage(t testing.TB, dir, ref string) string {
 		t.Fatal(err)
 	}
 	return path
+}
+
+// buildCommand compiles the project's main package pkg (a path relative to
+// the repository root) as a static binary at out.
+func buildCommand(t testing.TB, pkg, out string) {
+	t.Helper()
+	root, err := RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Run([]string{"CGO_ENABLED=0"}, "go", "build", "-C", root, "-trimpath", "-ldflags=-s -w",
+		"-o", out, pkg); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // pauseLayout packs exe as an OCI image layout archive (oci-layout,

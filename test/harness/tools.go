@@ -20,8 +20,9 @@ const cmdTimeout = 60 * time.Second
 // <repo>/_output/cni/bin.
 var UpstreamPlugins = []string{"bridge", "loopback", "portmap", "host-local", "flannel"}
 
-// systemTools are the Debian-packaged programs the harness runs.
-var systemTools = []string{"containerd", "containerd-shim-runc-v2", "runc", "ctr", "ip", "iptables", "nsenter"}
+// systemTools are the Debian-packaged programs the harness runs (containerd
+// comes from ContainerdBinDir).
+var systemTools = []string{"runc", "ip", "iptables", "nsenter"}
 
 var (
 	rootOnce sync.Once
@@ -93,6 +94,7 @@ func RequireRoot(t testing.TB) {
 	if _, err := os.Stat(CNIToolPath()); err != nil {
 		missing = append(missing, CNIToolPath())
 	}
+	missing = append(missing, missingContainerd()...)
 	if len(missing) > 0 {
 		t.Skipf("skipping: missing %s (run scripts/install-deps.sh)", strings.Join(missing, ", "))
 	}
