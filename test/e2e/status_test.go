@@ -252,7 +252,9 @@ func (n *node) nodeEvents(ctx context.Context) []corev1.Event {
 }
 
 // namespaceEvents returns every event of the default namespace.
-func (n *node) namespaceEvents(ctx context.Context) []corev1.Event { return n.eventList(ctx, "default", "") }
+func (n *node) namespaceEvents(ctx context.Context) []corev1.Event {
+	return n.eventList(ctx, "default", "")
+}
 
 // eventList returns the events of namespace ns that selector (a field
 // selector, "" for all) picks.
@@ -278,12 +280,7 @@ func eventReasons(events []corev1.Event) []string {
 // stickyipList runs the operator tool's list on the node's store.
 func (n *node) stickyipList(t *testing.T) []admin.Entry {
 	t.Helper()
-	out := run(t, filepath.Join(n.bins.project, "stickyip"), "--data-dir", n.stickyipDataDir(), "list", "--json")
-	var entries []admin.Entry
-	if err := json.Unmarshal([]byte(out), &entries); err != nil {
-		t.Fatalf("stickyip list --json: %v: %s", err, out)
-	}
-	return entries
+	return (&harness.Plugin{Path: filepath.Join(n.bins.project, "stickyip")}).List(t, n.stickyipDataDir())
 }
 
 // countStates counts reserved and allocated addresses.

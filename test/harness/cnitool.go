@@ -34,13 +34,6 @@ type PodArgs struct {
 	Extra []string
 }
 
-// CNIResult is the part of a CNI result the tests read.
-type CNIResult struct {
-	// IPs are the result's addresses in CIDR form.
-	IPs []string
-	Raw string
-}
-
 // CNIToolContainerID is the container ID cnitool derives from a netns path.
 func CNIToolContainerID(netnsPath string) string {
 	s := sha512.Sum512([]byte(netnsPath))
@@ -141,17 +134,10 @@ func (c CNITool) ForgetCache(net, netnsPath, ifname string) {
 }
 
 func parseResult(out string) (*CNIResult, error) {
-	var r struct {
-		IPs []struct {
-			Address string `json:"address"`
-		} `json:"ips"`
-	}
+	var r CNIResult
 	if err := json.Unmarshal([]byte(out), &r); err != nil {
 		return nil, fmt.Errorf("parse CNI result: %w: %s", err, out)
 	}
-	res := &CNIResult{Raw: out}
-	for _, ip := range r.IPs {
-		res.IPs = append(res.IPs, ip.Address)
-	}
-	return res, nil
+	r.Raw = out
+	return &r, nil
 }

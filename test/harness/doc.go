@@ -42,6 +42,19 @@
 // call recorder (BuildRecorder, RecorderPlugin, RecordedCalls), chained after
 // the real plugins, shows what a runtime calls and with what.
 //
+// Every tier runs the plugin binary itself the same way (plugin.go) and builds
+// its network configuration the same way (netconf.go):
+//
+//	p := &harness.Plugin{Path: "bin/stickyip"}          // Netns: run inside a node namespace
+//	conf := harness.NetConf("1.1.0", "net1", harness.IPAM("stickyip", dataDir, []string{"10.1.0.0/24"}))
+//	o := p.CNI(harness.CNICall{Command: "ADD", ContainerID: "c1", Netns: pod.Path, IfName: "eth0",
+//	        Args: harness.PodCNIArgs("default", "web", "uid", "c1"),
+//	        Stdin: harness.Encode(harness.WithAnnotations(conf, annotations))})
+//	o.OK(); o.Result.Addrs(); o.Err.Code; o.Elapsed       // the process as seen from outside
+//	entries := p.List(t, dataDir)                          // the operator tool
+//
+// Benchmarks use CreateNetns (no testing.TB) and the same runner.
+//
 // Binaries come from scripts/install-deps.sh (project-local _output/, see
 // UpstreamBinDir, CNIToolPath, ContainerdBinDir and CRIOBinDir: containerd
 // 2.3.7 by default, Debian's 1.6 with STICKYIP_CONTAINERD=debian) and from

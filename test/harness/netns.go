@@ -26,16 +26,29 @@ type Netns struct {
 // prefix makes the name readable; a process- and call-unique suffix is added.
 func NewNetns(t testing.TB, prefix string) *Netns {
 	t.Helper()
-	name := fmt.Sprintf("sip%d-%s%d", os.Getpid()%100000, prefix, netnsSeq.Add(1))
-	if _, err := Run(nil, "ip", "netns", "add", name); err != nil {
-		t.Fatal(err)
+	n, err := CreateNetns(prefix)
+	if n != nil {
+		t.Cleanup(func() { n.Delete() })
 	}
-	n := &Netns{Name: name, Path: filepath.Join(netnsDir, name)}
-	t.Cleanup(func() { n.Delete() })
-	if _, err := Run(nil, "ip", "-n", name, "link", "set", "lo", "up"); err != nil {
+	if err != nil {
 		t.Fatal(err)
 	}
 	return n
+}
+
+// CreateNetns is NewNetns for programs that are not tests (the benchmark
+// driver): the caller deletes the namespace. On error a namespace that was
+// created is returned with the error, for the caller to delete.
+func CreateNetns(prefix string) (*Netns, error) {
+	name := fmt.Sprintf("sip%d-%s%d", os.Getpid()%100000, prefix, netnsSeq.Add(1))
+	if _, err := Run(nil, "ip", "netns", "add", name); err != nil {
+		return nil, err
+	}
+	n := &Netns{Name: name, Path: filepath.Join(netnsDir, name)}
+	if _, err := Run(nil, "ip", "-n", name, "link", "set", "lo", "up"); err != nil {
+		return n, err
+	}
+	return n, nil
 }
 
 // Delete removes the namespace (as a reboot or a runtime would); deleting an

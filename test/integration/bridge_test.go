@@ -4,6 +4,7 @@ package integration
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -157,22 +158,20 @@ func (n *node) pluginConf(t *testing.T, i int) map[string]any {
 	return conf
 }
 
-// runPlugin execs bin/stickyip as a CNI plugin with command cmd.
-func runPlugin(t *testing.T, n *node, cmd string, stdin []byte) (string, error) {
-	t.Helper()
-	return runPluginEnv(t, n, stdin, "CNI_COMMAND="+cmd)
+// plugin runs bin/stickyip the way bridge would, inside the node namespace.
+func (n *node) plugin(t *testing.T) *harness.Plugin {
+	return &harness.Plugin{Path: stickyipBin(t), Netns: n.ns}
 }
 
-// runPluginEnv execs bin/stickyip inside the node namespace with the given
-// CNI environment and stdin, and returns its stdout.
-func runPluginEnv(t *testing.T, n *node, stdin []byte, env ...string) (string, error) {
+// runPlugin execs bin/stickyip as a CNI plugin with command cmd (and no pod)
+// and returns its stdout, or an error with what it printed.
+func runPlugin(t *testing.T, n *node, cmd string, stdin []byte) (string, error) {
 	t.Helper()
-	f := filepath.Join(t.TempDir(), "stdin.json")
-	if err := os.WriteFile(f, stdin, 0o644); err != nil {
-		t.Fatal(err)
+	o := n.plugin(t).CNI(harness.CNICall{Command: cmd, Stdin: stdin})
+	if !o.OK() {
+		return string(o.Stdout), fmt.Errorf("stickyip %s: %s", cmd, o.Describe())
 	}
-	env = append(env, "CNI_PATH="+n.binDir)
-	return n.ns.Exec(env, "sh", "-c", `exec "$0" < "$1"`, stickyipBin(t), f)
+	return string(o.Stdout), nil
 }
 
 // requireAddrs fails unless eth0 in ns carries every IP of want.

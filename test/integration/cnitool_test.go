@@ -155,7 +155,7 @@ func TestCNIToolAnnotationForms(t *testing.T) {
 				t.Fatalf("ADD with %s=%q: %v", annDuration, tt.value, err)
 			}
 			rows := entriesFor(n.list(t), "ann", tt.name)
-			if len(rows) != 1 || rows[0].IP != stripMasks(res.IPs)[0] || rows[0].Duration != tt.wantDuration {
+			if len(rows) != 1 || rows[0].IP != res.Addrs()[0] || rows[0].Duration != tt.wantDuration {
 				t.Fatalf("stickyip list for ann/%s: %+v; want duration %s", tt.name, rows, tt.wantDuration)
 			}
 		})

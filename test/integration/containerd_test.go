@@ -117,15 +117,10 @@ func TestContainerdStaticPodRestore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, _ := runPluginEnv(t, n, stdin, "CNI_COMMAND=ADD", "CNI_CONTAINERID=parent-retry", "CNI_NETNS=/proc/self/ns/net",
-		"CNI_IFNAME=eth0", "CNI_ARGS=IgnoreUnknown=1;K8S_POD_NAMESPACE=default;K8S_POD_NAME=db;K8S_POD_UID=db-uid")
-	var cniErr struct {
-		Code    int    `json:"code"`
-		Msg     string `json:"msg"`
-		Details string `json:"details"`
-	}
-	if err := json.Unmarshal([]byte(out), &cniErr); err != nil || cniErr.Code != 11 || !strings.Contains(cniErr.Msg+cniErr.Details, staticID) {
-		t.Fatalf("stickyip ADD for the returning parent printed %q; want CNI error code 11 naming the holder %s", out, staticID)
+	o := n.plugin(t).CNI(harness.CNICall{Command: "ADD", ContainerID: "parent-retry", Netns: "/proc/self/ns/net",
+		IfName: "eth0", Args: "IgnoreUnknown=1;K8S_POD_NAMESPACE=default;K8S_POD_NAME=db;K8S_POD_UID=db-uid", Stdin: stdin})
+	if o.Err == nil || o.Err.Code != 11 || !strings.Contains(o.Err.Text(), staticID) {
+		t.Fatalf("stickyip ADD for the returning parent: %s; want CNI error code 11 naming the holder %s", o.Describe(), staticID)
 	}
 
 	// The refused ADD and the runtime's cleanup DEL left the copy alone.

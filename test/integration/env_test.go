@@ -189,32 +189,27 @@ func renderConflist(src []byte, p paths) ([]byte, string, error) {
 // entry is one element of `stickyip list --json`: the operator tool's own type.
 type entry = admin.Entry
 
-// operator runs the operator tool on the node's data dir.
+// operator runs the operator tool on the node's data dir and returns its
+// output, or an error when it exits non-zero.
 func (n *node) operator(t *testing.T, args ...string) (string, error) {
-	bin := stickyipBin(t)
-	return harness.Run(nil, bin, append([]string{"--data-dir", n.dataDir}, args...)...)
+	o := n.plugin(t).Tool(append([]string{"--data-dir", n.dataDir}, args...)...)
+	out := string(o.Stdout) + string(o.Stderr)
+	if o.ExitCode != 0 || o.StartErr != nil {
+		return out, fmt.Errorf("stickyip %s: %s", strings.Join(args, " "), o.Describe())
+	}
+	return out, nil
 }
 
 // list returns `stickyip list --json` for the node's network.
 func (n *node) list(t *testing.T) []entry {
 	t.Helper()
-	out, err := n.operator(t, "list", "--network", n.net, "--json")
-	if err != nil {
-		t.Fatalf("stickyip list: %v", err)
-	}
-	var entries []entry
-	if err := json.Unmarshal([]byte(out), &entries); err != nil {
-		t.Fatalf("stickyip list --json: %v: %s", err, out)
-	}
-	return entries
+	return n.plugin(t).List(t, n.dataDir, "--network", n.net)
 }
 
 // check runs `stickyip check` and fails the test unless it exits 0.
 func (n *node) check(t *testing.T) {
 	t.Helper()
-	if out, err := n.operator(t, "check"); err != nil {
-		t.Fatalf("stickyip check reports problems: %v\n%s", err, out)
-	}
+	n.plugin(t).RequireCheckOK(t, n.dataDir, "stickyip check")
 }
 
 // entriesFor returns the list rows of namespace/name.
@@ -241,7 +236,7 @@ func (n *node) add(t *testing.T, ns *harness.Netns, a harness.PodArgs) []string 
 	if err != nil {
 		t.Fatalf("cnitool add %s/%s: %v", a.Namespace, a.Name, err)
 	}
-	return stripMasks(res.IPs)
+	return res.Addrs()
 }
 
 // del runs cnitool del and fails the test on error.

@@ -27,8 +27,6 @@ type badCase struct {
 	mention []string // each must appear (case-insensitive) in msg or details
 }
 
-func ipamOf(conf map[string]any) map[string]any { return conf["ipam"].(map[string]any) }
-
 func setRanges(conf map[string]any, sets ...[]map[string]any) {
 	var rs []any
 	for _, s := range sets {

@@ -302,7 +302,7 @@ func TestConcurrency(t *testing.T) {
 	f.add("duplicate holders over time (must be 0)", len(dups))
 
 	// 4. The store as the operator sees it, mid-flight (pods still running).
-	p.requireCheckOK(t, dataDir, "after the concurrent run")
+	p.RequireCheckOK(t, dataDir, "after the concurrent run")
 	entries := p.List(t, dataDir)
 	listDups := duplicateIPs(entries)
 	for k, v := range listDups {
@@ -371,7 +371,7 @@ func TestConcurrency(t *testing.T) {
 			}
 		}
 	}
-	p.requireCheckOK(t, dataDir, "after deleting every sandbox")
+	p.RequireCheckOK(t, dataDir, "after deleting every sandbox")
 	entries = p.List(t, dataDir)
 	byIdentity = map[string][]entry{}
 	for _, e := range entries {
@@ -408,7 +408,7 @@ func TestConcurrency(t *testing.T) {
 		t.Errorf("after releasing every reservation the store still holds %d entries: %v", len(es), es)
 		f.add("entries left after release (must be 0)", len(es))
 	}
-	p.requireCheckOK(t, dataDir, "after releasing everything")
+	p.RequireCheckOK(t, dataDir, "after releasing everything")
 
 	report(t, "concurrency", f,
 		fmt.Sprintf("workers %d, identities %d, wall %v, %.0f ops/s", workers, len(all), elapsed.Round(time.Millisecond), float64(len(records))/elapsed.Seconds()),

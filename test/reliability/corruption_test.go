@@ -49,7 +49,7 @@ func newStore(t *testing.T, p *plugin, parent string) *store {
 	if o := s.del(t, "pod0"); !o.OK() {
 		t.Fatalf("populate: DEL pod0: %s", o.Describe())
 	}
-	p.requireCheckOK(t, s.dir, "populated store")
+	p.RequireCheckOK(t, s.dir, "populated store")
 	return s
 }
 
@@ -262,7 +262,7 @@ func TestHostileEnvironment(t *testing.T) {
 		if err := os.Remove(filler); err != nil {
 			t.Fatal(err)
 		}
-		p.requireCheckOK(t, s.dir, "after freeing the disk")
+		p.RequireCheckOK(t, s.dir, "after freeing the disk")
 		if o := s.add(t, "after-full", nil); !o.OK() {
 			t.Errorf("ADD after freeing the disk: %s", o.Describe())
 		}

@@ -3,6 +3,8 @@
 package reliability
 
 import (
+	"github.com/stickyip/stickyip/test/harness"
+
 	"context"
 	"fmt"
 	"os"
@@ -19,10 +21,10 @@ import (
 // killAfter starts the call, sends SIGKILL after delay and waits. killed
 // reports whether the signal hit a running process (rather than one that had
 // already finished).
-func (p *plugin) killAfter(c cniCall, delay time.Duration) (o *outcome, killed bool) {
+func killAfter(p *plugin, c cniCall, delay time.Duration) (o *outcome, killed bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), processTimeout)
 	defer cancel()
-	cmd, stdout, stderr := p.command(ctx, c)
+	cmd, stdout, stderr := p.Command(ctx, c)
 	start := time.Now()
 	if err := cmd.Start(); err != nil {
 		return &outcome{StartErr: err, ExitCode: -1}, false
@@ -30,11 +32,11 @@ func (p *plugin) killAfter(c cniCall, delay time.Duration) (o *outcome, killed b
 	time.Sleep(delay)
 	_ = cmd.Process.Signal(syscall.SIGKILL)
 	err := cmd.Wait()
-	o = finish(cmd, err, stdout, stderr, time.Since(start), ctx)
+	o = harness.Collect(cmd, err, stdout, stderr, time.Since(start), ctx)
 	if o.Signal == syscall.SIGKILL {
 		return o, true
 	}
-	o.parseCNI(c.Command)
+	o.ParseCNI(c.Command)
 	return o, false
 }
 
@@ -76,7 +78,7 @@ func TestCrash(t *testing.T) {
 			conf := netConf("crashnet", dataDir, logFile)
 			c := cniCall{Command: "ADD", ContainerID: "first", Netns: netns.Path(0), IfName: "eth0",
 				Args: podArgs("crash", "first", "uid-first", "first"), Stdin: encodeConf(t, conf)}
-			_, killed := p.killAfter(c, time.Duration(rng.IntN(8000))*time.Microsecond)
+			_, killed := killAfter(p, c, time.Duration(rng.IntN(8000))*time.Microsecond)
 			if killed {
 				f.add("kills during database creation", 1)
 			}
@@ -239,7 +241,7 @@ func TestCrash(t *testing.T) {
 			c.seq++
 			container := fmt.Sprintf("%s-%05d", c.name, c.seq)
 			ns := netns.Path(rng.IntN(4))
-			o, killed := p.killAfter(addCall(c, container, ns), delay)
+			o, killed := killAfter(p, addCall(c, container, ns), delay)
 			afterKill(t, p, dataDir, "ADD", killed, o, f, inconsistent)
 			if !killed {
 				if o.OK() {
@@ -268,7 +270,7 @@ func TestCrash(t *testing.T) {
 			}
 		case x < 80 && len(held) > 0: // DEL
 			c := held[rng.IntN(len(held))]
-			o, killed := p.killAfter(delCall(c, c.container, c.netns), delay)
+			o, killed := killAfter(p, delCall(c, c.container, c.netns), delay)
 			afterKill(t, p, dataDir, "DEL", killed, o, f, inconsistent)
 			if !killed && !o.OK() {
 				inconsistent("DEL %s finished with %s", c.container, o.Describe())
@@ -287,7 +289,7 @@ func TestCrash(t *testing.T) {
 				dropped = keep[i]
 				keep = slices.Delete(keep, i, i+1)
 			}
-			o, killed := p.killAfter(gcCall(keep), delay)
+			o, killed := killAfter(p, gcCall(keep), delay)
 			afterKill(t, p, dataDir, "GC", killed, o, f, inconsistent)
 			if !killed && !o.OK() {
 				inconsistent("GC finished with %s", o.Describe())
@@ -334,7 +336,7 @@ func TestCrash(t *testing.T) {
 			c.addrs = nil
 		}
 	}
-	p.requireCheckOK(t, dataDir, "after the final cleanup")
+	p.RequireCheckOK(t, dataDir, "after the final cleanup")
 	if es := p.List(t, dataDir); len(es) != 0 {
 		inconsistent("after deleting and releasing everything, the store still lists %v", es)
 	}

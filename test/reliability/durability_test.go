@@ -3,6 +3,8 @@
 package reliability
 
 import (
+	"github.com/stickyip/stickyip/test/harness"
+
 	"bufio"
 	"bytes"
 	"context"
@@ -41,14 +43,14 @@ func traceCNI(t *testing.T, p *plugin, c cniCall) (*outcome, []sysEvent) {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, strace, "-qq", "-f", "-y", "-o", traceFile,
 		"-e", "trace=pwrite64,write,fdatasync,fsync,rename,renameat,renameat2", p.Path)
-	cmd.Env = c.env(filepath.Dir(p.Path))
+	cmd.Env = c.Environ(filepath.Dir(p.Path))
 	cmd.Stdin = bytes.NewReader(c.Stdin)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	start := time.Now()
 	err = cmd.Run()
-	o := finish(cmd, err, &stdout, &stderr, time.Since(start), ctx)
-	o.parseCNI(c.Command)
+	o := harness.Collect(cmd, err, &stdout, &stderr, time.Since(start), ctx)
+	o.ParseCNI(c.Command)
 	f, err := os.Open(traceFile)
 	if err != nil {
 		t.Fatalf("strace wrote no trace (ptrace not allowed here?): %v; %s", err, o.Describe())

@@ -13,8 +13,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/containernetworking/plugins/pkg/ns"
-	"github.com/containernetworking/plugins/pkg/testutils"
+	"github.com/stickyip/stickyip/test/harness"
 	"golang.org/x/sys/unix"
 )
 
@@ -184,21 +183,9 @@ func newNetnsPool(t testing.TB, n int) *netnsPool {
 	requireRoot(t, "network namespaces for live sandboxes")
 	p := &netnsPool{}
 	for i := 0; i < n; i++ {
-		netns, err := testutils.NewNS()
-		if err != nil {
-			t.Fatalf("create netns: %v", err)
-		}
-		t.Cleanup(func() { removeNetns(t, netns) })
-		p.paths = append(p.paths, netns.Path())
+		p.paths = append(p.paths, harness.NewNetns(t, "live").Path)
 	}
 	return p
-}
-
-func removeNetns(t testing.TB, netns ns.NetNS) {
-	_ = netns.Close()
-	if err := testutils.UnmountNS(netns); err != nil {
-		t.Errorf("remove netns %s: %v", netns.Path(), err)
-	}
 }
 
 // Path returns the i-th namespace path (wrapping).

@@ -137,7 +137,7 @@ func TestHostLocalImport(t *testing.T) {
 		for i := 0; i < 25; i++ {
 			dataDir := filepath.Join(base, fmt.Sprintf("kill-%02d", i))
 			c := addCall(dataDir, "first")
-			_, killed := p.killAfter(c, time.Duration(rng.Int64N(int64(window)+1)))
+			_, killed := killAfter(p, c, time.Duration(rng.Int64N(int64(window)+1)))
 			if killed {
 				f.add("kills during the first ADD (import)", 1)
 			}

@@ -117,7 +117,7 @@ func TestPoolPressure(t *testing.T) {
 	}
 	f.add("duplicate holders over time (must be 0)", len(dups))
 
-	p.requireCheckOK(t, dataDir, "after the pool-pressure run")
+	p.RequireCheckOK(t, dataDir, "after the pool-pressure run")
 	entries := p.List(t, dataDir)
 	if d := duplicateIPs(entries); len(d) > 0 {
 		t.Errorf("IPs held twice in list: %v", d)

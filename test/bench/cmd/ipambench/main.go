@@ -67,7 +67,7 @@ func run() error {
 	flag.StringVar(&cfg.work, "work", ".cache/bench/work", "scratch directory for data dirs (emptied first, removed after unless -keep)")
 	flag.BoolVar(&cfg.keep, "keep", false, "keep the scratch directory")
 	flag.StringVar(&cfg.results, "results", "results", "directory for results/bench-<timestamp>.md (\"\" = do not write)")
-	flag.StringVar(&workloads, "workloads", "1,2,3,4,5", "workloads to run (comma-separated numbers)")
+	flag.StringVar(&workloads, "workloads", "1,2,3,4,5,6", "workloads to run (comma-separated numbers)")
 	flag.IntVar(&cfg.nEmpty, "n-empty", 300, "workload 1: ADD+DEL pairs per plugin")
 	flag.IntVar(&cfg.nFull, "n-full", 10, "workload 2: ADDs into the 99.98%-full /16 per plugin")
 	flag.IntVar(&cfg.nDel, "n-del", 10, "workload 2: DELs of an unknown container with 60,000 allocations")
@@ -96,8 +96,8 @@ func run() error {
 	cfg.workloads = map[int]bool{}
 	for _, w := range strings.Split(workloads, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(w))
-		if err != nil || n < 1 || n > 5 {
-			return fmt.Errorf("-workloads: %q is not a workload number 1..5", w)
+		if err != nil || n < 1 || n > 6 {
+			return fmt.Errorf("-workloads: %q is not a workload number 1..6", w)
 		}
 		cfg.workloads[n] = true
 	}
@@ -146,6 +146,7 @@ func run() error {
 		}},
 		{4, "live reservations", b.workloadReservations},
 		{5, "engine micro-benchmarks", b.micro},
+		{6, "switching a full /16 from host-local", b.workloadSwitch},
 	}
 	var failed []string
 	for _, s := range steps {

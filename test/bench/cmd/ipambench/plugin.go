@@ -1,7 +1,8 @@
 package main
 
 import (
-	"bytes"
+	"github.com/stickyip/stickyip/test/harness"
+
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -10,10 +11,8 @@ import (
 	"io/fs"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 )
 
@@ -36,6 +35,9 @@ type target struct {
 	subnet   string // the single range's subnet
 	netnsDir string // where the fake netns files live
 	emptyDir string // an empty host-local dir, so stickyip imports nothing by accident
+	// hostLocalDir, when set, is stickyip's hostLocalDataDir instead of emptyDir
+	// (a node switching from host-local).
+	hostLocalDir string
 	logFile  string // stickyip logFile ("" = stderr)
 	// netnsTarget is what every pod's netns path links to: a namespace the driver made.
 	netnsTarget string
@@ -80,13 +82,12 @@ func newPod(tag string, i int) pod {
 
 // ipamConfig is the ipam block for this target.
 func (t *target) ipamConfig() map[string]any {
-	ipam := map[string]any{
-		"type":    t.kind,
-		"ranges":  [][]map[string]string{{{"subnet": t.subnet}}},
-		"dataDir": t.dir,
-	}
+	ipam := harness.IPAM(t.kind, t.dir, []string{t.subnet})
 	if t.kind == kindStickyIP {
 		ipam["hostLocalDataDir"] = t.emptyDir
+		if t.hostLocalDir != "" {
+			ipam["hostLocalDataDir"] = t.hostLocalDir
+		}
 		if t.logFile != "" {
 			ipam["logFile"] = t.logFile
 		}
@@ -97,21 +98,9 @@ func (t *target) ipamConfig() map[string]any {
 // stdin renders the network configuration the way bridge passes it to its IPAM plugin:
 // the whole network config, runtimeConfig included.
 func (t *target) stdin(p pod) []byte {
-	conf := map[string]any{
-		"cniVersion": "1.0.0",
-		"name":       t.network,
-		"type":       "bridge",
-		"bridge":     "cni0",
-		"ipam":       t.ipamConfig(),
-		"runtimeConfig": map[string]any{
-			"io.kubernetes.cri.pod-annotations": p.annotations,
-		},
-	}
-	b, err := json.Marshal(conf)
-	if err != nil {
-		panic(err) // only maps of strings: cannot fail
-	}
-	return b
+	conf := harness.WithAnnotations(harness.NetConf("1.0.0", t.network, t.ipamConfig()), p.annotations)
+	conf["bridge"] = "cni0"
+	return harness.Encode(conf)
 }
 
 // netnsPath returns the pod's netns path. IPAM plugins never enter the namespace, but
@@ -132,52 +121,29 @@ func (t *target) prepare(p pod) error {
 	return err
 }
 
-// startNetns starts an idle process in a new, empty network namespace (nothing is
-// configured in it) and returns the path of that namespace and a function that ends
-// the process by its PID.
+// startNetns makes the one idle network namespace every pod's netns path
+// links to, and returns its path and a function that deletes it.
 func startNetns() (string, func(), error) {
-	cmd := exec.Command("sleep", "86400")
-	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWNET, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		return "", nil, fmt.Errorf("starting a process in a new network namespace (needs root): %w", err)
+	n, err := harness.CreateNetns("bench")
+	if err != nil {
+		if n != nil {
+			_ = n.Delete()
+		}
+		return "", nil, fmt.Errorf("creating a network namespace (needs root): %w", err)
 	}
-	stop := func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-	}
-	return fmt.Sprintf("/proc/%d/ns/net", cmd.Process.Pid), stop, nil
+	return n.Path, func() { _ = n.Delete() }, nil
 }
 
 // call runs the plugin once with command (ADD, DEL, CHECK) for p and times the whole
-// process, from fork to exit.
+// process, from fork to exit (the harness's runner, as every test tier runs the plugin).
 func (t *target) call(command string, p pod) callResult {
-	args := strings.Join([]string{
-		"IgnoreUnknown=1",
-		"K8S_POD_NAMESPACE=" + p.namespace,
-		"K8S_POD_NAME=" + p.name,
-		"K8S_POD_INFRA_CONTAINER_ID=" + p.containerID,
-		"K8S_POD_UID=" + p.uid,
-	}, ";")
-	cmd := exec.Command(t.bin)
-	cmd.Env = []string{
-		"PATH=/usr/sbin:/usr/bin:/sbin:/bin",
-		"CNI_COMMAND=" + command,
-		"CNI_CONTAINERID=" + p.containerID,
-		"CNI_NETNS=" + t.netnsPath(p),
-		"CNI_IFNAME=" + p.ifname,
-		"CNI_PATH=" + filepath.Dir(t.bin),
-		"CNI_ARGS=" + args,
-	}
-	cmd.Stdin = bytes.NewReader(t.stdin(p))
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout = &stdout
-	cmd.Stderr = &stderr
-	start := time.Now()
-	err := cmd.Run()
-	r := callResult{elapsed: time.Since(start), stdout: stdout.Bytes(), stderr: stderr.Bytes()}
-	if err != nil {
-		r.err = fmt.Errorf("%s %s %s: %v: %s%s", t.kind, command, p.name, err,
-			strings.TrimSpace(stdout.String()), strings.TrimSpace(stderr.String()))
+	o := (&harness.Plugin{Path: t.bin}).CNI(harness.CNICall{
+		Command: command, ContainerID: p.containerID, Netns: t.netnsPath(p), IfName: p.ifname,
+		Args: harness.PodCNIArgs(p.namespace, p.name, p.uid, p.containerID), Stdin: t.stdin(p),
+	})
+	r := callResult{elapsed: o.Elapsed, stdout: o.Stdout, stderr: o.Stderr}
+	if !o.OK() {
+		r.err = fmt.Errorf("%s %s %s: %s", t.kind, command, p.name, o.Describe())
 		return r
 	}
 	if command == "ADD" {
@@ -191,11 +157,7 @@ func (t *target) call(command string, p pod) callResult {
 
 // parseIPs extracts the addresses of a CNI result (any 0.3.x/0.4.0/1.x result).
 func parseIPs(stdout []byte) ([]net.IP, error) {
-	var res struct {
-		IPs []struct {
-			Address string `json:"address"`
-		} `json:"ips"`
-	}
+	var res harness.CNIResult
 	if err := json.Unmarshal(stdout, &res); err != nil {
 		return nil, fmt.Errorf("parsing CNI result %q: %w", stdout, err)
 	}
@@ -213,14 +175,9 @@ func parseIPs(stdout []byte) ([]net.IP, error) {
 // stickyipTool runs stickyip as the operator tool on this target's data directory.
 func (t *target) stickyipTool(args ...string) ([]byte, error) {
 	full := append([]string{"--data-dir", t.dir}, args...)
-	cmd := exec.Command(t.bin, full...)
-	cmd.Env = []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin"}
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout = &stdout
-	cmd.Stderr = &stderr
-	if err := cmd.Run(); err != nil {
-		return stdout.Bytes(), fmt.Errorf("stickyip %s: %v: %s", strings.Join(full, " "), err,
-			strings.TrimSpace(stderr.String()))
+	o := (&harness.Plugin{Path: t.bin}).Tool(full...)
+	if o.ExitCode != 0 || o.StartErr != nil {
+		return o.Stdout, fmt.Errorf("stickyip %s: %s", strings.Join(full, " "), o.Describe())
 	}
-	return stdout.Bytes(), nil
+	return o.Stdout, nil
 }

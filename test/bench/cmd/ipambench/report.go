@@ -85,6 +85,17 @@ func (r *report) targetRatio(name string, byKind map[string]samples, limit float
 	r.target(t)
 }
 
+// targetSeconds records a target on stickyip's median in seconds.
+func (r *report) targetSeconds(name string, byKind map[string]samples, limit float64) {
+	t := targetResult{name: name + " (seconds)", limit: fmt.Sprintf("≤ %.1f", limit)}
+	if st := byKind[kindStickyIP]; len(st) > 0 {
+		t.have = true
+		t.value = st.median().Seconds()
+		t.pass = t.value <= limit
+	}
+	r.target(t)
+}
+
 // concurrencyTarget records the 8-way target: stickyip's throughput at least
 // host-local's, with no error and no duplicate IP.
 func (r *report) concurrencyTarget() {
