@@ -1,8 +1,13 @@
 package ipam
 
 import (
+	"crypto/sha256"
+
 	"fmt"
+	"log/slog"
 	"net/netip"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -121,6 +126,49 @@ func BenchmarkAllocateNearlyFull(b *testing.B) {
 				return err
 			}
 			return eng.Del(tx, cid, "eth0")
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// hostLocalDir writes n host-local allocation files (what a /16 node that ran
+// host-local has) and returns the directory.
+func hostLocalDir(b *testing.B, n int) string {
+	b.Helper()
+	dir := b.TempDir()
+	a := netip.MustParseAddr("10.100.0.2")
+	for i := range n {
+		id := sha256.Sum256([]byte(fmt.Sprint(i))) // container IDs are hashes: random order
+		body := fmt.Sprintf("%x\r\neth0", id)
+		if err := os.WriteFile(filepath.Join(dir, a.String()), []byte(body), 0o644); err != nil {
+			b.Fatal(err)
+		}
+		a = a.Next()
+	}
+	return dir
+}
+
+// BenchmarkImportHostLocal16: the first CNI call on a node switching from
+// host-local with a full /16 imports every allocation in one transaction
+// (the runtime waits for it: it must stay far below its CNI timeout).
+func BenchmarkImportHostLocal16(b *testing.B) {
+	const n = 65512
+	dir := hostLocalDir(b, n)
+	conf, err := LoadConfig([]byte(`{"cniVersion":"1.0.0","name":"bench","ipam":{"type":"stickyip","subnet":"10.100.0.0/16"}}`), "")
+	if err != nil {
+		b.Fatal(err)
+	}
+	now := time.Now()
+	for b.Loop() {
+		st := boltstore.New(b.TempDir(), time.Minute)
+		err := st.Update("bench", func(tx reservation.Txn) error {
+			got, err := ImportHostLocal(tx, dir, conf.Ranges, "bench", now, slog.New(slog.DiscardHandler))
+			if err == nil && got != n {
+				err = fmt.Errorf("imported %d, want %d", got, n)
+			}
+			return err
 		})
 		if err != nil {
 			b.Fatal(err)

@@ -29,6 +29,10 @@ type Txn interface {
 	Get(ip netip.Addr) (*Record, error)
 	// Put inserts or replaces the record for r.IP.
 	Put(r *Record) error
+	// PutAll puts every record, as Put does one by one, for bulk loads (an
+	// import): it may write each index in key order, which bbolt appends
+	// instead of shifting. A record that fails validation fails the call.
+	PutAll(rs []*Record) error
 	// Delete removes the record for ip; deleting a missing record is not an error.
 	Delete(ip netip.Addr) error
 	// ByContainer returns the records allocated to (containerID, ifname).

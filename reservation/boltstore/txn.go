@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/netip"
+	"slices"
 
 	bolt "go.etcd.io/bbolt"
 
@@ -128,6 +129,46 @@ func (t *txn) Put(r *reservation.Record) error {
 	for _, ik := range indexKeys(r) {
 		if err := ik.b(t).Put(ik.key, nil); err != nil {
 			return err
+		}
+	}
+	return nil
+}
+
+// PutAll puts rs, each bucket written in key order: bbolt keeps a
+// transaction's changes in memory nodes until commit, and a key inserted
+// before others in a node moves all of them, so 65,000 records inserted in
+// hash order cost seconds and in key order tens of milliseconds.
+func (t *txn) PutAll(rs []*reservation.Record) error {
+	type kv struct{ key, value []byte }
+	byBucket := map[*bolt.Bucket][]kv{}
+	seen := map[netip.Addr]bool{}
+	for _, r := range rs {
+		if err := r.Validate(); err != nil {
+			return err
+		}
+		if seen[r.IP] {
+			return fmt.Errorf("PutAll: %s given twice", r.IP)
+		}
+		seen[r.IP] = true
+		if err := t.Delete(r.IP); err != nil {
+			return err
+		}
+		v, err := json.Marshal(r)
+		if err != nil {
+			return err
+		}
+		byBucket[t.ips] = append(byBucket[t.ips], kv{addrKey(r.IP), v})
+		for _, ik := range indexKeys(r) {
+			b := ik.b(t)
+			byBucket[b] = append(byBucket[b], kv{ik.key, nil})
+		}
+	}
+	for b, puts := range byBucket {
+		slices.SortFunc(puts, func(x, y kv) int { return bytes.Compare(x.key, y.key) })
+		for _, p := range puts {
+			if err := b.Put(p.key, p.value); err != nil {
+				return err
+			}
 		}
 	}
 	return nil

@@ -6,6 +6,7 @@ package fake
 import (
 	"cmp"
 	"errors"
+	"fmt"
 	"maps"
 	"net/netip"
 	"slices"
@@ -88,6 +89,21 @@ func (t *Txn) Get(ip netip.Addr) (*reservation.Record, error) {
 }
 
 // Put implements reservation.Txn.
+// PutAll puts every record, in order (an in-memory store has no page order to respect).
+func (t *Txn) PutAll(rs []*reservation.Record) error {
+	seen := map[netip.Addr]bool{}
+	for _, r := range rs {
+		if seen[r.IP] {
+			return fmt.Errorf("PutAll: %s given twice", r.IP)
+		}
+		seen[r.IP] = true
+		if err := t.Put(r); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 func (t *Txn) Put(r *reservation.Record) error {
 	if err := r.Validate(); err != nil {
 		return err

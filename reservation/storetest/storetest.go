@@ -93,6 +93,33 @@ func Run(t *testing.T, update Updater) {
 		}))
 	})
 
+	t.Run("PutAll is Put for each record, in any order", func(t *testing.T) {
+		must(update("bulk", func(tx reservation.Txn) error {
+			must(tx.Put(rec("10.1.0.9", "old", "bulk", "x", reservation.Allocated, 0)))
+			must(tx.PutAll([]*reservation.Record{
+				rec("10.1.0.10", "c-b", "bulk", "b", reservation.Allocated, 0),
+				rec("10.1.0.9", "c-a", "bulk", "a", reservation.Allocated, 0), // replaces "old"
+				rec("10.1.0.2", "", "bulk", "r", reservation.Reserved, time.Hour),
+			}))
+			if byC, _ := tx.ByContainer("old", "eth0"); len(byC) != 0 {
+				t.Errorf("the replaced record's index entry stayed: %v", ips(byC))
+			}
+			if byC, _ := tx.ByContainer("c-a", "eth0"); !slices.Equal(ips(byC), []string{"10.1.0.9"}) {
+				t.Errorf("ByContainer(c-a) = %v", ips(byC))
+			}
+			var used []string
+			must(tx.UsedFrom(netip.MustParseAddr("10.1.0.0"), func(a netip.Addr) bool { used = append(used, a.String()); return true }))
+			if !slices.Equal(used, []string{"10.1.0.2", "10.1.0.9", "10.1.0.10"}) {
+				t.Errorf("UsedFrom = %v", used)
+			}
+			err := tx.PutAll([]*reservation.Record{rec("10.1.0.20", "d", "bulk", "d", reservation.Allocated, 0), rec("10.1.0.20", "e", "bulk", "e", reservation.Allocated, 0)})
+			if err == nil {
+				t.Error("PutAll accepted one address twice")
+			}
+			return nil
+		}))
+	})
+
 	t.Run("state change moves index entries", func(t *testing.T) {
 		must(update("n1", func(tx reservation.Txn) error {
 			r, err := tx.Get(netip.MustParseAddr("10.0.0.2"))
