@@ -38,7 +38,7 @@ type target struct {
 	// hostLocalDir, when set, is stickyip's hostLocalDataDir instead of emptyDir
 	// (a node switching from host-local).
 	hostLocalDir string
-	logFile  string // stickyip logFile ("" = stderr)
+	logFile      string // stickyip logFile ("" = stderr)
 	// netnsTarget is what every pod's netns path links to: a namespace the driver made.
 	netnsTarget string
 }
