@@ -108,7 +108,12 @@ func ContainerdVersion() (string, int, error) {
 	if err != nil {
 		return "", 0, err
 	}
-	// "containerd github.com/containerd/containerd/v2 2.3.7+unknown <revision>"
+	return parseContainerdVersion(out)
+}
+
+// parseContainerdVersion reads `containerd --version`:
+// "containerd github.com/containerd/containerd/v2 2.3.7+unknown <revision>".
+func parseContainerdVersion(out string) (string, int, error) {
 	f := strings.Fields(out)
 	if len(f) < 3 {
 		return "", 0, fmt.Errorf("containerd --version: unexpected output %q", out)
