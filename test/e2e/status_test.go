@@ -255,7 +255,9 @@ func (n *node) nodeEvents(ctx context.Context) []corev1.Event {
 }
 
 // namespaceEvents returns every event of the default namespace.
-func (n *node) namespaceEvents(ctx context.Context) []corev1.Event { return n.eventList(ctx, "default", "") }
+func (n *node) namespaceEvents(ctx context.Context) []corev1.Event {
+	return n.eventList(ctx, "default", "")
+}
 
 // eventList returns the events of namespace ns that selector (a field
 // selector, "" for all) picks.
