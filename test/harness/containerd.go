@@ -2,7 +2,6 @@ package harness
 
 import (
 	"bufio"
-	"context"
 	"crypto/sha256"
 	"fmt"
 	"os"
@@ -62,8 +61,7 @@ type Containerd struct {
 	// shimSockets is the directory the shims listen in: under State on 2.x
 	// (socket_dir), containerd's default /run/containerd/s on 1.6.
 	shimSockets string
-	cmd         *exec.Cmd
-	done        chan struct{}
+	daemon
 }
 
 // readyTimeout bounds containerd's start until CRI reports ready.
@@ -110,7 +108,12 @@ func ContainerdVersion() (string, int, error) {
 	if err != nil {
 		return "", 0, err
 	}
-	// "containerd github.com/containerd/containerd/v2 2.3.7+unknown <revision>"
+	return parseContainerdVersion(out)
+}
+
+// parseContainerdVersion reads `containerd --version`:
+// "containerd github.com/containerd/containerd/v2 2.3.7+unknown <revision>".
+func parseContainerdVersion(out string) (string, int, error) {
 	f := strings.Fields(out)
 	if len(f) < 3 {
 		return "", 0, fmt.Errorf("containerd --version: unexpected output %q", out)
@@ -305,54 +308,10 @@ func (c *Containerd) start(t testing.TB) {
 	if err := os.WriteFile(cfgPath, []byte(c.config()), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	logf, err := os.OpenFile(c.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer logf.Close()
-	// nsenter execs in place: the PID is containerd's. containerd finds its
-	// shim on PATH.
-	cmd := exec.Command("nsenter", "--net="+c.cfg.Node.Path, filepath.Join(c.Bin, "containerd"), "--config", cfgPath)
-	cmd.Env = append(os.Environ(), "PATH="+c.Bin+string(os.PathListSeparator)+os.Getenv("PATH"))
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	c.cmd = cmd
-	c.done = make(chan struct{})
-	go func() { cmd.Wait(); close(c.done) }()
-
-	err = Eventually(readyTimeout, 100*time.Millisecond, func() error {
-		select {
-		case <-c.done:
-			return fmt.Errorf("containerd exited: %v", cmd.ProcessState)
-		default:
-		}
-		cri, err := DialCRI(c.Address)
-		if err != nil {
-			return err
-		}
-		defer cri.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		return cri.Ready(ctx)
-	})
-	if err != nil {
-		t.Fatalf("containerd not ready: %v\n%s", err, c.LogTail(40))
-	}
-}
-
-// Running reports whether the containerd process is alive.
-func (c *Containerd) Running() bool {
-	if c.done == nil {
-		return false
-	}
-	select {
-	case <-c.done:
-		return false
-	default:
-		return true
-	}
+	// containerd finds its shim on PATH.
+	c.startDaemon(t, c.cfg.Node.Path, c.LogPath, c.Address,
+		[]string{"PATH=" + c.Bin + string(os.PathListSeparator) + os.Getenv("PATH")},
+		filepath.Join(c.Bin, "containerd"), "--config", cfgPath)
 }
 
 // Ctr runs `ctr` (the one of the same release) against this instance in the
@@ -404,21 +363,7 @@ func (c *Containerd) Restart(t testing.TB) {
 // at cleanup.
 func (c *Containerd) shutdown(t testing.TB) {
 	if c.Running() {
-		if cri, err := DialCRI(c.Address); err == nil {
-			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-			if pods, err := cri.ListPods(ctx); err == nil {
-				for _, p := range pods {
-					if err := cri.StopPod(ctx, p.Id); err != nil {
-						t.Logf("cleanup: stop pod %s: %v", p.Id, err)
-					}
-					if err := cri.RemovePod(ctx, p.Id); err != nil {
-						t.Logf("cleanup: remove pod %s: %v", p.Id, err)
-					}
-				}
-			}
-			cancel()
-			cri.Close()
-		}
+		removeAllPods(t, c.Address)
 		c.cmd.Process.Signal(syscall.SIGTERM)
 		select {
 		case <-c.done:

@@ -1,7 +1,6 @@
 package harness
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -41,8 +40,7 @@ type CRIO struct {
 	// Version is what `crio --version` reports ("1.34.0").
 	Version string
 
-	cmd  *exec.Cmd
-	done chan struct{}
+	daemon
 }
 
 // crioBinaries are what CRIOBinDir must hold: scripts/install-deps.sh
@@ -152,62 +150,14 @@ func (c *CRIO) args() []string {
 
 func (c *CRIO) start(t testing.TB) {
 	t.Helper()
-	logf, err := os.OpenFile(c.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer logf.Close()
-	// nsenter execs in place: the PID is crio's.
-	cmd := exec.Command("nsenter", append([]string{"--net=" + c.cfg.Node.Path, filepath.Join(CRIOBinDir(), "crio")}, c.args()...)...)
 	// CRI-O gives the pod's infra process oom_score_adj -998, which this
 	// kind of machine refuses (runc: "can't get final child's PID from
 	// pipe"; containerd has restrict_oom_score_adj for it). CRI-O's rootless
 	// mode leaves oom_score_adj out of the sandbox spec; it also drops the
 	// infra container's device rules and CPU shares (no cgroup v2
 	// delegation here), none of which the network depends on.
-	cmd.Env = append(os.Environ(), "_CRIO_ROOTLESS=1")
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	c.cmd = cmd
-	c.done = make(chan struct{})
-	go func() { cmd.Wait(); close(c.done) }()
-
-	err = Eventually(readyTimeout, 200*time.Millisecond, func() error {
-		select {
-		case <-c.done:
-			return fmt.Errorf("crio exited: %v", cmd.ProcessState)
-		default:
-		}
-		if _, err := os.Stat(c.Address); err != nil {
-			return err
-		}
-		cri, err := DialCRI(c.Address)
-		if err != nil {
-			return err
-		}
-		defer cri.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		return cri.Ready(ctx)
-	})
-	if err != nil {
-		t.Fatalf("CRI-O not ready: %v\n%s", err, tailFile(c.LogPath, 40))
-	}
-}
-
-// Running reports whether the crio process is alive.
-func (c *CRIO) Running() bool {
-	if c.done == nil {
-		return false
-	}
-	select {
-	case <-c.done:
-		return false
-	default:
-		return true
-	}
+	c.startDaemon(t, c.cfg.Node.Path, c.LogPath, c.Address, []string{"_CRIO_ROOTLESS=1"},
+		append([]string{filepath.Join(CRIOBinDir(), "crio")}, c.args()...)...)
 }
 
 // CRI dials the instance's CRI endpoint; the connection is closed at cleanup.
@@ -250,19 +200,7 @@ func (c *CRIO) Start(t testing.TB) {
 func (c *CRIO) shutdown(t testing.TB) {
 	var ids []string
 	if c.Running() {
-		if cri, err := DialCRI(c.Address); err == nil {
-			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-			if pods, err := cri.ListPods(ctx); err == nil {
-				for _, p := range pods {
-					ids = append(ids, p.Id)
-					if err := cri.DeletePod(ctx, p.Id); err != nil {
-						t.Logf("cleanup: %v", err)
-					}
-				}
-			}
-			cancel()
-			cri.Close()
-		}
+		ids = removeAllPods(t, c.Address)
 		c.cmd.Process.Signal(syscall.SIGTERM)
 		select {
 		case <-c.done:
@@ -299,17 +237,4 @@ func (c *CRIO) shutdown(t testing.TB) {
 func cmdlineMentions(pid int, s string) bool {
 	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
 	return err == nil && strings.Contains(string(data), s)
-}
-
-// tailFile returns the last n lines of a file, for failure messages.
-func tailFile(path string, n int) string {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return err.Error()
-	}
-	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
 }

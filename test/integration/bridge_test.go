@@ -137,11 +137,7 @@ func TestPluginGCValidAttachments(t *testing.T) {
 // pass it (name and cniVersion injected).
 func (n *node) pluginConf(t *testing.T, i int) map[string]any {
 	t.Helper()
-	files, _ := filepath.Glob(filepath.Join(n.confDir, "*.conflist"))
-	if len(files) != 1 {
-		t.Fatalf("want one conflist in %s, have %v", n.confDir, files)
-	}
-	data, err := os.ReadFile(files[0])
+	data, err := os.ReadFile(n.conflistFile(t))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -65,13 +65,7 @@ func TestCRIOCNICalls(t *testing.T) {
 	}
 
 	deletePod(t, cri, dbID)
-	dels := rec.forContainer(t, "DEL", dbID)
-	if len(dels) == 0 || dels[0].Netns != add.Netns {
-		t.Fatalf("DELs of db: %+v; want the first with the ADD's CNI_NETNS %q", dels, add.Netns)
-	}
-	for _, del := range dels {
-		requirePodCall(t, del, db, dbID, ann)
-	}
+	rec.requireDELs(t, db, dbID, ann, add.Netns)
 	if got := ipsIn(entriesFor(n.list(t), "default", "db"), "reserved"); !sameSet(got, dbIPs) {
 		t.Fatalf("after CRI-O's DEL, default/db has %v reserved, want %v", got, dbIPs)
 	}

@@ -49,18 +49,7 @@ func TestContainerdCNICalls(t *testing.T) {
 	// RemovePodSandbox, the netns then gone (empty path): stickyip must take
 	// the second DEL as the no-op it is.
 	deletePod(t, cri, dbID)
-	dels := rec.forContainer(t, "DEL", dbID)
-	if len(dels) == 0 || dels[0].Netns != add.Netns {
-		t.Fatalf("DELs of a running sandbox: %+v; want the first with the ADD's CNI_NETNS %q", dels, add.Netns)
-	}
-	for _, del := range dels {
-		requirePodCall(t, del, db, dbID, ann)
-	}
-	for _, del := range dels[1:] {
-		if del.Netns != "" {
-			t.Fatalf("DEL after the first: CNI_NETNS %q, want empty (the netns is gone)", del.Netns)
-		}
-	}
+	dels := rec.requireDELs(t, db, dbID, ann, add.Netns)
 	t.Logf("containerd %s: stop and remove of a sandbox called DEL %d times", ctd.Version, len(dels))
 	if got := ipsIn(entriesFor(n.list(t), "default", "db"), "reserved"); !sameSet(got, dbIPs) {
 		t.Fatalf("after the DEL, default/db has %v reserved, want %v", got, dbIPs)
@@ -77,16 +66,7 @@ func TestContainerdCNICalls(t *testing.T) {
 	if err := cri.DeletePod(ctx, webID); err != nil {
 		t.Fatalf("removing the sandbox that died with the node: %v", err)
 	}
-	dels = rec.forContainer(t, "DEL", webID)
-	if len(dels) == 0 {
-		t.Fatalf("no DEL for the sandbox that died with the node")
-	}
-	for _, del := range dels {
-		requirePodCall(t, del, web, webID, ann)
-		if del.Netns != "" {
-			t.Fatalf("DEL of a sandbox whose netns died with the node: CNI_NETNS %q, want empty", del.Netns)
-		}
-	}
+	rec.requireDELs(t, web, webID, ann, "")
 	if got := ipsIn(entriesFor(n.list(t), "default", "web"), "reserved"); !sameSet(got, webIPs) {
 		t.Fatalf("after the DEL without netns, default/web has %v reserved, want %v", got, webIPs)
 	}
@@ -339,6 +319,29 @@ func (r *recorder) summary(t *testing.T) string {
 	return strings.Join(out, " ")
 }
 
+// requireDELs checks the DELs of sandbox id: at least one, the first with
+// CNI_NETNS netns ("" when the netns died with the node), any later one with
+// an empty netns path (it is gone by then), each with the pod's identity and
+// annotations. It returns them.
+func (r *recorder) requireDELs(t *testing.T, p harness.Pod, id string, ann map[string]string, netns string) []harness.RecordedCall {
+	t.Helper()
+	dels := r.forContainer(t, "DEL", id)
+	if len(dels) == 0 {
+		t.Fatalf("no DEL for sandbox %s of %s/%s", id, p.Namespace, p.Name)
+	}
+	for i, del := range dels {
+		requirePodCall(t, del, p, id, ann)
+		want := ""
+		if i == 0 {
+			want = netns
+		}
+		if del.Netns != want {
+			t.Fatalf("DEL %d of %d for %s: CNI_NETNS %q, want %q", i+1, len(dels), id, del.Netns, want)
+		}
+	}
+	return dels
+}
+
 // requirePodCall checks the pod identity (CNI_ARGS) and the annotations a
 // runtime passed on a call for sandbox id.
 func requirePodCall(t *testing.T, c harness.RecordedCall, p harness.Pod, id string, ann map[string]string) {
@@ -394,14 +397,21 @@ func (n *node) narrowPool(t *testing.T, poolFull string) {
 	})
 }
 
-// editConf applies edit to the node's only conflist.
-func (n *node) editConf(t *testing.T, edit func(list map[string]any)) {
+// conflistFile returns the path of the node's only conflist.
+func (n *node) conflistFile(t *testing.T) string {
 	t.Helper()
 	files, _ := filepath.Glob(filepath.Join(n.confDir, "*.conflist"))
 	if len(files) != 1 {
 		t.Fatalf("want one conflist in %s, have %v", n.confDir, files)
 	}
-	data, err := os.ReadFile(files[0])
+	return files[0]
+}
+
+// editConf applies edit to the node's only conflist.
+func (n *node) editConf(t *testing.T, edit func(list map[string]any)) {
+	t.Helper()
+	file := n.conflistFile(t)
+	data, err := os.ReadFile(file)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -413,7 +423,7 @@ func (n *node) editConf(t *testing.T, edit func(list map[string]any)) {
 	if data, err = json.MarshalIndent(list, "", "  "); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(files[0], data, 0o644); err != nil {
+	if err := os.WriteFile(file, data, 0o644); err != nil {
 		t.Fatal(err)
 	}
 }

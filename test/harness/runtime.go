@@ -1,0 +1,110 @@
+package harness
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+)
+
+// daemon is a container runtime process (containerd, crio) the harness
+// started in a node network namespace.
+type daemon struct {
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+// startDaemon starts argv inside the network namespace at netns (nsenter
+// execs in place: the PID is the daemon's), with env added to the
+// environment and its output appended to logPath, and waits until CRI on
+// address reports the runtime and the network ready.
+func (d *daemon) startDaemon(t testing.TB, netns, logPath, address string, env []string, argv ...string) {
+	t.Helper()
+	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logf.Close()
+	cmd := exec.Command("nsenter", append([]string{"--net=" + netns}, argv...)...)
+	cmd.Env = append(os.Environ(), env...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	d.cmd = cmd
+	d.done = make(chan struct{})
+	go func() { cmd.Wait(); close(d.done) }()
+
+	err = Eventually(readyTimeout, 100*time.Millisecond, func() error {
+		if !d.Running() {
+			return fmt.Errorf("%s exited: %v", argv[0], cmd.ProcessState)
+		}
+		cri, err := DialCRI(address)
+		if err != nil {
+			return err
+		}
+		defer cri.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		return cri.Ready(ctx)
+	})
+	if err != nil {
+		t.Fatalf("%s not ready: %v\n%s", argv[0], err, tailFile(logPath, 40))
+	}
+}
+
+// Running reports whether the runtime process is alive.
+func (d *daemon) Running() bool {
+	if d.done == nil {
+		return false
+	}
+	select {
+	case <-d.done:
+		return false
+	default:
+		return true
+	}
+}
+
+// removeAllPods stops and removes every pod sandbox of the runtime at address
+// through CRI (so CNI DEL runs) and returns their IDs. Errors are logged: it
+// runs at cleanup.
+func removeAllPods(t testing.TB, address string) []string {
+	cri, err := DialCRI(address)
+	if err != nil {
+		t.Logf("cleanup: %v", err)
+		return nil
+	}
+	defer cri.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	pods, err := cri.ListPods(ctx)
+	if err != nil {
+		t.Logf("cleanup: list pods: %v", err)
+		return nil
+	}
+	var ids []string
+	for _, p := range pods {
+		ids = append(ids, p.Id)
+		if err := cri.DeletePod(ctx, p.Id); err != nil {
+			t.Logf("cleanup: %v", err)
+		}
+	}
+	return ids
+}
+
+// tailFile returns the last n lines of a file, for failure messages.
+func tailFile(path string, n int) string {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
