@@ -206,7 +206,7 @@ func StatusError(err error) *types.Error {
 	hint := ""
 	switch {
 	case errors.Is(err, reservation.ErrCorrupt):
-		hint = "the file was not modified; run `stickyip check`, then see README \"Troubleshooting\" (move the damaged file aside to start over)"
+		hint = "the file was not modified; run `stickyip check`, then see README \"Troubleshooting\" (drain the node, then move the damaged file aside to start over)"
 	case errors.Is(err, reservation.ErrFutureSchema):
 		hint = "install the stickyip that wrote it, or a newer one"
 	case errors.Is(err, reservation.ErrIO):

@@ -161,7 +161,7 @@ func (s *Store) withDB(readOnly bool, fn func(db *bolt.DB) error) (err error) {
 	case statErr != nil:
 		return fmt.Errorf("%w: %v", reservation.ErrIO, statErr)
 	case fi.Size() == 0:
-		return fmt.Errorf("%w: %s is empty (truncated?); it is left untouched", reservation.ErrCorrupt, path)
+		return fmt.Errorf("%w: %s is empty (truncated?)", reservation.ErrCorrupt, path)
 	}
 
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
@@ -269,7 +269,7 @@ func classifyOpenError(path string, err error) error {
 	case errors.As(err, &errno), errors.As(err, &perr):
 		return fmt.Errorf("%w: opening %s: %v", reservation.ErrIO, path, err)
 	default:
-		return fmt.Errorf("%w: %s: %v; the file is left untouched", reservation.ErrCorrupt, path, err)
+		return fmt.Errorf("%w: %s: %v", reservation.ErrCorrupt, path, err)
 	}
 }
 
