@@ -2,6 +2,7 @@ package contract
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -41,6 +42,47 @@ func FuzzParseCheckpointOf(f *testing.F) {
 		}
 		if ns+"/"+name != s || !IsNamespace(ns) || !IsPodName(name) {
 			t.Fatalf("%q: accepted as %q/%q", s, ns, name)
+		}
+	})
+}
+
+func FuzzParseIdentity(f *testing.F) {
+	for _, s := range []string{"db", "a/b", "", "x.y-z"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		got, err := ParseIdentity(s)
+		if err != nil {
+			if !errors.Is(err, ErrInvalidAnnotation) || !strings.Contains(err.Error(), AnnotationIdentity) {
+				t.Fatalf("%q: unclassified error %v", s, err)
+			}
+			return
+		}
+		if got != s || strings.ContainsAny(got, "/ \x00") || !IsPodName(got) {
+			t.Fatalf("%q: accepted as %q", s, got)
+		}
+	})
+}
+
+func FuzzParseIPs(f *testing.F) {
+	for _, s := range []string{"10.0.0.1", "10.0.0.1,fd00::1", ",", "1.2.3.4/5", "::ffff:1.2.3.4"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		got, err := ParseIPs(s)
+		if err != nil {
+			if !errors.Is(err, ErrInvalidAnnotation) || !strings.Contains(err.Error(), AnnotationIPs) {
+				t.Fatalf("%q: unclassified error %v", s, err)
+			}
+			return
+		}
+		if len(got) == 0 || len(got) > maxRequestedIPs {
+			t.Fatalf("%q: accepted %d addresses", s, len(got))
+		}
+		for i, a := range got {
+			if !a.IsValid() || a.Is4In6() || a.Zone() != "" || slices.Contains(got[:i], a) {
+				t.Fatalf("%q: accepted %v", s, got)
+			}
 		}
 	})
 }

@@ -3,6 +3,8 @@ package contract
 import (
 	"fmt"
 	"math"
+	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -99,4 +101,48 @@ func IsDNSSubdomain(s string) bool {
 		}
 	}
 	return true
+}
+
+// ParseIdentity parses a value of AnnotationIdentity: a key naming the
+// identity a reservation belongs to within the pod's namespace. It has the
+// form of a pod name (an RFC 1123 subdomain), so that a key cannot reach into
+// another namespace ("ns/name") or look like anything but a name.
+func ParseIdentity(v string) (string, error) {
+	if !IsPodName(v) {
+		return "", fmt.Errorf("%w: %s=%q: want a name such as a pod name (lower-case letters, digits, '-' and '.', at most 253 characters); it names the identity within the pod's namespace", ErrInvalidAnnotation, AnnotationIdentity, clip(v))
+	}
+	return v, nil
+}
+
+// maxRequestedIPs bounds AnnotationIPs: one address per range set.
+const maxRequestedIPs = 8
+
+// ParseIPs parses a value of AnnotationIPs: comma-separated IPv4 or IPv6
+// addresses, each at most once. Which range set each belongs to is the
+// engine's business.
+func ParseIPs(v string) ([]netip.Addr, error) {
+	bad := func(why string) error {
+		return fmt.Errorf("%w: %s=%q: %s", ErrInvalidAnnotation, AnnotationIPs, clip(v), why)
+	}
+	if strings.TrimSpace(v) == "" {
+		return nil, bad("empty; remove the annotation to let stickyip choose")
+	}
+	parts := strings.Split(v, ",")
+	if len(parts) > maxRequestedIPs {
+		return nil, bad(fmt.Sprintf("more than %d addresses", maxRequestedIPs))
+	}
+	var out []netip.Addr
+	for _, p := range parts {
+		p = strings.TrimSpace(p)
+		a, err := netip.ParseAddr(p)
+		if err != nil || a.Zone() != "" {
+			return nil, bad(fmt.Sprintf("%q is not an IP address", clip(p)))
+		}
+		a = a.Unmap()
+		if slices.Contains(out, a) {
+			return nil, bad(fmt.Sprintf("%s given twice", a))
+		}
+		out = append(out, a)
+	}
+	return out, nil
 }

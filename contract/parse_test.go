@@ -82,3 +82,31 @@ func TestOptedIn(t *testing.T) {
 		t.Error("no annotations opted in")
 	}
 }
+
+func TestParseIdentity(t *testing.T) {
+	for _, ok := range []string{"db", "cmdb-agent", "web.v2", strings.Repeat("abc.", 63) + "a"} {
+		if got, err := ParseIdentity(ok); err != nil || got != ok {
+			t.Errorf("%q: %q, %v", ok, got, err)
+		}
+	}
+	for _, bad := range []string{"", "other/db", "DB", "-db", "a b", strings.Repeat("a", 254), "db\x00"} {
+		if _, err := ParseIdentity(bad); !errors.Is(err, ErrInvalidAnnotation) || !strings.Contains(err.Error(), AnnotationIdentity) {
+			t.Errorf("%q: err %v, want one naming the annotation", bad, err)
+		}
+	}
+}
+
+func TestParseIPs(t *testing.T) {
+	got, err := ParseIPs(" 10.244.1.5 , fd00::5")
+	if err != nil || len(got) != 2 || got[0].String() != "10.244.1.5" || got[1].String() != "fd00::5" {
+		t.Fatalf("ParseIPs = %v, %v", got, err)
+	}
+	if got, _ := ParseIPs("::ffff:10.0.0.1"); len(got) != 1 || !got[0].Is4() {
+		t.Errorf("an IPv4-mapped address is not read as IPv4: %v", got)
+	}
+	for _, bad := range []string{"", " ", "10.0.0.1,", "10.0.0.1/24", "banana", "fe80::1%eth0", "10.0.0.1,10.0.0.1", strings.Repeat("10.0.0.1,", 9) + "10.0.0.2"} {
+		if _, err := ParseIPs(bad); !errors.Is(err, ErrInvalidAnnotation) || !strings.Contains(err.Error(), AnnotationIPs) {
+			t.Errorf("%q: err %v, want one naming the annotation", bad, err)
+		}
+	}
+}

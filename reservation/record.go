@@ -21,7 +21,17 @@ const (
 	Allocated State = "allocated"
 	// Reserved: no sandbox holds the IP; it is kept for Identity until ExpiresAt.
 	Reserved State = "reserved"
+	// Cooling: freed without a reservation less than the reuse delay ago; it
+	// is handed out again only after ExpiresAt, or when nothing else is free.
+	Cooling State = "cooling"
 )
+
+// Entry is one record with the network it belongs to: what the operator
+// tool lists and checkpointd reads.
+type Entry struct {
+	Network string
+	*Record
+}
 
 // Identity is who a reservation belongs to inside one network: the pod's
 // namespace/name and the interface name. The zero Identity means "no pod
@@ -76,10 +86,13 @@ type Record struct {
 	ImportedFrom string `json:"importedFrom,omitempty"`
 }
 
-// Expired reports whether a reservation has run out at now.
+// Expired reports whether a reservation or a cooling-down period has run out at now.
 func (r *Record) Expired(now time.Time) bool {
-	return r.State == Reserved && !now.Before(r.ExpiresAt)
+	return r.Timed() && !now.Before(r.ExpiresAt)
 }
+
+// Timed reports whether the record lasts until ExpiresAt (reserved or cooling).
+func (r *Record) Timed() bool { return r.State == Reserved || r.State == Cooling }
 
 // Validate checks a record read from disk for the fields every record must have.
 func (r *Record) Validate() error {
@@ -90,9 +103,11 @@ func (r *Record) Validate() error {
 		return fmt.Errorf("allocated record %s without container ID", r.IP)
 	case r.State == Reserved && r.Identity.IsZero():
 		return fmt.Errorf("reserved record %s without pod identity", r.IP)
-	case r.State == Reserved && r.ExpiresAt.IsZero():
-		return fmt.Errorf("reserved record %s without expiry", r.IP)
-	case r.State != Allocated && r.State != Reserved:
+	case r.Timed() && r.ExpiresAt.IsZero():
+		return fmt.Errorf("%s record %s without expiry", r.State, r.IP)
+	case r.State == Cooling && (r.ContainerID != "" || !r.Identity.IsZero()):
+		return fmt.Errorf("cooling record %s held by a sandbox or an identity", r.IP)
+	case r.State != Allocated && r.State != Reserved && r.State != Cooling:
 		return fmt.Errorf("record %s in unknown state %q", r.IP, r.State)
 	}
 	return nil
@@ -101,6 +116,11 @@ func (r *Record) Validate() error {
 // Holder describes who holds the record, for messages.
 func (r *Record) Holder() string {
 	var b strings.Builder
+	if r.State == Cooling {
+		fmt.Fprintf(&b, "freed at %s and cooling down until %s (ipam.reservation.reuseDelay)",
+			r.ReleasedAt.UTC().Format(time.RFC3339), r.ExpiresAt.UTC().Format(time.RFC3339))
+		return b.String()
+	}
 	if r.State == Reserved {
 		fmt.Fprintf(&b, "reserved for %s until %s", r.Identity.Pod(), r.ExpiresAt.UTC().Format(time.RFC3339))
 		return b.String()

@@ -44,8 +44,8 @@ type Txn interface {
 	// starting at from (inclusive) and staying in from's address family, until
 	// fn returns false.
 	UsedFrom(from netip.Addr, fn func(netip.Addr) bool) error
-	// ByExpiry calls fn with reserved records in ascending expiry order until fn
-	// returns false.
+	// ByExpiry calls fn with reserved and cooling records in ascending expiry
+	// order until fn returns false.
 	ByExpiry(fn func(*Record) bool) error
 	// ForEach calls fn with every record in IP order.
 	ForEach(fn func(*Record) error) error

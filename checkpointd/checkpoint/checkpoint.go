@@ -155,6 +155,14 @@ func New(dir string) (*Store, error) {
 	return &Store{dir: dir, now: time.Now}, nil
 }
 
+// WithClock makes the store stamp saves and quarantined files with now
+// instead of the wall clock (the reconciler passes its own clock, so that
+// retention is measured on one clock).
+func (s *Store) WithClock(now func() time.Time) *Store {
+	s.now = now
+	return s
+}
+
 // Open returns the store in dir without creating anything (for removing it).
 func Open(dir string) *Store { return &Store{dir: dir, now: time.Now} }
 

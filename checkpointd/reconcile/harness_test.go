@@ -195,6 +195,7 @@ func newHarness(t *testing.T) *harness {
 		m:       metrics.New(),
 	}
 	h.api.reachable, h.api.since = true, h.now.Add(-time.Hour)
+	store.WithClock(func() time.Time { return h.now })
 	pol, err := policy.Parse("default,kube-system", "")
 	if err != nil {
 		t.Fatal(err)

@@ -7,7 +7,7 @@
 // database for exactly one transaction and close it again, so the file is held
 // only as long as one CNI call needs. Every Update commits with fsync.
 //
-// Bucket layout (schema 1):
+// Bucket layout (schema 2; migrations.go holds the history, each step tested):
 //
 //	meta
 //	└── schema                                   → uint64 big endian (1)
@@ -16,8 +16,12 @@
 //	    ├── ips         <addr16>                              → Record (JSON)
 //	    ├── containers  <containerID> 0 <ifname> 0 <addr16>   → ""
 //	    ├── identities  <namespace> 0 <name> 0 <ifname> 0 <addr16> → ""
-//	    ├── expiry      <unix nanos, 8 bytes BE> <addr16>     → ""  (reserved records)
-//	    └── meta        <key>                                  → value
+//	    ├── expiry      <unix nanos, 8 bytes BE> <addr16>     → ""  (reserved and cooling records)
+//	    └── bookkeeping <key>                                  → value (boot ID, import mark, last address handed out)
+//
+// A store of an older schema is migrated by the first transaction that opens
+// it: a write migrates in its own transaction, a read first runs a write
+// that only migrates.
 //
 // <addr16> is the 16-byte form of the address, so IPv4 and IPv6 keys sort
 // numerically within their family and a cursor walks used addresses in order.

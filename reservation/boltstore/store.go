@@ -25,8 +25,9 @@ const (
 	LockFile = "stickyip.lock"
 )
 
-// SchemaVersion is the database layout this binary writes.
-const SchemaVersion uint64 = 1
+// SchemaVersion is the database layout this binary writes: the last step of
+// migrations.
+var SchemaVersion = migrations[len(migrations)-1].schema
 
 // Bucket and key names; one variable per name, see the package doc for the tree.
 var (
@@ -37,11 +38,9 @@ var (
 	bucketContainers = []byte("containers")
 	bucketIdentities = []byte("identities")
 	bucketExpiry     = []byte("expiry")
-	bucketNetMeta    = []byte("meta")
+	bucketBookkeeping = []byte("bookkeeping")
 )
 
-// migrations[i] upgrades a database from schema i+1 to i+2; applied in order.
-var migrations []func(tx *bolt.Tx) error
 
 // DefaultLockTimeout is how long a call waits for the store when no timeout is configured.
 const DefaultLockTimeout = contract.DefaultLockTimeout
@@ -123,8 +122,32 @@ func (s *Store) Networks() ([]string, error) {
 	return names, err
 }
 
-// view opens the database read-only; fn gets a nil tx when there is no database.
+// view opens the database read-only; fn gets a nil tx when there is no
+// database. A store of an older schema is upgraded first (one write
+// transaction), so readers see the current layout.
 func (s *Store) view(fn func(tx *bolt.Tx) error) error {
+	err := s.viewOnce(fn)
+	if !errors.Is(err, errOlderSchema) {
+		return err
+	}
+	if err := s.upgrade(); err != nil {
+		return err
+	}
+	return s.viewOnce(fn)
+}
+
+// upgrade migrates the store to SchemaVersion in one write transaction.
+func (s *Store) upgrade() error {
+	err := s.withDB(false, func(db *bolt.DB) error {
+		return db.Update(func(tx *bolt.Tx) error { return checkSchema(tx, true) })
+	})
+	if err != nil {
+		return fmt.Errorf("upgrading the store to schema %d: %w", SchemaVersion, err)
+	}
+	return nil
+}
+
+func (s *Store) viewOnce(fn func(tx *bolt.Tx) error) error {
 	return s.withDB(true, func(db *bolt.DB) error {
 		if db == nil {
 			return fn(nil)
@@ -237,6 +260,10 @@ func syncDir(dir string) error {
 	return d.Sync()
 }
 
+// errOlderSchema is returned by a read-only checkSchema on a store that a
+// write must upgrade first (see view).
+var errOlderSchema = errors.New("store has an older schema")
+
 func checkSchema(tx *bolt.Tx, writable bool) error {
 	path := tx.DB().Path()
 	m := tx.Bucket(bucketMeta)
@@ -249,13 +276,10 @@ func checkSchema(tx *bolt.Tx, writable bool) error {
 		return fmt.Errorf("%w: %s: schema %d, this binary understands up to %d; upgrade stickyip", reservation.ErrFutureSchema, path, v, SchemaVersion)
 	case v == 0:
 		return fmt.Errorf("%w: %s: schema version 0", reservation.ErrCorrupt, path)
-	case v < SchemaVersion && writable:
-		for ; v < SchemaVersion; v++ {
-			if err := migrations[v-1](tx); err != nil {
-				return fmt.Errorf("migrating schema %d to %d: %w", v, v+1, err)
-			}
-		}
-		return m.Put(keySchema, u64(SchemaVersion))
+	case v < SchemaVersion && !writable:
+		return errOlderSchema
+	case v < SchemaVersion:
+		return migrate(tx, v)
 	}
 	return nil
 }

@@ -46,7 +46,7 @@ func openNetwork(tx *bolt.Tx, network string, create bool) (*txn, error) {
 	for _, sub := range []struct {
 		name []byte
 		dst  **bolt.Bucket
-	}{{bucketIPs, &t.ips}, {bucketContainers, &t.containers}, {bucketIdentities, &t.identities}, {bucketExpiry, &t.expiry}, {bucketNetMeta, &t.meta}} {
+	}{{bucketIPs, &t.ips}, {bucketContainers, &t.containers}, {bucketIdentities, &t.identities}, {bucketExpiry, &t.expiry}, {bucketBookkeeping, &t.meta}} {
 		b := nb.Bucket(sub.name)
 		if b == nil && create {
 			var err error
@@ -189,7 +189,7 @@ func indexKeys(r *reservation.Record) []indexKey {
 	if !r.Identity.IsZero() {
 		ks = append(ks, indexKey{func(t *txn) *bolt.Bucket { return t.identities }, append(identityPrefix(r.Identity), k...)})
 	}
-	if r.State == reservation.Reserved {
+	if r.Timed() {
 		ks = append(ks, indexKey{func(t *txn) *bolt.Bucket { return t.expiry }, expiryKey(r)})
 	}
 	return ks

@@ -155,7 +155,7 @@ func (t *Txn) UsedFrom(from netip.Addr, fn func(netip.Addr) bool) error {
 
 // ByExpiry implements reservation.Txn.
 func (t *Txn) ByExpiry(fn func(*reservation.Record) bool) error {
-	res := t.filter(func(r reservation.Record) bool { return r.State == reservation.Reserved })
+	res := t.filter(func(r reservation.Record) bool { return r.Timed() })
 	slices.SortStableFunc(res, func(a, b *reservation.Record) int {
 		return cmp.Or(a.ExpiresAt.Compare(b.ExpiresAt), a.IP.Compare(b.IP))
 	})

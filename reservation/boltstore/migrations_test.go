@@ -1,0 +1,144 @@
+package boltstore
+
+import (
+	"encoding/json"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/stickyip/stickyip/reservation"
+)
+
+// writeSchema1 writes a database as stickyip with schema 1 did: top-level
+// meta (schema 1), one network with a record, its index entry and a
+// per-network "meta" bucket.
+func writeSchema1(t *testing.T, dir string) {
+	t.Helper()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	db, err := bolt.Open(filepath.Join(dir, DBFile), 0o600, nil)
+	must(t, err)
+	rec := &reservation.Record{IP: netip.MustParseAddr("10.0.0.2"), State: reservation.Allocated, ContainerID: "c1", IfName: "eth0",
+		Identity: reservation.Identity{Namespace: "default", Name: "web", IfName: "eth0"}, AllocatedAt: time.Now().UTC()}
+	v, err := json.Marshal(rec)
+	must(t, err)
+	must(t, db.Update(func(tx *bolt.Tx) error {
+		m, err := tx.CreateBucket([]byte("meta"))
+		must(t, err)
+		must(t, m.Put([]byte("schema"), u64(1)))
+		nets, err := tx.CreateBucket([]byte("networks"))
+		must(t, err)
+		nb, err := nets.CreateBucket([]byte("cbr0"))
+		must(t, err)
+		for _, name := range []string{"ips", "containers", "identities", "expiry", "meta"} {
+			_, err := nb.CreateBucket([]byte(name))
+			must(t, err)
+		}
+		must(t, nb.Bucket([]byte("ips")).Put(addrKey(rec.IP), v))
+		must(t, nb.Bucket([]byte("containers")).Put(append(containerPrefix("c1", "eth0"), addrKey(rec.IP)...), nil))
+		must(t, nb.Bucket([]byte("identities")).Put(append(identityPrefix(rec.Identity), addrKey(rec.IP)...), nil))
+		return nb.Bucket([]byte("meta")).Put([]byte("bootID"), []byte("boot-1"))
+	}))
+	must(t, db.Close())
+}
+
+func schemaOf(t *testing.T, path string) (uint64, bool) {
+	t.Helper()
+	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true})
+	must(t, err)
+	defer db.Close()
+	var v uint64
+	var oldBucket bool
+	must(t, db.View(func(tx *bolt.Tx) error {
+		b := tx.Bucket([]byte("meta")).Get([]byte("schema"))
+		v = uint64(b[7]) | uint64(b[6])<<8
+		oldBucket = tx.Bucket([]byte("networks")).Bucket([]byte("cbr0")).Bucket([]byte("meta")) != nil
+		return nil
+	}))
+	return v, oldBucket
+}
+
+// A reader (the operator tool's list, STATUS) of a schema-1 store gets the
+// records and settings, and leaves the store upgraded.
+func TestMigrateSchema1OnRead(t *testing.T) {
+	dir := t.TempDir()
+	writeSchema1(t, dir)
+	s := New(dir, time.Second)
+	var got []*reservation.Record
+	var boot string
+	err := s.View("cbr0", func(tx reservation.Txn) error {
+		boot, _ = tx.Meta("bootID")
+		return tx.ForEach(func(r *reservation.Record) error { got = append(got, r); return nil })
+	})
+	if err != nil || len(got) != 1 || got[0].ContainerID != "c1" || boot != "boot-1" {
+		t.Fatalf("View of a schema-1 store: %v, %+v, bootID %q", err, got, boot)
+	}
+	if v, old := schemaOf(t, s.Path()); v != SchemaVersion || old {
+		t.Fatalf("after the read: schema %d, old meta bucket %t; want %d, gone", v, old, SchemaVersion)
+	}
+	if problems, err := s.Check(); err != nil || len(problems) > 0 {
+		t.Fatalf("migrated store: %v %v", err, problems)
+	}
+}
+
+// A writer migrates in its own transaction, and the data is kept.
+func TestMigrateSchema1OnWrite(t *testing.T) {
+	dir := t.TempDir()
+	writeSchema1(t, dir)
+	s := New(dir, time.Second)
+	err := s.Update("cbr0", func(tx reservation.Txn) error {
+		recs, err := tx.ByContainer("c1", "eth0")
+		if err != nil || len(recs) != 1 {
+			t.Errorf("ByContainer after migration: %v %v", recs, err)
+		}
+		if v, _ := tx.Meta("bootID"); v != "boot-1" {
+			t.Errorf("bookkeeping lost: bootID %q", v)
+		}
+		return tx.SetMeta("bootID", "boot-2")
+	})
+	must(t, err)
+	if v, old := schemaOf(t, s.Path()); v != SchemaVersion || old {
+		t.Fatalf("schema %d, old bucket %t", v, old)
+	}
+}
+
+// Each step on its own: renameNetworkMeta copes with a network that has no
+// old bucket (created by a schema-2 binary in a store still at schema 1 is
+// impossible, but a step must be safe to run on any schema-1 layout).
+func TestRenameNetworkMetaStep(t *testing.T) {
+	dir := t.TempDir()
+	writeSchema1(t, dir)
+	db, err := bolt.Open(filepath.Join(dir, DBFile), 0o600, nil)
+	must(t, err)
+	defer db.Close()
+	must(t, db.Update(func(tx *bolt.Tx) error {
+		nb, err := tx.Bucket([]byte("networks")).CreateBucket([]byte("empty"))
+		must(t, err)
+		_, err = nb.CreateBucket([]byte("ips"))
+		return err
+	}))
+	must(t, db.Update(renameNetworkMeta))
+	must(t, db.View(func(tx *bolt.Tx) error {
+		nb := tx.Bucket([]byte("networks")).Bucket([]byte("cbr0"))
+		if nb.Bucket([]byte("meta")) != nil || string(nb.Bucket(bucketBookkeeping).Get([]byte("bootID"))) != "boot-1" {
+			t.Error("cbr0's meta not moved to bookkeeping")
+		}
+		return nil
+	}))
+}
+
+func TestMigrationsAreOrdered(t *testing.T) {
+	for i, m := range migrations {
+		if m.schema != uint64(i+1) || (i > 0 && m.apply == nil) || m.name == "" {
+			t.Errorf("step %d: %+v", i, m)
+		}
+	}
+	if SchemaVersion != migrations[len(migrations)-1].schema {
+		t.Errorf("SchemaVersion %d", SchemaVersion)
+	}
+}
