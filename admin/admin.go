@@ -10,8 +10,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -30,6 +32,7 @@ Usage:
   stickyip [--data-dir DIR] gc [--network NAME]
   stickyip [--data-dir DIR] import --network NAME [--from DIR]
   stickyip [--data-dir DIR] check [--json]
+  stickyip status [--cni-conf-dir DIR] [--network NAME] [--json]
   stickyip version
 
 --data-dir defaults to $STICKYIP_DATA_DIR, else ` + ipam.DefaultDataDir + `.
@@ -82,7 +85,7 @@ func Run(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	cmds := map[string]func([]string) error{
-		"list": t.list, "release": t.release, "gc": t.gc, "import": t.importCmd, "version": t.version,
+		"list": t.list, "release": t.release, "gc": t.gc, "import": t.importCmd, "version": t.version, "status": t.status,
 	}
 	switch rest[0] {
 	case "help", "-h", "--help":
@@ -221,7 +224,7 @@ func entryOf(network string, r *reservation.Record) Entry {
 	if r.RequestedDuration > 0 {
 		e.RequestedDuration = r.RequestedDuration.String()
 	}
-	if r.State == reservation.Reserved {
+	if r.Timed() {
 		at := r.ExpiresAt
 		e.ExpiresAt = &at
 	}
@@ -250,29 +253,20 @@ func (t *tool) release(args []string) error {
 	found := 0
 	for _, n := range nets {
 		err := t.store().Update(n, func(tx reservation.Txn) error {
-			recs, err := reservation.PodRecords(tx, ns, name)
+			done, err := (&ipam.Engine{}).ReleasePod(tx, ns, name, *ifname)
 			if err != nil {
 				return err
 			}
-			for _, r := range recs {
-				if *ifname != "" && r.Identity.IfName != *ifname {
-					continue
-				}
+			for _, r := range done {
 				found++
-				if r.State == reservation.Reserved {
+				if r.Dropped {
 					fmt.Fprintf(t.stdout, "%s: released %s (reserved for %s/%s until %s)\n", n, r.IP, ns, name, r.ExpiresAt.Format(time.RFC3339))
-					if err := tx.Delete(r.IP); err != nil {
-						return err
-					}
-					continue
+				} else {
+					fmt.Fprintf(t.stdout, "%s: %s is in use by container %s; it will be freed, not reserved, when that sandbox is deleted\n", n, r.IP, r.ContainerID)
 				}
-				// A live sandbox still holds it: keep the allocation, but free
-				// it at DEL instead of reserving it.
-				r.Duration = 0
-				fmt.Fprintf(t.stdout, "%s: %s is in use by container %s; it will be freed, not reserved, when that sandbox is deleted\n", n, r.IP, r.ContainerID)
-				if err := tx.Put(r); err != nil {
-					return err
-				}
+			}
+			if len(done) == 0 {
+				return reservation.ErrNoChange
 			}
 			return nil
 		})
@@ -300,24 +294,14 @@ func (t *tool) gc(args []string) error {
 	for _, n := range nets {
 		e := &ipam.Engine{Env: ipam.HostEnv(log)}
 		var dead, expired int
-		err := t.store().Update(n, func(tx reservation.Txn) error {
-			now := time.Now()
-			if err := tx.ByExpiry(func(r *reservation.Record) bool {
-				if r.Expired(now) {
-					expired++
-				}
-				return r.Expired(now)
-			}); err != nil {
-				return err
-			}
-			var err error
-			dead, err = e.Sweep(tx)
+		err := t.store().Update(n, func(tx reservation.Txn) (err error) {
+			expired, dead, err = e.Sweep(tx)
 			return err
 		})
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(t.stdout, "%s: released %d allocations whose sandbox is gone, dropped %d expired reservations\n", n, dead, expired)
+		fmt.Fprintf(t.stdout, "%s: released %d allocations whose sandbox is gone, dropped %d expired reservations and cooling periods\n", n, dead, expired)
 	}
 	return nil
 }
@@ -393,6 +377,75 @@ func (t *tool) check(args []string) int {
 		return 1
 	}
 	return 0
+}
+
+// PoolStatus is one network of "status --json".
+type PoolStatus struct {
+	Network string `json:"network"`
+	DataDir string `json:"dataDir"`
+	// ConfigFile is the CNI config the network's ranges come from.
+	ConfigFile string            `json:"configFile,omitempty"`
+	Sets       []ipam.SetSummary `json:"rangeSets"`
+	// Outside counts records in no configured range (the ranges changed).
+	Outside int `json:"outside,omitempty"`
+}
+
+// status prints how full each stickyip network's range sets are. The ranges
+// come from the CNI configs (the store does not keep them), the records from
+// each network's own data directory.
+func (t *tool) status(args []string) error {
+	fs := t.flags("status")
+	confDir := fs.String("cni-conf-dir", "/etc/cni/net.d", "CNI network configs to read the ranges from")
+	network := fs.String("network", "", "only this network")
+	asJSON := fs.Bool("json", false, "print JSON")
+	if _, err := parse(fs, args); err != nil {
+		return err
+	}
+	confs, problems, err := ipam.StickyipNetworks(*confDir)
+	if err != nil {
+		return err
+	}
+	for _, p := range problems {
+		fmt.Fprintln(t.stderr, "stickyip status: skipped:", p)
+	}
+	names := slices.Sorted(maps.Keys(confs))
+	if *network != "" {
+		if confs[*network] == nil {
+			return fmt.Errorf("no stickyip network %q in %s", *network, *confDir)
+		}
+		names = []string{*network}
+	}
+	out := []PoolStatus{}
+	now := time.Now()
+	for _, n := range names {
+		c := confs[n]
+		st := PoolStatus{Network: n, DataDir: c.DataDir}
+		e := ipam.NewEngine(c, ipam.Env{})
+		err := boltstore.New(c.DataDir, 0).View(n, func(tx reservation.Txn) (err error) {
+			st.Sets, st.Outside, err = e.Summary(tx, now)
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("network %s: %w", n, err)
+		}
+		out = append(out, st)
+	}
+	if *asJSON {
+		enc := json.NewEncoder(t.stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(out)
+	}
+	w := tabwriter.NewWriter(t.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "NETWORK\tSET\tRANGES\tSIZE\tALLOCATED\tRESERVED\tCOOLING\tFREE")
+	for _, p := range out {
+		for _, s := range p.Sets {
+			fmt.Fprintf(w, "%s\t%d\t%s\t%d\t%d\t%d\t%d\t%d\n", p.Network, s.RangeSet, s.Ranges, s.Size, s.Allocated, s.Reserved, s.Cooling, s.Free)
+		}
+		if p.Outside > 0 {
+			fmt.Fprintf(w, "%s\t-\toutside the configured ranges\t-\t%d records\t\t\t\n", p.Network, p.Outside)
+		}
+	}
+	return w.Flush()
 }
 
 func (t *tool) version([]string) error {

@@ -118,3 +118,49 @@ func TestUsageErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestStatusMatchesList: `stickyip status` reads the ranges from the CNI
+// configs and counts what `stickyip list` shows, state by state.
+func TestStatusMatchesList(t *testing.T) {
+	dir := t.TempDir()
+	seed(t, dir) // 10.0.0.2 reserved, .3 and .4 allocated
+	err := boltstore.New(dir, 0).Update("cbr0", func(tx reservation.Txn) error {
+		return tx.Put(&reservation.Record{IP: netip.MustParseAddr("10.0.0.5"), State: reservation.Cooling,
+			ReleasedAt: time.Now(), ExpiresAt: time.Now().Add(time.Minute)})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	confDir := t.TempDir()
+	conf := `{"cniVersion":"1.1.0","name":"cbr0","plugins":[{"type":"bridge","ipam":{"type":"stickyip","dataDir":"` + dir + `","subnet":"10.0.0.0/28"}}]}`
+	if err := os.WriteFile(filepath.Join(confDir, "10-cbr0.conflist"), []byte(conf), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, code := run(t, "status", "--cni-conf-dir", confDir, "--json")
+	var pools []PoolStatus
+	if err := json.Unmarshal([]byte(out), &pools); err != nil || code != 0 || len(pools) != 1 || len(pools[0].Sets) != 1 {
+		t.Fatalf("status --json: code %d %v %s%s", code, err, out, errOut)
+	}
+	s := pools[0].Sets[0]
+	listOut, _, _ := run(t, "--data-dir", dir, "list", "--json")
+	var entries []Entry
+	if err := json.Unmarshal([]byte(listOut), &entries); err != nil {
+		t.Fatal(err)
+	}
+	byState := map[string]int{}
+	for _, e := range entries {
+		byState[e.State]++
+	}
+	// A /28 with its gateway (.1) hands out .2-.14: 13 addresses.
+	if s.Size != 13 || s.Allocated != byState["allocated"] || s.Reserved != byState["reserved"] || s.Cooling != byState["cooling"] ||
+		s.Free != 13-len(entries) || byState["cooling"] != 1 {
+		t.Fatalf("status %+v, list by state %v", s, byState)
+	}
+	table, _, code := run(t, "status", "--cni-conf-dir", confDir)
+	if code != 0 || !strings.Contains(table, "cbr0") || !strings.Contains(table, "COOLING") {
+		t.Fatalf("status table: %d\n%s", code, table)
+	}
+	if _, errOut, code := run(t, "status", "--cni-conf-dir", confDir, "--network", "nope"); code != 2 || !strings.Contains(errOut, "nope") {
+		t.Fatalf("unknown network: %d %s", code, errOut)
+	}
+}

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/containernetworking/cni/pkg/types"
@@ -20,6 +22,11 @@ const (
 	DefaultHostLocalDataDir = contract.DefaultHostLocalDataDir
 	DefaultLockTimeout      = contract.DefaultLockTimeout
 	DefaultMaxDuration      = contract.DefaultMaxDuration
+	// DefaultReuseDelay is reservation.reuseDelay: an address freed without a
+	// reservation is not handed out again for this long while others are
+	// free. 30 s outlasts the usual DNS TTL of a Service's endpoints and a
+	// pod's own termination, and costs nothing on a pool with room.
+	DefaultReuseDelay = 30 * time.Second
 )
 
 // PoolFullPolicy says what an ADD does when a range set has no free address
@@ -37,6 +44,7 @@ const (
 type ReservationConfig struct {
 	MaxDuration time.Duration
 	PoolFull    PoolFullPolicy
+	ReuseDelay  time.Duration
 }
 
 // Config is everything one CNI call needs: host-local's IPAM config (ranges,
@@ -98,6 +106,7 @@ type ipamConf struct {
 
 type rawReservation struct {
 	MaxDuration json.RawMessage `json:"maxDuration"`
+	ReuseDelay  json.RawMessage `json:"reuseDelay"`
 	PoolFull    *string         `json:"poolFull"`
 }
 
@@ -155,7 +164,7 @@ func LoadConfig(stdin []byte, cniArgs string) (*Config, error) {
 		HostLocalDataDir: DefaultHostLocalDataDir,
 		LogFile:          raw.IPAM.LogFile,
 		LockTimeout:      DefaultLockTimeout,
-		Reservation:      ReservationConfig{MaxDuration: DefaultMaxDuration, PoolFull: PoolFullEvict},
+		Reservation:      ReservationConfig{MaxDuration: DefaultMaxDuration, PoolFull: PoolFullEvict, ReuseDelay: DefaultReuseDelay},
 		Args:             args,
 		Annotations:      raw.RuntimeConfig.Annotations,
 		ValidAttachments: raw.ValidAttachments,
@@ -185,6 +194,11 @@ func LoadConfig(stdin []byte, cniArgs string) (*Config, error) {
 			return nil, err
 		} else if set {
 			c.Reservation.MaxDuration = d
+		}
+		if d, set, err := parseDuration("ipam.reservation.reuseDelay", r.ReuseDelay); err != nil {
+			return nil, err
+		} else if set {
+			c.Reservation.ReuseDelay = d
 		}
 		if r.PoolFull != nil {
 			switch p := PoolFullPolicy(*r.PoolFull); p {
@@ -252,17 +266,55 @@ func (c *Config) ReservationFor() (d, requested time.Duration, clamped bool, err
 // from contract.AnnotationCheckpointOf. The annotation is honoured only on
 // static pods (contract.AnnotationConfigSource "file", set by the kubelet
 // itself), so an API pod cannot claim another pod's IP; a pod without K8S_POD_*
-// args has no identity.
+// args has no identity. contract.AnnotationIdentity then replaces the name,
+// never the namespace: a pod can only name identities of its own namespace
+// (a restored copy keeps its parent's annotations, so it maps to the
+// parent's identity).
 func (c *Config) Identity() (namespace, name string, viaCheckpoint bool, err error) {
-	if v, ok := c.Annotations[contract.AnnotationCheckpointOf]; ok && c.Annotations[contract.AnnotationConfigSource] == contract.ConfigSourceFile {
-		ns, n, err := contract.ParseCheckpointOf(v)
-		if err != nil {
+	switch v, ok := c.Annotations[contract.AnnotationCheckpointOf]; {
+	case ok && c.Annotations[contract.AnnotationConfigSource] == contract.ConfigSourceFile:
+		if namespace, name, err = contract.ParseCheckpointOf(v); err != nil {
 			return "", "", false, err
 		}
-		return ns, n, true, nil
-	}
-	if c.Args.Namespace == "" || c.Args.Name == "" {
+		viaCheckpoint = true
+	case c.Args.Namespace == "" || c.Args.Name == "":
 		return "", "", false, nil
+	default:
+		namespace, name = c.Args.Namespace, c.Args.Name
 	}
-	return c.Args.Namespace, c.Args.Name, false, nil
+	if v, ok := c.Annotations[contract.AnnotationIdentity]; ok {
+		if name, err = contract.ParseIdentity(v); err != nil {
+			return "", "", false, err
+		}
+	}
+	return namespace, name, viaCheckpoint, nil
+}
+
+// AnnotatedIPs returns the addresses contract.AnnotationIPs asks for, each
+// checked to lie in a range set of this network (an address outside them is
+// a configuration error naming the annotation, CNI error 7).
+func (c *Config) AnnotatedIPs() ([]netip.Addr, error) {
+	v, ok := c.Annotations[contract.AnnotationIPs]
+	if !ok {
+		return nil, nil
+	}
+	ips, err := contract.ParseIPs(v)
+	if err != nil {
+		return nil, err
+	}
+	for _, ip := range ips {
+		if !slices.ContainsFunc(c.Ranges, func(rs RangeSet) bool { return rs.Contains(net.IP(ip.AsSlice())) }) {
+			return nil, fmt.Errorf("%w: %s=%q: %s is in no range of network %s (%s)", contract.ErrInvalidAnnotation,
+				contract.AnnotationIPs, clip(v), ip, c.Name, rangesString(c.Ranges))
+		}
+	}
+	return ips, nil
+}
+
+func rangesString(sets []RangeSet) string {
+	var s []string
+	for _, rs := range sets {
+		s = append(s, rs.String())
+	}
+	return strings.Join(s, "; ")
 }

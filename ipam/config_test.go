@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/stickyip/stickyip/contract"
 )
 
 func TestLoadConfigHostLocalCompatible(t *testing.T) {
@@ -129,5 +131,70 @@ func TestLoadConfigErrorsStayShort(t *testing.T) {
 		if err == nil || len(err.Error()) > 500 || !strings.Contains(err.Error(), "ipam") {
 			t.Errorf("error of %d bytes: %.200v", len(fmt.Sprint(err)), err)
 		}
+	}
+}
+
+func confWith(t *testing.T, annotations, args string) *Config {
+	t.Helper()
+	c, err := LoadConfig([]byte(`{"cniVersion":"1.0.0","name":"n","ipam":{"type":"stickyip","ranges":[[{"subnet":"10.2.0.0/24"}],[{"subnet":"fd00::/120"}]]},
+		"runtimeConfig":{"io.kubernetes.cri.pod-annotations":{`+annotations+`}}}`), args)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// The identity annotation names the identity within the pod's own
+// namespace; a restored static copy keeps its parent's annotation, so it
+// maps to the same identity.
+func TestIdentityAnnotation(t *testing.T) {
+	const apiPod = "K8S_POD_NAMESPACE=prod;K8S_POD_NAME=web-7d9f8-x2x4q"
+	for _, tc := range []struct {
+		name, ann, args, want string
+		via                   bool
+	}{
+		{"deployment pod", `"stickyip.io/identity":"web"`, apiPod, "prod/web", false},
+		{"no annotation", ``, apiPod, "prod/web-7d9f8-x2x4q", false},
+		{"restored copy of it", `"stickyip.io/identity":"web","stickyip.io/checkpoint-of":"prod/web-7d9f8-x2x4q","kubernetes.io/config.source":"file"`,
+			"K8S_POD_NAMESPACE=prod;K8S_POD_NAME=web-7d9f8-x2x4q-node1", "prod/web", true},
+		{"no pod arguments", `"stickyip.io/identity":"web"`, "", "/", false},
+	} {
+		ns, name, via, err := confWith(t, tc.ann, tc.args).Identity()
+		if err != nil || ns+"/"+name != tc.want || via != tc.via {
+			t.Errorf("%s: %s/%s via=%t %v; want %s via=%t", tc.name, ns, name, via, err, tc.want, tc.via)
+		}
+	}
+	_, _, _, err := confWith(t, `"stickyip.io/identity":"other-ns/web"`, apiPod).Identity()
+	if !errors.Is(err, contract.ErrInvalidAnnotation) || !strings.Contains(err.Error(), "stickyip.io/identity") {
+		t.Errorf("a key reaching into another namespace: err %v, want ErrInvalidAnnotation naming the annotation", err)
+	}
+}
+
+func TestAnnotatedIPs(t *testing.T) {
+	ips, err := confWith(t, `"stickyip.io/ips":"10.2.0.9, fd00::9"`, "").AnnotatedIPs()
+	if err != nil || len(ips) != 2 || ips[0].String() != "10.2.0.9" || ips[1].String() != "fd00::9" {
+		t.Fatalf("AnnotatedIPs = %v, %v", ips, err)
+	}
+	if ips, err := confWith(t, ``, "").AnnotatedIPs(); ips != nil || err != nil {
+		t.Fatalf("no annotation: %v, %v", ips, err)
+	}
+	_, err = confWith(t, `"stickyip.io/ips":"10.9.0.1"`, "").AnnotatedIPs()
+	if !errors.Is(err, contract.ErrInvalidAnnotation) || !strings.Contains(err.Error(), "stickyip.io/ips") || !strings.Contains(err.Error(), "10.9.0.1") {
+		t.Fatalf("outside the ranges: err %v, want ErrInvalidAnnotation naming the annotation and the address", err)
+	}
+}
+
+func TestReuseDelayConfig(t *testing.T) {
+	c, err := LoadConfig([]byte(`{"cniVersion":"1.0.0","name":"n","ipam":{"subnet":"10.2.0.0/24"}}`), "")
+	if err != nil || c.Reservation.ReuseDelay != DefaultReuseDelay {
+		t.Fatalf("default reuseDelay %v, %v", c.Reservation.ReuseDelay, err)
+	}
+	c, err = LoadConfig([]byte(`{"cniVersion":"1.0.0","name":"n","ipam":{"subnet":"10.2.0.0/24","reservation":{"reuseDelay":"0s"}}}`), "")
+	if err != nil || c.Reservation.ReuseDelay != 0 {
+		t.Fatalf("reuseDelay 0s: %v, %v", c.Reservation.ReuseDelay, err)
+	}
+	_, err = LoadConfig([]byte(`{"cniVersion":"1.0.0","name":"n","ipam":{"subnet":"10.2.0.0/24","reservation":{"reuseDelay":"soon"}}}`), "")
+	if !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), "ipam.reservation.reuseDelay") {
+		t.Fatalf("bad reuseDelay: %v", err)
 	}
 }

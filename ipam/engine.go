@@ -1,6 +1,7 @@
 package ipam
 
 import (
+	"cmp"
 	"fmt"
 	"log/slog"
 	"net"
@@ -42,6 +43,9 @@ type Env struct {
 type Engine struct {
 	RangeSets []RangeSet // canonical, as returned by LoadConfig
 	Policy    PoolFullPolicy
+	// ReuseDelay keeps an address freed without a reservation out of use for
+	// this long while others are free (0: freed addresses are free at once).
+	ReuseDelay time.Duration
 	// HostLocalDir is host-local's data directory for this network
 	// (<hostLocalDataDir>/<network>); "" disables the import.
 	HostLocalDir string
@@ -50,7 +54,7 @@ type Engine struct {
 
 // NewEngine returns the engine for a loaded config.
 func NewEngine(c *Config, env Env) *Engine {
-	e := &Engine{RangeSets: c.Ranges, Policy: c.Reservation.PoolFull, Env: env}
+	e := &Engine{RangeSets: c.Ranges, Policy: c.Reservation.PoolFull, ReuseDelay: c.Reservation.ReuseDelay, Env: env}
 	if c.HostLocalDataDir != "" {
 		e.HostLocalDir = c.HostLocalDataDir + "/" + c.Name
 	}
@@ -114,7 +118,7 @@ type AddRequest struct {
 // it already holds.
 func (e *Engine) Add(tx reservation.Txn, req AddRequest) ([]*reservation.Record, error) {
 	now := e.now()
-	if err := e.Housekeep(tx, now); err != nil {
+	if _, err := e.Housekeep(tx, now); err != nil {
 		return nil, err
 	}
 	requested, err := e.requestedBySet(req.Requested)
@@ -166,7 +170,9 @@ func (e *Engine) Add(tx reservation.Txn, req AddRequest) ([]*reservation.Record,
 			if err != nil {
 				return nil, err
 			}
-			if cur != nil && !isHeld(want) {
+			// A cooling address may be asked for: the delay keeps stickyip
+			// from choosing it, not a pod that names it.
+			if cur != nil && cur.State != reservation.Cooling && !isHeld(want) {
 				return nil, fmt.Errorf("%w: %s is %s", ErrIPUnavailable, want, holderPhrase(cur))
 			}
 			ip = want
@@ -249,14 +255,26 @@ func (e *Engine) requestedBySet(reqs []netip.Addr) (map[int]netip.Addr, error) {
 
 // Del releases what (containerID, ifname) holds: addresses recorded with a
 // reservation duration become reservations of the pod identity, the others
-// are freed. Deleting an unknown sandbox succeeds.
+// are freed (cooling down for ReuseDelay). Deleting an unknown sandbox
+// succeeds; when the DEL changes nothing at all (a repeated DEL, a sandbox
+// that never got an address, no housekeeping due) it returns
+// reservation.ErrNoChange, so the store rolls back instead of committing:
+// no disk sync for nothing.
 func (e *Engine) Del(tx reservation.Txn, containerID, ifname string) error {
 	now := e.now()
-	if err := e.Housekeep(tx, now); err != nil {
-		return err
-	}
 	recs, err := tx.ByContainer(containerID, ifname)
 	if err != nil {
+		return err
+	}
+	if len(recs) == 0 {
+		if due, err := e.housekeepingDue(tx, now); err != nil || !due {
+			return cmp.Or(err, reservation.ErrNoChange)
+		}
+	}
+	if _, err := e.Housekeep(tx, now); err != nil {
+		return err
+	}
+	if recs, err = tx.ByContainer(containerID, ifname); err != nil {
 		return err
 	}
 	for _, r := range recs {
@@ -265,18 +283,6 @@ func (e *Engine) Del(tx reservation.Txn, containerID, ifname string) error {
 		}
 	}
 	return nil
-}
-
-// DelNeedsWrite reports whether a DEL of (containerID, ifname) would change
-// anything: the sandbox holds addresses, or housekeeping is due. The plugin
-// rolls back a DEL that changes nothing (a repeated DEL, a sandbox that never
-// got an address) instead of committing it, which saves two disk syncs.
-func (e *Engine) DelNeedsWrite(tx reservation.Txn, containerID, ifname string) (bool, error) {
-	recs, err := tx.ByContainer(containerID, ifname)
-	if err != nil || len(recs) > 0 {
-		return true, err
-	}
-	return e.housekeepingDue(tx, e.now())
 }
 
 // housekeepingDue reports whether Housekeep would change anything.
@@ -299,15 +305,27 @@ func (e *Engine) housekeepingDue(tx reservation.Txn, now time.Time) (bool, error
 	return due, err
 }
 
-// release ends an allocation as if its sandbox had been deleted at `at`.
+// release ends an allocation as if its sandbox had been deleted at `at`:
+// with a recorded duration it becomes a reservation of its identity; else
+// it cools down for ReuseDelay (or, with no delay, is freed).
 func (e *Engine) release(tx reservation.Txn, r *reservation.Record, at time.Time, why string) error {
+	r.LastContainerID, r.ContainerID, r.Netns = r.ContainerID, "", ""
+	r.Imported, r.ImportedFrom = false, ""
+	r.ReleasedAt = at
 	if r.Duration <= 0 || r.Identity.IsZero() {
-		e.log().Debug("freeing address", "ip", r.IP, "container", r.ContainerID, "why", why)
-		return tx.Delete(r.IP)
+		if e.ReuseDelay <= 0 {
+			e.log().Debug("freeing address", "ip", r.IP, "container", r.LastContainerID, "why", why)
+			return tx.Delete(r.IP)
+		}
+		e.log().Debug("freeing address; it cools down before it is handed out again", "ip", r.IP,
+			"container", r.LastContainerID, "reuseDelay", e.ReuseDelay.String(), "why", why)
+		r.State = reservation.Cooling
+		r.ExpiresAt = at.Add(e.ReuseDelay)
+		r.Identity, r.UID = reservation.Identity{}, ""
+		r.Duration, r.RequestedDuration, r.Clamped = 0, 0, false
+		return tx.Put(r)
 	}
 	r.State = reservation.Reserved
-	r.LastContainerID, r.ContainerID, r.Netns = r.ContainerID, "", ""
-	r.ReleasedAt = at
 	r.ExpiresAt = at.Add(r.Duration)
 	e.log().Info("reserving address for pod", "ip", r.IP, "pod", r.Identity.Pod(), "ifname", r.Identity.IfName,
 		"until", r.ExpiresAt.UTC().Format(time.RFC3339), "why", why)
@@ -316,34 +334,35 @@ func (e *Engine) release(tx reservation.Txn, r *reservation.Record, at time.Time
 
 // Housekeep brings the network's records up to date before a change: imports
 // host-local's data once, releases allocations of a previous boot (their
-// reservation clock starts at the new boot), and drops expired reservations.
-func (e *Engine) Housekeep(tx reservation.Txn, now time.Time) error {
+// reservation clock starts at the new boot), and drops expired reservations
+// and cooling records. It returns how many it dropped.
+func (e *Engine) Housekeep(tx reservation.Txn, now time.Time) (expired int, err error) {
 	if e.HostLocalDir != "" {
 		done, err := tx.Meta(metaHostLocalImported)
 		if err != nil {
-			return err
+			return 0, err
 		}
 		if done == "" {
 			n, err := ImportHostLocal(tx, e.HostLocalDir, e.RangeSets, e.Env.BootID, now, e.log())
 			if err != nil {
-				return err
+				return 0, err
 			}
 			if err := MarkImported(tx, now, n); err != nil {
-				return err
+				return 0, err
 			}
 		}
 	}
 	if e.Env.BootID != "" {
 		last, err := tx.Meta(metaBootID)
 		if err != nil {
-			return err
+			return 0, err
 		}
 		if last != e.Env.BootID {
 			if err := e.rebootSweep(tx, now); err != nil {
-				return err
+				return 0, err
 			}
 			if err := tx.SetMeta(metaBootID, e.Env.BootID); err != nil {
-				return err
+				return 0, err
 			}
 		}
 	}
@@ -375,7 +394,7 @@ func (e *Engine) rebootSweep(tx reservation.Txn, now time.Time) error {
 	return nil
 }
 
-func (e *Engine) purgeExpired(tx reservation.Txn, now time.Time) error {
+func (e *Engine) purgeExpired(tx reservation.Txn, now time.Time) (int, error) {
 	var expired []*reservation.Record
 	err := tx.ByExpiry(func(r *reservation.Record) bool {
 		if !r.Expired(now) {
@@ -385,15 +404,17 @@ func (e *Engine) purgeExpired(tx reservation.Txn, now time.Time) error {
 		return true
 	})
 	if err != nil {
-		return err
+		return 0, err
 	}
 	for _, r := range expired {
-		e.log().Info("reservation expired", "ip", r.IP, "pod", r.Identity.Pod())
+		if r.State == reservation.Reserved {
+			e.log().Info("reservation expired", "ip", r.IP, "pod", r.Identity.Pod())
+		}
 		if err := tx.Delete(r.IP); err != nil {
-			return err
+			return 0, err
 		}
 	}
-	return nil
+	return len(expired), nil
 }
 
 func collect(tx reservation.Txn, keep func(*reservation.Record) bool) ([]*reservation.Record, error) {
@@ -411,7 +432,7 @@ func collect(tx reservation.Txn, keep func(*reservation.Record) bool) ([]*reserv
 // expired reservations. It returns how many allocations it released.
 func (e *Engine) GC(tx reservation.Txn, valid []types.GCAttachment) (int, error) {
 	now := e.now()
-	if err := e.Housekeep(tx, now); err != nil {
+	if _, err := e.Housekeep(tx, now); err != nil {
 		return 0, err
 	}
 	keep := map[[2]string]bool{}
@@ -441,15 +462,56 @@ func (e *Engine) GC(tx reservation.Txn, valid []types.GCAttachment) (int, error)
 }
 
 // Sweep releases allocations whose sandbox is gone (previous boot, or network
-// namespace no longer there) and drops expired reservations. It is what the
-// operator tool's gc and checkpointd run when no list of valid attachments is
-// at hand.
-func (e *Engine) Sweep(tx reservation.Txn) (int, error) {
+// namespace no longer there) and drops expired reservations and cooling
+// records. It is what the operator tool's gc runs when no list of valid
+// attachments is at hand. It returns how many records expired and how many
+// allocations it released.
+func (e *Engine) Sweep(tx reservation.Txn) (expired, released int, err error) {
 	now := e.now()
-	if err := e.Housekeep(tx, now); err != nil {
-		return 0, err
+	if expired, err = e.Housekeep(tx, now); err != nil {
+		return 0, 0, err
 	}
-	return e.releaseDead(tx, now, "sandbox gone", func(*reservation.Record) bool { return true })
+	released, err = e.releaseDead(tx, now, "sandbox gone", func(*reservation.Record) bool { return true })
+	return expired, released, err
+}
+
+// PodRelease says what ReleasePod did with one record.
+type PodRelease struct {
+	*reservation.Record
+	// Dropped: the reservation was deleted. Otherwise the record is still
+	// allocated to a live sandbox, and will be freed, not reserved, at its DEL.
+	Dropped bool
+}
+
+// ReleasePod gives up the reservations of the identity namespace/name (on
+// ifname, or every interface when empty): reserved addresses are freed at
+// once; an address a live sandbox of the identity still holds keeps its
+// sandbox but loses its reservation duration, so its DEL frees it.
+func (e *Engine) ReleasePod(tx reservation.Txn, namespace, name, ifname string) ([]PodRelease, error) {
+	recs, err := reservation.PodRecords(tx, namespace, name)
+	if err != nil {
+		return nil, err
+	}
+	var out []PodRelease
+	for _, r := range recs {
+		if ifname != "" && r.Identity.IfName != ifname {
+			continue
+		}
+		if r.State == reservation.Reserved {
+			e.log().Info("reservation released by the operator", "ip", r.IP, "pod", r.Identity.Pod())
+			if err := tx.Delete(r.IP); err != nil {
+				return nil, err
+			}
+			out = append(out, PodRelease{Record: r, Dropped: true})
+			continue
+		}
+		r.Duration = 0
+		if err := tx.Put(r); err != nil {
+			return nil, err
+		}
+		out = append(out, PodRelease{Record: r})
+	}
+	return out, nil
 }
 
 // releaseDead handles every allocation in scope whose sandbox is gone as a DEL

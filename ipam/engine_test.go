@@ -37,6 +37,9 @@ func newWorld(t *testing.T, ipamJSON string) *world {
 	w := &world{t: t, store: fake.New(), now: time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC), dead: map[string]bool{}, conf: conf}
 	conf.HostLocalDataDir = "" // tests that import set it themselves
 	w.eng = NewEngine(conf, Env{})
+	// The allocation rules are tested with host-local's reuse (none);
+	// TestReuseDelay* set ReuseDelay themselves.
+	w.eng.ReuseDelay = 0
 	w.eng.Env = Env{
 		Now:         func() time.Time { return w.now },
 		BootID:      "boot-1",
@@ -406,39 +409,51 @@ func TestSweepReleasesDeadSandboxes(t *testing.T) {
 	ip := w.mustAdd("c1", web)[0]
 	w.mustAdd("c2", db)
 	w.dead["/run/netns/c1"], w.dead["/run/netns/c2"] = true, true
-	var n int
-	if err := w.store.Update("net1", func(tx reservation.Txn) (err error) { n, err = w.eng.Sweep(tx); return err }); err != nil {
+	var expired, n int
+	if err := w.store.Update("net1", func(tx reservation.Txn) (err error) { expired, n, err = w.eng.Sweep(tx); return err }); err != nil {
 		t.Fatal(err)
 	}
-	if n != 2 || w.stateOf(ip) != reservation.Reserved || len(w.records()) != 1 {
-		t.Fatalf("sweep released %d; records %+v", n, w.records())
+	if n != 2 || expired != 0 || w.stateOf(ip) != reservation.Reserved || len(w.records()) != 1 {
+		t.Fatalf("sweep released %d, expired %d; records %+v", n, expired, w.records())
+	}
+	// The reservation runs out: the next sweep says it dropped it.
+	w.now = w.now.Add(web.keep + time.Second)
+	if err := w.store.Update("net1", func(tx reservation.Txn) (err error) { expired, n, err = w.eng.Sweep(tx); return err }); err != nil {
+		t.Fatal(err)
+	}
+	if n != 0 || expired != 1 || len(w.records()) != 0 {
+		t.Fatalf("second sweep released %d, expired %d; records %+v", n, expired, w.records())
 	}
 }
 
-func TestDelNeedsWrite(t *testing.T) {
+// TestDelWithNothingToDoCommitsNothing: a DEL that changes nothing returns
+// ErrNoChange so the store rolls back (no commit, no disk sync); one that
+// has something to do (the sandbox's addresses, or housekeeping) does not.
+func TestDelWithNothingToDoCommitsNothing(t *testing.T) {
 	w := newWorld(t, v4Small)
-	needs := func(cid string) bool {
-		var n bool
-		if err := w.store.View("net1", func(tx reservation.Txn) (err error) { n, err = w.eng.DelNeedsWrite(tx, cid, "eth0"); return err }); err != nil {
-			t.Fatal(err)
-		}
-		return n
+	del := func(cid string) error {
+		var err error
+		_ = w.store.Update("net1", func(tx reservation.Txn) error { err = w.eng.Del(tx, cid, "eth0"); return err })
+		return err
 	}
-	if !needs("unknown") {
+	if err := del("unknown"); errors.Is(err, reservation.ErrNoChange) {
 		t.Fatal("a fresh network needs its boot ID recorded first")
 	}
 	w.mustAdd("c1", web)
-	if !needs("c1") || needs("unknown") {
-		t.Fatalf("holder: %v, unknown: %v", needs("c1"), needs("unknown"))
+	if err := del("unknown"); !errors.Is(err, reservation.ErrNoChange) {
+		t.Fatalf("DEL of an unknown sandbox with nothing due: %v, want ErrNoChange", err)
 	}
-	w.del("c1")
+	if err := del("c1"); err != nil {
+		t.Fatalf("DEL of a holder: %v", err)
+	}
+	if err := del("c1"); !errors.Is(err, reservation.ErrNoChange) {
+		t.Fatalf("repeated DEL: %v, want ErrNoChange", err)
+	}
 	w.now = w.now.Add(time.Hour)
-	if !needs("unknown") {
-		t.Fatal("an expired reservation is due for removal")
+	if err := del("unknown"); err != nil {
+		t.Fatalf("DEL with an expired reservation to drop: %v, want a commit", err)
 	}
-	w.eng.Env.BootID = "boot-2"
-	w.del("unknown")
-	if needs("unknown") {
-		t.Fatal("nothing left to do, yet a write is asked for")
+	if len(w.records()) != 0 {
+		t.Fatalf("expired reservation kept: %+v", w.records())
 	}
 }

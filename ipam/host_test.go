@@ -46,7 +46,7 @@ func TestImportedAllocationReleasedWhenHostLocalFreesIt(t *testing.T) {
 	w.mustAdd("c1", anon(1)) // imports .2
 	sweep := func() int {
 		var n int
-		if err := w.store.Update("net1", func(tx reservation.Txn) (err error) { n, err = w.eng.Sweep(tx); return err }); err != nil {
+		if err := w.store.Update("net1", func(tx reservation.Txn) (err error) { _, n, err = w.eng.Sweep(tx); return err }); err != nil {
 			t.Fatal(err)
 		}
 		return n

@@ -106,10 +106,12 @@ func (e *Engine) searchFree(tx reservation.Txn, i int) (netip.Addr, bool, error)
 	return netip.Addr{}, false, nil
 }
 
-// findFree returns an address for a new allocation in range set i. When the
-// range set is full it first releases allocations whose sandbox is gone, then,
-// under the evict policy, gives up the reservation closest to expiry (never
-// one of the requesting identity).
+// findFree returns an address for a new allocation in range set i: one with
+// no record. When the range set has none it first releases allocations whose
+// sandbox is gone; then takes the address that has cooled down longest
+// (ReuseDelay is a preference, not a promise, when nothing else is free);
+// then, under the evict policy, gives up the reservation closest to expiry
+// (never one of the requesting identity).
 func (e *Engine) findFree(tx reservation.Txn, i int, who reservation.Identity, now time.Time) (netip.Addr, error) {
 	if ip, ok, err := e.searchFree(tx, i); err != nil || ok {
 		return ip, err
@@ -122,20 +124,29 @@ func (e *Engine) findFree(tx reservation.Txn, i int, who reservation.Identity, n
 	if ip, ok, err := e.searchFree(tx, i); err != nil || ok {
 		return ip, err
 	}
-	var victim *reservation.Record
+	var cooled, victim *reservation.Record
 	reserved := 0
 	err := tx.ByExpiry(func(r *reservation.Record) bool {
-		if !rs.Contains(net.IP(r.IP.AsSlice())) || r.Identity == who {
-			return true
+		switch {
+		case !inSet(r):
+		case r.State == reservation.Cooling:
+			cooled = r // the first in expiry order was freed first
+			return false
+		case r.Identity != who:
+			reserved++
+			if victim == nil {
+				victim = r
+			}
 		}
-		reserved++
-		if victim == nil {
-			victim = r
-		}
-		return e.Policy == PoolFullFail // keep counting only for the message
+		return true
 	})
 	if err != nil {
 		return netip.Addr{}, err
+	}
+	if cooled != nil {
+		e.log().Info("pool full: handing out the address freed longest ago before its reuse delay ended", "ip", cooled.IP,
+			"freedAt", cooled.ReleasedAt.UTC().Format(time.RFC3339), "forPod", who.Pod())
+		return cooled.IP, tx.Delete(cooled.IP)
 	}
 	if victim == nil || e.Policy == PoolFullFail {
 		why := "every address is allocated"

@@ -106,9 +106,14 @@ func (c *Call) AddRequest() (ipam.AddRequest, error) {
 	if err != nil {
 		return ipam.AddRequest{}, err
 	}
+	annotated, err := c.Conf.AnnotatedIPs()
+	if err != nil {
+		return ipam.AddRequest{}, err
+	}
 	req := ipam.AddRequest{
 		ContainerID: a.ContainerID, IfName: a.IfName, Netns: a.Netns, UID: c.Conf.Args.UID,
-		Duration: d, RequestedDuration: requested, Clamped: clamped, Requested: c.Conf.RequestedIPs(),
+		Duration: d, RequestedDuration: requested, Clamped: clamped,
+		Requested: append(c.Conf.RequestedIPs(), annotated...),
 	}
 	if ns != "" {
 		req.Identity = reservation.Identity{Namespace: ns, Name: name, IfName: a.IfName}

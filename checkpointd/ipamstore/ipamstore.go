@@ -8,10 +8,9 @@ package ipamstore
 import (
 	"fmt"
 	"log/slog"
-	"net"
+	"path/filepath"
 	"time"
 
-	"github.com/stickyip/stickyip/checkpointd/reconcile"
 	"github.com/stickyip/stickyip/ipam"
 	"github.com/stickyip/stickyip/reservation"
 	"github.com/stickyip/stickyip/reservation/boltstore"
@@ -24,36 +23,45 @@ type Store struct {
 	confDir string
 }
 
-// WithCNIConfDir makes Free count free IPs of the stickyip networks configured
-// in dir (see Pools). Without it the store does not know pool sizes.
+// WithCNIConfDir makes Free count the free IPs of the stickyip networks
+// configured in dir. Without it the store does not know pool sizes.
 func (s *Store) WithCNIConfDir(dir string) *Store {
 	s.confDir = dir
 	return s
 }
 
 // Free returns the free IPs of every stickyip network configured in the CNI
-// config dir: range sizes (gateway excluded) minus addresses with a record.
+// config dir that keeps its records in this store, counted by the engine as
+// `stickyip status` counts them (reservations and cooling addresses are not
+// free).
 func (s *Store) Free() (map[string]int, error) {
 	if s.confDir == "" {
 		return nil, nil
 	}
-	pools, err := Pools(s.confDir)
+	confs, _, err := ipam.StickyipNetworks(s.confDir)
 	if err != nil {
 		return nil, err
 	}
 	out := map[string]int{}
-	for network, sets := range pools {
-		var used []net.IP
+	now := time.Now()
+	if s.env.Now != nil {
+		now = s.env.Now()
+	}
+	for network, c := range confs {
+		if filepath.Clean(c.DataDir) != filepath.Clean(s.store.Dir()) {
+			continue // another store's network
+		}
+		e := ipam.NewEngine(c, ipam.Env{})
 		err := s.store.View(network, func(tx reservation.Txn) error {
-			return tx.ForEach(func(r *reservation.Record) error {
-				used = append(used, net.IP(r.IP.AsSlice()))
-				return nil
-			})
+			sets, _, err := e.Summary(tx, now)
+			for _, set := range sets {
+				out[network] += set.Free
+			}
+			return err
 		})
 		if err != nil {
 			return nil, fmt.Errorf("network %s: %w", network, err)
 		}
-		out[network] = freeIn(sets, used)
 	}
 	return out, nil
 }
@@ -70,16 +78,16 @@ func NewWithEnv(dataDir string, lockTimeout time.Duration, env ipam.Env) *Store 
 }
 
 // Entries lists every record of every network.
-func (s *Store) Entries() ([]reconcile.Entry, error) {
+func (s *Store) Entries() ([]reservation.Entry, error) {
 	nets, err := s.store.Networks()
 	if err != nil {
 		return nil, err
 	}
-	var out []reconcile.Entry
+	var out []reservation.Entry
 	for _, n := range nets {
 		err := s.store.View(n, func(tx reservation.Txn) error {
 			return tx.ForEach(func(r *reservation.Record) error {
-				out = append(out, reconcile.Entry{Network: n, Record: r})
+				out = append(out, reservation.Entry{Network: n, Record: r})
 				return nil
 			})
 		})

@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stickyip/stickyip/checkpointd/reconcile"
 	"github.com/stickyip/stickyip/ipam"
 	"github.com/stickyip/stickyip/reservation"
 	"github.com/stickyip/stickyip/reservation/boltstore"
@@ -56,13 +55,13 @@ func newStore(dir string) *Store {
 	return NewWithEnv(dir, 2*time.Second, ipam.Env{Now: func() time.Time { return now }, BootID: "boot-1"})
 }
 
-func byIP(t *testing.T, s *Store) map[string]reconcile.Entry {
+func byIP(t *testing.T, s *Store) map[string]reservation.Entry {
 	t.Helper()
 	all, err := s.Entries()
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := map[string]reconcile.Entry{}
+	out := map[string]reservation.Entry{}
 	for _, a := range all {
 		out[a.IP.String()] = a
 	}
@@ -129,20 +128,20 @@ func TestFreeFromCNIConfig(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	dir := filepath.Join(t.TempDir(), "stickyip")
 	// cbr0: flannel fills the range from its subnet file (10.244.1.0/24:
 	// .1 is the gateway, .2-.254 are handed out: 253 addresses).
 	write(filepath.Join(confDir, "10-flannel.conflist"), `{"cniVersion":"0.3.1","name":"cbr0","plugins":[
-	  {"type":"flannel","subnetFile":"`+subnetEnv+`","ipam":{"type":"stickyip"},"delegate":{"isDefaultGateway":true}},
+	  {"type":"flannel","subnetFile":"`+subnetEnv+`","ipam":{"type":"stickyip","dataDir":"`+dir+`"},"delegate":{"isDefaultGateway":true}},
 	  {"type":"portmap","capabilities":{"portMappings":true}}]}`)
 	write(subnetEnv, "FLANNEL_NETWORK=10.244.0.0/16\nFLANNEL_SUBNET=10.244.1.1/24\nFLANNEL_MTU=1450\nFLANNEL_IPMASQ=true\n")
 	// br: explicit range .10-.19 (10 addresses, gateway .1 outside).
 	write(filepath.Join(confDir, "20-bridge.conflist"), `{"cniVersion":"1.0.0","name":"br","plugins":[
-	  {"type":"bridge","ipam":{"type":"stickyip","ranges":[[{"subnet":"10.99.0.0/24","rangeStart":"10.99.0.10","rangeEnd":"10.99.0.19"}]]}}]}`)
+	  {"type":"bridge","ipam":{"type":"stickyip","dataDir":"`+dir+`","ranges":[[{"subnet":"10.99.0.0/24","rangeStart":"10.99.0.10","rangeEnd":"10.99.0.19"}]]}}]}`)
 	// Not ours.
 	write(filepath.Join(confDir, "30-other.conf"), `{"cniVersion":"1.0.0","name":"other","type":"bridge","ipam":{"type":"host-local","subnet":"10.98.0.0/24"}}`)
 	write(filepath.Join(confDir, "40-broken.conflist"), `{not json`)
 
-	dir := filepath.Join(t.TempDir(), "stickyip")
 	seed(t, dir,
 		rec("10.244.1.2", "allocated", "a", "default", "a", 0),
 		rec("10.244.1.3", "reserved", "", "default", "b", time.Minute),

@@ -109,15 +109,17 @@ func (f *fakeAPI) del(ns, name string) {
 
 // fakeIPAM is an in-memory IPAM store.
 type fakeIPAM struct {
-	entries []Entry
+	entries []reservation.Entry
 	deleted []string // "network/containerID/ifname"
 }
 
-func (f *fakeIPAM) Entries() ([]Entry, error) { return append([]Entry(nil), f.entries...), nil }
+func (f *fakeIPAM) Entries() ([]reservation.Entry, error) {
+	return append([]reservation.Entry(nil), f.entries...), nil
+}
 
 func (f *fakeIPAM) ReleaseContainer(network, containerID, ifname string) error {
 	f.deleted = append(f.deleted, network+"/"+containerID+"/"+ifname)
-	var keep []Entry
+	var keep []reservation.Entry
 	for _, e := range f.entries {
 		if e.Network == network && e.ContainerID == containerID && e.IfName == ifname && e.State == reservation.Allocated {
 			continue
@@ -128,9 +130,9 @@ func (f *fakeIPAM) ReleaseContainer(network, containerID, ifname string) error {
 	return nil
 }
 
-func entry(network, ip string, state reservation.State, cid, pod string, at time.Time) Entry {
+func entry(network, ip string, state reservation.State, cid, pod string, at time.Time) reservation.Entry {
 	ns, name, _ := strings.Cut(pod, "/")
-	return Entry{Network: network, Record: &reservation.Record{IP: netip.MustParseAddr(ip), State: state, ContainerID: cid, IfName: "eth0",
+	return reservation.Entry{Network: network, Record: &reservation.Record{IP: netip.MustParseAddr(ip), State: state, ContainerID: cid, IfName: "eth0",
 		Identity: reservation.Identity{Namespace: ns, Name: name, IfName: "eth0"}, AllocatedAt: at}}
 }
 

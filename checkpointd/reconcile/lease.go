@@ -1,6 +1,8 @@
 package reconcile
 
 import (
+	"github.com/stickyip/stickyip/reservation"
+
 	"github.com/stickyip/stickyip/subnetenv"
 
 	"fmt"
@@ -44,7 +46,7 @@ func LeaseCheck(ipam IPAM, networks func() ([]string, error)) func(subnetenv.Lea
 		if err != nil {
 			return fmt.Errorf("reading the IPAM store: %w", err)
 		}
-		var last *Entry
+		var last *reservation.Entry
 		for i := range entries {
 			e := &entries[i]
 			if slices.Contains(nets, e.Network) && (last == nil || e.AllocatedAt.After(last.AllocatedAt)) {

@@ -180,7 +180,7 @@ func TestParentGoneKeepsReservation(t *testing.T) {
 	h := newHarness(t)
 	h.running(pod("web", "uid-1", "nginx:1", true))
 	reserved := entry("cbr0", "10.244.1.5", reservation.Reserved, "", "default/web", h.now)
-	h.ipam.entries = []Entry{reserved}
+	h.ipam.entries = []reservation.Entry{reserved}
 	h.api.del("default", "web")
 	h.rt.set()
 	h.pass()
@@ -616,7 +616,7 @@ func TestLeakedAllocationsHandledAsDel(t *testing.T) {
 	old := h.now.Add(-time.Hour)
 	h.rt.set(cri.Sandbox{ID: "live", Namespace: "default", Name: "a", Ready: true},
 		cri.Sandbox{ID: "stopped", Namespace: "default", Name: "b", Ready: false})
-	h.ipam.entries = []Entry{
+	h.ipam.entries = []reservation.Entry{
 		entry("cbr0", "10.244.1.2", reservation.Allocated, "live", "default/a", old),
 		entry("cbr0", "10.244.1.3", reservation.Allocated, "stopped", "default/b", old),
 		entry("cbr0", "10.244.1.4", reservation.Allocated, "gone", "default/c", old),
@@ -649,7 +649,7 @@ func TestLeakedAllocationsHandledAsDel(t *testing.T) {
 
 func TestLeakCountResetsWhenSandboxReappears(t *testing.T) {
 	h := newHarness(t)
-	h.ipam.entries = []Entry{entry("n", "10.0.0.2", reservation.Allocated, "flaky", "default/a", h.now.Add(-time.Hour))}
+	h.ipam.entries = []reservation.Entry{entry("n", "10.0.0.2", reservation.Allocated, "flaky", "default/a", h.now.Add(-time.Hour))}
 	h.pass() // missing once
 	h.rt.set(cri.Sandbox{ID: "flaky", Ready: true})
 	h.pass() // present again

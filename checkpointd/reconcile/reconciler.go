@@ -59,16 +59,10 @@ type Events interface {
 	Event(pod *corev1.Pod, eventType, reason, message string)
 }
 
-// Entry is one IPAM record with the network it belongs to.
-type Entry struct {
-	Network string
-	*reservation.Record
-}
-
 // IPAM is the stickyip store as checkpointd uses it (package ipamstore).
 type IPAM interface {
 	// Entries lists the records of every network.
-	Entries() ([]Entry, error)
+	Entries() ([]reservation.Entry, error)
 	// ReleaseContainer handles the container's allocation as a CNI DEL
 	// (reservation when it has a duration, else freed).
 	ReleaseContainer(network, containerID, ifname string) error

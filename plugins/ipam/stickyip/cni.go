@@ -1,7 +1,6 @@
 package main
 
 import (
-	"cmp"
 	"net/netip"
 
 	"github.com/containernetworking/cni/pkg/skel"
@@ -38,10 +37,7 @@ func cmdAdd(args *skel.CmdArgs) error {
 func cmdDel(args *skel.CmdArgs) error {
 	return plugin.Run(args, func(c *plugin.Call) error {
 		err := c.Store.Update(c.Conf.Name, func(tx reservation.Txn) error {
-			if write, err := c.Engine.DelNeedsWrite(tx, args.ContainerID, args.IfName); err != nil || !write {
-				return cmp.Or(err, reservation.ErrNoChange) // nothing to commit, nothing to sync
-			}
-			return c.Engine.Del(tx, args.ContainerID, args.IfName)
+			return c.Engine.Del(tx, args.ContainerID, args.IfName) // ErrNoChange: nothing committed, nothing synced
 		})
 		if err == nil {
 			c.Log.Info("DEL", "container", args.ContainerID, "ifname", args.IfName)

@@ -1,0 +1,136 @@
+package ipam
+
+import (
+	"cmp"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/stickyip/stickyip/subnetenv"
+)
+
+// ConfPlugin is one plugin entry of a CNI network config, as far as stickyip
+// reads it.
+type ConfPlugin struct {
+	Type       string          `json:"type"`
+	SubnetFile string          `json:"subnetFile"` // the flannel plugin's
+	IPAM       json.RawMessage `json:"ipam"`
+}
+
+// ConfNetwork is a network configured in a CNI config directory.
+type ConfNetwork struct {
+	Name, CNIVersion, File string
+	Plugins                []ConfPlugin
+}
+
+// ReadConfDir reads the network configs in dir as a runtime picks them:
+// *.conflist, *.conf and *.json in name order, the first file of a network
+// name wins. Files that do not parse are skipped and named in problems.
+func ReadConfDir(dir string) (nets []ConfNetwork, problems []string, err error) {
+	var files []string
+	for _, pat := range []string{"*.conflist", "*.conf", "*.json"} {
+		m, err := filepath.Glob(filepath.Join(dir, pat))
+		if err != nil {
+			return nil, nil, err
+		}
+		files = append(files, m...)
+	}
+	slices.Sort(files)
+	seen := map[string]bool{}
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			problems = append(problems, err.Error())
+			continue
+		}
+		var nc struct {
+			Name       string       `json:"name"`
+			CNIVersion string       `json:"cniVersion"`
+			Plugins    []ConfPlugin `json:"plugins"`
+			ConfPlugin
+		}
+		if err := json.Unmarshal(data, &nc); err != nil || nc.Name == "" {
+			problems = append(problems, fmt.Sprintf("%s: not a network config (%v)", f, err))
+			continue
+		}
+		if seen[nc.Name] {
+			continue
+		}
+		seen[nc.Name] = true
+		plugins := nc.Plugins
+		if len(plugins) == 0 {
+			plugins = []ConfPlugin{nc.ConfPlugin}
+		}
+		nets = append(nets, ConfNetwork{Name: nc.Name, CNIVersion: nc.CNIVersion, File: f, Plugins: plugins})
+	}
+	return nets, problems, nil
+}
+
+// StickyipNetworks returns the config of every network in dir whose plugins
+// use stickyip as IPAM, parsed by LoadConfig as a CNI call would be. For the
+// flannel plugin without explicit ranges, the range is the node subnet of
+// its subnet file, as the flannel plugin fills it in.
+func StickyipNetworks(dir string) (map[string]*Config, []string, error) {
+	nets, problems, err := ReadConfDir(dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	out := map[string]*Config{}
+	for _, n := range nets {
+		for _, p := range n.Plugins {
+			c, err := pluginConfig(n, p)
+			if err != nil {
+				problems = append(problems, fmt.Sprintf("%s: network %s: %v", n.File, n.Name, err))
+				continue
+			}
+			if c != nil {
+				out[n.Name] = c
+				break
+			}
+		}
+	}
+	return out, problems, nil
+}
+
+func pluginConfig(n ConfNetwork, p ConfPlugin) (*Config, error) {
+	if len(p.IPAM) == 0 {
+		return nil, nil
+	}
+	var ipam map[string]any
+	if err := json.Unmarshal(p.IPAM, &ipam); err != nil {
+		return nil, err
+	}
+	if ipam["type"] != "stickyip" {
+		return nil, nil
+	}
+	_, hasRanges := ipam["ranges"]
+	_, hasSubnet := ipam["subnet"]
+	if p.Type == "flannel" && !hasRanges && !hasSubnet {
+		file := cmp.Or(p.SubnetFile, subnetenv.DefaultPath)
+		data, err := os.ReadFile(file)
+		if err != nil {
+			return nil, fmt.Errorf("flannel's subnet file: %w", err)
+		}
+		lease, err := subnetenv.Parse(data)
+		if err != nil {
+			return nil, err
+		}
+		var sets []any
+		for _, s := range lease.Subnets() {
+			sets = append(sets, []any{map[string]any{"subnet": s.String()}})
+		}
+		ipam["ranges"] = sets
+	}
+	version := cmp.Or(n.CNIVersion, "1.0.0")
+	if strings.HasPrefix(version, "0.1") || strings.HasPrefix(version, "0.2") {
+		version = "0.3.1"
+	}
+	conf, err := json.Marshal(map[string]any{"cniVersion": version, "name": n.Name, "ipam": ipam})
+	if err != nil {
+		return nil, err
+	}
+	return LoadConfig(conf, "")
+}
