@@ -31,16 +31,15 @@ var SchemaVersion = migrations[len(migrations)-1].schema
 
 // Bucket and key names; one variable per name, see the package doc for the tree.
 var (
-	bucketMeta       = []byte("meta")
-	keySchema        = []byte("schema")
-	bucketNetworks   = []byte("networks")
-	bucketIPs        = []byte("ips")
-	bucketContainers = []byte("containers")
-	bucketIdentities = []byte("identities")
-	bucketExpiry     = []byte("expiry")
+	bucketMeta        = []byte("meta")
+	keySchema         = []byte("schema")
+	bucketNetworks    = []byte("networks")
+	bucketIPs         = []byte("ips")
+	bucketContainers  = []byte("containers")
+	bucketIdentities  = []byte("identities")
+	bucketExpiry      = []byte("expiry")
 	bucketBookkeeping = []byte("bookkeeping")
 )
-
 
 // DefaultLockTimeout is how long a call waits for the store when no timeout is configured.
 const DefaultLockTimeout = contract.DefaultLockTimeout
