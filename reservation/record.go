@@ -74,7 +74,7 @@ type Record struct {
 
 	AllocatedAt time.Time `json:"allocatedAt"`
 	ReleasedAt  time.Time `json:"releasedAt,omitzero"`
-	ExpiresAt   time.Time `json:"expiresAt,omitzero"` // Reserved only
+	ExpiresAt   time.Time `json:"expiresAt,omitzero"` // Reserved and Cooling only
 	// LastContainerID remembers the sandbox that held a Reserved IP.
 	LastContainerID string `json:"lastContainerID,omitempty"`
 	// Imported is set for allocations imported from a host-local data

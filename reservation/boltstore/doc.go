@@ -10,7 +10,7 @@
 // Bucket layout (schema 2; migrations.go holds the history, each step tested):
 //
 //	meta
-//	└── schema                                   → uint64 big endian (1)
+//	└── schema                                   → uint64 big endian (2)
 //	networks
 //	└── <network name>
 //	    ├── ips         <addr16>                              → Record (JSON)

@@ -22,6 +22,8 @@ const (
 	annDuration     = "io.kubernetes.cri/reserved-ip-duration"
 	annCheckpointOf = "stickyip.io/checkpoint-of"
 	annConfigSource = "kubernetes.io/config.source"
+	annIdentity     = "stickyip.io/identity"
+	annIPs          = "stickyip.io/ips"
 )
 
 // The example configs under conf/ the tests run with (only paths substituted).
