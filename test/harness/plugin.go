@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/stickyip/stickyip/admin"
+	"github.com/stickyip/stickyip/reservation"
 )
 
 // CNICall is one invocation of the plugin as a CNI runtime would make it.
@@ -308,17 +309,23 @@ func (p *Plugin) Tool(args ...string) *Outcome {
 	return p.ToolCtx(ctx, args...)
 }
 
-// ToolCtx is Tool with a caller-chosen deadline.
-func (p *Plugin) ToolCtx(ctx context.Context, args ...string) *Outcome {
+// ToolCommand prepares an operator-tool invocation without starting it.
+func (p *Plugin) ToolCommand(ctx context.Context, args ...string) (*exec.Cmd, *bytes.Buffer, *bytes.Buffer) {
 	argv := p.argv(args...)
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME")}
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	cmd.WaitDelay = 5 * time.Second
+	return cmd, &stdout, &stderr
+}
+
+// ToolCtx is Tool with a caller-chosen deadline.
+func (p *Plugin) ToolCtx(ctx context.Context, args ...string) *Outcome {
+	cmd, stdout, stderr := p.ToolCommand(ctx, args...)
 	start := time.Now()
 	err := cmd.Run()
-	return Collect(cmd, err, &stdout, &stderr, time.Since(start), ctx)
+	return Collect(cmd, err, stdout, stderr, time.Since(start), ctx)
 }
 
 // List runs `stickyip --data-dir DIR list --json` (plus args) and decodes it
@@ -334,6 +341,25 @@ func (p *Plugin) List(t testing.TB, dataDir string, args ...string) []admin.Entr
 		t.Fatalf("stickyip list --json: output is not a JSON array of entries: %v: %s", err, Clip(o.Stdout, 400))
 	}
 	return es
+}
+
+// Held is List without the cooling entries: the addresses that a pod holds
+// (allocated) or that are kept for one (reserved). A cooling entry is a free
+// address the allocator skips for reservation.reuseDelay; it must belong to
+// nobody, which Held checks.
+func (p *Plugin) Held(t testing.TB, dataDir string, args ...string) []admin.Entry {
+	t.Helper()
+	var held []admin.Entry
+	for _, e := range p.List(t, dataDir, args...) {
+		if e.State != string(reservation.Cooling) {
+			held = append(held, e)
+			continue
+		}
+		if e.ContainerID != "" || e.Namespace != "" || e.Name != "" || e.UID != "" || e.ExpiresAt == nil {
+			t.Errorf("cooling entry %s belongs to someone or never expires: %+v", e.IP, e)
+		}
+	}
+	return held
 }
 
 // Check runs `stickyip --data-dir DIR check` and returns its outcome.

@@ -303,7 +303,7 @@ func TestConcurrency(t *testing.T) {
 
 	// 4. The store as the operator sees it, mid-flight (pods still running).
 	p.RequireCheckOK(t, dataDir, "after the concurrent run")
-	entries := p.List(t, dataDir)
+	entries := p.Held(t, dataDir)
 	listDups := duplicateIPs(entries)
 	for k, v := range listDups {
 		t.Errorf("IP held twice in list: %s by %v", k, v)
@@ -372,7 +372,7 @@ func TestConcurrency(t *testing.T) {
 		}
 	}
 	p.RequireCheckOK(t, dataDir, "after deleting every sandbox")
-	entries = p.List(t, dataDir)
+	entries = p.Held(t, dataDir)
 	byIdentity = map[string][]entry{}
 	for _, e := range entries {
 		byIdentity[identityOf(e)] = append(byIdentity[identityOf(e)], e)
@@ -404,7 +404,7 @@ func TestConcurrency(t *testing.T) {
 			t.Errorf("release %s: %s", pd.Identity(), o.Describe())
 		}
 	}
-	if es := p.List(t, dataDir); len(es) != 0 {
+	if es := p.Held(t, dataDir); len(es) != 0 {
 		t.Errorf("after releasing every reservation the store still holds %d entries: %v", len(es), es)
 		f.add("entries left after release (must be 0)", len(es))
 	}

@@ -3,11 +3,11 @@
 package reliability
 
 import (
-	"github.com/stickyip/stickyip/test/harness"
-
+	"bytes"
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -16,15 +16,30 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/stickyip/stickyip/test/harness"
 )
 
 // killAfter starts the call, sends SIGKILL after delay and waits. killed
 // reports whether the signal hit a running process (rather than one that had
 // already finished).
 func killAfter(p *plugin, c cniCall, delay time.Duration) (o *outcome, killed bool) {
+	o, killed = killProcessAfter(func(ctx context.Context) (*exec.Cmd, *bytes.Buffer, *bytes.Buffer) {
+		return p.Command(ctx, c)
+	}, delay)
+	if !killed && o.StartErr == nil {
+		o.ParseCNI(c.Command)
+	}
+	return o, killed
+}
+
+// killProcessAfter starts the prepared process, sends SIGKILL after delay
+// and waits. The process is always started before the delay begins, so a
+// delay near zero still kills a running process rather than none.
+func killProcessAfter(prepare func(context.Context) (*exec.Cmd, *bytes.Buffer, *bytes.Buffer), delay time.Duration) (o *outcome, killed bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), processTimeout)
 	defer cancel()
-	cmd, stdout, stderr := p.Command(ctx, c)
+	cmd, stdout, stderr := prepare(ctx)
 	start := time.Now()
 	if err := cmd.Start(); err != nil {
 		return &outcome{StartErr: err, ExitCode: -1}, false
@@ -33,11 +48,7 @@ func killAfter(p *plugin, c cniCall, delay time.Duration) (o *outcome, killed bo
 	_ = cmd.Process.Signal(syscall.SIGKILL)
 	err := cmd.Wait()
 	o = harness.Collect(cmd, err, stdout, stderr, time.Since(start), ctx)
-	if o.Signal == syscall.SIGKILL {
-		return o, true
-	}
-	o.ParseCNI(c.Command)
-	return o, false
+	return o, o.Signal == syscall.SIGKILL
 }
 
 // crashPod is the model of one pod identity in the crash suite.
@@ -92,7 +103,7 @@ func TestCrash(t *testing.T) {
 				t.Errorf("round %d: retried ADD after a kill during creation: %s", i, o.Describe())
 				continue
 			}
-			if es := p.List(t, dataDir); len(es) != 1 || es[0].ContainerID != "first" {
+			if es := p.Held(t, dataDir); len(es) != 1 || es[0].ContainerID != "first" {
 				f.add("inconsistencies (must be 0)", 1)
 				t.Errorf("round %d: after the retried ADD the store lists %v", i, es)
 			}
@@ -264,7 +275,7 @@ func TestCrash(t *testing.T) {
 				}
 				if c.sticky && c.addrs == nil {
 					// First ADD of a sticky pod: it may or may not have committed.
-					c.addrs = reservedAddrs(p.List(t, dataDir), c.name)
+					c.addrs = reservedAddrs(p.Held(t, dataDir), c.name)
 				}
 				delDone(c)
 			}
@@ -303,18 +314,15 @@ func TestCrash(t *testing.T) {
 				delDone(dropped)
 			}
 		default: // the operator's gc (nothing is expired, every sandbox is alive)
-			ctx, cancel := context.WithCancel(context.Background())
-			timer := time.AfterFunc(delay, cancel)
-			o := p.ToolCtx(ctx, "--data-dir", dataDir, "gc")
-			timer.Stop()
-			cancel()
-			killed := o.Signal == syscall.SIGKILL
+			o, killed := killProcessAfter(func(ctx context.Context) (*exec.Cmd, *bytes.Buffer, *bytes.Buffer) {
+				return p.ToolCommand(ctx, "--data-dir", dataDir, "gc")
+			}, delay)
 			afterKill(t, p, dataDir, "operator gc", killed, o, f, inconsistent)
 			if !killed && o.ExitCode != 0 {
 				inconsistent("operator gc finished with %s", o.Describe())
 			}
 		}
-		compareModel(t, p.List(t, dataDir), pods, inconsistent)
+		compareModel(t, p.Held(t, dataDir), pods, inconsistent)
 	}
 	elapsed := time.Since(start)
 	stopBackground()
@@ -337,7 +345,7 @@ func TestCrash(t *testing.T) {
 		}
 	}
 	p.RequireCheckOK(t, dataDir, "after the final cleanup")
-	if es := p.List(t, dataDir); len(es) != 0 {
+	if es := p.Held(t, dataDir); len(es) != 0 {
 		inconsistent("after deleting and releasing everything, the store still lists %v", es)
 	}
 	f.add("iterations", iterations)

@@ -188,7 +188,7 @@ func TestDurabilitySync(t *testing.T) {
 			t.Error(problem)
 		}
 	}
-	if es := p.List(t, dataDir); len(es) != 1 || es[0].State != "reserved" || es[0].Name != "a" {
+	if es := p.Held(t, dataDir); len(es) != 1 || es[0].State != "reserved" || es[0].Name != "a" {
 		t.Errorf("after the traced calls the store should hold default/a reserved (GC treats it as deleted): %v", es)
 	}
 }

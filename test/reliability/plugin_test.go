@@ -19,6 +19,8 @@ import (
 // Names shared by every suite.
 const (
 	annoDuration   = "io.kubernetes.cri/reserved-ip-duration"
+	annoIdentity   = "stickyip.io/identity"
+	annoIPs        = "stickyip.io/ips"
 	dbName         = "stickyip.db"
 	lockName       = "stickyip.lock"
 	testCNIVersion = "1.1.0"
