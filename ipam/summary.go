@@ -56,6 +56,27 @@ func (e *Engine) Summary(tx reservation.Txn, now time.Time) (sets []SetSummary, 
 	return sets, outside, err
 }
 
+// PoolTotals adds up a network's range sets (the figures checkpointd
+// exports per network).
+type PoolTotals struct {
+	Size, Allocated, Reserved, Cooling, Free int
+	// Outside counts records in no range set (see Summary).
+	Outside int
+}
+
+// Totals adds up sets; outside is Summary's count of records in no range set.
+func Totals(sets []SetSummary, outside int) PoolTotals {
+	t := PoolTotals{Outside: outside}
+	for _, s := range sets {
+		t.Size += s.Size
+		t.Allocated += s.Allocated
+		t.Reserved += s.Reserved
+		t.Cooling += s.Cooling
+		t.Free += s.Free
+	}
+	return t
+}
+
 func (e *Engine) setOf(r *reservation.Record) int {
 	for i := range e.RangeSets {
 		if rng := e.RangeSets[i].RangeFor(net.IP(r.IP.AsSlice())); rng != nil && !rng.Gateway.Equal(net.IP(r.IP.AsSlice())) {

@@ -30,11 +30,10 @@ func (s *Store) WithCNIConfDir(dir string) *Store {
 	return s
 }
 
-// Free returns the free IPs of every stickyip network configured in the CNI
-// config dir that keeps its records in this store, counted by the engine as
-// `stickyip status` counts them (reservations and cooling addresses are not
-// free).
-func (s *Store) Free() (map[string]int, error) {
+// Pools returns the totals of every stickyip network configured in the CNI
+// config dir that keeps its records in this store, counted by the engine
+// exactly as `stickyip status` counts them.
+func (s *Store) Pools() (map[string]ipam.PoolTotals, error) {
 	if s.confDir == "" {
 		return nil, nil
 	}
@@ -42,7 +41,7 @@ func (s *Store) Free() (map[string]int, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := map[string]int{}
+	out := map[string]ipam.PoolTotals{}
 	now := time.Now()
 	if s.env.Now != nil {
 		now = s.env.Now()
@@ -53,10 +52,8 @@ func (s *Store) Free() (map[string]int, error) {
 		}
 		e := ipam.NewEngine(c, ipam.Env{})
 		err := s.store.View(network, func(tx reservation.Txn) error {
-			sets, _, err := e.Summary(tx, now)
-			for _, set := range sets {
-				out[network] += set.Free
-			}
+			sets, outside, err := e.Summary(tx, now)
+			out[network] = ipam.Totals(sets, outside)
 			return err
 		})
 		if err != nil {

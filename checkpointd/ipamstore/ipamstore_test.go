@@ -1,6 +1,8 @@
 package ipamstore
 
 import (
+	"maps"
+
 	"github.com/stickyip/stickyip/checkpointd/flannel"
 
 	"net/netip"
@@ -142,17 +144,27 @@ func TestFreeFromCNIConfig(t *testing.T) {
 	write(filepath.Join(confDir, "30-other.conf"), `{"cniVersion":"1.0.0","name":"other","type":"bridge","ipam":{"type":"host-local","subnet":"10.98.0.0/24"}}`)
 	write(filepath.Join(confDir, "40-broken.conflist"), `{not json`)
 
+	expired := rec("10.244.1.5", "reserved", "", "default", "c", time.Minute)
+	expired.ExpiresAt = now.Add(-time.Second)
 	seed(t, dir,
 		rec("10.244.1.2", "allocated", "a", "default", "a", 0),
 		rec("10.244.1.3", "reserved", "", "default", "b", time.Minute),
+		&reservation.Record{IP: netip.MustParseAddr("10.244.1.4"), State: reservation.Cooling,
+			AllocatedAt: now.Add(-time.Hour), ExpiresAt: now.Add(20 * time.Second)},
+		expired, // free: the next write drops it
+		rec("10.244.9.2", "allocated", "old", "default", "old", 0), // a former lease's subnet
 	)
 	s := newStore(dir).WithCNIConfDir(confDir)
-	free, err := s.Free()
+	pools, err := s.Pools()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(free) != 2 || free["cbr0"] != 251 || free["br"] != 10 {
-		t.Errorf("Free = %v, want cbr0:251 (253 - 1 allocated - 1 reserved) and br:10", free)
+	want := map[string]ipam.PoolTotals{
+		"cbr0": {Size: 253, Allocated: 1, Reserved: 1, Cooling: 1, Free: 250, Outside: 1},
+		"br":   {Size: 10, Free: 10},
+	}
+	if !maps.Equal(pools, want) {
+		t.Errorf("Pools = %+v, want %+v", pools, want)
 	}
 	nets, err := FlannelNetworks(confDir, subnetEnv)
 	if err != nil || len(nets) != 1 || nets[0] != "cbr0" {

@@ -26,6 +26,7 @@ type Metrics struct {
 	APIReachable     prometheus.Gauge
 	Allocations      *prometheus.GaugeVec
 	Reservations     *prometheus.GaugeVec
+	Cooling          *prometheus.GaugeVec
 	FreeIPs          *prometheus.GaugeVec
 	ReconciledLeaks  prometheus.Counter
 	LeaseRestores    prometheus.Counter
@@ -66,7 +67,8 @@ func New() *Metrics {
 		APIReachable:     g("api_reachable", "1 when the API server is reachable and the pod watch has synced."),
 		Allocations:      gv("ipam_allocations", "IPs held by live sandboxes, per network."),
 		Reservations:     gv("ipam_reservations", "IPs reserved for deleted pods, per network."),
-		FreeIPs:          gv("ipam_free_ips", "IPs neither allocated nor reserved, per network (when the IPAM reports pool sizes)."),
+		Cooling:          gv("ipam_cooling_ips", "IPs freed less than reservation.reuseDelay ago, skipped while others are free, per network."),
+		FreeIPs:          gv("ipam_free_ips", "IPs neither allocated, reserved nor cooling, per network (from the CNI configs' ranges, as `stickyip status` counts them)."),
 		ReconciledLeaks:  c("ipam_reconciled_leaks_total", "Allocations whose sandbox no longer existed, handled as DEL."),
 		LeaseRestores:    c("flannel_lease_restores_total", "Times the saved flannel subnet lease was put back because flanneld had not written one this boot."),
 		LeaseErrors:      c("flannel_lease_errors_total", "Flannel lease rounds that failed (unreadable, invalid, or not matching the IPAM)."),
@@ -78,7 +80,7 @@ func New() *Metrics {
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.Checkpoints, m.CorruptTotal, m.SavesTotal, m.Refusals, m.RestoresActive, m.RestoresTotal,
 		m.RestoreFailures, m.RestoreSeconds, m.HandBacksTotal, m.CopiesRemoved, m.ReleasesTotal, m.PodErrors,
-		m.APIReachable, m.Allocations, m.Reservations, m.FreeIPs, m.ReconciledLeaks, m.LeaseRestores,
+		m.APIReachable, m.Allocations, m.Reservations, m.Cooling, m.FreeIPs, m.ReconciledLeaks, m.LeaseRestores,
 		m.LeaseErrors, m.ReconcileErrors, m.LastReconcileUTC,
 	)
 	return m

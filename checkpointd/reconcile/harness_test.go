@@ -136,6 +136,15 @@ func entry(network, ip string, state reservation.State, cid, pod string, at time
 		Identity: reservation.Identity{Namespace: ns, Name: name, IfName: "eth0"}, AllocatedAt: at}}
 }
 
+// timed sets the expiry of a reserved or cooling entry.
+func timed(e reservation.Entry, expires time.Time) reservation.Entry {
+	e.ExpiresAt = expires
+	if e.State == reservation.Cooling {
+		e.Identity, e.ContainerID = reservation.Identity{}, ""
+	}
+	return e
+}
+
 // fakeEvents records the Events posted.
 type fakeEvents struct{ posted []string } // "ns/name reason: message"
 

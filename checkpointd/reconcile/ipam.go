@@ -3,6 +3,8 @@ package reconcile
 import (
 	"fmt"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/stickyip/stickyip/checkpointd/checkpoint"
 	"github.com/stickyip/stickyip/reservation"
 )
@@ -27,14 +29,11 @@ func (r *Reconciler) reconcileIPAM(s *snapshot) {
 	for _, sb := range s.sandboxes {
 		exists[sb.ID] = true
 	}
-	allocated, reserved := map[string]int{}, map[string]int{}
 	missing := map[string]bool{}
 	for _, e := range entries {
-		if e.State == reservation.Reserved {
-			reserved[e.Network]++
+		if e.State != reservation.Allocated {
 			continue
 		}
-		allocated[e.Network]++
 		if e.ContainerID == "" || exists[e.ContainerID] || s.now.Sub(e.AllocatedAt) < r.cfg.LeakMinAge {
 			continue
 		}
@@ -54,21 +53,32 @@ func (r *Reconciler) reconcileIPAM(s *snapshot) {
 	}
 	r.wasMissing = missing
 
+	r.setPoolGauges()
+}
+
+// setPoolGauges exports each network's totals as `stickyip status` prints
+// them (one source: the engine's Summary over the CNI configs' ranges). When
+// they cannot be read the gauges keep their last values; the failure is a
+// problem of the pass like any other.
+func (r *Reconciler) setPoolGauges() {
+	pc, ok := r.cfg.IPAM.(PoolCounter)
+	if !ok {
+		return
+	}
+	pools, err := pc.Pools()
+	if err != nil {
+		r.problem(checkpoint.ID{}, "ipam-pools", "cannot count the IPAM pools", err)
+		return
+	}
+	r.solved(checkpoint.ID{}, "ipam-pools")
 	m := r.cfg.Metrics
-	m.Allocations.Reset()
-	m.Reservations.Reset()
-	for n, c := range allocated {
-		m.Allocations.WithLabelValues(n).Set(float64(c))
+	for _, g := range []*prometheus.GaugeVec{m.Allocations, m.Reservations, m.Cooling, m.FreeIPs} {
+		g.Reset()
 	}
-	for n, c := range reserved {
-		m.Reservations.WithLabelValues(n).Set(float64(c))
-	}
-	if fc, ok := r.cfg.IPAM.(FreeCounter); ok {
-		if free, err := fc.Free(); err == nil {
-			m.FreeIPs.Reset()
-			for n, c := range free {
-				m.FreeIPs.WithLabelValues(n).Set(float64(c))
-			}
-		}
+	for n, p := range pools {
+		m.Allocations.WithLabelValues(n).Set(float64(p.Allocated))
+		m.Reservations.WithLabelValues(n).Set(float64(p.Reserved))
+		m.Cooling.WithLabelValues(n).Set(float64(p.Cooling))
+		m.FreeIPs.WithLabelValues(n).Set(float64(p.Free))
 	}
 }

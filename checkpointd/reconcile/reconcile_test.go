@@ -3,6 +3,7 @@ package reconcile
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -18,6 +19,7 @@ import (
 	"github.com/stickyip/stickyip/checkpointd/cri"
 	"github.com/stickyip/stickyip/checkpointd/policy"
 	"github.com/stickyip/stickyip/contract"
+	"github.com/stickyip/stickyip/ipam"
 	"github.com/stickyip/stickyip/reservation"
 )
 
@@ -621,17 +623,15 @@ func TestLeakedAllocationsHandledAsDel(t *testing.T) {
 		entry("cbr0", "10.244.1.3", reservation.Allocated, "stopped", "default/b", old),
 		entry("cbr0", "10.244.1.4", reservation.Allocated, "gone", "default/c", old),
 		entry("cbr0", "10.244.1.5", reservation.Allocated, "young", "default/d", h.now.Add(-time.Second)),
-		entry("cbr0", "10.244.1.6", reservation.Reserved, "", "default/r", old),
+		timed(entry("cbr0", "10.244.1.6", reservation.Reserved, "", "default/r", old), h.now.Add(time.Hour)),
+		// Reservations and cooling addresses, expired or not, are no sandbox's.
+		timed(entry("cbr0", "10.244.1.7", reservation.Reserved, "", "default/x", old), h.now.Add(-time.Second)),
+		timed(entry("cbr0", "10.244.1.8", reservation.Cooling, "", "", old), h.now.Add(time.Minute)),
+		timed(entry("cbr0", "10.244.1.9", reservation.Cooling, "", "", old), h.now.Add(-time.Minute)),
 	}
 	h.pass()
 	if len(h.ipam.deleted) != 0 {
 		t.Fatalf("released after one pass: %v (a sandbox must be missing twice)", h.ipam.deleted)
-	}
-	if got := testutil.ToFloat64(h.m.Allocations.WithLabelValues("cbr0")); got != 4 {
-		t.Errorf("ipam_allocations %v, want 4", got)
-	}
-	if got := testutil.ToFloat64(h.m.Reservations.WithLabelValues("cbr0")); got != 1 {
-		t.Errorf("ipam_reservations %v, want 1", got)
 	}
 	h.advance(5 * time.Second)
 	h.pass()
@@ -646,6 +646,43 @@ func TestLeakedAllocationsHandledAsDel(t *testing.T) {
 		t.Errorf("DEL for %v, want the young allocation released once old", h.ipam.deleted)
 	}
 }
+
+// The pool gauges are the IPAM's own totals (ipamstore counts them with the
+// engine, as `stickyip status` does); when they cannot be read the last
+// values stay and the pass reports the problem.
+func TestPoolGauges(t *testing.T) {
+	h := newHarness(t)
+	pools := &poolIPAM{fakeIPAM: h.ipam, pools: map[string]ipam.PoolTotals{
+		"cbr0": {Size: 253, Allocated: 4, Reserved: 2, Cooling: 1, Free: 246},
+	}}
+	h.cfg.IPAM = pools
+	h.start()
+	gauges := func() string {
+		return fmt.Sprint(testutil.ToFloat64(h.m.Allocations.WithLabelValues("cbr0")), testutil.ToFloat64(h.m.Reservations.WithLabelValues("cbr0")),
+			testutil.ToFloat64(h.m.Cooling.WithLabelValues("cbr0")), testutil.ToFloat64(h.m.FreeIPs.WithLabelValues("cbr0")))
+	}
+	h.pass()
+	if got := gauges(); got != "4 2 1 246" {
+		t.Fatalf("allocations reservations cooling free = %s, want 4 2 1 246", got)
+	}
+	pools.err = errors.New("reading /etc/cni/net.d: permission denied")
+	h.pass()
+	if got := gauges(); got != "4 2 1 246" {
+		t.Errorf("after a failed count the gauges are %s, want the last values", got)
+	}
+	if got := testutil.ToFloat64(h.m.PodErrors.WithLabelValues("ipam-pools")); got != 1 {
+		t.Errorf("pod_errors_total{step=ipam-pools} = %v, want 1", got)
+	}
+}
+
+// poolIPAM is a fakeIPAM that knows its pools.
+type poolIPAM struct {
+	*fakeIPAM
+	pools map[string]ipam.PoolTotals
+	err   error
+}
+
+func (p *poolIPAM) Pools() (map[string]ipam.PoolTotals, error) { return p.pools, p.err }
 
 func TestLeakCountResetsWhenSandboxReappears(t *testing.T) {
 	h := newHarness(t)

@@ -36,6 +36,7 @@ import (
 	"github.com/stickyip/stickyip/checkpointd/flannel"
 	"github.com/stickyip/stickyip/checkpointd/metrics"
 	"github.com/stickyip/stickyip/checkpointd/policy"
+	"github.com/stickyip/stickyip/ipam"
 	"github.com/stickyip/stickyip/reservation"
 )
 
@@ -68,10 +69,10 @@ type IPAM interface {
 	ReleaseContainer(network, containerID, ifname string) error
 }
 
-// FreeCounter is implemented by IPAMs that know their pool sizes.
-type FreeCounter interface {
-	// Free returns the number of free IPs per network.
-	Free() (map[string]int, error)
+// PoolCounter is implemented by IPAMs that know their networks' ranges.
+type PoolCounter interface {
+	// Pools returns each network's totals, as `stickyip status` counts them.
+	Pools() (map[string]ipam.PoolTotals, error)
 }
 
 // Config configures a Reconciler.

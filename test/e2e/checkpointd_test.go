@@ -25,6 +25,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/stickyip/stickyip/admin"
 	"github.com/stickyip/stickyip/test/harness"
 )
 
@@ -565,6 +566,38 @@ func TestCheckpointd(t *testing.T) {
 		t.Errorf("checkpointd put a lease back (%s) while the API server was up", v)
 	}
 	t.Logf("after a reboot onto lease %s: app, plain (reserved %s in the old subnet) and priv got addresses of the new subnet", newSubnet, ips["plain"])
+
+	// checkpointd's pool gauges show what `stickyip status` prints (plain's
+	// reservation in the old subnet is outside the ranges in both).
+	n.poolGaugesMatchStatus()
+}
+
+// poolGaugesMatchStatus waits until checkpointd's IPAM gauges of every
+// stickyip network equal the totals `stickyip status --json` prints.
+func (n *node) poolGaugesMatchStatus() {
+	t := n.t
+	t.Helper()
+	var shown string
+	eventually(t, "checkpointd's pool gauges equal stickyip status", time.Minute, time.Second, func() (bool, string) {
+		o := (&harness.Plugin{Path: filepath.Join(n.bins.project, "stickyip")}).Tool("status", "--cni-conf-dir", n.cniConfDir(), "--json")
+		var pools []admin.PoolStatus
+		if err := json.Unmarshal(o.Stdout, &pools); err != nil || o.ExitCode != 0 || len(pools) == 0 {
+			return false, fmt.Sprintf("stickyip status: %s (%v)", o.Describe(), err)
+		}
+		want := map[string]string{}
+		for _, p := range pools {
+			var a, r, c, f int
+			for _, s := range p.Sets {
+				a, r, c, f = a+s.Allocated, r+s.Reserved, c+s.Cooling, f+s.Free
+			}
+			for metric, v := range map[string]int{"allocations": a, "reservations": r, "cooling_ips": c, "free_ips": f} {
+				want[fmt.Sprintf("checkpointd_ipam_%s{network=%q}", metric, p.Network)] = fmt.Sprint(v)
+			}
+		}
+		shown = fmt.Sprint(want)
+		return n.metricsAre(want)
+	})
+	t.Logf("checkpointd's pool gauges equal stickyip status: %s", shown)
 }
 
 // logTime returns the time of the first line of p's log at or after from
