@@ -64,6 +64,13 @@ type tool struct {
 	dataDir        string
 }
 
+// printJSON prints v as indented JSON (the --json form of every command).
+func (t *tool) printJSON(v any) error {
+	enc := json.NewEncoder(t.stdout)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
 // Run runs the operator tool with args (without the program name) and returns
 // the exit code.
 func Run(args []string, stdout, stderr io.Writer) int {
@@ -170,9 +177,7 @@ func (t *tool) list(args []string) error {
 		}
 	}
 	if *asJSON {
-		enc := json.NewEncoder(t.stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(entries)
+		return t.printJSON(entries)
 	}
 	w := tabwriter.NewWriter(t.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "NETWORK\tIP\tSTATE\tPOD\tIFNAME\tCONTAINER\tKEEP\tEXPIRES")
@@ -354,9 +359,7 @@ func (t *tool) check(args []string) int {
 			out["error"] = err.Error()
 			out["hint"] = hintFor(err, t.dataDir)
 		}
-		enc := json.NewEncoder(t.stdout)
-		enc.SetIndent("", "  ")
-		_ = enc.Encode(out)
+		_ = t.printJSON(out)
 	} else {
 		switch {
 		case err != nil:
@@ -431,9 +434,7 @@ func (t *tool) status(args []string) error {
 		out = append(out, st)
 	}
 	if *asJSON {
-		enc := json.NewEncoder(t.stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(out)
+		return t.printJSON(out)
 	}
 	w := tabwriter.NewWriter(t.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "NETWORK\tSET\tRANGES\tSIZE\tALLOCATED\tRESERVED\tCOOLING\tFREE")
