@@ -1,7 +1,7 @@
 # Reliability tier (issue 5): the real plugin binary under concurrency, SIGKILL,
 # damaged stores and bad input, then every fuzz target for a bounded time.
 # Needs root for the network namespaces, tmpfs and read-only mounts (cases that
-# need it skip with a message otherwise). About 4 minutes on 2 cores.
+# need it skip with a message otherwise). About 5.5 minutes on 2 cores (suites ~1 min, fuzzing 240 s).
 #
 #   make test-reliability                    # suites + fuzzing
 #   make test-reliability-suites             # suites only
