@@ -332,11 +332,30 @@ func (e *Engine) release(tx reservation.Txn, r *reservation.Record, at time.Time
 	return tx.Put(r)
 }
 
-// Housekeep brings the network's records up to date before a change: imports
-// host-local's data once, releases allocations of a previous boot (their
-// reservation clock starts at the new boot), and drops expired reservations
-// and cooling records. It returns how many it dropped.
+// Housekeep brings the network's records up to date before a change:
+// releases allocations of a previous boot (their reservation clock starts at
+// the new boot), imports host-local's data once, and drops expired
+// reservations and cooling records. It returns how many it dropped.
+//
+// The boot sweep goes first: it walks every record, and the records an import
+// adds carry this boot's ID, so sweeping them too would only double the cost
+// of the first call on a full node (and an address both stores record stays
+// held by the imported allocation instead of being freed by the sweep).
 func (e *Engine) Housekeep(tx reservation.Txn, now time.Time) (expired int, err error) {
+	if e.Env.BootID != "" {
+		last, err := tx.Meta(metaBootID)
+		if err != nil {
+			return 0, err
+		}
+		if last != e.Env.BootID {
+			if err := e.rebootSweep(tx, now); err != nil {
+				return 0, err
+			}
+			if err := tx.SetMeta(metaBootID, e.Env.BootID); err != nil {
+				return 0, err
+			}
+		}
+	}
 	if e.HostLocalDir != "" {
 		done, err := tx.Meta(metaHostLocalImported)
 		if err != nil {
@@ -348,20 +367,6 @@ func (e *Engine) Housekeep(tx reservation.Txn, now time.Time) (expired int, err 
 				return 0, err
 			}
 			if err := MarkImported(tx, now, n); err != nil {
-				return 0, err
-			}
-		}
-	}
-	if e.Env.BootID != "" {
-		last, err := tx.Meta(metaBootID)
-		if err != nil {
-			return 0, err
-		}
-		if last != e.Env.BootID {
-			if err := e.rebootSweep(tx, now); err != nil {
-				return 0, err
-			}
-			if err := tx.SetMeta(metaBootID, e.Env.BootID); err != nil {
 				return 0, err
 			}
 		}

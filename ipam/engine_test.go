@@ -302,6 +302,34 @@ func TestPoolFullPolicy(t *testing.T) {
 	}
 }
 
+// A node switched to stickyip's host-local import in the first call after a
+// reboot: the boot sweep runs before the import, so an address that both
+// stickyip (a previous boot's allocation) and host-local (a file: a pod may
+// hold it) record stays held by the imported allocation, and the sweep does
+// not walk the records the import has just added.
+func TestImportAfterRebootKeepsHostLocalsAddress(t *testing.T) {
+	w := newWorld(t, v4Small)
+	old := w.mustAdd("c-old", db)[0]
+	netDir := filepath.Join(t.TempDir(), "net1")
+	if err := os.MkdirAll(netDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(netDir, old), []byte("hl-pod\r\neth0"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	w.eng.HostLocalDir = netDir
+	w.eng.Env.BootID = "boot-2"
+	got := w.mustAdd("c-new", anon(1))
+	if got[0] == old {
+		t.Fatalf("after the reboot the new pod got %s, which host-local's file says pod hl-pod holds", old)
+	}
+	recs := w.records()
+	i := slices.IndexFunc(recs, func(r reservation.Record) bool { return r.IP.String() == old })
+	if i < 0 || recs[i].State != reservation.Allocated || recs[i].ContainerID != "hl-pod" || !recs[i].Imported {
+		t.Fatalf("%s after the first call: %+v; want imported, allocated to hl-pod", old, recs)
+	}
+}
+
 func TestRebootReleasesPreviousBootAllocations(t *testing.T) {
 	w := newWorld(t, v4Small)
 	webIP := w.mustAdd("c-web", web)[0]
