@@ -9,8 +9,10 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -31,36 +33,24 @@ func ImportHostLocal(tx reservation.Txn, dir string, rangeSets []RangeSet, bootI
 	if err != nil {
 		return 0, fmt.Errorf("%w: reading host-local data %s: %v", reservation.ErrIO, dir, err)
 	}
-	type file struct {
-		ip  netip.Addr
-		ent fs.DirEntry
-	}
-	var files []file
+	var files []hostLocalFile
 	for _, ent := range entries {
 		ip, err := netip.ParseAddr(strings.ReplaceAll(ent.Name(), "_", ":"))
 		if err != nil || !ent.Type().IsRegular() {
 			continue // lock, last_reserved_ip.N, anything else
 		}
-		files = append(files, file{ip.Unmap(), ent})
+		files = append(files, hostLocalFile{ip: ip.Unmap(), name: ent.Name()})
 	}
 	// In address order, so the records come out sorted (ReadDir's name
 	// order is not address order: 10.0.0.10 sorts before 10.0.0.2).
-	slices.SortFunc(files, func(a, b file) int { return a.ip.Compare(b.ip) })
-	rd, err := openDir(dir)
-	if err != nil {
-		return 0, fmt.Errorf("%w: reading host-local data %s: %v", reservation.ErrIO, dir, err)
+	slices.SortFunc(files, func(a, b hostLocalFile) int { return a.ip.Compare(b.ip) })
+	if err := readHostLocalFiles(dir, files); err != nil {
+		return 0, err
 	}
-	defer rd.close()
 	var recs []*reservation.Record
 	for _, f := range files {
-		path := filepath.Join(dir, f.ent.Name())
-		data, mtime, err := rd.read(f.ent.Name())
-		if err != nil {
-			return 0, fmt.Errorf("%w: reading %s: %v", reservation.ErrIO, path, err)
-		}
-		id, ifname, _ := strings.Cut(string(data), "\r\n")
-		id, ifname = strings.TrimSpace(id), strings.TrimSpace(ifname)
-		if id == "" {
+		path := filepath.Join(dir, f.name)
+		if f.id == "" {
 			log.Warn("host-local import: file without container ID, skipped", "file", path)
 			continue
 		}
@@ -69,11 +59,12 @@ func ImportHostLocal(tx reservation.Txn, dir string, rangeSets []RangeSet, bootI
 			return 0, err
 		}
 		if cur != nil {
-			if cur.ContainerID != id {
-				log.Warn("host-local import: address already recorded by stickyip, kept stickyip's record", "ip", f.ip, "hostLocalContainer", id, "stickyip", cur.Holder())
+			if cur.ContainerID != f.id {
+				log.Warn("host-local import: address already recorded by stickyip, kept stickyip's record", "ip", f.ip, "hostLocalContainer", f.id, "stickyip", cur.Holder())
 			}
 			continue
 		}
+		mtime := f.mtime
 		if mtime.IsZero() {
 			mtime = now
 		}
@@ -84,7 +75,7 @@ func ImportHostLocal(tx reservation.Txn, dir string, rangeSets []RangeSet, bootI
 				break
 			}
 		}
-		recs = append(recs, &reservation.Record{IP: f.ip, RangeSet: set, State: reservation.Allocated, ContainerID: id, IfName: ifname,
+		recs = append(recs, &reservation.Record{IP: f.ip, RangeSet: set, State: reservation.Allocated, ContainerID: f.id, IfName: f.ifname,
 			BootID: bootID, AllocatedAt: mtime, Imported: true, ImportedFrom: path})
 	}
 	// One bulk insert, each index in key order (see reservation.Txn.PutAll).
@@ -106,28 +97,62 @@ func MarkImported(tx reservation.Txn, now time.Time, n int) error {
 // ID, CRLF and an interface name.
 const maxHostLocalFile = 4096
 
-// fileReader reads the small files of one directory with four system calls
-// each (openat, fstat, read, close) into one buffer: os.ReadFile and
-// DirEntry.Info take three more per file, and a /16 has 65,000 files.
-type fileReader struct {
-	dir int
-	buf []byte
+// hostLocalFile is one host-local allocation file and what it says.
+type hostLocalFile struct {
+	ip         netip.Addr
+	name       string
+	id, ifname string
+	mtime      time.Time
 }
 
-func openDir(dir string) (*fileReader, error) {
+// importReaders bounds the goroutines reading host-local's files: opening
+// 65,000 small files is most of a /16 import, and the system calls of
+// different files run in parallel on a node's cores.
+const importReaders = 4
+
+// readHostLocalFiles fills in each file's container ID, interface name and
+// modification time, spreading the reads over up to importReaders
+// goroutines. The first file (in files' order) that cannot be read fails
+// the import, naming it.
+func readHostLocalFiles(dir string, files []hostLocalFile) error {
 	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return nil, err
+		return fmt.Errorf("%w: reading host-local data %s: %v", reservation.ErrIO, dir, err)
 	}
-	return &fileReader{dir: fd, buf: make([]byte, maxHostLocalFile)}, nil
+	defer unix.Close(fd)
+	errs := make([]error, len(files))
+	workers := max(min(runtime.GOMAXPROCS(0), importReaders, len(files)), 1)
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			buf := make([]byte, maxHostLocalFile)
+			for i := w; i < len(files); i += workers {
+				f := &files[i]
+				data, mtime, err := readSmall(fd, f.name, buf)
+				if err != nil {
+					errs[i] = fmt.Errorf("%w: reading %s: %v", reservation.ErrIO, filepath.Join(dir, f.name), err)
+					continue
+				}
+				id, ifname, _ := strings.Cut(string(data), "\r\n")
+				f.id, f.ifname, f.mtime = strings.TrimSpace(id), strings.TrimSpace(ifname), mtime
+			}
+		})
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
-func (r *fileReader) close() { _ = unix.Close(r.dir) }
-
-// read returns the start of file name (valid until the next read) and its
-// modification time.
-func (r *fileReader) read(name string) ([]byte, time.Time, error) {
-	fd, err := unix.Openat(r.dir, name, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
+// readSmall reads the start of file name in directory dir into buf (valid
+// until buf's next use) with four system calls (openat, fstat, read,
+// close): os.ReadFile and DirEntry.Info take three more per file, and a /16
+// has 65,000 files. It also returns the file's modification time.
+func readSmall(dir int, name string, buf []byte) ([]byte, time.Time, error) {
+	fd, err := unix.Openat(dir, name, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
 	if err != nil {
 		return nil, time.Time{}, err
 	}
@@ -138,8 +163,8 @@ func (r *fileReader) read(name string) ([]byte, time.Time, error) {
 		mtime = time.Unix(st.Mtim.Unix())
 	}
 	n := 0
-	for n < len(r.buf) {
-		m, err := unix.Read(fd, r.buf[n:])
+	for n < len(buf) {
+		m, err := unix.Read(fd, buf[n:])
 		if err == unix.EINTR {
 			continue
 		}
@@ -151,5 +176,5 @@ func (r *fileReader) read(name string) ([]byte, time.Time, error) {
 		}
 		n += m
 	}
-	return r.buf[:n], mtime, nil
+	return buf[:n], mtime, nil
 }
