@@ -364,11 +364,7 @@ func (c *Containerd) Restart(t testing.TB) {
 func (c *Containerd) shutdown(t testing.TB) {
 	if c.Running() {
 		removeAllPods(t, c.Address)
-		c.cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-c.done:
-		case <-time.After(10 * time.Second):
-		}
+		c.terminate(10 * time.Second)
 	}
 	if err := c.killAll(); err != nil {
 		t.Logf("cleanup: %v", err)
@@ -447,15 +443,7 @@ func (c *Containerd) killAll() error {
 			return fmt.Errorf("containerd pid %d did not exit after SIGKILL", c.cmd.Process.Pid)
 		}
 	}
-	err := Eventually(10*time.Second, 50*time.Millisecond, func() error {
-		for _, pid := range pids {
-			if alive(pid) {
-				return fmt.Errorf("pid %d still alive after SIGKILL", pid)
-			}
-		}
-		return nil
-	})
-	return err
+	return waitGone(pids)
 }
 
 // processTree lists containerd (while it runs), its shims and all their

@@ -175,13 +175,7 @@ func (c *CRIO) CRI(t testing.TB) *CRIClient {
 // when the service restarts. Start starts it again.
 func (c *CRIO) Stop(t testing.TB) {
 	t.Helper()
-	if !c.Running() {
-		return
-	}
-	c.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-c.done:
-	case <-time.After(30 * time.Second):
+	if !c.terminate(30 * time.Second) {
 		t.Fatal("crio did not stop within 30s of SIGTERM")
 	}
 }
@@ -201,11 +195,7 @@ func (c *CRIO) shutdown(t testing.TB) {
 	var ids []string
 	if c.Running() {
 		ids = removeAllPods(t, c.Address)
-		c.cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-c.done:
-		case <-time.After(10 * time.Second):
-		}
+		c.terminate(10 * time.Second)
 	}
 	// conmon daemonizes away from crio: it and the pods' processes are found
 	// by the instance's directory on their command lines.
@@ -217,14 +207,7 @@ func (c *CRIO) shutdown(t testing.TB) {
 	for _, pid := range pids {
 		syscall.Kill(pid, syscall.SIGKILL)
 	}
-	if err := Eventually(10*time.Second, 50*time.Millisecond, func() error {
-		for _, pid := range pids {
-			if alive(pid) {
-				return fmt.Errorf("pid %d still alive after SIGKILL", pid)
-			}
-		}
-		return nil
-	}); err != nil {
+	if err := waitGone(pids); err != nil {
 		t.Logf("cleanup: %v", err)
 	}
 	forgetCNIResults(ids)

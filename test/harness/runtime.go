@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -67,6 +68,33 @@ func (d *daemon) Running() bool {
 	default:
 		return true
 	}
+}
+
+// terminate sends the runtime SIGTERM and waits up to wait for it to exit;
+// it reports whether it did (true as well when it was not running).
+func (d *daemon) terminate(wait time.Duration) bool {
+	if !d.Running() {
+		return true
+	}
+	d.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-d.done:
+		return true
+	case <-time.After(wait):
+		return false
+	}
+}
+
+// waitGone waits until none of pids is alive (after SIGKILL).
+func waitGone(pids []int) error {
+	return Eventually(10*time.Second, 50*time.Millisecond, func() error {
+		for _, pid := range pids {
+			if alive(pid) {
+				return fmt.Errorf("pid %d still alive after SIGKILL", pid)
+			}
+		}
+		return nil
+	})
 }
 
 // removeAllPods stops and removes every pod sandbox of the runtime at address
