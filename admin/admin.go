@@ -413,7 +413,7 @@ func (t *tool) status(args []string) error {
 	}
 	names := slices.Sorted(maps.Keys(confs))
 	if *network != "" {
-		if confs[*network] == nil {
+		if _, ok := confs[*network]; !ok {
 			return fmt.Errorf("no stickyip network %q in %s", *network, *confDir)
 		}
 		names = []string{*network}
@@ -422,8 +422,8 @@ func (t *tool) status(args []string) error {
 	now := time.Now()
 	for _, n := range names {
 		c := confs[n]
-		st := PoolStatus{Network: n, DataDir: c.DataDir}
-		e := ipam.NewEngine(c, ipam.Env{})
+		st := PoolStatus{Network: n, DataDir: c.DataDir, ConfigFile: c.File}
+		e := ipam.NewEngine(c.Config, ipam.Env{})
 		err := boltstore.New(c.DataDir, 0).View(n, func(tx reservation.Txn) (err error) {
 			st.Sets, st.Outside, err = e.Summary(tx, now)
 			return err

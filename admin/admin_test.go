@@ -141,6 +141,9 @@ func TestStatusMatchesList(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &pools); err != nil || code != 0 || len(pools) != 1 || len(pools[0].Sets) != 1 {
 		t.Fatalf("status --json: code %d %v %s%s", code, err, out, errOut)
 	}
+	if want := filepath.Join(confDir, "10-cbr0.conflist"); pools[0].ConfigFile != want {
+		t.Errorf("status --json configFile %q, want %q", pools[0].ConfigFile, want)
+	}
 	s := pools[0].Sets[0]
 	listOut, _, _ := run(t, "--data-dir", dir, "list", "--json")
 	var entries []Entry

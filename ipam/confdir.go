@@ -69,16 +69,23 @@ func ReadConfDir(dir string) (nets []ConfNetwork, problems []string, err error) 
 	return nets, problems, nil
 }
 
+// StickyipNetwork is a configured network whose IPAM is stickyip.
+type StickyipNetwork struct {
+	*Config
+	// File is the CNI config file it comes from.
+	File string
+}
+
 // StickyipNetworks returns the config of every network in dir whose plugins
 // use stickyip as IPAM, parsed by LoadConfig as a CNI call would be. For the
 // flannel plugin without explicit ranges, the range is the node subnet of
 // its subnet file, as the flannel plugin fills it in.
-func StickyipNetworks(dir string) (map[string]*Config, []string, error) {
+func StickyipNetworks(dir string) (map[string]StickyipNetwork, []string, error) {
 	nets, problems, err := ReadConfDir(dir)
 	if err != nil {
 		return nil, nil, err
 	}
-	out := map[string]*Config{}
+	out := map[string]StickyipNetwork{}
 	for _, n := range nets {
 		for _, p := range n.Plugins {
 			c, err := pluginConfig(n, p)
@@ -87,7 +94,7 @@ func StickyipNetworks(dir string) (map[string]*Config, []string, error) {
 				continue
 			}
 			if c != nil {
-				out[n.Name] = c
+				out[n.Name] = StickyipNetwork{Config: c, File: n.File}
 				break
 			}
 		}

@@ -23,8 +23,8 @@ type Store struct {
 	confDir string
 }
 
-// WithCNIConfDir makes Free count the free IPs of the stickyip networks
-// configured in dir. Without it the store does not know pool sizes.
+// WithCNIConfDir makes Pools count the stickyip networks configured in dir.
+// Without it the store does not know its networks' ranges.
 func (s *Store) WithCNIConfDir(dir string) *Store {
 	s.confDir = dir
 	return s
@@ -50,7 +50,7 @@ func (s *Store) Pools() (map[string]ipam.PoolTotals, error) {
 		if filepath.Clean(c.DataDir) != filepath.Clean(s.store.Dir()) {
 			continue // another store's network
 		}
-		e := ipam.NewEngine(c, ipam.Env{})
+		e := ipam.NewEngine(c.Config, ipam.Env{})
 		err := s.store.View(network, func(tx reservation.Txn) error {
 			sets, outside, err := e.Summary(tx, now)
 			out[network] = ipam.Totals(sets, outside)
