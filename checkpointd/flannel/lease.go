@@ -76,7 +76,8 @@ type Keeper struct {
 	SubnetFile string
 	// SavedFile is the saved copy on persistent disk.
 	SavedFile string
-	// MarkerFile is on tmpfs: the checksum of the lease put back this boot.
+	// MarkerFile is on tmpfs: the identity (device:inode) of the file put
+	// back this boot.
 	MarkerFile string
 	// Check, when set, must accept a saved lease before it is put back.
 	Check func(subnetenv.Lease) error
