@@ -78,8 +78,18 @@ func ParseID(s string) (ID, error) {
 	return ID{Namespace: ns, Name: name}, nil
 }
 
+// Key returns "<namespace>_<name>", the form of id in every file and
+// directory name checkpointd keeps ('_' is in neither part).
+func (id ID) Key() string { return id.Namespace + "_" + id.Name }
+
+// SplitKey splits Key's form; the caller validates the parts.
+func SplitKey(s string) (ID, bool) {
+	ns, name, ok := strings.Cut(s, "_")
+	return ID{Namespace: ns, Name: name}, ok
+}
+
 // fileName returns the record file name of id.
-func (id ID) fileName() string { return id.Namespace + "_" + id.Name + Suffix }
+func (id ID) fileName() string { return id.Key() + Suffix }
 
 // MaxIDLen bounds len(namespace)+len(name) of an identity checkpointd can
 // keep: its longest file name, the static copy's
@@ -320,9 +330,7 @@ func (s *Store) List() ([]*Record, []Corrupt, error) {
 		if !strings.HasSuffix(name, Suffix) || strings.HasPrefix(name, ".") {
 			continue
 		}
-		base := strings.TrimSuffix(name, Suffix)
-		ns, podName, ok := strings.Cut(base, "_")
-		id := ID{Namespace: ns, Name: podName}
+		id, ok := SplitKey(strings.TrimSuffix(name, Suffix))
 		if !ok || id.valid() != nil {
 			continue
 		}
@@ -430,7 +438,7 @@ func SyncDir(dir string) error {
 const AbsentSuffix = ".absent"
 
 func (s *Store) absentPath(id ID) string {
-	return filepath.Join(s.dir, id.Namespace+"_"+id.Name+AbsentSuffix)
+	return filepath.Join(s.dir, id.Key()+AbsentSuffix)
 }
 
 // MarkAbsent records that the API server reported id's parent gone since

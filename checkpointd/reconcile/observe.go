@@ -131,7 +131,7 @@ func (r *Reconciler) observe(ctx context.Context) (*snapshot, error) {
 
 // copyPath returns the static manifest path of id's copy.
 func copyPath(staticDir string, id checkpoint.ID) string {
-	return filepath.Join(staticDir, StaticPrefix+id.Namespace+"_"+id.Name+".yaml")
+	return filepath.Join(staticDir, StaticPrefix+id.Key()+".yaml")
 }
 
 // listCopies lists the static copies present in the static pod directory.
@@ -179,9 +179,9 @@ func listFiles(dir string) (map[checkpoint.ID]bool, error) {
 
 // splitID parses "<namespace>_<name>" (names cannot contain '_').
 func splitID(s string) (checkpoint.ID, bool) {
-	ns, name, ok := strings.Cut(s, "_")
-	if !ok || !contract.IsNamespace(ns) || !contract.IsPodName(name) {
+	id, ok := checkpoint.SplitKey(s)
+	if !ok || !contract.IsNamespace(id.Namespace) || !contract.IsPodName(id.Name) {
 		return checkpoint.ID{}, false
 	}
-	return checkpoint.ID{Namespace: ns, Name: name}, true
+	return id, true
 }

@@ -106,7 +106,7 @@ type Result struct {
 }
 
 // VolumeRoot returns the directory, relative to VolumeDir, holding the files of id.
-func VolumeRoot(id checkpoint.ID) string { return id.Namespace + "_" + id.Name }
+func VolumeRoot(id checkpoint.ID) string { return id.Key() }
 
 // Ref is one secret or configMap a checkpoint of a pod needs, and which of
 // its keys.
