@@ -270,7 +270,17 @@ func (c *Config) ReservationFor() (d, requested time.Duration, clamped bool, err
 // never the namespace: a pod can only name identities of its own namespace
 // (a restored copy keeps its parent's annotations, so it maps to the
 // parent's identity).
+//
+// A malformed contract.AnnotationIdentity is an error even on a call without
+// pod arguments, as a malformed duration annotation is: bad input is
+// reported, never silently ignored.
 func (c *Config) Identity() (namespace, name string, viaCheckpoint bool, err error) {
+	key, hasKey := c.Annotations[contract.AnnotationIdentity]
+	if hasKey {
+		if key, err = contract.ParseIdentity(key); err != nil {
+			return "", "", false, err
+		}
+	}
 	switch v, ok := c.Annotations[contract.AnnotationCheckpointOf]; {
 	case ok && c.Annotations[contract.AnnotationConfigSource] == contract.ConfigSourceFile:
 		if namespace, name, err = contract.ParseCheckpointOf(v); err != nil {
@@ -282,10 +292,8 @@ func (c *Config) Identity() (namespace, name string, viaCheckpoint bool, err err
 	default:
 		namespace, name = c.Args.Namespace, c.Args.Name
 	}
-	if v, ok := c.Annotations[contract.AnnotationIdentity]; ok {
-		if name, err = contract.ParseIdentity(v); err != nil {
-			return "", "", false, err
-		}
+	if hasKey {
+		name = key
 	}
 	return namespace, name, viaCheckpoint, nil
 }

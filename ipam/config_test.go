@@ -164,9 +164,14 @@ func TestIdentityAnnotation(t *testing.T) {
 			t.Errorf("%s: %s/%s via=%t %v; want %s via=%t", tc.name, ns, name, via, err, tc.want, tc.via)
 		}
 	}
-	_, _, _, err := confWith(t, `"stickyip.io/identity":"other-ns/web"`, apiPod).Identity()
-	if !errors.Is(err, contract.ErrInvalidAnnotation) || !strings.Contains(err.Error(), "stickyip.io/identity") {
-		t.Errorf("a key reaching into another namespace: err %v, want ErrInvalidAnnotation naming the annotation", err)
+	for _, args := range []string{apiPod, ""} {
+		for _, key := range []string{"other-ns/web", "/", ""} {
+			_, _, _, err := confWith(t, `"stickyip.io/identity":"`+key+`"`, args).Identity()
+			if !errors.Is(err, contract.ErrInvalidAnnotation) || !strings.Contains(err.Error(), "stickyip.io/identity") {
+				// Found by FuzzPluginInput: without pod arguments a bad key was ignored.
+				t.Errorf("key %q, args %q: err %v, want ErrInvalidAnnotation naming the annotation", key, args, err)
+			}
+		}
 	}
 }
 
