@@ -52,8 +52,10 @@ func FuzzManifest(f *testing.F) {
 				t.Fatalf("file %q escapes %s", fl.Path, root)
 			}
 		}
-		if _, err := Marshal(p); err != nil {
+		data, err := Marshal(p)
+		if err != nil {
 			t.Fatalf("accepted copy does not marshal: %v", err)
 		}
+		sameManifest(t, p, decodeAsKubelet(t, data))
 	})
 }

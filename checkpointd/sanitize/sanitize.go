@@ -49,7 +49,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
-	"sigs.k8s.io/yaml"
 
 	"github.com/stickyip/stickyip/checkpointd/checkpoint"
 	"github.com/stickyip/stickyip/checkpointd/policy"
@@ -372,14 +371,6 @@ func Manifest(rec *checkpoint.Record, opts Options) (*Result, error) {
 	sort.Slice(res.Files, func(i, j int) bool { return res.Files[i].Path < res.Files[j].Path })
 	res.Pod = pod
 	return res, nil
-}
-
-// Marshal returns the YAML manifest of pod.
-func Marshal(pod *corev1.Pod) ([]byte, error) {
-	p := pod.DeepCopy()
-	p.TypeMeta = metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"}
-	p.Status = corev1.PodStatus{}
-	return yaml.Marshal(p)
 }
 
 func hasToken(p *corev1.ProjectedVolumeSource) bool {
