@@ -366,18 +366,7 @@ func (n *node) cniConfDir() string      { return filepath.Join(n.dir, "cni", "ne
 func (n *node) writeCNIConfig() {
 	t := n.t
 	t.Helper()
-	root, err := harness.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	raw, err := os.ReadFile(filepath.Join(root, "conf", "10-flannel-stickyip.conflist"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var conflist map[string]any
-	if err := json.Unmarshal(raw, &conflist); err != nil {
-		t.Fatalf("conf/10-flannel-stickyip.conflist: %v", err)
-	}
+	conflist := harness.ShippedConflist(t, "10-flannel-stickyip.conflist")
 	flannel := conflist["plugins"].([]any)[0].(map[string]any)
 	flannel["subnetFile"] = n.subnetFile()
 	flannel["dataDir"] = filepath.Join(n.dir, "flannel", "data")

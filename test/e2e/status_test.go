@@ -191,18 +191,7 @@ func TestNodeReadyWithStickyipStatus(t *testing.T) {
 func (n *node) writeBridgeConfig(calls string) []string {
 	t := n.t
 	t.Helper()
-	root, err := harness.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	raw, err := os.ReadFile(filepath.Join(root, "conf", "10-bridge-stickyip.conflist"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var conflist map[string]any
-	if err := json.Unmarshal(raw, &conflist); err != nil {
-		t.Fatalf("conf/10-bridge-stickyip.conflist: %v", err)
-	}
+	conflist := harness.ShippedConflist(t, "10-bridge-stickyip.conflist")
 	if v := conflist["cniVersion"]; v != "1.1.0" {
 		t.Fatalf("conf/10-bridge-stickyip.conflist: cniVersion %v, want 1.1.0 (the version containerd calls STATUS for)", v)
 	}

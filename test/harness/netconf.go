@@ -3,6 +3,9 @@ package harness
 import (
 	"encoding/json"
 	"maps"
+	"os"
+	"path/filepath"
+	"testing"
 )
 
 // CapPodAnnotations is the CNI capability that carries pod annotations.
@@ -68,4 +71,29 @@ func Encode(conf map[string]any) []byte {
 func PodCNIArgs(namespace, name, uid, containerID string) string {
 	return "IgnoreUnknown=1;K8S_POD_NAMESPACE=" + namespace + ";K8S_POD_NAME=" + name +
 		";K8S_POD_INFRA_CONTAINER_ID=" + containerID + ";K8S_POD_UID=" + uid
+}
+
+// ShippedConfig returns conf/<name>, a CNI configuration the project ships,
+// so that tests run what users install. It fails t if the file is missing.
+func ShippedConfig(t testing.TB, name string) []byte {
+	t.Helper()
+	root, err := RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := os.ReadFile(filepath.Join(root, "conf", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return raw
+}
+
+// ShippedConflist returns conf/<name> decoded, for a test to move its paths.
+func ShippedConflist(t testing.TB, name string) map[string]any {
+	t.Helper()
+	var conflist map[string]any
+	if err := json.Unmarshal(ShippedConfig(t, name), &conflist); err != nil {
+		t.Fatalf("conf/%s: %v", name, err)
+	}
+	return conflist
 }

@@ -117,15 +117,7 @@ func (n *node) writeConf(t *testing.T, conflist, ipamType string) {
 			}
 		}
 	}
-	root, err := harness.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	src, err := os.ReadFile(filepath.Join(root, "conf", conflist))
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, name, err := renderConflist(src, paths{
+	out, name, err := renderConflist(harness.ShippedConfig(t, conflist), paths{
 		subnetFile:   filepath.Join(n.dir, "subnet.env"),
 		flannelData:  filepath.Join(n.dir, "flannel"),
 		dataDir:      n.dataDir,
