@@ -1,19 +1,43 @@
 #!/usr/bin/env bash
-# build-k8s.sh — build etcd, kube-apiserver and kubelet for the e2e tests from
+# build-k8s.sh — build etcd and the Kubernetes binaries for the e2e tests from
 # the Go module proxy, at the versions pinned by the scratch modules under
-# test/e2e/k8sbuild/{etcd,kube} (their go.sum pins every dependency).
+# test/e2e/k8sbuild/ (their go.sum pins every dependency).
 #
-# Output: _output/k8s/bin/{etcd,kube-apiserver,kubelet}. A binary is rebuilt
-# only when the stamp next to it (the sha256 of its module's go.mod and
-# go.sum plus the Go version) changes, so reruns take a second.
+# Kubernetes release (E2E_K8S):
+#   unset or 1.37  test/e2e/k8sbuild/kube (1.37.x): kube-apiserver,
+#                  kube-controller-manager, kube-scheduler, kubectl, kubelet
+#                  into _output/k8s/bin
+#   1.36           test/e2e/k8sbuild/kube-1.36 (1.36.x): the older release the
+#                  project still supports; kube-apiserver and kubelet (what the
+#                  one-node scenarios run) into _output/k8s/1.36/bin
+# etcd is built into the same directory either way.
 #
-# Environment: GO (default go), OUT (default _output/k8s/bin), FORCE=1 to
-# rebuild regardless of stamps.
+# A binary is rebuilt only when the stamp next to it (the sha256 of its
+# module's go.mod and go.sum plus the Go version) changes, so reruns take a
+# second.
+#
+# Environment: GO (default go), E2E_K8S (above), OUT (default as above),
+# FORCE=1 to rebuild regardless of stamps.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 GO=${GO:-go}
-OUT=${OUT:-$root/_output/k8s/bin}
+case ${E2E_K8S:-} in
+'' | 1.37)
+	kube=$root/test/e2e/k8sbuild/kube
+	OUT=${OUT:-$root/_output/k8s/bin}
+	kbins=(kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet)
+	;;
+1.36)
+	kube=$root/test/e2e/k8sbuild/kube-1.36
+	OUT=${OUT:-$root/_output/k8s/1.36/bin}
+	kbins=(kube-apiserver kubelet)
+	;;
+*)
+	echo "build-k8s: E2E_K8S=$E2E_K8S: want 1.37 (default) or 1.36" >&2
+	exit 2
+	;;
+esac
 mkdir -p "$OUT"
 
 # Some k8s.io staging modules are not in the checksum database; the committed
@@ -40,7 +64,6 @@ build() {
 	echo "build-k8s: built $name in $((SECONDS - start))s"
 }
 
-kube=$root/test/e2e/k8sbuild/kube
 kver=$(awk '$1 == "require" && $2 == "k8s.io/kubernetes" {print $3}' "$kube/go.mod")
 kver=${kver:-$(awk '$1 == "k8s.io/kubernetes" {print $2; exit}' "$kube/go.mod")}
 kmajor=${kver#v}; kmajor=${kmajor%%.*}
@@ -49,5 +72,6 @@ vpkg=k8s.io/component-base/version
 kldflags="-X $vpkg.gitVersion=$kver -X $vpkg.gitMajor=$kmajor -X $vpkg.gitMinor=$kminor -X $vpkg.gitTreeState=clean"
 
 build etcd "$root/test/e2e/k8sbuild/etcd" .
-build kube-apiserver "$kube" k8s.io/kubernetes/cmd/kube-apiserver "$kldflags"
-build kubelet "$kube" k8s.io/kubernetes/cmd/kubelet "$kldflags"
+for b in "${kbins[@]}"; do
+	build "$b" "$kube" "k8s.io/kubernetes/cmd/$b" "$kldflags"
+done
