@@ -6,7 +6,7 @@
 #       $OUT/tools/cnitool                     cni v1.3.0
 #       $OUT/cni/bin/{bridge,loopback,portmap,host-local}   plugins v1.9.1
 #       $OUT/cni/bin/flannel                   plugins v0.9.1 (before flannel moved out)
-#       $OUT/crio/bin/{crio,copyimg,pinns}     CRI-O v1.34.0 (test/integration/criobuild),
+#       $OUT/crio/bin/{crio,copyimg,pinns}     CRI-O v1.36.3 (test/integration/criobuild),
 #                                              with conmon, libseccomp and a C compiler from Debian
 #
 # STICKYIP_CONTAINERD=debian (the legacy run) installs Debian's containerd 1.6
