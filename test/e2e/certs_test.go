@@ -20,9 +20,9 @@ import (
 )
 
 // writeServingCert writes a self-signed certificate (its own CA) for
-// 127.0.0.1 and localhost to dir/serving.{crt,key} and returns the
-// certificate's PEM, which clients trust as their CA.
-func writeServingCert(t *testing.T, dir string) []byte {
+// 127.0.0.1, localhost and the addresses ips to dir/serving.{crt,key} and
+// returns the certificate's PEM, which clients trust as their CA.
+func writeServingCert(t *testing.T, dir string, ips ...net.IP) []byte {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -37,7 +37,7 @@ func writeServingCert(t *testing.T, dir string) []byte {
 		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 		BasicConstraintsValid: true,
 		IsCA:                  true,
-		IPAddresses:           []net.IP{net.ParseIP("127.0.0.1")},
+		IPAddresses:           append([]net.IP{net.ParseIP("127.0.0.1")}, ips...),
 		DNSNames:              []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc"},
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)

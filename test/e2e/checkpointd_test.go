@@ -56,9 +56,9 @@ func (n *node) checkpointFile(namespace, name string) string {
 // cleanup` read the same.
 func (n *node) checkpointdEnv() []string {
 	return []string{
-		"CHECKPOINTD_NODE_NAME=" + nodeName,
-		// The kubelet's own kubeconfig: checkpointd acts as system:node:node1.
-		"CHECKPOINTD_KUBECONFIG=" + filepath.Join(n.dir, "kubelet.kubeconfig"),
+		"CHECKPOINTD_NODE_NAME=" + n.name,
+		// The kubelet's own kubeconfig: checkpointd acts as system:node:<name>.
+		"CHECKPOINTD_KUBECONFIG=" + n.kubeconfig(),
 		"CHECKPOINTD_CHECKPOINT_DIR=" + n.checkpointDir(),
 		// The static pod directory comes from the kubelet's config file.
 		"CHECKPOINTD_KUBELET_CONFIG=" + filepath.Join(n.dir, "kubelet.yaml"),
@@ -83,7 +83,7 @@ func (n *node) checkpointdEnv() []string {
 func (n *node) startCheckpointd() {
 	t := n.t
 	t.Helper()
-	n.checkpointd = startProcEnv(t, n.logDir, n.ns.Path, n.checkpointdEnv(), "checkpointd", filepath.Join(n.bins.project, "checkpointd"))
+	n.checkpointd = n.start("checkpointd", n.checkpointdEnv(), filepath.Join(n.bins.project, "checkpointd"))
 	hc := n.httpClient()
 	eventually(t, "checkpointd /healthz", time.Minute, 500*time.Millisecond, func() (bool, string) {
 		if err := n.checkpointd.exited(); err != nil {
@@ -99,7 +99,7 @@ func (n *node) startCheckpointd() {
 }
 
 func (n *node) httpClient() *http.Client {
-	return &http.Client{Timeout: 3 * time.Second, Transport: &http.Transport{DialContext: n.apiClientConfig("").Dial}}
+	return &http.Client{Timeout: 3 * time.Second, Transport: &http.Transport{DialContext: dialIn(n.nsHandle)}}
 }
 
 // metric reads a sample from checkpointd's /metrics: name is the metric
@@ -392,7 +392,7 @@ func TestCheckpointd(t *testing.T) {
 	}
 
 	// ---- The node's credentials read only what the node's pods use.
-	nodeClient, err := kubernetes.NewForConfig(n.apiClientConfig(n.kubeletToken))
+	nodeClient, err := kubernetes.NewForConfig(n.apiClientConfig(n.nodeToken()))
 	if err != nil {
 		t.Fatal(err)
 	}

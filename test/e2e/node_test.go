@@ -6,8 +6,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"sort"
@@ -19,18 +17,14 @@ import (
 	"github.com/containernetworking/plugins/pkg/ns"
 	"github.com/stickyip/stickyip/test/harness"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
 const (
-	nodeName   = "node1"
+	nodeName   = "node1" // the one-node tests' node
 	node2Name  = "node2" // another node: only its identity exists
-	apiAddr    = "127.0.0.1:6443"
-	etcdAddr   = "127.0.0.1:2379"
 	podNetwork = "10.244.0.0/16"
 	nodeSubnet = "10.244.1.1/24" // FLANNEL_SUBNET: the node's pod range, gateway first
 	cniNetwork = "cbr0"          // the network name kube-flannel uses
@@ -38,8 +32,34 @@ const (
 
 // bins says where the binaries the test runs are.
 type bins struct {
-	k8s     string // etcd, kube-apiserver, kubelet (scripts/build-k8s.sh)
+	k8s     string // etcd, kube-apiserver, kubelet, ... (scripts/build-k8s.sh)
 	project string // stickyip, checkpointd (make build)
+}
+
+// k8sRelease is the Kubernetes minor the e2e runs: $E2E_K8S, or the latest
+// one scripts/build-k8s.sh builds by default.
+func k8sRelease() string {
+	if v := os.Getenv("E2E_K8S"); v != "" {
+		return v
+	}
+	return defaultK8sRelease
+}
+
+// defaultK8sRelease is the minor of test/e2e/k8sbuild/kube (build-k8s.sh
+// builds it into _output/k8s/bin; another release goes to
+// _output/k8s/<release>/bin).
+const defaultK8sRelease = "1.37"
+
+// k8sBinDir is where scripts/build-k8s.sh put the binaries of k8sRelease;
+// $E2E_K8S_BIN overrides it.
+func k8sBinDir() string {
+	if d := os.Getenv("E2E_K8S_BIN"); d != "" {
+		return d
+	}
+	if r := k8sRelease(); r != defaultK8sRelease {
+		return filepath.Join(harness.OutputDir(), "k8s", r, "bin")
+	}
+	return filepath.Join(harness.OutputDir(), "k8s", "bin")
 }
 
 // findBins skips the test unless it runs as root with every component built.
@@ -50,16 +70,20 @@ func findBins(t *testing.T) bins {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := bins{k8s: filepath.Join(harness.OutputDir(), "k8s", "bin"), project: filepath.Join(root, "bin")}
-	if d := os.Getenv("E2E_K8S_BIN"); d != "" {
-		b.k8s = d
-	}
-	for _, n := range []string{"etcd", "kube-apiserver", "kubelet"} {
+	b := bins{k8s: k8sBinDir(), project: filepath.Join(root, "bin")}
+	b.require(t, "etcd", "kube-apiserver", "kubelet")
+	return b
+}
+
+// require skips (or, with E2E_STRICT, fails) the test unless the
+// Kubernetes binaries names are built.
+func (b bins) require(t *testing.T, names ...string) {
+	t.Helper()
+	for _, n := range names {
 		if _, err := os.Stat(filepath.Join(b.k8s, n)); err != nil {
-			missing(t, "%s missing (run scripts/build-k8s.sh, or make test-e2e)", filepath.Join(b.k8s, n))
+			missing(t, "%s missing (run E2E_K8S=%s scripts/build-k8s.sh, or make test-e2e)", filepath.Join(b.k8s, n), k8sRelease())
 		}
 	}
-	return b
 }
 
 // missing skips the test for a missing component, or fails it when
@@ -81,59 +105,94 @@ type nodeOptions struct {
 	cni func(n *node) []string
 }
 
-// node is a simulated Kubernetes node with its control plane: everything
-// runs inside one network namespace the test creates, on its loopback.
-// containerd comes from test/harness (own mount namespace, pause image).
+// node is a simulated Kubernetes node: its kubelet, containerd (from
+// test/harness, with the pause image), the flannel CNI chain with its own
+// subnet and, when a test starts it, checkpointd, all inside a network
+// namespace the test creates. The one-node tests (newNode) run the control
+// plane in the same namespace, on its loopback; a cluster's nodes
+// (newCluster) each have their own namespace and mount namespace.
 type node struct {
+	// The control plane the node registers with; its client (admin), CA
+	// and tokens are the test's way into the API.
+	*controlPlane
+
 	t        *testing.T
 	bins     bins
 	opts     nodeOptions
-	dir      string // etcd data, kubelet root, CNI config and data, checkpoints
+	name     string // the Node's name; the kubelet is system:node:<name>
+	ip       string // the kubelet's --node-ip
+	dir      string // kubelet root, CNI config and data, checkpoints
 	logDir   string
 	ns       *harness.Netns
 	nsHandle ns.NetNS
+	// mnt is the node's own mount namespace (cluster nodes), shared by its
+	// containerd, kubelet and checkpointd; nil: the host's.
+	mnt *harness.MountNS
 
-	adminToken, kubeletToken string
-	node2Token               string // another node's identity (system:node:node2)
-	caPEM                    []byte
-	client                   *kubernetes.Clientset
-	ctd                      *harness.Containerd
-	cri                      *harness.CRIClient
+	ctd *harness.Containerd
+	cri *harness.CRIClient
 
-	etcd, apiserver, kubelet, checkpointd *proc
+	kubelet, checkpointd *proc
 
 	subnet   string // the node's flannel lease (FLANNEL_SUBNET)
 	flanneld *flanneld
 }
 
-// newNode creates the node's network namespace and directories and
-// registers the cleanup of everything the node will start.
+// newNode creates a node named node1 with its control plane in one network
+// namespace, and its directories, and registers the cleanup of everything
+// the node will start.
 func newNode(t *testing.T, opts nodeOptions) *node {
 	t.Helper()
 	b := findBins(t)
-	if opts.ipam == "stickyip" {
-		if _, err := os.Stat(filepath.Join(b.project, "stickyip")); err != nil {
-			missing(t, "%s missing (make build)", filepath.Join(b.project, "stickyip"))
+	logDir := testLogDir(t)
+	netns, h := newNetns(t, "node")
+	n := &node{t: t, bins: b, opts: opts, name: nodeName, ip: "127.0.0.1", dir: harness.ShortTempDir(t),
+		logDir: logDir, ns: netns, nsHandle: h, subnet: nodeSubnet}
+	n.controlPlane = newControlPlane(t, b, n.dir, logDir, netns, h, "127.0.0.1", nodeName, node2Name)
+	n.init()
+	return n
+}
+
+// init checks the node's IPAM is built, writes its kubeconfig, mounts its
+// /run and registers its cleanup.
+func (n *node) init() {
+	t := n.t
+	t.Helper()
+	if n.opts.ipam == "stickyip" {
+		if _, err := os.Stat(filepath.Join(n.bins.project, "stickyip")); err != nil {
+			missing(t, "%s missing (make build)", filepath.Join(n.bins.project, "stickyip"))
 		}
 	}
-	n := &node{t: t, bins: b, opts: opts, dir: harness.ShortTempDir(t), subnet: nodeSubnet}
-	n.logDir = filepath.Join(harness.OutputDir(), "e2e-logs", strings.ReplaceAll(t.Name(), "/", "_"))
-	if err := os.RemoveAll(n.logDir); err != nil {
+	t.Cleanup(n.cleanup)
+	n.writeKubeconfig(n.kubeconfig(), nodeUser(n.name))
+	n.mountRun()
+	t.Logf("node %s: netns %s, state %s, logs %s", n.name, n.ns.Name, n.dir, n.logDir)
+}
+
+// testLogDir is _output/e2e-logs/<test>, emptied.
+func testLogDir(t *testing.T) string {
+	t.Helper()
+	d := filepath.Join(harness.OutputDir(), "e2e-logs", strings.ReplaceAll(t.Name(), "/", "_"))
+	if err := os.RemoveAll(d); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.MkdirAll(n.logDir, 0o755); err != nil {
+	if err := os.MkdirAll(d, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	n.ns = harness.NewNetns(t, "node")
-	h, err := ns.GetNS(n.ns.Path)
+	return d
+}
+
+// newNetns creates a network namespace (removed at cleanup) and opens a
+// handle to it (closed at cleanup).
+func newNetns(t *testing.T, prefix string) (*harness.Netns, ns.NetNS) {
+	t.Helper()
+	n := harness.NewNetns(t, prefix)
+	h, err := ns.GetNS(n.Path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	n.nsHandle = h
-	t.Cleanup(n.cleanup)
-	n.mountRun()
-	t.Logf("node %s: netns %s, state %s, logs %s", nodeName, n.ns.Name, n.dir, n.logDir)
-	return n
+	t.Cleanup(func() { h.Close() })
+	return n, h
 }
 
 // cleanup runs after the components' own cleanups (registered later, so run
@@ -141,20 +200,24 @@ func newNode(t *testing.T, opts nodeOptions) *node {
 func (n *node) cleanup() {
 	t := n.t
 	if t.Failed() {
-		for _, p := range []*proc{n.checkpointd, n.kubelet, n.apiserver, n.etcd} {
-			if p != nil {
-				t.Logf("---- last lines of %s (%s)\n%s", p.name, p.logPath, tail(p.logPath, 40))
-			}
-		}
+		printTails(t, n.checkpointd, n.kubelet)
 		if n.ctd != nil {
 			p := filepath.Join(n.logDir, "containerd.log")
 			t.Logf("---- last lines of containerd (%s)\n%s", p, tail(p, 40))
 		}
 	}
-	n.nsHandle.Close()
 	// The kubelet bind-mounts its root dir onto itself (shared propagation).
 	unmountUnder(t, n.dir)
 }
+
+// start starts a component of the node in its namespaces, with env added.
+func (n *node) start(name string, env []string, argv ...string) *proc {
+	n.t.Helper()
+	return startProc(n.t, n.logDir, n.ns.Path, n.mnt, env, name, argv...)
+}
+
+// nodeToken is the bearer token of the node's kubelet (system:node:<name>).
+func (n *node) nodeToken() string { return n.tokens[nodeUser(n.name)] }
 
 // unmountUnder lazily unmounts every mount point below dir, deepest first.
 func unmountUnder(t *testing.T, dir string) {
@@ -177,187 +240,12 @@ func unmountUnder(t *testing.T, dir string) {
 	}
 }
 
-// apiClientConfig returns a client config that reaches the API server on the
-// node's loopback: every connection is dialled from inside the node's netns.
-func (n *node) apiClientConfig(token string) *rest.Config {
-	d := &net.Dialer{Timeout: 5 * time.Second}
-	return &rest.Config{
-		Host:            "https://" + apiAddr,
-		BearerToken:     token,
-		TLSClientConfig: rest.TLSClientConfig{CAData: n.caPEM},
-		Timeout:         15 * time.Second,
-		QPS:             50,
-		Burst:           100,
-		Dial: func(ctx context.Context, network, addr string) (net.Conn, error) {
-			var c net.Conn
-			err := n.nsHandle.Do(func(ns.NetNS) error {
-				var err error
-				c, err = d.DialContext(ctx, network, addr)
-				return err
-			})
-			return c, err
-		},
-	}
-}
-
-// startControlPlane starts etcd and kube-apiserver and waits until the API
-// answers; the first time it also writes certificates, keys and tokens.
-func (n *node) startControlPlane() {
-	t := n.t
-	t.Helper()
-	pki := filepath.Join(n.dir, "pki")
-	if n.caPEM == nil {
-		n.caPEM = writeServingCert(t, pki)
-		writeFile(t, filepath.Join(pki, "ca.crt"), n.caPEM, 0o644)
-		writeServiceAccountKeys(t, pki)
-		n.adminToken, n.kubeletToken, n.node2Token = randomToken(t), randomToken(t), randomToken(t)
-		tokens := fmt.Sprintf("%s,admin,admin,system:masters\n%s,system:node:%s,%s,system:nodes\n%s,system:node:%s,%s,system:nodes\n",
-			n.adminToken, n.kubeletToken, nodeName, nodeName, n.node2Token, node2Name, node2Name)
-		writeFile(t, filepath.Join(pki, "tokens.csv"), []byte(tokens), 0o600)
-		writeFile(t, filepath.Join(n.dir, "kubelet.kubeconfig"), []byte(fmt.Sprintf(`apiVersion: v1
-kind: Config
-clusters:
-- name: e2e
-  cluster:
-    server: https://%s
-    certificate-authority: %s
-users:
-- name: kubelet
-  user:
-    token: %s
-contexts:
-- name: e2e
-  context: {cluster: e2e, user: kubelet}
-current-context: e2e
-`, apiAddr, filepath.Join(pki, "ca.crt"), n.kubeletToken)), 0o600)
-		cs, err := kubernetes.NewForConfig(n.apiClientConfig(n.adminToken))
-		if err != nil {
-			t.Fatal(err)
-		}
-		n.client = cs
-	}
-	if n.etcd == nil || !n.etcd.running() {
-		n.etcd = startProc(t, n.logDir, n.ns.Path, "etcd", filepath.Join(n.bins.k8s, "etcd"),
-			"--name=e2e", "--data-dir="+filepath.Join(n.dir, "etcd"),
-			"--listen-client-urls=http://"+etcdAddr, "--advertise-client-urls=http://"+etcdAddr,
-			"--listen-peer-urls=http://127.0.0.1:2380", "--initial-advertise-peer-urls=http://127.0.0.1:2380",
-			"--initial-cluster=e2e=http://127.0.0.1:2380", "--log-level=warn")
-		n.waitEtcd()
-	}
-	n.startAPIServer()
-}
-
-func (n *node) waitEtcd() {
-	t := n.t
-	t.Helper()
-	hc := &http.Client{Timeout: 3 * time.Second, Transport: &http.Transport{DialContext: n.apiClientConfig("").Dial}}
-	eventually(t, "etcd healthy", time.Minute, 500*time.Millisecond, func() (bool, string) {
-		if err := n.etcd.exited(); err != nil {
-			t.Fatal(err)
-		}
-		resp, err := hc.Get("http://" + etcdAddr + "/health")
-		if err != nil {
-			return false, err.Error()
-		}
-		defer resp.Body.Close()
-		var h struct{ Health string }
-		if err := json.NewDecoder(resp.Body).Decode(&h); err != nil {
-			return false, err.Error()
-		}
-		return h.Health == "true", "health=" + h.Health
-	})
-}
-
-// startAPIServer starts kube-apiserver and waits for /readyz.
-func (n *node) startAPIServer() {
-	t := n.t
-	t.Helper()
-	pki := filepath.Join(n.dir, "pki")
-	n.apiserver = startProc(t, n.logDir, n.ns.Path, "kube-apiserver", filepath.Join(n.bins.k8s, "kube-apiserver"),
-		"--etcd-servers=http://"+etcdAddr,
-		"--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", "--secure-port=6443",
-		"--tls-cert-file="+filepath.Join(pki, "serving.crt"), "--tls-private-key-file="+filepath.Join(pki, "serving.key"),
-		"--token-auth-file="+filepath.Join(pki, "tokens.csv"),
-		// Real authorization: the kubelet and checkpointd act as
-		// system:node:node1, which the Node authorizer limits to the node's
-		// own pods and what they use; NodeRestriction limits what a node may
-		// change.
-		"--authorization-mode=Node,RBAC",
-		"--enable-admission-plugins=NodeRestriction",
-		"--audit-policy-file="+n.auditPolicy(),
-		"--audit-log-path="+n.auditLogPath(), "--audit-log-format=json", "--audit-log-maxbackup=0",
-		"--service-account-issuer=https://kubernetes.default.svc",
-		"--service-account-key-file="+filepath.Join(pki, "sa.pub"),
-		"--service-account-signing-key-file="+filepath.Join(pki, "sa.key"),
-		"--service-cluster-ip-range=10.96.0.0/24",
-		"--cert-dir="+filepath.Join(n.dir, "apiserver-certs"),
-		"--allow-privileged=true",
-		"--v=1")
-	ctx := context.Background()
-	eventually(t, "kube-apiserver ready", 2*time.Minute, time.Second, func() (bool, string) {
-		if err := n.apiserver.exited(); err != nil {
-			t.Fatal(err)
-		}
-		body, err := n.client.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
-		if err != nil {
-			return false, err.Error()
-		}
-		return string(body) == "ok", string(body)
-	})
-	n.ensureNamespace("default")
-}
-
-// ensureNamespace creates namespace ns (if needed) and its default service
-// account, which the ServiceAccount admission plugin wants before it admits
-// pods (no controller-manager runs to create it).
-func (n *node) ensureNamespace(ns string) {
-	t := n.t
-	t.Helper()
-	ctx := context.Background()
-	eventually(t, "namespace "+ns+" and its default service account", time.Minute, time.Second, func() (bool, string) {
-		_, err := n.client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
-		if err != nil && !apierrors.IsAlreadyExists(err) {
-			return false, err.Error()
-		}
-		_, err = n.client.CoreV1().ServiceAccounts(ns).Create(ctx,
-			&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{})
-		if err == nil || apierrors.IsAlreadyExists(err) {
-			return true, ""
-		}
-		return false, err.Error()
-	})
-}
-
-// auditPolicy writes the API server's audit policy: pod lists and watches
-// only, when received, so a test can count the watches a client opens.
-func (n *node) auditPolicy() string {
-	p := filepath.Join(n.dir, "pki", "audit-policy.yaml")
-	writeFile(n.t, p, []byte(`apiVersion: audit.k8s.io/v1
-kind: Policy
-omitStages: ["ResponseStarted", "ResponseComplete", "Panic"]
-rules:
-- level: Metadata
-  verbs: ["watch", "list"]
-  resources: [{group: "", resources: ["pods"]}]
-- level: None
-`), 0o644)
-	return p
-}
-
-func (n *node) auditLogPath() string { return filepath.Join(n.logDir, "audit.log") }
-
-// stopAPIServer stops the API server (etcd keeps its data and keeps running).
-func (n *node) stopAPIServer() {
-	n.t.Helper()
-	n.apiserver.stop(n.t, syscall.SIGTERM, 30*time.Second)
-	n.t.Log("kube-apiserver stopped")
-}
-
 func (n *node) staticPodDir() string    { return filepath.Join(n.dir, "manifests") }
 func (n *node) runDir() string          { return filepath.Join(n.dir, "run") } // the node's /run: tmpfs
 func (n *node) subnetFile() string      { return filepath.Join(n.runDir(), "flannel", "subnet.env") }
 func (n *node) stickyipDataDir() string { return filepath.Join(n.dir, "stickyip") }
 func (n *node) cniConfDir() string      { return filepath.Join(n.dir, "cni", "net.d") }
+func (n *node) kubeconfig() string      { return filepath.Join(n.dir, "kubelet.kubeconfig") }
 
 // writeCNIConfig writes the project's flannel conflist (conf/, flannel →
 // bridge → stickyip, plus portmap) with its paths moved into the test's
@@ -443,7 +331,7 @@ func (n *node) startContainerd() {
 		n.startFlanneld()
 	}
 	n.ctd = harness.StartContainerd(t, harness.ContainerdConfig{
-		Node: n.ns, CNIBinDir: harness.CNIBinDir(t, extra...), CNIConfDir: n.cniConfDir(),
+		Node: n.ns, MountNS: n.mnt, CNIBinDir: harness.CNIBinDir(t, extra...), CNIConfDir: n.cniConfDir(),
 	})
 	// The harness removes containerd's directory at cleanup; keep its log
 	// with the others (this runs before that removal).
@@ -465,21 +353,31 @@ func (n *node) startContainerd() {
 func (n *node) startKubelet(waitReady bool) {
 	t := n.t
 	t.Helper()
-	n.kubelet = startProc(t, n.logDir, n.ns.Path, "kubelet", filepath.Join(n.bins.k8s, "kubelet"),
+	n.kubelet = n.start("kubelet", nil, filepath.Join(n.bins.k8s, "kubelet"),
 		"--config="+filepath.Join(n.dir, "kubelet.yaml"),
-		"--kubeconfig="+filepath.Join(n.dir, "kubelet.kubeconfig"),
-		"--hostname-override="+nodeName, "--node-ip=127.0.0.1",
+		"--kubeconfig="+n.kubeconfig(),
+		"--hostname-override="+n.name, "--node-ip="+n.ip,
 		"--root-dir="+filepath.Join(n.dir, "kubelet"),
+		// Its serving certificate; the default is /var/lib/kubelet/pki
+		// whatever --root-dir says.
+		"--cert-dir="+filepath.Join(n.dir, "kubelet-pki"),
 		"--v=2")
-	if !waitReady {
-		return
+	if waitReady {
+		n.waitReady()
 	}
+}
+
+// waitReady waits until the node is Ready in the API and checks it runs the
+// kubelet release of the run.
+func (n *node) waitReady() {
+	t := n.t
+	t.Helper()
 	ctx := context.Background()
-	eventually(t, "node Ready", 3*time.Minute, time.Second, func() (bool, string) {
+	eventually(t, "node "+n.name+" Ready", 3*time.Minute, time.Second, func() (bool, string) {
 		if err := n.kubelet.exited(); err != nil {
 			t.Fatal(err)
 		}
-		no, err := n.client.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})
+		no, err := n.client.CoreV1().Nodes().Get(ctx, n.name, metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error()
 		}
@@ -490,6 +388,22 @@ func (n *node) startKubelet(waitReady bool) {
 		}
 		return false, "no Ready condition"
 	})
+	checkKubeletVersion(t, n.client, n.name)
+}
+
+// checkKubeletVersion fails the test unless the node's kubelet is of the
+// release the run selected (E2E_K8S), so a run never passes on other binaries.
+func checkKubeletVersion(t *testing.T, cs kubernetes.Interface, name string) {
+	t.Helper()
+	no, err := cs.CoreV1().Nodes().Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := no.Status.NodeInfo.KubeletVersion
+	if !strings.HasPrefix(v, "v"+k8sRelease()+".") {
+		t.Fatalf("node %s runs kubelet %s, want release %s (E2E_K8S)", name, v, k8sRelease())
+	}
+	t.Logf("node %s Ready: kubelet %s, runtime %s", name, v, no.Status.NodeInfo.ContainerRuntimeVersion)
 }
 
 // powerOff simulates the node losing power while its disk survives: the

@@ -94,14 +94,14 @@ func (n *node) deletePodNowIn(ns, name string) {
 	}
 }
 
-// inNodeSubnet reports whether ip is a pod address of the node's flannel
-// subnet (not its network or gateway address).
-func inNodeSubnet(ip string) bool {
+// inSubnet reports whether ip is a pod address of the node's current
+// flannel subnet (not its network or gateway address).
+func (n *node) inSubnet(ip string) bool {
 	a, err := netip.ParseAddr(ip)
 	if err != nil {
 		return false
 	}
-	pfx := netip.MustParsePrefix(nodeSubnet)
+	pfx := netip.MustParsePrefix(n.subnet)
 	return pfx.Masked().Contains(a) && a != pfx.Addr() && a != pfx.Masked().Addr()
 }
 

@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/stickyip/stickyip/test/harness"
 )
 
 // proc is a long-running component started by the test inside the node's
@@ -27,17 +29,12 @@ type proc struct {
 	started time.Time
 }
 
-// startProc starts argv inside the network namespace at netnsPath (with
-// nsenter, which only switches the network namespace and then execs, so the
-// PID is the component's own). The process is killed at test cleanup if it
-// is still running.
-func startProc(t *testing.T, logDir, netnsPath, name string, argv ...string) *proc {
-	t.Helper()
-	return startProcEnv(t, logDir, netnsPath, nil, name, argv...)
-}
-
-// startProcEnv is startProc with extra environment variables.
-func startProcEnv(t *testing.T, logDir, netnsPath string, env []string, name string, argv ...string) *proc {
+// startProc starts argv inside the network namespace at netnsPath and,
+// when mnt is not nil, the mount namespace mnt (with nsenter, which only
+// switches namespaces and then execs, so the PID is the component's own),
+// with env added to its environment. The process is killed at test cleanup
+// if it is still running.
+func startProc(t *testing.T, logDir, netnsPath string, mnt *harness.MountNS, env []string, name string, argv ...string) *proc {
 	t.Helper()
 	logPath := filepath.Join(logDir, name+".log")
 	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
@@ -45,8 +42,8 @@ func startProcEnv(t *testing.T, logDir, netnsPath string, env []string, name str
 		t.Fatalf("%s: open log: %v", name, err)
 	}
 	fmt.Fprintf(logf, "\n==== %s start %s: %s\n", time.Now().Format(time.RFC3339), name, strings.Join(argv, " "))
-	args := append([]string{"--net=" + netnsPath, "--"}, argv...)
-	cmd := exec.Command("nsenter", args...)
+	nsenter := harness.Nsenter(netnsPath, mnt, argv...)
+	cmd := exec.Command(nsenter[0], nsenter[1:]...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.Env = append(os.Environ(), env...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
@@ -105,6 +102,16 @@ func (p *proc) exited() error {
 		return fmt.Errorf("%s exited (status 0); see %s", p.name, p.logPath)
 	}
 	return fmt.Errorf("%s exited: %v; see %s", p.name, p.err, p.logPath)
+}
+
+// printTails logs the end of the log of every process given that was
+// started (nil ones are skipped), for a failed test.
+func printTails(t *testing.T, procs ...*proc) {
+	for _, p := range procs {
+		if p != nil {
+			t.Logf("---- last lines of %s (%s)\n%s", p.name, p.logPath, tail(p.logPath, 40))
+		}
+	}
 }
 
 // tail returns the last n lines of a log file.

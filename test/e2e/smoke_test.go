@@ -28,7 +28,7 @@ func TestAPIPodThroughCNIChain(t *testing.T) {
 
 	n.createPod(testPod("web", nil))
 	ip := n.waitAPIPodRunning("web", 3*time.Minute)
-	if !inNodeSubnet(ip) {
+	if !n.inSubnet(ip) {
 		t.Fatalf("pod IP %s is not a pod address of the node subnet %s", ip, nodeSubnet)
 	}
 	t.Logf("pod default/web runs with IP %s", ip)
@@ -36,7 +36,7 @@ func TestAPIPodThroughCNIChain(t *testing.T) {
 	// A second pod gets another address of the same subnet.
 	n.createPod(testPod("web2", nil))
 	ip2 := n.waitAPIPodRunning("web2", 2*time.Minute)
-	if !inNodeSubnet(ip2) || ip2 == ip {
+	if !n.inSubnet(ip2) || ip2 == ip {
 		t.Fatalf("second pod IP %s: want another pod address of %s than %s", ip2, nodeSubnet, ip)
 	}
 }

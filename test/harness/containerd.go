@@ -21,6 +21,11 @@ type ContainerdConfig struct {
 	// Node is the network namespace containerd runs in; the CNI chain it
 	// calls, and so the bridge and its routes, live there. Required.
 	Node *Netns
+	// MountNS, when set, is the node's own mount namespace containerd runs
+	// in (shared with the node's kubelet, see NewMountNS); the mounts it
+	// makes under State (pod netns, container rootfs) exist only there.
+	// Default: the host's mount namespace. Crash does not support it.
+	MountNS *MountNS
 	// CNIBinDir and CNIConfDir are the CRI plugin's CNI bin dir and conf_dir.
 	// Required.
 	CNIBinDir  string
@@ -309,7 +314,7 @@ func (c *Containerd) start(t testing.TB) {
 		t.Fatal(err)
 	}
 	// containerd finds its shim on PATH.
-	c.startDaemon(t, c.cfg.Node.Path, c.LogPath, c.Address,
+	c.startDaemon(t, c.cfg.Node.Path, c.cfg.MountNS, c.LogPath, c.Address,
 		[]string{"PATH=" + c.Bin + string(os.PathListSeparator) + os.Getenv("PATH")},
 		filepath.Join(c.Bin, "containerd"), "--config", cfgPath)
 }
@@ -341,6 +346,9 @@ func (c *Containerd) LogTail(n int) string { return tailFile(c.LogPath, n) }
 // Root (the metadata and images) survives. Restart starts it again.
 func (c *Containerd) Crash(t testing.TB) {
 	t.Helper()
+	if c.cfg.MountNS != nil {
+		t.Fatal("harness: Crash cannot wipe the state mounts of a containerd in its own mount namespace")
+	}
 	if err := c.killAll(); err != nil {
 		t.Fatal(err)
 	}

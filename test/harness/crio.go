@@ -156,7 +156,7 @@ func (c *CRIO) start(t testing.TB) {
 	// mode leaves oom_score_adj out of the sandbox spec; it also drops the
 	// infra container's device rules and CPU shares (no cgroup v2
 	// delegation here), none of which the network depends on.
-	c.startDaemon(t, c.cfg.Node.Path, c.LogPath, c.Address, []string{"_CRIO_ROOTLESS=1"},
+	c.startDaemon(t, c.cfg.Node.Path, nil, c.LogPath, c.Address, []string{"_CRIO_ROOTLESS=1"},
 		append([]string{filepath.Join(CRIOBinDir(), "crio")}, c.args()...)...)
 }
 

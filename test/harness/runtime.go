@@ -18,18 +18,20 @@ type daemon struct {
 	done chan struct{}
 }
 
-// startDaemon starts argv inside the network namespace at netns (nsenter
-// execs in place: the PID is the daemon's), with env added to the
-// environment and its output appended to logPath, and waits until CRI on
-// address reports the runtime and the network ready.
-func (d *daemon) startDaemon(t testing.TB, netns, logPath, address string, env []string, argv ...string) {
+// startDaemon starts argv inside the network namespace at netns and, when
+// mnt is not nil, the mount namespace mnt (nsenter execs in place: the PID
+// is the daemon's), with env added to the environment and its output
+// appended to logPath, and waits until CRI on address reports the runtime
+// and the network ready.
+func (d *daemon) startDaemon(t testing.TB, netns string, mnt *MountNS, logPath, address string, env []string, argv ...string) {
 	t.Helper()
 	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer logf.Close()
-	cmd := exec.Command("nsenter", append([]string{"--net=" + netns}, argv...)...)
+	nsenter := Nsenter(netns, mnt, argv...)
+	cmd := exec.Command(nsenter[0], nsenter[1:]...)
 	cmd.Env = append(os.Environ(), env...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
