@@ -1,0 +1,210 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stickyip/stickyip/test/harness"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// clusterNode is where a cluster node lives: its name, its address on the
+// link between the nodes, and its flannel subnet (gateway first).
+type clusterNode struct{ name, ip, subnet string }
+
+// clusterNodes are the cluster's two nodes. The control plane runs on the
+// first, serving on its address.
+var clusterNodes = []clusterNode{
+	{"node1", "172.30.0.1", "10.244.1.1/24"},
+	{"node2", "172.30.0.2", "10.244.2.1/24"},
+}
+
+// clusterLinkPrefix is the prefix length of the link between the nodes.
+const clusterLinkPrefix = "/24"
+
+// devicePluginDir is the kubelet's device-plugin socket directory, a path
+// fixed in every kubelet whatever its --root-dir: each cluster node binds its
+// own directory there, in its own mount namespace.
+const devicePluginDir = "/var/lib/kubelet/device-plugins"
+
+// cluster is a control plane (etcd, kube-apiserver, kube-scheduler,
+// kube-controller-manager) and two nodes, each with its own network
+// namespace, mount namespace, containerd, kubelet, flannel chain and
+// subnet, and checkpointd. The nodes' namespaces are joined by a veth pair ("eth0" in each,
+// clusterNodes' addresses); the control plane runs in node1's and both
+// kubelets reach it over that link. Pod networks do not route between the
+// nodes.
+type cluster struct {
+	*controlPlane
+	nodes []*node
+}
+
+// newCluster creates and starts the cluster with the IPAM named by ipam:
+// control plane first, then each node's containerd and kubelet, until both
+// nodes are Ready, then each node's checkpointd (with the node's
+// kubeconfig, configured as in TestCheckpointd). Logs go to _output/e2e-logs/<test>/ (the control plane)
+// and its node1/ and node2/ subdirectories.
+func newCluster(t *testing.T, ipam string) *cluster {
+	t.Helper()
+	b := findBins(t)
+	b.require(t, "kube-scheduler", "kube-controller-manager")
+	start := time.Now()
+	logDir := testLogDir(t)
+	c := &cluster{}
+	for _, cn := range clusterNodes {
+		netns, h := newNetns(t, cn.name)
+		n := &node{t: t, bins: b, opts: nodeOptions{ipam: ipam}, name: cn.name, ip: cn.ip, dir: harness.ShortTempDir(t),
+			logDir: filepath.Join(logDir, cn.name), ns: netns, nsHandle: h, subnet: cn.subnet}
+		if err := os.MkdirAll(n.logDir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		c.nodes = append(c.nodes, n)
+	}
+	n1, n2 := c.nodes[0], c.nodes[1]
+	run(t, "ip", "-n", n1.ns.Name, "link", "add", "eth0", "type", "veth", "peer", "name", "eth0", "netns", n2.ns.Name)
+	for _, n := range c.nodes {
+		run(t, "ip", "-n", n.ns.Name, "addr", "add", n.ip+clusterLinkPrefix, "dev", "eth0")
+		run(t, "ip", "-n", n.ns.Name, "link", "set", "eth0", "up")
+	}
+	var names []string
+	for _, cn := range clusterNodes {
+		names = append(names, cn.name)
+	}
+	c.controlPlane = newControlPlane(t, b, harness.ShortTempDir(t), logDir, n1.ns, n1.nsHandle, n1.ip, names...)
+	for _, n := range c.nodes {
+		n.controlPlane = c.controlPlane
+		n.init()
+		// After init: the node's /run tmpfs is then part of the namespace.
+		n.mnt = harness.NewMountNS(t, map[string]string{devicePluginDir: filepath.Join(n.dir, "device-plugins")})
+	}
+
+	c.startControlPlane()
+	c.startScheduler()
+	c.startControllerManager()
+	cpReady := time.Since(start)
+	for _, n := range c.nodes {
+		n.startContainerd()
+		n.startKubelet(false)
+	}
+	for _, n := range c.nodes {
+		n.waitReady()
+	}
+	for _, n := range c.nodes {
+		n.startCheckpointd()
+	}
+	t.Logf("cluster up in %s: control plane (etcd, kube-apiserver, scheduler, controller-manager) %s, then both nodes Ready %s later",
+		time.Since(start).Round(100*time.Millisecond), cpReady.Round(100*time.Millisecond), (time.Since(start) - cpReady).Round(100*time.Millisecond))
+	return c
+}
+
+// node returns the cluster node named name.
+func (c *cluster) node(name string) *node {
+	for _, n := range c.nodes {
+		if n.name == name {
+			return n
+		}
+	}
+	c.t.Fatalf("no node %s in the cluster", name)
+	return nil
+}
+
+// clusterPodTemplate is a pod template of app app whose pods repel each
+// other across nodes (required anti-affinity on the hostname), so that two
+// replicas run one per node. The container reads the service-account token
+// the kubelet mounts, and fails (restarting) unless it can.
+func clusterPodTemplate(app string, annotations map[string]string) corev1.PodTemplateSpec {
+	grace := int64(2)
+	labels := map[string]string{"app": app}
+	return corev1.PodTemplateSpec{
+		ObjectMeta: metav1.ObjectMeta{Labels: labels, Annotations: annotations},
+		Spec: corev1.PodSpec{
+			TerminationGracePeriodSeconds: &grace,
+			Affinity: &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{
+				RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{
+					LabelSelector: &metav1.LabelSelector{MatchLabels: labels},
+					TopologyKey:   corev1.LabelHostname,
+				}},
+			}},
+			Containers: []corev1.Container{{
+				Name:            "main",
+				Image:           harness.PauseImage,
+				Command:         []string{"/pause"},
+				Args:            []string{"-read", "/var/run/secrets/kubernetes.io/serviceaccount/token"},
+				ImagePullPolicy: corev1.PullNever,
+			}},
+		},
+	}
+}
+
+// placedPod is a pod of a workload as the API and its node's runtime agree
+// on it.
+type placedPod struct {
+	Name, Node, IP string
+	UID            string
+}
+
+// waitPlaced waits until the pods of namespace ns matching selector are
+// exactly want, each Ready without a container restart, one per node, with
+// an IP of its node's subnet that its node's runtime reports for the one
+// ready sandbox of the pod; it returns them by node name.
+func (c *cluster) waitPlaced(ns, selector string, want int, timeout time.Duration) map[string]placedPod {
+	t := c.t
+	t.Helper()
+	ctx := context.Background()
+	var out map[string]placedPod
+	eventually(t, fmt.Sprintf("%d pods %s in %s Ready, one per node", want, selector, ns), timeout, time.Second, func() (bool, string) {
+		pods, err := c.client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: selector})
+		if err != nil {
+			return false, err.Error()
+		}
+		if len(pods.Items) != want {
+			return false, fmt.Sprintf("%d pods", len(pods.Items))
+		}
+		got := map[string]placedPod{}
+		for _, p := range pods.Items {
+			if p.DeletionTimestamp != nil || !podReady(&p) {
+				return false, fmt.Sprintf("pod %s on %q: phase %s, conditions %v", p.Name, p.Spec.NodeName, p.Status.Phase, p.Status.Conditions)
+			}
+			for _, cs := range p.Status.ContainerStatuses {
+				if cs.RestartCount != 0 {
+					t.Fatalf("pod %s/%s: container %s restarted %d times (see its node's logs): %+v", ns, p.Name, cs.Name, cs.RestartCount, cs.LastTerminationState)
+				}
+			}
+			if _, dup := got[p.Spec.NodeName]; dup {
+				t.Fatalf("pods %s and %s both on %s", got[p.Spec.NodeName].Name, p.Name, p.Spec.NodeName)
+			}
+			n := c.node(p.Spec.NodeName)
+			if !n.inSubnet(p.Status.PodIP) {
+				t.Fatalf("pod %s/%s on %s has IP %s, not a pod address of the node's subnet %s", ns, p.Name, n.name, p.Status.PodIP, n.subnet)
+			}
+			sbs, err := n.readySandboxes(ctx, ns, p.Name)
+			if err != nil {
+				return false, err.Error()
+			}
+			if len(sbs) != 1 || sbs[0].UID != string(p.UID) || sbs[0].IP != p.Status.PodIP {
+				return false, fmt.Sprintf("pod %s: API uid %s IP %s; %s's runtime: %+v", p.Name, p.UID, p.Status.PodIP, n.name, sbs)
+			}
+			got[n.name] = placedPod{Name: p.Name, Node: n.name, IP: p.Status.PodIP, UID: string(p.UID)}
+		}
+		out = got
+		return true, ""
+	})
+	return out
+}
+
+// podReady reports whether the pod's Ready condition is True.
+func podReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}

@@ -1,0 +1,146 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"syscall"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// TestClusterWorkloads is the ground floor of the two-node cluster: what
+// the controllers and the scheduler create runs through each node's own CNI
+// chain, and deleting a Node takes its pods and what it owns with it.
+//
+//  1. The API server serves the admission policy APIs (MutatingAdmissionPolicy
+//     is GA in 1.36) with its default feature set.
+//  2. A Deployment (2 replicas) and a StatefulSet (2 replicas, a reservation
+//     annotation), created through the API, each with a required
+//     anti-affinity: one pod per node, each Ready with an IP of its node's
+//     flannel subnet that its node's runtime reports too, and the kubelet's
+//     service-account token readable in the container.
+//  3. Each kubelet's device-plugin socket is in its own node's directory.
+//  4. node2's kubelet stops and its Node is deleted: its pods leave the API
+//     (pod GC) and a ConfigMap owned by the Node is garbage-collected; node1's
+//     pods stay as they were.
+func TestClusterWorkloads(t *testing.T) {
+	c := newCluster(t, "stickyip")
+	ctx := context.Background()
+	cs := c.client
+
+	// 1. Admission policy APIs.
+	res, err := cs.Discovery().ServerResourcesForGroupVersion("admissionregistration.k8s.io/v1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var served []string
+	for _, r := range res.APIResources {
+		served = append(served, r.Name)
+	}
+	for _, want := range []string{"mutatingadmissionpolicies", "mutatingadmissionpolicybindings",
+		"validatingadmissionpolicies", "validatingadmissionpolicybindings"} {
+		if !slices.Contains(served, want) {
+			t.Fatalf("admissionregistration.k8s.io/v1 does not serve %s (serves %v)", want, served)
+		}
+	}
+
+	// 2. Workloads through the controllers and the scheduler.
+	const ns = "apps"
+	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	c.waitDefaultServiceAccount(ns)
+	two := int32(2)
+	created := time.Now()
+	web := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: ns},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: &two,
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}},
+			Template: clusterPodTemplate("web", nil),
+		},
+	}
+	if _, err := cs.AppsV1().Deployments(ns).Create(ctx, web, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	db := &appsv1.StatefulSet{
+		ObjectMeta: metav1.ObjectMeta{Name: "db", Namespace: ns},
+		Spec: appsv1.StatefulSetSpec{
+			Replicas:            &two,
+			Selector:            &metav1.LabelSelector{MatchLabels: map[string]string{"app": "db"}},
+			Template:            clusterPodTemplate("db", map[string]string{annReservation: "5"}),
+			PodManagementPolicy: appsv1.ParallelPodManagement,
+		},
+	}
+	if _, err := cs.AppsV1().StatefulSets(ns).Create(ctx, db, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	webPods := c.waitPlaced(ns, "app=web", 2, 3*time.Minute)
+	dbPods := c.waitPlaced(ns, "app=db", 2, 3*time.Minute)
+	t.Logf("Deployment web and StatefulSet db created → all 4 pods Ready on their nodes: %s", time.Since(created).Round(100*time.Millisecond))
+	for _, n := range c.nodes {
+		t.Logf("%s (subnet %s): %s %s, %s %s", n.name, n.subnet, webPods[n.name].Name, webPods[n.name].IP, dbPods[n.name].Name, dbPods[n.name].IP)
+	}
+
+	// 3. Each kubelet's device-plugin socket, in its node's own directory.
+	for _, n := range c.nodes {
+		sock := filepath.Join(n.dir, "device-plugins", "kubelet.sock")
+		if fi, err := os.Stat(sock); err != nil || fi.Mode()&os.ModeSocket == 0 {
+			t.Fatalf("%s's kubelet: no device-plugin socket at %s (bound on %s): %v", n.name, sock, devicePluginDir, err)
+		}
+	}
+
+	// 4. node2 goes away: kubelet stopped, Node deleted.
+	n2 := c.node("node2")
+	node2, err := cs.CoreV1().Nodes().Get(ctx, n2.name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	owned := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "owned-by-node2", Namespace: ns,
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: node2.Name, UID: node2.UID}}}}
+	if _, err := cs.CoreV1().ConfigMaps(ns).Create(ctx, owned, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	n2.kubelet.stop(t, syscall.SIGTERM, 30*time.Second)
+	deleted := time.Now()
+	if err := cs.CoreV1().Nodes().Delete(ctx, n2.name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var cmGone, podsGone time.Duration
+	eventually(t, "node2's pods and owned ConfigMap gone", 3*time.Minute, time.Second, func() (bool, string) {
+		if cmGone == 0 {
+			if _, err := cs.CoreV1().ConfigMaps(ns).Get(ctx, owned.Name, metav1.GetOptions{}); apierrors.IsNotFound(err) {
+				cmGone = time.Since(deleted)
+			}
+		}
+		pods, err := cs.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + n2.name})
+		if err != nil {
+			return false, err.Error()
+		}
+		if podsGone == 0 && len(pods.Items) == 0 {
+			podsGone = time.Since(deleted)
+		}
+		return cmGone != 0 && podsGone != 0, fmt.Sprintf("ConfigMap gone after %s, %d pods on %s", cmGone, len(pods.Items), n2.name)
+	})
+	t.Logf("Node %s deleted → owned ConfigMap garbage-collected %s, its pods gone from the API %s",
+		n2.name, cmGone.Round(100*time.Millisecond), podsGone.Round(100*time.Millisecond))
+	for app, before := range map[string]placedPod{"web": webPods["node1"], "db": dbPods["node1"]} {
+		p, err := cs.CoreV1().Pods(ns).Get(ctx, before.Name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatalf("%s pod %s on node1: %v", app, before.Name, err)
+		}
+		if string(p.UID) != before.UID || p.Status.PodIP != before.IP || !podReady(p) {
+			t.Fatalf("%s pod %s on node1 changed: uid %s IP %s ready %v, was uid %s IP %s", app, p.Name, p.UID, p.Status.PodIP, podReady(p), before.UID, before.IP)
+		}
+	}
+}
