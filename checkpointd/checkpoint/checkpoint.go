@@ -91,12 +91,27 @@ func SplitKey(s string) (ID, bool) {
 // fileName returns the record file name of id.
 func (id ID) fileName() string { return id.Key() + Suffix }
 
+// File names of the static copies checkpointd writes in the kubelet's static
+// pod directory: StaticPrefix + Key + StaticSuffix (a JSON manifest).
+// Versions before JSON manifests wrote LegacyStaticSuffix (YAML); such a copy
+// is still recognised as checkpointd's, kept while it is needed and removed
+// like any other (never rewritten: the kubelet derives a static pod's UID
+// from its file name, so a rename would restart the copy).
+const (
+	StaticPrefix       = "stickyip-checkpoint-"
+	StaticSuffix       = ".json"
+	LegacyStaticSuffix = ".yaml"
+)
+
+// StaticName returns the file name of id's static copy.
+func (id ID) StaticName() string { return StaticPrefix + id.Key() + StaticSuffix }
+
 // MaxIDLen bounds len(namespace)+len(name) of an identity checkpointd can
 // keep: its longest file name, the static copy's
-// "stickyip-checkpoint-<namespace>_<name>.yaml", must fit in the 255 bytes
-// file systems allow. The API allows longer names (253 + 63); such pods are
-// refused with ErrIDTooLong.
-const MaxIDLen = 255 - len("stickyip-checkpoint-_.yaml")
+// "stickyip-checkpoint-<namespace>_<name>.json" (".yaml" before), must fit
+// in the 255 bytes file systems allow. The API allows longer names (253 +
+// 63); such pods are refused with ErrIDTooLong.
+const MaxIDLen = 255 - len(StaticPrefix+"_"+StaticSuffix)
 
 // ErrIDTooLong is wrapped by the error about an identity longer than MaxIDLen.
 var ErrIDTooLong = errors.New("namespace and name too long for checkpointd's file names")

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -59,9 +60,14 @@ func (r *Reconciler) removeFiles(id checkpoint.ID) {
 	r.cfg.Log.Info("files of a removed static copy deleted", "pod", id.String())
 }
 
+// removeCopy deletes id's static manifest, under its current and its legacy
+// name.
 func removeCopy(staticDir string, id checkpoint.ID) error {
-	if err := os.Remove(copyPath(staticDir, id)); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return err
+	legacy := strings.TrimSuffix(copyPath(staticDir, id), checkpoint.StaticSuffix) + checkpoint.LegacyStaticSuffix
+	for _, p := range []string{copyPath(staticDir, id), legacy} {
+		if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
 	}
 	return checkpoint.SyncDir(staticDir)
 }

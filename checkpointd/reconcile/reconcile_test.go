@@ -481,7 +481,7 @@ func TestRemoveCopies(t *testing.T) {
 	if _, err := os.Stat(other); err != nil {
 		t.Errorf("a static pod checkpointd did not write was touched: %v", err)
 	}
-	if left, _ := filepath.Glob(filepath.Join(h.static, StaticPrefix+"*")); len(left) != 0 {
+	if left, _ := filepath.Glob(filepath.Join(h.static, checkpoint.StaticPrefix+"*")); len(left) != 0 {
 		t.Errorf("copies left: %v", left)
 	}
 }
