@@ -41,8 +41,9 @@ import (
 	"github.com/stickyip/stickyip/subnetenv"
 )
 
-// DefaultSubnetFile is where flanneld writes the node's lease.
-const DefaultSubnetFile = subnetenv.DefaultPath
+// SubnetFileFromCNI is the --flannel-subnet-file value (the default) that
+// takes the lease file from the flannel plugin's own configuration.
+const SubnetFileFromCNI = "auto"
 
 // SavedFileName is the saved lease's name in the checkpoint directory.
 const SavedFileName = "flannel-subnet.env"
@@ -72,7 +73,7 @@ const (
 
 // Keeper saves and puts back the lease.
 type Keeper struct {
-	// SubnetFile is flanneld's file (DefaultSubnetFile).
+	// SubnetFile is flanneld's file, the one the flannel CNI plugin reads.
 	SubnetFile string
 	// SavedFile is the saved copy on persistent disk.
 	SavedFile string
