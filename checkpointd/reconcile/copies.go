@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/stickyip/stickyip/checkpointd/checkpoint"
+	"github.com/stickyip/stickyip/checkpointd/safefile"
 	"github.com/stickyip/stickyip/checkpointd/sanitize"
 	"github.com/stickyip/stickyip/checkpointd/state"
 )
@@ -69,7 +70,7 @@ func removeCopy(staticDir string, id checkpoint.ID) error {
 			return err
 		}
 	}
-	return checkpoint.SyncDir(staticDir)
+	return safefile.SyncDir(staticDir)
 }
 
 // RemoveCopies deletes every static copy in staticDir (checkpointd's own
