@@ -40,7 +40,7 @@ func run(args []string) int {
 	fs.StringVar(&cfg.VolumeDir, "volume-dir", "/run/stickyip/checkpointd", "a restored copy's secret and configMap files and per-boot state (0700; must be tmpfs)")
 	fs.StringVar(&cfg.CRIEndpoint, "cri-endpoint", "unix:///run/containerd/containerd.sock", "container runtime CRI socket")
 	fs.StringVar(&cfg.DataDir, "data-dir", contract.DefaultDataDir, `stickyip IPAM data directory ("": no IPAM reconciliation)`)
-	fs.StringVar(&cfg.CNIConfDir, "cni-conf-dir", "/etc/cni/net.d", `CNI network configs, read for pool sizes and the flannel networks; "": not read`)
+	fs.StringVar(&cfg.CNIConfDir, "cni-conf-dir", contract.DefaultCNIConfDir, `CNI network configs, read for pool sizes and the flannel networks; "": not read`)
 	fs.StringVar(&cfg.FlannelSubnetFile, "flannel-subnet-file", flannel.SubnetFileFromCNI, `flanneld's subnet lease, kept across reboots and put back while flanneld has not written one; "auto": the subnetFile of the flannel plugin in --cni-conf-dir (default /run/flannel/subnet.env), none without a flannel network; "": not kept`)
 	fs.StringVar(&cfg.AllowNamespaces, "allow-namespaces", "kube-system", `comma-separated namespaces whose opted-in pods may be checkpointed ("*": all)`)
 	fs.StringVar(&cfg.AllowPrivilegedNamespaces, "allow-privileged-namespaces", "", `comma-separated namespaces whose pods may give a copy node-level power: privileged, host namespaces, hostPath, host ports, added capabilities ("*": all allowed namespaces)`)
