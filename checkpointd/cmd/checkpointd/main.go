@@ -43,7 +43,7 @@ func run(args []string) int {
 	fs.StringVar(&cfg.CNIConfDir, "cni-conf-dir", contract.DefaultCNIConfDir, `CNI network configs, read for pool sizes and the flannel networks; "": not read`)
 	fs.StringVar(&cfg.FlannelSubnetFile, "flannel-subnet-file", flannel.SubnetFileFromCNI, `flanneld's subnet lease, kept across reboots and put back while flanneld has not written one; "auto": the subnetFile of the flannel plugin in --cni-conf-dir (default /run/flannel/subnet.env), none without a flannel network; "": not kept`)
 	fs.StringVar(&cfg.AllowNamespaces, "allow-namespaces", "kube-system", `comma-separated namespaces whose opted-in pods may be checkpointed ("*": all)`)
-	fs.StringVar(&cfg.AllowPrivilegedNamespaces, "allow-privileged-namespaces", "", `comma-separated namespaces whose pods may give a copy node-level power: privileged, host namespaces, hostPath, host ports, added capabilities ("*": all allowed namespaces)`)
+	fs.StringVar(&cfg.AllowPrivilegedNamespaces, "allow-privileged-namespaces", "", `comma-separated namespaces whose pods may fail Pod Security Standards baseline controls (privileged, hostPID/hostIPC, hostPath, capabilities, ...; never hostNetwork or host ports) ("*": all allowed namespaces)`)
 	fs.DurationVar(&cfg.Grace, "grace-period", time.Minute, "how long the API server must be unreachable before restoring, and a parent gone before its checkpoint is released")
 	fs.DurationVar(&cfg.Stable, "api-stable-period", 30*time.Second, "how long the API server must answer again before a static copy is handed back")
 	fs.DurationVar(&cfg.Interval, "interval", 5*time.Second, "reconcile period")
