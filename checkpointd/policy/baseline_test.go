@@ -280,3 +280,15 @@ func TestOverlapRefusedEverywhere(t *testing.T) {
 		t.Errorf("a container port without hostPort refused: %+v", v)
 	}
 }
+
+// NodePower names hostNetwork and host ports as the baseline controls they
+// are, although Evaluate refuses them first as an overlap.
+func TestNodePowerNamesOverlapControls(t *testing.T) {
+	pod := basePod("infra")
+	pod.Spec.HostNetwork = true
+	pod.Spec.Containers[0].Ports = []corev1.ContainerPort{{ContainerPort: 80, HostPort: 80}}
+	got := joinFindings(NodePower(pod))
+	if got != `hostNamespaces: hostNetwork; hostPorts: container "c" hostPort 80` {
+		t.Errorf("NodePower = %q", got)
+	}
+}
