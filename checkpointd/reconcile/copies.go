@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -64,7 +63,7 @@ func (r *Reconciler) removeFiles(id checkpoint.ID) {
 // removeCopy deletes id's static manifest, under its current and its legacy
 // name.
 func removeCopy(staticDir string, id checkpoint.ID) error {
-	legacy := strings.TrimSuffix(copyPath(staticDir, id), checkpoint.StaticSuffix) + checkpoint.LegacyStaticSuffix
+	legacy := filepath.Join(staticDir, checkpoint.StaticPrefix+id.Key()+checkpoint.LegacyStaticSuffix)
 	for _, p := range []string{copyPath(staticDir, id), legacy} {
 		if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return err
