@@ -120,11 +120,11 @@ func parseDuration(key string, raw json.RawMessage) (d time.Duration, set bool, 
 	}
 	var s string
 	if err := json.Unmarshal(raw, &s); err != nil {
-		return 0, false, fmt.Errorf("%w: %s: want a duration string such as \"90s\" or \"24h\", got %s", ErrInvalidConfig, key, clip(string(raw)))
+		return 0, false, fmt.Errorf("%w: %s: want a duration string such as \"90s\" or \"24h\", got %s", ErrInvalidConfig, key, contract.Clip(string(raw), contract.ClipLen))
 	}
 	v, err := time.ParseDuration(s)
 	if err != nil || v < 0 {
-		return 0, false, fmt.Errorf("%w: %s: want a non-negative duration such as \"90s\" or \"24h\", got %q", ErrInvalidConfig, key, clip(s))
+		return 0, false, fmt.Errorf("%w: %s: want a non-negative duration such as \"90s\" or \"24h\", got %q", ErrInvalidConfig, key, contract.Clip(s, contract.ClipLen))
 	}
 	return v, true, nil
 }
@@ -138,7 +138,7 @@ func LoadConfig(stdin []byte, cniArgs string) (*Config, error) {
 	}
 	var raw netConf
 	if err := json.Unmarshal(stdin, &raw); err != nil {
-		return nil, fmt.Errorf("%w: network config: %s%s", ErrInvalidConfig, whereIs(stdin), clipTo(err.Error(), 300))
+		return nil, fmt.Errorf("%w: network config: %s%s", ErrInvalidConfig, whereIs(stdin), contract.Clip(err.Error(), 300))
 	}
 	if raw.Name == "" {
 		return nil, fmt.Errorf("%w: network config: key \"name\" is missing or empty", ErrInvalidConfig)
@@ -151,7 +151,7 @@ func LoadConfig(stdin []byte, cniArgs string) (*Config, error) {
 	}
 	hl, err := loadHostLocal(&raw)
 	if err != nil {
-		return nil, fmt.Errorf("%w: ipam: %s", ErrInvalidConfig, clipTo(err.Error(), 300))
+		return nil, fmt.Errorf("%w: ipam: %s", ErrInvalidConfig, contract.Clip(err.Error(), 300))
 	}
 	c := &Config{
 		Name:             raw.Name,
@@ -205,7 +205,7 @@ func LoadConfig(stdin []byte, cniArgs string) (*Config, error) {
 			case PoolFullEvict, PoolFullFail:
 				c.Reservation.PoolFull = p
 			default:
-				return nil, fmt.Errorf("%w: ipam.reservation.poolFull=%q: want %q or %q", ErrInvalidConfig, clip(*r.PoolFull), PoolFullEvict, PoolFullFail)
+				return nil, fmt.Errorf("%w: ipam.reservation.poolFull=%q: want %q or %q", ErrInvalidConfig, contract.Clip(*r.PoolFull, contract.ClipLen), PoolFullEvict, PoolFullFail)
 			}
 		}
 	}
@@ -313,7 +313,7 @@ func (c *Config) AnnotatedIPs() ([]netip.Addr, error) {
 	for _, ip := range ips {
 		if !slices.ContainsFunc(c.Ranges, func(rs RangeSet) bool { return rs.Contains(net.IP(ip.AsSlice())) }) {
 			return nil, fmt.Errorf("%w: %s=%q: %s is in no range of network %s (%s)", contract.ErrInvalidAnnotation,
-				contract.AnnotationIPs, clip(v), ip, c.Name, rangesString(c.Ranges))
+				contract.AnnotationIPs, contract.Clip(v, contract.ClipLen), ip, c.Name, rangesString(c.Ranges))
 		}
 	}
 	return ips, nil

@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"github.com/containernetworking/cni/pkg/types"
+
+	"github.com/stickyip/stickyip/contract"
 )
 
 // Range is one address range of a range set, in host-local's configuration
@@ -208,7 +210,7 @@ func (a *ipArg) UnmarshalJSON(b []byte) error {
 	}
 	ip := net.ParseIP(s)
 	if ip == nil {
-		return fmt.Errorf("invalid IP %q", clip(s))
+		return fmt.Errorf("invalid IP %q", contract.Clip(s, contract.ClipLen))
 	}
 	*a = ipArg(ip)
 	return nil

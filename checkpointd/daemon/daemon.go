@@ -46,7 +46,7 @@ type Config struct {
 	CRIEndpoint               string
 	DataDir                   string // stickyip data dir; "" disables IPAM reconciliation
 	CNIConfDir                string // CNI network configs, for pool sizes and flannel networks; "" disables
-	FlannelSubnetFile         string // flanneld's lease; "" disables keeping it
+	FlannelSubnetFile         string // flanneld's lease; "auto": the flannel plugin's (see SubnetFile); "" disables keeping it
 	AllowNamespaces           string
 	AllowPrivilegedNamespaces string
 	Grace                     time.Duration
@@ -170,6 +170,11 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	pol, _ := policy.Parse(cfg.AllowNamespaces, cfg.AllowPrivilegedNamespaces)
 	log := cfg.Log
+	subnetFile, err := SubnetFile(cfg.FlannelSubnetFile, cfg.CNIConfDir)
+	if err != nil {
+		return err
+	}
+	cfg.FlannelSubnetFile = subnetFile
 	// client-go logs through klog: send it to the same structured log.
 	klog.SetSlogLogger(log.With("component", "client-go"))
 	rc, err := RestConfig(cfg.Kubeconfig, cfg.Timeout)

@@ -211,7 +211,8 @@ func TestCleanup(t *testing.T) {
 	cfg := Config{StaticPodDir: filepath.Join(dir, "manifests"), CheckpointDir: filepath.Join(dir, "ckpt"),
 		VolumeDir: filepath.Join(dir, "run")}
 	files := map[string]string{
-		"manifests/stickyip-checkpoint-default_web.yaml": "copy",
+		"manifests/stickyip-checkpoint-default_web.yaml": "copy (legacy name)",
+		"manifests/stickyip-checkpoint-default_api.json": "copy",
 		"manifests/kube-apiserver.yaml":                  "not ours",
 		"run/default_web/tls/key":                        "secret",
 		"run/boot.json":                                  "{}",
@@ -234,7 +235,7 @@ func TestCleanup(t *testing.T) {
 	if _, err := Cleanup(cfg, false); err != nil {
 		t.Fatal(err)
 	}
-	if exists("manifests/stickyip-checkpoint-default_web.yaml") || exists("run/default_web") || !exists("ckpt/default_web.ckpt") || !exists("run/boot.json") {
+	if exists("manifests/stickyip-checkpoint-default_web.yaml") || exists("manifests/stickyip-checkpoint-default_api.json") || exists("run/default_web") || !exists("ckpt/default_web.ckpt") || !exists("run/boot.json") {
 		t.Fatal("cleanup without --all: want copies and their files gone, checkpoints and boot state kept")
 	}
 	if _, err := Cleanup(cfg, true); err != nil {

@@ -3,7 +3,7 @@ package ipamstore
 import (
 	"maps"
 
-	"github.com/stickyip/stickyip/checkpointd/flannel"
+	"github.com/stickyip/stickyip/subnetenv"
 
 	"net/netip"
 	"os"
@@ -170,7 +170,7 @@ func TestFreeFromCNIConfig(t *testing.T) {
 	if err != nil || len(nets) != 1 || nets[0] != "cbr0" {
 		t.Errorf("FlannelNetworks = %v, %v; want [cbr0]", nets, err)
 	}
-	if nets, _ := FlannelNetworks(confDir, flannel.DefaultSubnetFile); len(nets) != 0 {
+	if nets, _ := FlannelNetworks(confDir, subnetenv.DefaultPath); len(nets) != 0 {
 		t.Errorf("FlannelNetworks of another subnet file = %v, want none", nets)
 	}
 }

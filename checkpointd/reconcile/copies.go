@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/stickyip/stickyip/checkpointd/checkpoint"
+	"github.com/stickyip/stickyip/checkpointd/safefile"
 	"github.com/stickyip/stickyip/checkpointd/sanitize"
 	"github.com/stickyip/stickyip/checkpointd/state"
 )
@@ -59,11 +60,16 @@ func (r *Reconciler) removeFiles(id checkpoint.ID) {
 	r.cfg.Log.Info("files of a removed static copy deleted", "pod", id.String())
 }
 
+// removeCopy deletes id's static manifest, under its current and its legacy
+// name.
 func removeCopy(staticDir string, id checkpoint.ID) error {
-	if err := os.Remove(copyPath(staticDir, id)); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return err
+	legacy := filepath.Join(staticDir, checkpoint.StaticPrefix+id.Key()+checkpoint.LegacyStaticSuffix)
+	for _, p := range []string{copyPath(staticDir, id), legacy} {
+		if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
 	}
-	return checkpoint.SyncDir(staticDir)
+	return safefile.SyncDir(staticDir)
 }
 
 // RemoveCopies deletes every static copy in staticDir (checkpointd's own

@@ -213,7 +213,6 @@ func TestPolicy(t *testing.T) {
 	elsewhere := pod("app", "uid-ns", "nginx", true)
 	elsewhere.Namespace = "team-a"
 	priv := pod("agent", "uid-priv", "nginx", true)
-	priv.Spec.HostNetwork = true
 	priv.Spec.Containers[0].SecurityContext = &corev1.SecurityContext{Privileged: func() *bool { b := true; return &b }()}
 	job := pod("job", "uid-job", "nginx", true)
 	job.Spec.RestartPolicy = corev1.RestartPolicyNever
@@ -236,7 +235,7 @@ func TestPolicy(t *testing.T) {
 		t.Fatalf("refusal events %v, want one per pod", ev)
 	}
 	for _, want := range []string{`team-a/app CheckpointRefused: checkpointd on node node1 will not checkpoint this pod: namespace "team-a"`,
-		"default/agent CheckpointRefused", "hostNetwork", "default/job CheckpointRefused", "restartPolicy is Never"} {
+		"default/agent CheckpointRefused", `privileged: container "c" is privileged`, "default/job CheckpointRefused", "restartPolicy is Never"} {
 		if !strings.Contains(strings.Join(ev, "\n"), want) {
 			t.Errorf("refusal events %v do not say %q", ev, want)
 		}
@@ -482,7 +481,7 @@ func TestRemoveCopies(t *testing.T) {
 	if _, err := os.Stat(other); err != nil {
 		t.Errorf("a static pod checkpointd did not write was touched: %v", err)
 	}
-	if left, _ := filepath.Glob(filepath.Join(h.static, StaticPrefix+"*")); len(left) != 0 {
+	if left, _ := filepath.Glob(filepath.Join(h.static, checkpoint.StaticPrefix+"*")); len(left) != 0 {
 		t.Errorf("copies left: %v", left)
 	}
 }

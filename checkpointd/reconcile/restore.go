@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/stickyip/stickyip/checkpointd/checkpoint"
+	"github.com/stickyip/stickyip/checkpointd/safefile"
 	"github.com/stickyip/stickyip/checkpointd/sanitize"
 )
 
@@ -40,7 +41,7 @@ func (r *Reconciler) restore(s *snapshot, id checkpoint.ID) {
 		err = os.MkdirAll(r.cfg.StaticDir, 0o755)
 	}
 	if err == nil {
-		err = checkpoint.WriteFileAtomic(copyPath(r.cfg.StaticDir, id), data, 0o600)
+		err = safefile.Write(copyPath(r.cfg.StaticDir, id), data, 0o600)
 	}
 	if err != nil {
 		r.problem(id, "restore", "cannot write the static copy", err)
