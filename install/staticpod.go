@@ -149,9 +149,13 @@ func Mounts(cfg daemon.Config) ([]HostPath, error) {
 		}
 		dirs := map[string]bool{}
 		for _, f := range files {
-			if f != "" {
-				dirs[filepath.Dir(f)] = true
+			if f == "" {
+				continue
 			}
+			if !filepath.IsAbs(f) { // relative to the kubeconfig, as client-go reads it
+				f = filepath.Join(filepath.Dir(cfg.Kubeconfig), f)
+			}
+			dirs[filepath.Dir(f)] = true
 		}
 		var sorted []string
 		for d := range dirs {
