@@ -1,13 +1,7 @@
-// Package deploy holds the manifests an operator applies (deploy/install)
-// and the kube-flannel patch (deploy/kube-flannel); this test reads them as
-// the API server would. The e2e tier applies them to a real node.
 package deploy
 
 import (
-	"bufio"
-	"bytes"
 	"encoding/json"
-	"io"
 	"os"
 	"reflect"
 	"strings"
@@ -15,50 +9,14 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
 )
 
-// installObjects decodes deploy/install/stickyip.yaml.
 func installObjects(t *testing.T) (*corev1.Namespace, *appsv1.DaemonSet) {
 	t.Helper()
-	b, err := os.ReadFile("install/stickyip.yaml")
+	ns, ds, err := Install()
 	if err != nil {
 		t.Fatal(err)
-	}
-	var ns *corev1.Namespace
-	var ds *appsv1.DaemonSet
-	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(b)))
-	for {
-		doc, err := r.Read()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		var meta struct{ Kind string }
-		if err := yaml.Unmarshal(doc, &meta); err != nil {
-			t.Fatal(err)
-		}
-		switch meta.Kind {
-		case "Namespace":
-			ns = &corev1.Namespace{}
-			err = yaml.UnmarshalStrict(doc, ns)
-		case "DaemonSet":
-			ds = &appsv1.DaemonSet{}
-			err = yaml.UnmarshalStrict(doc, ds)
-		case "":
-			continue
-		default:
-			t.Fatalf("unexpected kind %q", meta.Kind)
-		}
-		if err != nil {
-			t.Fatalf("%s: %v", meta.Kind, err)
-		}
-	}
-	if ns == nil || ds == nil {
-		t.Fatal("deploy/install/stickyip.yaml: want a Namespace and a DaemonSet")
 	}
 	return ns, ds
 }
@@ -118,14 +76,10 @@ func TestInstallManifest(t *testing.T) {
 // TestFlannelPatch: the kube-flannel patch carries the project's flannel
 // conflist, so what the e2e tier tests with conf/ is what operators get.
 func TestFlannelPatch(t *testing.T) {
-	b, err := os.ReadFile("kube-flannel/cni-conf-patch.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
 	var patch struct {
 		Data map[string]string `json:"data"`
 	}
-	if err := yaml.UnmarshalStrict(b, &patch); err != nil {
+	if err := yaml.UnmarshalStrict(FlannelPatch, &patch); err != nil {
 		t.Fatal(err)
 	}
 	if len(patch.Data) != 1 {

@@ -3,11 +3,8 @@
 package e2e
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -18,13 +15,12 @@ import (
 	"time"
 
 	"github.com/stickyip/stickyip/admin"
+	"github.com/stickyip/stickyip/deploy"
 	"github.com/stickyip/stickyip/install"
 	"github.com/stickyip/stickyip/test/harness"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
-	"sigs.k8s.io/yaml"
 )
 
 // TestInstaller is issue 18 on a real node: the image built by
@@ -45,7 +41,10 @@ func TestInstaller(t *testing.T) {
 	v1.importInto(n)
 	n.startKubelet(true)
 
-	ns, ds := manifestObjects(t)
+	ns, ds, err := deploy.Install()
+	if err != nil {
+		t.Fatal(err)
+	}
 	if _, err := n.client.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("namespace of deploy/install: %v", err)
 	}
@@ -203,50 +202,6 @@ func (img image) importInto(n *node) {
 		}
 	}
 	t.Fatalf("ctr images ls lacks %s:\n%s", img.ref, out)
-}
-
-// manifestObjects reads deploy/install/stickyip.yaml.
-func manifestObjects(t *testing.T) (*corev1.Namespace, *appsv1.DaemonSet) {
-	t.Helper()
-	root, err := harness.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := os.ReadFile(filepath.Join(root, "deploy", "install", "stickyip.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var ns *corev1.Namespace
-	var ds *appsv1.DaemonSet
-	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(b)))
-	for {
-		doc, err := r.Read()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		var meta metav1.TypeMeta
-		if err := yaml.Unmarshal(doc, &meta); err != nil {
-			t.Fatal(err)
-		}
-		switch meta.Kind {
-		case "Namespace":
-			ns = &corev1.Namespace{}
-			err = yaml.UnmarshalStrict(doc, ns)
-		case "DaemonSet":
-			ds = &appsv1.DaemonSet{}
-			err = yaml.UnmarshalStrict(doc, ds)
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	if ns == nil || ds == nil {
-		t.Fatal("deploy/install/stickyip.yaml: want a Namespace and a DaemonSet")
-	}
-	return ns, ds
 }
 
 // runInstaller creates the DaemonSet's pod for this node: its template, with
