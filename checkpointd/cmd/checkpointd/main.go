@@ -1,7 +1,9 @@
 // Command checkpointd saves opted-in pods of its node and restores them as
 // static pods when the API server is away. It only wires flags (each with an
 // environment fallback, CHECKPOINTD_<FLAG_NAME>) to daemon.Run, or, as
-// `checkpointd cleanup [--all]`, to daemon.Cleanup.
+// `checkpointd cleanup [--all]`, to daemon.Cleanup, or, as `checkpointd
+// install` and `checkpointd uninstall` (what the DaemonSet of deploy/install
+// runs on every node), to package install.
 package main
 
 import (
