@@ -214,7 +214,7 @@ func (n *node) runInstaller(ds *appsv1.DaemonSet, img image) {
 		"/opt/cni/bin":                 n.cniBinDir,
 		"/etc/kubernetes/manifests":    n.staticPodDir(),
 		"/etc/kubernetes/kubelet.conf": filepath.Join(n.dir, "kubelet.kubeconfig"),
-		"/var/lib/stickyip":            n.dir, // checkpointd's checkpoint dir is <dir>/checkpoints here
+		"/var/lib/stickyip":            n.checkpointDir(), // used by uninstall only
 		"/run/stickyip":                filepath.Join(n.runDir(), "stickyip"),
 	}
 	tmpl := ds.Spec.Template.DeepCopy()
