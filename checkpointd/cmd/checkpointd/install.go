@@ -44,19 +44,8 @@ cleanup --all and removes the plugin; the IPAM store stays.
 `)
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		if err == flag.ErrHelp {
-			return 0
-		}
-		return 2
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(os.Stderr, "checkpointd %s: unexpected arguments %q\n", cmd, fs.Args())
-		return 2
-	}
-	if err := envFallback(fs, os.LookupEnv); err != nil {
-		fmt.Fprintf(os.Stderr, "checkpointd %s: %v\n", cmd, err)
-		return 2
+	if code := parse(fs, "checkpointd "+cmd, args); code >= 0 {
+		return code
 	}
 	log, err := newLogger(*logLevel)
 	if err != nil {

@@ -58,19 +58,8 @@ Every flag can also be set with the environment variable CHECKPOINTD_<FLAG>, e.g
 `)
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		if err == flag.ErrHelp {
-			return 0
-		}
-		return 2
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(os.Stderr, "checkpointd: unexpected arguments %q\n", fs.Args())
-		return 2
-	}
-	if err := envFallback(fs, os.LookupEnv); err != nil {
-		fmt.Fprintln(os.Stderr, "checkpointd:", err)
-		return 2
+	if code := parse(fs, "checkpointd", args); code >= 0 {
+		return code
 	}
 	if *showVersion {
 		fmt.Println("checkpointd", version.Version)
@@ -131,6 +120,27 @@ func daemonFlags(fs *flag.FlagSet, cfg *daemon.Config) *string {
 	fs.StringVar(&cfg.Volumes, "volumes", "copy", "secrets/configMaps: copy (saved with the checkpoint, restored as read-only host files) or drop (restored as empty dirs; no secret access needed)")
 	fs.StringVar(&cfg.ListenAddress, "listen-address", "127.0.0.1:9469", `address for /healthz and /metrics ("": disabled)`)
 	return fs.String("log-level", "info", "debug, info, warn or error")
+}
+
+// parse parses args, then the CHECKPOINTD_* variables of flags not given,
+// into fs. A code >= 0 means exit with it: 0 after --help, 2 for bad input
+// (reported on stderr, prefixed with cmd).
+func parse(fs *flag.FlagSet, cmd string, args []string) int {
+	if err := fs.Parse(args); err != nil {
+		if err == flag.ErrHelp {
+			return 0
+		}
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(os.Stderr, "%s: unexpected arguments %q\n", cmd, fs.Args())
+		return 2
+	}
+	if err := envFallback(fs, os.LookupEnv); err != nil {
+		fmt.Fprintf(os.Stderr, "%s: %v\n", cmd, err)
+		return 2
+	}
+	return -1
 }
 
 // newLogger returns the text logger on stderr at level.
