@@ -15,55 +15,23 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/stickyip/stickyip/checkpointd/checkpoint"
 )
 
-// tmpMarker is in the name of every temporary file the installer writes next
-// to its target: ".<name><tmpMarker><random>". A runtime never executes it
-// (it looks plugins up by type name), and the next install removes leftovers.
-const tmpMarker = ".tmp-"
-
-// WriteFile makes path hold data with permission mode, atomically: it writes
-// a temporary file in the same directory, syncs it, renames it over path and
-// syncs the directory, so whoever opens or executes path meanwhile gets the
-// old file or the new one, never a partial one, and a power cut leaves one of
-// the two. When path already holds data with that mode it does nothing (same
-// inode, same mtime) and returns false.
+// WriteFile makes path hold data with permission mode, atomically
+// (checkpoint.WriteFileAtomic: a temporary dot file in the same directory,
+// synced, renamed over path, the directory synced), so whoever opens or
+// executes path meanwhile gets the old file or the new one, never a partial
+// one, and a power cut leaves one of the two. When path already holds data
+// with that mode it does nothing (same inode, same mtime) and returns false.
+// Temporary files an installer killed mid-write left behind are removed.
 func WriteFile(path string, data []byte, mode os.FileMode) (changed bool, err error) {
 	if same(path, data, mode) {
 		return false, nil
 	}
-	dir, base := filepath.Split(path)
-	if dir == "" {
-		dir = "."
-	}
-	removeLeftovers(dir, base)
-	f, err := os.CreateTemp(dir, "."+base+tmpMarker)
-	if err != nil {
-		return false, fmt.Errorf("install %s: %w", path, err)
-	}
-	tmp := f.Name()
-	defer func() {
-		if err != nil {
-			_ = os.Remove(tmp)
-		}
-	}()
-	_, err = f.Write(data)
-	if err == nil {
-		err = f.Chmod(mode)
-	}
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err == nil {
-		err = syncDir(dir)
-	}
-	if err != nil {
+	removeLeftovers(path)
+	if err := checkpoint.WriteFileAtomic(path, data, mode); err != nil {
 		return false, fmt.Errorf("install %s: %w", path, err)
 	}
 	return true, nil
@@ -77,7 +45,7 @@ func Remove(path string) (bool, error) {
 	} else if err != nil {
 		return false, err
 	}
-	return true, syncDir(filepath.Dir(path))
+	return true, checkpoint.SyncDir(filepath.Dir(path))
 }
 
 // same reports whether path is a regular file holding data with mode.
@@ -90,25 +58,20 @@ func same(path string, data []byte, mode os.FileMode) bool {
 	return err == nil && bytes.Equal(old, data)
 }
 
-// removeLeftovers removes temporary files of base that an installer killed
-// mid-write left in dir.
-func removeLeftovers(dir, base string) {
+// removeLeftovers removes the temporary files of path
+// (checkpoint.WriteFileAtomic's ".<name>.*") left in its directory.
+func removeLeftovers(path string) {
+	dir, base := filepath.Split(path)
+	if dir == "" {
+		dir = "."
+	}
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return
 	}
 	for _, e := range entries {
-		if strings.HasPrefix(e.Name(), "."+base+tmpMarker) {
+		if strings.HasPrefix(e.Name(), "."+base+".") {
 			_ = os.Remove(filepath.Join(dir, e.Name()))
 		}
 	}
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }

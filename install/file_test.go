@@ -35,7 +35,7 @@ func TestWriteFile(t *testing.T) {
 		t.Errorf("a no-op install replaced the file: inode %d→%d, mtime %v→%v", ino, ino2, mtime, mtime2)
 	}
 	// A leftover of an installer killed mid-write goes with the next install.
-	leftover := filepath.Join(dir, ".stickyip"+tmpMarker+"123")
+	leftover := filepath.Join(dir, ".stickyip.123")
 	if err := os.WriteFile(leftover, []byte("partial"), 0o600); err != nil {
 		t.Fatal(err)
 	}
