@@ -31,7 +31,13 @@ import (
 // second image build while pods are being created, and a power cut with the
 // API server away that the installed (static pod) checkpointd restores from.
 // The manifests pass a server-side dry run.
+//
+// Not yet run on real components (no kubelet build was available when it
+// was written): it runs only with E2E_INSTALLER=1 until its first green run.
 func TestInstaller(t *testing.T) {
+	if os.Getenv("E2E_INSTALLER") == "" {
+		t.Skip("E2E_INSTALLER unset: TestInstaller has not had its first run on real components yet (issue 18)")
+	}
 	n := newNode(t, nodeOptions{ipam: "installed"}) // the conflist names stickyip; the bin dir lacks it
 	ctx := context.Background()
 	v1 := n.buildImage("e2e-install-v1")
