@@ -21,7 +21,7 @@ type Node struct {
 	PluginSource string     // the plugin binary to install (in the image: /stickyip)
 	CNIBinDir    string     // the node's CNI bin directory
 	StaticPodDir string     // the kubelet's staticPodPath
-	Pod          *StaticPod // checkpointd's static pod; nil: none (checkpointd runs from the systemd unit)
+	Pod          *StaticPod // checkpointd's static pod; nil: none, and one installed before is removed (checkpointd runs from the systemd unit)
 }
 
 // Install installs the plugin and writes checkpointd's static pod manifest,
@@ -42,8 +42,15 @@ func (n Node) Install() ([]string, error) {
 		return nil, err
 	}
 	report = append(report, line(changed, dst))
-	if n.Pod == nil {
-		return report, nil
+	mp := filepath.Join(n.StaticPodDir, ManifestName)
+	if n.Pod == nil { // checkpointd runs from the systemd unit: never two of them
+		if _, err := os.Lstat(mp); errors.Is(err, os.ErrNotExist) {
+			return report, nil // (a read-only directory refuses even a vain unlink)
+		}
+		if _, err := Remove(mp); err != nil {
+			return report, err
+		}
+		return append(report, "removed "+mp), nil
 	}
 	manifest, err := n.Pod.Manifest()
 	if err != nil {
@@ -54,7 +61,6 @@ func (n Node) Install() ([]string, error) {
 	}
 	// The kubelet reads every file in the directory, dot files excepted:
 	// the temporary file WriteFile renames into place is never half-read.
-	mp := filepath.Join(n.StaticPodDir, ManifestName)
 	changed, err = WriteFile(mp, manifest, 0o600)
 	if err != nil {
 		return report, err

@@ -116,6 +116,17 @@ current-context: x
 		t.Errorf("install without --image: exit %d, want 2", code)
 	}
 
+	// --static-pod=false (checkpointd from the systemd unit): the static pod goes, the plugin stays.
+	if code := run(append([]string{"install", "--static-pod=false"}, args...)); code != 0 {
+		t.Fatalf("install --static-pod=false: exit %d", code)
+	}
+	if _, err := os.Stat(manifest); !os.IsNotExist(err) {
+		t.Errorf("install --static-pod=false left the static pod: %v", err)
+	}
+	if code := run(append([]string{"install"}, args...)); code != 0 {
+		t.Fatalf("install: exit %d", code)
+	}
+
 	// Uninstall: the static pod and the plugin go; the IPAM store stays.
 	if err := os.MkdirAll(p("ipam"), 0o755); err != nil {
 		t.Fatal(err)
