@@ -51,7 +51,7 @@ type StaticPod struct {
 
 // Pod returns the static pod object.
 func (s StaticPod) Pod() (*corev1.Pod, error) {
-	no := false
+	no, yes, root := false, true, int64(0)
 	c := corev1.Container{
 		Name:            "checkpointd",
 		Image:           s.Image,
@@ -63,9 +63,9 @@ func (s StaticPod) Pod() (*corev1.Pod, error) {
 			Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("200Mi")},
 		},
 		SecurityContext: &corev1.SecurityContext{
-			RunAsUser:                new(int64),
+			RunAsUser:                &root,
 			AllowPrivilegeEscalation: &no,
-			ReadOnlyRootFilesystem:   new(bool),
+			ReadOnlyRootFilesystem:   &yes,
 			Capabilities: &corev1.Capabilities{
 				Drop: []corev1.Capability{"ALL"},
 				// write root-owned directories, give restored files the pod's fsGroup
@@ -73,7 +73,6 @@ func (s StaticPod) Pod() (*corev1.Pod, error) {
 			},
 		},
 	}
-	*c.SecurityContext.ReadOnlyRootFilesystem = true
 	if s.ListenAddress != "" {
 		host, port, err := net.SplitHostPort(s.ListenAddress)
 		if err != nil {
