@@ -98,6 +98,7 @@ type node struct {
 	caPEM                    []byte
 	client                   *kubernetes.Clientset
 	ctd                      *harness.Containerd
+	cniBinDir                string // the CNI bin dir containerd runs plugins from
 	cri                      *harness.CRIClient
 
 	etcd, apiserver, kubelet, checkpointd *proc
@@ -442,8 +443,9 @@ func (n *node) startContainerd() {
 		n.writeCNIConfig()
 		n.startFlanneld()
 	}
+	n.cniBinDir = harness.CNIBinDir(t, extra...)
 	n.ctd = harness.StartContainerd(t, harness.ContainerdConfig{
-		Node: n.ns, CNIBinDir: harness.CNIBinDir(t, extra...), CNIConfDir: n.cniConfDir(),
+		Node: n.ns, CNIBinDir: n.cniBinDir, CNIConfDir: n.cniConfDir(),
 	})
 	// The harness removes containerd's directory at cleanup; keep its log
 	// with the others (this runs before that removal).

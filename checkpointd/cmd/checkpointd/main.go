@@ -1,7 +1,9 @@
 // Command checkpointd saves opted-in pods of its node and restores them as
 // static pods when the API server is away. It only wires flags (each with an
 // environment fallback, CHECKPOINTD_<FLAG_NAME>) to daemon.Run, or, as
-// `checkpointd cleanup [--all]`, to daemon.Cleanup.
+// `checkpointd cleanup [--all]`, to daemon.Cleanup, or, as `checkpointd
+// install` and `checkpointd uninstall` (what the DaemonSet of deploy/install
+// runs on every node), to package install.
 package main
 
 import (
@@ -11,7 +13,6 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 	"time"
 
@@ -27,11 +28,73 @@ func main() {
 
 func run(args []string) int {
 	cleanup, all := false, false
-	if len(args) > 0 && args[0] == "cleanup" {
-		cleanup, args = true, args[1:]
+	if len(args) > 0 {
+		switch args[0] {
+		case "cleanup":
+			cleanup, args = true, args[1:]
+		case "install", "uninstall":
+			return runInstall(args[0], args[1:])
+		}
 	}
 	fs := flag.NewFlagSet("checkpointd", flag.ContinueOnError)
 	var cfg daemon.Config
+	logLevel := daemonFlags(fs, &cfg)
+	showVersion := fs.Bool("version", false, "print the version and exit")
+	if cleanup {
+		fs.BoolVar(&all, "all", false, "also remove every checkpoint, stored secret, mark and saved lease")
+	}
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), `Usage: checkpointd [flags]
+       checkpointd cleanup [--all] [flags]
+       checkpointd install|uninstall [flags]   (see checkpointd install --help)
+
+cleanup removes every static copy checkpointd placed on this node and its files
+(the systemd unit runs it whenever the daemon stops); with --all also every
+checkpoint, stored secret, mark and saved flannel lease. It takes the same
+directory flags as the daemon.
+
+Every flag can also be set with the environment variable CHECKPOINTD_<FLAG>, e.g. CHECKPOINTD_GRACE_PERIOD=30s.
+
+`)
+		fs.PrintDefaults()
+	}
+	if code := parse(fs, "checkpointd", args); code >= 0 {
+		return code
+	}
+	if *showVersion {
+		fmt.Println("checkpointd", version.Version)
+		return 0
+	}
+	var err error
+	if cfg.Log, err = newLogger(*logLevel); err != nil {
+		fmt.Fprintln(os.Stderr, "checkpointd:", err)
+		return 2
+	}
+
+	if cleanup {
+		removed, err := daemon.Cleanup(cfg, all)
+		for _, p := range removed {
+			fmt.Println("removed", p)
+		}
+		if err != nil {
+			cfg.Log.Error("cleanup failed", "err", err)
+			return 1
+		}
+		return 0
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	if err := daemon.Run(ctx, cfg); err != nil {
+		cfg.Log.Error("checkpointd failed", "err", err)
+		return 1
+	}
+	return 0
+}
+
+// daemonFlags defines the daemon's flags on fs, filling cfg; the install
+// and uninstall commands take the same ones. It returns the log level flag.
+func daemonFlags(fs *flag.FlagSet, cfg *daemon.Config) *string {
 	fs.StringVar(&cfg.NodeName, "node-name", daemon.DefaultNodeName(), "this node's name as the API server knows it ($NODE_NAME, else the lower-cased host name)")
 	fs.StringVar(&cfg.Kubeconfig, "kubeconfig", "/etc/kubernetes/kubelet.conf", `kubeconfig to reach the API server: the kubelet's, so checkpointd reads with the node's own identity ("in-cluster" or "": the pod's service account)`)
 	fs.StringVar(&cfg.CheckpointDir, "checkpoint-dir", "/var/lib/stickyip/checkpoints", "where checkpoint records are kept (0700; persistent disk)")
@@ -56,25 +119,13 @@ func run(args []string) int {
 	fs.StringVar(&cfg.Reservation, "restore-reservation", contract.DefaultRestoreReservation, "reservation annotation given to restored copies whose parent has none, so the parent gets the IP back")
 	fs.StringVar(&cfg.Volumes, "volumes", "copy", "secrets/configMaps: copy (saved with the checkpoint, restored as read-only host files) or drop (restored as empty dirs; no secret access needed)")
 	fs.StringVar(&cfg.ListenAddress, "listen-address", "127.0.0.1:9469", `address for /healthz and /metrics ("": disabled)`)
-	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
-	showVersion := fs.Bool("version", false, "print the version and exit")
-	if cleanup {
-		fs.BoolVar(&all, "all", false, "also remove every checkpoint, stored secret, mark and saved lease")
-	}
-	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), `Usage: checkpointd [flags]
-       checkpointd cleanup [--all] [flags]
+	return fs.String("log-level", "info", "debug, info, warn or error")
+}
 
-cleanup removes every static copy checkpointd placed on this node and its files
-(the systemd unit runs it whenever the daemon stops); with --all also every
-checkpoint, stored secret, mark and saved flannel lease. It takes the same
-directory flags as the daemon.
-
-Every flag can also be set with the environment variable CHECKPOINTD_<FLAG>, e.g. CHECKPOINTD_GRACE_PERIOD=30s.
-
-`)
-		fs.PrintDefaults()
-	}
+// parse parses args, then the CHECKPOINTD_* variables of flags not given,
+// into fs. A code >= 0 means exit with it: 0 after --help, 2 for bad input
+// (reported on stderr, prefixed with cmd).
+func parse(fs *flag.FlagSet, cmd string, args []string) int {
 	if err := fs.Parse(args); err != nil {
 		if err == flag.ErrHelp {
 			return 0
@@ -82,43 +133,23 @@ Every flag can also be set with the environment variable CHECKPOINTD_<FLAG>, e.g
 		return 2
 	}
 	if fs.NArg() > 0 {
-		fmt.Fprintf(os.Stderr, "checkpointd: unexpected arguments %q\n", fs.Args())
+		fmt.Fprintf(os.Stderr, "%s: unexpected arguments %q\n", cmd, fs.Args())
 		return 2
 	}
 	if err := envFallback(fs, os.LookupEnv); err != nil {
-		fmt.Fprintln(os.Stderr, "checkpointd:", err)
+		fmt.Fprintf(os.Stderr, "%s: %v\n", cmd, err)
 		return 2
 	}
-	if *showVersion {
-		fmt.Println("checkpointd", version.Version)
-		return 0
-	}
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
-		fmt.Fprintf(os.Stderr, "checkpointd: --log-level %q: %v\n", *logLevel, err)
-		return 2
-	}
-	cfg.Log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	return -1
+}
 
-	if cleanup {
-		removed, err := daemon.Cleanup(cfg, all)
-		for _, p := range removed {
-			fmt.Println("removed", p)
-		}
-		if err != nil {
-			cfg.Log.Error("cleanup failed", "err", err)
-			return 1
-		}
-		return 0
+// newLogger returns the text logger on stderr at level.
+func newLogger(level string) (*slog.Logger, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("--log-level %q: %v", level, err)
 	}
-
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
-	if err := daemon.Run(ctx, cfg); err != nil {
-		cfg.Log.Error("checkpointd failed", "err", err)
-		return 1
-	}
-	return 0
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: l})), nil
 }
 
 // envFallback sets every flag not given on the command line from
@@ -131,7 +162,7 @@ func envFallback(fs *flag.FlagSet, lookup func(string) (string, bool)) error {
 		if set[f.Name] || err != nil {
 			return
 		}
-		key := "CHECKPOINTD_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
+		key := envName(f.Name)
 		if v, ok := lookup(key); ok {
 			if e := fs.Set(f.Name, v); e != nil {
 				err = fmt.Errorf("%s=%q: %v", key, v, e)
