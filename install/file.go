@@ -16,11 +16,11 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/stickyip/stickyip/checkpointd/checkpoint"
+	"github.com/stickyip/stickyip/checkpointd/safefile"
 )
 
 // WriteFile makes path hold data with permission mode, atomically
-// (checkpoint.WriteFileAtomic: a temporary dot file in the same directory,
+// (safefile.Write: a temporary dot file in the same directory,
 // synced, renamed over path, the directory synced), so whoever opens or
 // executes path meanwhile gets the old file or the new one, never a partial
 // one, and a power cut leaves one of the two. When path already holds data
@@ -31,7 +31,7 @@ func WriteFile(path string, data []byte, mode os.FileMode) (changed bool, err er
 		return false, nil
 	}
 	removeLeftovers(path)
-	if err := checkpoint.WriteFileAtomic(path, data, mode); err != nil {
+	if err := safefile.Write(path, data, mode); err != nil {
 		return false, fmt.Errorf("install %s: %w", path, err)
 	}
 	return true, nil
@@ -45,7 +45,7 @@ func Remove(path string) (bool, error) {
 	} else if err != nil {
 		return false, err
 	}
-	return true, checkpoint.SyncDir(filepath.Dir(path))
+	return true, safefile.SyncDir(filepath.Dir(path))
 }
 
 // same reports whether path is a regular file holding data with mode.
@@ -59,7 +59,7 @@ func same(path string, data []byte, mode os.FileMode) bool {
 }
 
 // removeLeftovers removes the temporary files of path
-// (checkpoint.WriteFileAtomic's ".<name>.*") left in its directory.
+// (safefile.Write's ".<name>.*") left in its directory.
 func removeLeftovers(path string) {
 	dir, base := filepath.Split(path)
 	if dir == "" {

@@ -15,6 +15,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/stickyip/stickyip/checkpointd/daemon"
+	"github.com/stickyip/stickyip/checkpointd/flannel"
+	"github.com/stickyip/stickyip/subnetenv"
 )
 
 // Names of checkpointd's static pod: the pod (the kubelet calls its mirror
@@ -182,8 +184,14 @@ func Mounts(cfg daemon.Config) ([]HostPath, error) {
 	}
 	add("ipam", cfg.DataDir, corev1.HostPathDirectoryOrCreate, false)
 	add("cni-conf", cfg.CNIConfDir, corev1.HostPathDirectoryOrCreate, true)
-	if cfg.FlannelSubnetFile != "" {
-		add("flannel", filepath.Dir(cfg.FlannelSubnetFile), corev1.HostPathDirectoryOrCreate, false)
+	switch lease := cfg.FlannelSubnetFile; lease {
+	case "":
+	case flannel.SubnetFileFromCNI:
+		// The conflist may not exist yet when the installer runs: mount the
+		// directory of the flannel plugin's default subnet file.
+		add("flannel", filepath.Dir(subnetenv.DefaultPath), corev1.HostPathDirectoryOrCreate, false)
+	default:
+		add("flannel", filepath.Dir(lease), corev1.HostPathDirectoryOrCreate, false)
 	}
 	return ms, nil
 }
