@@ -2,7 +2,6 @@ package placement
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -277,8 +276,7 @@ func (p *Publisher) wrote(verb, key string, w Record, u *unstructured.Unstructur
 func (p *Publisher) fail(step, key string, err error) {
 	p.errs.WithLabelValues(step).Inc()
 	msg := err.Error()
-	var status apierrors.APIStatus
-	if errors.As(err, &status) && apierrors.IsNotFound(err) && step == "watch" {
+	if step == "watch" && apierrors.IsNotFound(err) {
 		msg = "the IPHold resource is not installed (kubectl apply -k deploy/placement): " + msg
 	}
 	p.mu.Lock()
