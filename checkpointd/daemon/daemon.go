@@ -30,6 +30,7 @@ import (
 	"github.com/stickyip/stickyip/checkpointd/ipamstore"
 	"github.com/stickyip/stickyip/checkpointd/kube"
 	"github.com/stickyip/stickyip/checkpointd/metrics"
+	"github.com/stickyip/stickyip/checkpointd/placement"
 	"github.com/stickyip/stickyip/checkpointd/policy"
 	"github.com/stickyip/stickyip/checkpointd/reconcile"
 	"github.com/stickyip/stickyip/contract"
@@ -61,6 +62,7 @@ type Config struct {
 	Reservation               string
 	Volumes                   string // "copy" or "drop"
 	ListenAddress             string // "" disables the HTTP endpoints
+	Placement                 bool   // publish the node's sticky identities as IPHold records (needs DataDir)
 	Log                       *slog.Logger
 }
 
@@ -225,6 +227,14 @@ func Run(ctx context.Context, cfg Config) error {
 		Node: cfg.NodeName, ProbeInterval: cfg.ProbeInterval, Timeout: cfg.Timeout, Watch: watch,
 		Log: log.With("component", "api"),
 	})
+	var pub *placement.Publisher
+	if cfg.Placement && ipamStore != nil {
+		pub, err = placement.New(rc, placement.Options{Node: cfg.NodeName, Store: ipamStore, Interval: cfg.Interval,
+			Timeout: cfg.Timeout, Registry: m.Registry, Log: log.With("component", "placement")})
+		if err != nil {
+			return fmt.Errorf("placement client: %w", err)
+		}
+	}
 	events := kube.NewRecorder(cs, cfg.NodeName, log)
 	defer events.Stop()
 	rec := reconcile.New(reconcile.Config{
@@ -240,7 +250,7 @@ func Run(ctx context.Context, cfg Config) error {
 		"checkpointDir", cfg.CheckpointDir, "staticPodDir", cfg.StaticPodDir, "volumeDir", cfg.VolumeDir,
 		"newBoot", tracker.Fresh(), "criEndpoint", cfg.CRIEndpoint, "dataDir", cfg.DataDir, "cniConfDir", cfg.CNIConfDir,
 		"flannelSubnetFile", cfg.FlannelSubnetFile, "gracePeriod", cfg.Grace, "apiStablePeriod", cfg.Stable,
-		"interval", cfg.Interval, "volumes", cfg.Volumes, "listen", cfg.ListenAddress)
+		"interval", cfg.Interval, "volumes", cfg.Volumes, "listen", cfg.ListenAddress, "placement", pub != nil)
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -270,6 +280,10 @@ func Run(ctx context.Context, cfg Config) error {
 	wg.Add(2)
 	go func() { defer wg.Done(); api.Run(ctx) }()
 	go func() { defer wg.Done(); rec.Run(ctx, cfg.Interval) }()
+	if pub != nil {
+		wg.Add(1)
+		go func() { defer wg.Done(); pub.Run(ctx) }()
+	}
 	<-ctx.Done()
 	wg.Wait()
 	// No copy outlives its keeper: a copy nobody watches would never be
