@@ -76,6 +76,14 @@ func Run(t *testing.T, update Updater) {
 			if got := ips(byID); !slices.Equal(got, []string{"10.0.0.4"}) {
 				t.Errorf("ByIdentity(db) = %v", got)
 			}
+			byNS, err := tx.ByNamespace("default")
+			must(err)
+			if got := ips(byNS); !slices.Equal(got, []string{"10.0.0.2", "10.0.0.4", "10.0.0.5", "fd00::2"}) {
+				t.Errorf("ByNamespace(default) = %v", got)
+			}
+			if byNS, _ := tx.ByNamespace("def"); len(byNS) != 0 { // a prefix of a namespace is not that namespace
+				t.Errorf("ByNamespace(def) = %v", ips(byNS))
+			}
 			var order []string
 			must(tx.ByExpiry(func(r *reservation.Record) bool { order = append(order, r.IP.String()); return true }))
 			if !slices.Equal(order, []string{"10.0.0.5", "10.0.0.4"}) {
