@@ -87,7 +87,7 @@ func TestRequestedCoolingAddress(t *testing.T) {
 	} {
 		_, err := w.add("x-"+tc.who.uid, tc.who, ip)
 		if !errors.Is(err, ErrIPUnavailable) || !strings.Contains(err.Error(), "cooling down until 2026-01-01T12:01:00Z") ||
-			!strings.Contains(err.Error(), "for default/p1") {
+			!strings.Contains(err.Error(), "only default/p1") {
 			t.Errorf("%s asking for %s, cooling for default/p1: %v; want ErrIPUnavailable naming the end of the delay and default/p1", tc.name, ip, err)
 		}
 	}

@@ -128,7 +128,7 @@ func (r *Record) Holder() string {
 		fmt.Fprintf(&b, "freed at %s and cooling down until %s (ipam.reservation.reuseDelay)",
 			r.ReleasedAt.UTC().Format(time.RFC3339), r.ExpiresAt.UTC().Format(time.RFC3339))
 		if !r.LastIdentity.IsZero() {
-			fmt.Fprintf(&b, " for %s, its last holder", r.LastIdentity.Pod())
+			fmt.Fprintf(&b, "; until then only %s, its last holder, may ask for it", r.LastIdentity.Pod())
 		}
 		return b.String()
 	}

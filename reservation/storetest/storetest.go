@@ -153,6 +153,27 @@ func Run(t *testing.T, update Updater) {
 		}))
 	})
 
+	t.Run("a cooling record keeps its last identity, unindexed", func(t *testing.T) {
+		last := reservation.Identity{Namespace: "cool", Name: "web", IfName: "eth0"}
+		must(update("n3", func(tx reservation.Txn) error {
+			return tx.Put(&reservation.Record{IP: netip.MustParseAddr("10.3.0.2"), State: reservation.Cooling, AllocatedAt: t0,
+				ReleasedAt: t0, ExpiresAt: t0.Add(time.Minute), LastIdentity: last})
+		}))
+		must(update("n3", func(tx reservation.Txn) error {
+			r, err := tx.Get(netip.MustParseAddr("10.3.0.2"))
+			must(err)
+			if r == nil || r.LastIdentity != last || !r.Identity.IsZero() {
+				t.Errorf("cooling record read back as %+v", r)
+			}
+			byID, _ := tx.ByIdentity(last)
+			byNS, _ := tx.ByNamespace("cool")
+			if len(byID)+len(byNS) != 0 {
+				t.Errorf("a cooling record is found by its last identity: %v %v", ips(byID), ips(byNS))
+			}
+			return nil
+		}))
+	})
+
 	t.Run("failed transaction changes nothing", func(t *testing.T) {
 		boom := errors.New("boom")
 		err := update("n1", func(tx reservation.Txn) error {
