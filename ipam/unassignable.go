@@ -1,8 +1,11 @@
 package ipam
 
 import (
+	"fmt"
 	"net"
 	"net/netip"
+
+	"github.com/stickyip/stickyip/reservation"
 )
 
 // unassignable is an address of the network that no pod ever gets, and why.
@@ -53,3 +56,30 @@ func (e *Engine) unassignables() unassignableSet {
 // Unassignable says why ip is never given to a pod (the gateway, network or
 // broadcast address of a range of the network), or "" when it may be.
 func (e *Engine) Unassignable(ip netip.Addr) string { return e.unassignables().why(ip) }
+
+// UnassignableRecords describes every record of the network that sits on an
+// unassignable address, and what becomes of it: a store written by a
+// stickyip that granted a requested gateway may hold one. `stickyip check`
+// reports them.
+func (e *Engine) UnassignableRecords(tx reservation.Txn) ([]string, error) {
+	never := e.unassignables()
+	var out []string
+	err := tx.ForEach(func(r *reservation.Record) error {
+		why := never.why(r.IP)
+		if why == "" {
+			return nil
+		}
+		var fate string
+		switch r.State {
+		case reservation.Allocated:
+			fate = "delete that pod: its DEL drops the record, and the address is never handed out again"
+		case reservation.Reserved:
+			fate = fmt.Sprintf("`stickyip release %s` drops it; it is never handed out, and is dropped when the pod returns", r.Identity.Pod())
+		default:
+			fate = "it is never handed out, and is dropped when its delay ends"
+		}
+		out = append(out, fmt.Sprintf("%s is %s but %s (recorded by an earlier stickyip): %s", r.IP, why, holderPhrase(r), fate))
+		return nil
+	})
+	return out, err
+}
