@@ -77,6 +77,12 @@ func TestDynamicAllocationSkipsUnassignable(t *testing.T) {
 			if _, err := w.add("one-more", anon(99)); !errors.Is(err, ErrPoolExhausted) {
 				t.Fatalf("with every assignable address taken: %v, want ErrPoolExhausted", err)
 			}
+			// stickyip status counts the same: every address it hands out, all allocated.
+			var sets []SetSummary
+			if err := w.store.View("net1", func(tx reservation.Txn) (err error) { sets, _, err = w.eng.Summary(tx, w.now); return err }); err != nil ||
+				sets[0].Size != len(tc.want) || sets[0].Allocated != len(tc.want) || sets[0].Free != 0 {
+				t.Fatalf("Summary = %+v, %v; want size %d, all allocated", sets, err, len(tc.want))
+			}
 		})
 	}
 }
