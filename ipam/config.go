@@ -140,19 +140,19 @@ type rawIPsAnnotation struct {
 // than a /16 has addresses is a typo, not a policy.
 const maxPerNamespaceLimit = 1 << 16
 
-// decodeBlock decodes the object under key into v, refusing unknown keys
-// (stickyip's own blocks are strict: a typo must not silently keep a
-// default). It reports whether the key was present and not null.
-func decodeBlock(key string, raw json.RawMessage, v any) (bool, error) {
+// decodeBlock decodes the object under key, when present, into v, refusing
+// unknown keys (stickyip's own blocks are strict: a typo must not silently
+// keep a default).
+func decodeBlock(key string, raw json.RawMessage, v any) error {
 	if len(raw) == 0 || string(raw) == "null" {
-		return false, nil
+		return nil
 	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		return false, fmt.Errorf("%w: %s: %s", ErrInvalidConfig, key, clipTo(err.Error(), 200))
+		return fmt.Errorf("%w: %s: %s", ErrInvalidConfig, key, clipTo(err.Error(), 200))
 	}
-	return true, nil
+	return nil
 }
 
 // parseCount reads the value of key, a JSON integer from 0 to limit. set is
@@ -260,35 +260,34 @@ func LoadConfig(stdin []byte, cniArgs string) (*Config, error) {
 		c.LockTimeout = d
 	}
 	var r rawReservation
-	if set, err := decodeBlock("ipam.reservation", raw.IPAM.Reservation, &r); err != nil {
+	if err := decodeBlock("ipam.reservation", raw.IPAM.Reservation, &r); err != nil {
+		return nil, err
+	}
+	if d, set, err := parseDuration("ipam.reservation.maxDuration", r.MaxDuration); err != nil {
 		return nil, err
 	} else if set {
-		if d, set, err := parseDuration("ipam.reservation.maxDuration", r.MaxDuration); err != nil {
-			return nil, err
-		} else if set {
-			c.Reservation.MaxDuration = d
-		}
-		if d, set, err := parseDuration("ipam.reservation.reuseDelay", r.ReuseDelay); err != nil {
-			return nil, err
-		} else if set {
-			c.Reservation.ReuseDelay = d
-		}
-		if r.PoolFull != nil {
-			switch p := PoolFullPolicy(*r.PoolFull); p {
-			case PoolFullEvict, PoolFullFail:
-				c.Reservation.PoolFull = p
-			default:
-				return nil, fmt.Errorf("%w: ipam.reservation.poolFull=%q: want %q or %q", ErrInvalidConfig, clip(*r.PoolFull), PoolFullEvict, PoolFullFail)
-			}
-		}
-		if n, set, err := parseCount("ipam.reservation.maxPerNamespace", r.MaxPerNamespace, maxPerNamespaceLimit); err != nil {
-			return nil, err
-		} else if set {
-			c.Reservation.MaxPerNamespace = n
+		c.Reservation.MaxDuration = d
+	}
+	if d, set, err := parseDuration("ipam.reservation.reuseDelay", r.ReuseDelay); err != nil {
+		return nil, err
+	} else if set {
+		c.Reservation.ReuseDelay = d
+	}
+	if r.PoolFull != nil {
+		switch p := PoolFullPolicy(*r.PoolFull); p {
+		case PoolFullEvict, PoolFullFail:
+			c.Reservation.PoolFull = p
+		default:
+			return nil, fmt.Errorf("%w: ipam.reservation.poolFull=%q: want %q or %q", ErrInvalidConfig, clip(*r.PoolFull), PoolFullEvict, PoolFullFail)
 		}
 	}
+	if n, set, err := parseCount("ipam.reservation.maxPerNamespace", r.MaxPerNamespace, maxPerNamespaceLimit); err != nil {
+		return nil, err
+	} else if set {
+		c.Reservation.MaxPerNamespace = n
+	}
 	var ia rawIPsAnnotation
-	if _, err := decodeBlock("ipam.ipsAnnotation", raw.IPAM.IPsAnnotation, &ia); err != nil {
+	if err := decodeBlock("ipam.ipsAnnotation", raw.IPAM.IPsAnnotation, &ia); err != nil {
 		return nil, err
 	}
 	if c.IPsAnnotation.Namespaces, err = parseNamespaces("ipam.ipsAnnotation.namespaces", ia.Namespaces); err != nil {
