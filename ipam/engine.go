@@ -354,7 +354,7 @@ func (e *Engine) release(tx reservation.Txn, r *reservation.Record, at time.Time
 	r.LastContainerID, r.ContainerID, r.Netns = r.ContainerID, "", ""
 	r.Imported, r.ImportedFrom = false, ""
 	r.ReleasedAt = at
-	if never := e.Unassignable(r.IP); never != "" {
+	if never := e.unassignables().why(r.IP); never != "" {
 		e.log().Warn("dropping an allocation of an address never given to a pod (recorded by an earlier stickyip)", "ip", r.IP,
 			"is", never, "container", r.LastContainerID, "pod", r.Identity.Pod(), "why", why)
 		return tx.Delete(r.IP)

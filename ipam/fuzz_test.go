@@ -108,7 +108,7 @@ func FuzzRequestRules(f *testing.F) {
 		granted := func(recs []string) {
 			for _, s := range recs {
 				ip := netip.MustParseAddr(s)
-				if why := w.eng.Unassignable(ip); why != "" {
+				if why := w.eng.unassignables().why(ip); why != "" {
 					t.Fatalf("granted %s, %s (ranges %s)", ip, why, rangesString(conf.Ranges))
 				}
 				if !slices.ContainsFunc(conf.Ranges, func(rs RangeSet) bool { return rs.Contains(net.IP(ip.AsSlice())) }) {

@@ -53,9 +53,6 @@ func (e *Engine) unassignables() unassignableSet {
 	return out
 }
 
-// Unassignable says why ip is never given to a pod (the gateway, network or
-// broadcast address of a range of the network), or "" when it may be.
-func (e *Engine) Unassignable(ip netip.Addr) string { return e.unassignables().why(ip) }
 
 // UnassignableRecords describes every record of the network that sits on an
 // unassignable address, and what becomes of it: a store written by a
