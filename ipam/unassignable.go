@@ -53,7 +53,6 @@ func (e *Engine) unassignables() unassignableSet {
 	return out
 }
 
-
 // UnassignableRecords describes every record of the network that sits on an
 // unassignable address, and what becomes of it: a store written by a
 // stickyip that granted a requested gateway may hold one. `stickyip check`
