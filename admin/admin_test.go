@@ -167,3 +167,61 @@ func TestStatusMatchesList(t *testing.T) {
 		t.Fatalf("unknown network: %d %s", code, errOut)
 	}
 }
+
+// A store of an earlier stickyip may hold a record on a range's gateway
+// (it granted requested gateways): check reports it with what to do, given
+// the network's config; the same store with no config for the network, or
+// one for another data directory, has nothing to check it against.
+func TestCheckReportsRecordsOnUnassignableAddresses(t *testing.T) {
+	dir := t.TempDir()
+	err := boltstore.New(dir, 0).Update("cbr0", func(tx reservation.Txn) error {
+		for _, r := range []*reservation.Record{
+			{IP: netip.MustParseAddr("10.0.0.1"), State: reservation.Allocated, ContainerID: "gw-holder", IfName: "eth0",
+				Identity: reservation.Identity{Namespace: "tenant", Name: "x", IfName: "eth0"}},
+			{IP: netip.MustParseAddr("10.0.0.15"), State: reservation.Reserved, Identity: reservation.Identity{Namespace: "tenant", Name: "y", IfName: "eth0"},
+				Duration: time.Hour, ExpiresAt: time.Now().Add(time.Hour)},
+			{IP: netip.MustParseAddr("10.0.0.3"), State: reservation.Allocated, ContainerID: "fine", IfName: "eth0"},
+		} {
+			if err := tx.Put(r); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	confDir := t.TempDir()
+	writeConf := func(dataDir string) {
+		conf := `{"cniVersion":"1.1.0","name":"cbr0","plugins":[{"type":"bridge","ipam":{"type":"stickyip","dataDir":"` + dataDir +
+			`","subnet":"10.0.0.0/28","rangeEnd":"10.0.0.15"}}]}`
+		if err := os.WriteFile(filepath.Join(confDir, "10-cbr0.conflist"), []byte(conf), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if out, _, code := run(t, "--data-dir", dir, "check", "--cni-conf-dir", confDir); code != 0 || !strings.Contains(out, ": ok") {
+		t.Fatalf("check without a config for cbr0: %d %s", code, out)
+	}
+	writeConf(t.TempDir())
+	if out, _, code := run(t, "--data-dir", dir, "check", "--cni-conf-dir", confDir); code != 0 {
+		t.Fatalf("check with cbr0 configured on another data directory: %d %s", code, out)
+	}
+	writeConf(dir)
+	out, _, code := run(t, "--data-dir", dir, "check", "--cni-conf-dir", confDir)
+	for _, want := range []string{"2 problems",
+		"network cbr0 (" + filepath.Join(confDir, "10-cbr0.conflist") + "): 10.0.0.1 is the gateway of subnet 10.0.0.0/28 but in use by container gw-holder of pod tenant/x",
+		"delete that pod",
+		"10.0.0.15 is the broadcast address of subnet 10.0.0.0/28 but reserved for tenant/y", "`stickyip release tenant/y`"} {
+		if code != 1 || !strings.Contains(out, want) {
+			t.Fatalf("check: exit %d, want 1 and %q in:\n%s", code, want, out)
+		}
+	}
+	out, _, _ = run(t, "--data-dir", dir, "check", "--cni-conf-dir", confDir, "--json")
+	var res struct {
+		OK       bool     `json:"ok"`
+		Problems []string `json:"problems"`
+	}
+	if err := json.Unmarshal([]byte(out), &res); err != nil || res.OK || len(res.Problems) != 2 {
+		t.Fatalf("check --json: %v %s", err, out)
+	}
+}

@@ -22,6 +22,7 @@ const (
 	DefaultHostLocalDataDir = contract.DefaultHostLocalDataDir
 	DefaultLockTimeout      = contract.DefaultLockTimeout
 	DefaultMaxDuration      = contract.DefaultMaxDuration
+	DefaultMaxPerNamespace  = contract.DefaultMaxPerNamespace
 	// DefaultReuseDelay is reservation.reuseDelay: an address freed without a
 	// reservation is not handed out again for this long while others are
 	// free. 30 s outlasts the usual DNS TTL of a Service's endpoints and a
@@ -45,6 +46,24 @@ type ReservationConfig struct {
 	MaxDuration time.Duration
 	PoolFull    PoolFullPolicy
 	ReuseDelay  time.Duration
+	// MaxPerNamespace bounds the pod identities of one namespace holding a
+	// reservation in the network; a DEL beyond it frees instead of
+	// reserving. 0: no bound.
+	MaxPerNamespace int
+}
+
+// IPsAnnotationConfig is the "ipsAnnotation" block: who may use
+// contract.AnnotationIPs.
+type IPsAnnotationConfig struct {
+	// Namespaces lists the namespaces whose pods may use the annotation;
+	// nil means every namespace (host-local has no such limit), an empty
+	// list none.
+	Namespaces []string
+}
+
+// Allows reports whether pods of namespace may use the annotation.
+func (c IPsAnnotationConfig) Allows(namespace string) bool {
+	return c.Namespaces == nil || slices.Contains(c.Namespaces, namespace)
 }
 
 // Config is everything one CNI call needs: host-local's IPAM config (ranges,
@@ -63,6 +82,7 @@ type Config struct {
 	LogFile          string
 	LockTimeout      time.Duration
 	Reservation      ReservationConfig
+	IPsAnnotation    IPsAnnotationConfig
 
 	Args        PodArgs
 	Annotations map[string]string
@@ -102,12 +122,67 @@ type ipamConf struct {
 	LogFile          string          `json:"logFile"`
 	LockTimeout      json.RawMessage `json:"lockTimeout"`
 	Reservation      json.RawMessage `json:"reservation"`
+	IPsAnnotation    json.RawMessage `json:"ipsAnnotation"`
 }
 
 type rawReservation struct {
-	MaxDuration json.RawMessage `json:"maxDuration"`
-	ReuseDelay  json.RawMessage `json:"reuseDelay"`
-	PoolFull    *string         `json:"poolFull"`
+	MaxDuration     json.RawMessage `json:"maxDuration"`
+	ReuseDelay      json.RawMessage `json:"reuseDelay"`
+	PoolFull        *string         `json:"poolFull"`
+	MaxPerNamespace json.RawMessage `json:"maxPerNamespace"`
+}
+
+type rawIPsAnnotation struct {
+	Namespaces json.RawMessage `json:"namespaces"`
+}
+
+// maxPerNamespaceLimit bounds reservation.maxPerNamespace: more reservations
+// than a /16 has addresses is a typo, not a policy.
+const maxPerNamespaceLimit = 1 << 16
+
+// decodeBlock decodes the object under key, when present, into v, refusing
+// unknown keys (stickyip's own blocks are strict: a typo must not silently
+// keep a default).
+func decodeBlock(key string, raw json.RawMessage, v any) error {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return fmt.Errorf("%w: %s: %s", ErrInvalidConfig, key, contract.Clip(err.Error(), 200))
+	}
+	return nil
+}
+
+// parseCount reads the value of key, a JSON integer from 0 to limit. set is
+// false when the key is absent or null.
+func parseCount(key string, raw json.RawMessage, limit int) (n int, set bool, err error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return 0, false, nil
+	}
+	if err := json.Unmarshal(raw, &n); err != nil || n < 0 || n > limit {
+		return 0, false, fmt.Errorf("%w: %s: want a whole number from 0 to %d, got %s", ErrInvalidConfig, key, limit, contract.Clip(string(raw), contract.ClipLen))
+	}
+	return n, true, nil
+}
+
+// parseNamespaces reads the value of key, a JSON list of namespace names.
+// A null or absent key is nil (no list); [] is an empty, non-nil list.
+func parseNamespaces(key string, raw json.RawMessage) ([]string, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, nil
+	}
+	var list []string
+	if err := json.Unmarshal(raw, &list); err != nil {
+		return nil, fmt.Errorf("%w: %s: want a list of namespace names such as [\"kube-system\"], got %s", ErrInvalidConfig, key, contract.Clip(string(raw), contract.ClipLen))
+	}
+	for _, ns := range list {
+		if !contract.IsNamespace(ns) {
+			return nil, fmt.Errorf("%w: %s: %q is not a namespace name (lower-case letters, digits and '-', at most 63 characters)", ErrInvalidConfig, key, contract.Clip(ns, contract.ClipLen))
+		}
+	}
+	return append([]string{}, list...), nil
 }
 
 // parseDuration reads the value of key, a JSON string holding a non-negative
@@ -164,7 +239,8 @@ func LoadConfig(stdin []byte, cniArgs string) (*Config, error) {
 		HostLocalDataDir: DefaultHostLocalDataDir,
 		LogFile:          raw.IPAM.LogFile,
 		LockTimeout:      DefaultLockTimeout,
-		Reservation:      ReservationConfig{MaxDuration: DefaultMaxDuration, PoolFull: PoolFullEvict, ReuseDelay: DefaultReuseDelay},
+		Reservation: ReservationConfig{MaxDuration: DefaultMaxDuration, PoolFull: PoolFullEvict, ReuseDelay: DefaultReuseDelay,
+			MaxPerNamespace: DefaultMaxPerNamespace},
 		Args:             args,
 		Annotations:      raw.RuntimeConfig.Annotations,
 		ValidAttachments: raw.ValidAttachments,
@@ -183,31 +259,39 @@ func LoadConfig(stdin []byte, cniArgs string) (*Config, error) {
 		}
 		c.LockTimeout = d
 	}
-	if len(raw.IPAM.Reservation) > 0 && string(raw.IPAM.Reservation) != "null" {
-		var r rawReservation
-		dec := json.NewDecoder(bytes.NewReader(raw.IPAM.Reservation))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&r); err != nil {
-			return nil, fmt.Errorf("%w: ipam.reservation: %v", ErrInvalidConfig, err)
+	var r rawReservation
+	if err := decodeBlock("ipam.reservation", raw.IPAM.Reservation, &r); err != nil {
+		return nil, err
+	}
+	if d, set, err := parseDuration("ipam.reservation.maxDuration", r.MaxDuration); err != nil {
+		return nil, err
+	} else if set {
+		c.Reservation.MaxDuration = d
+	}
+	if d, set, err := parseDuration("ipam.reservation.reuseDelay", r.ReuseDelay); err != nil {
+		return nil, err
+	} else if set {
+		c.Reservation.ReuseDelay = d
+	}
+	if r.PoolFull != nil {
+		switch p := PoolFullPolicy(*r.PoolFull); p {
+		case PoolFullEvict, PoolFullFail:
+			c.Reservation.PoolFull = p
+		default:
+			return nil, fmt.Errorf("%w: ipam.reservation.poolFull=%q: want %q or %q", ErrInvalidConfig, contract.Clip(*r.PoolFull, contract.ClipLen), PoolFullEvict, PoolFullFail)
 		}
-		if d, set, err := parseDuration("ipam.reservation.maxDuration", r.MaxDuration); err != nil {
-			return nil, err
-		} else if set {
-			c.Reservation.MaxDuration = d
-		}
-		if d, set, err := parseDuration("ipam.reservation.reuseDelay", r.ReuseDelay); err != nil {
-			return nil, err
-		} else if set {
-			c.Reservation.ReuseDelay = d
-		}
-		if r.PoolFull != nil {
-			switch p := PoolFullPolicy(*r.PoolFull); p {
-			case PoolFullEvict, PoolFullFail:
-				c.Reservation.PoolFull = p
-			default:
-				return nil, fmt.Errorf("%w: ipam.reservation.poolFull=%q: want %q or %q", ErrInvalidConfig, contract.Clip(*r.PoolFull, contract.ClipLen), PoolFullEvict, PoolFullFail)
-			}
-		}
+	}
+	if n, set, err := parseCount("ipam.reservation.maxPerNamespace", r.MaxPerNamespace, maxPerNamespaceLimit); err != nil {
+		return nil, err
+	} else if set {
+		c.Reservation.MaxPerNamespace = n
+	}
+	var ia rawIPsAnnotation
+	if err := decodeBlock("ipam.ipsAnnotation", raw.IPAM.IPsAnnotation, &ia); err != nil {
+		return nil, err
+	}
+	if c.IPsAnnotation.Namespaces, err = parseNamespaces("ipam.ipsAnnotation.namespaces", ia.Namespaces); err != nil {
+		return nil, err
 	}
 	if args.IP.IsValid() {
 		c.IPArgs = append([]net.IP{net.IP(args.IP.AsSlice())}, c.IPArgs...)
@@ -300,7 +384,10 @@ func (c *Config) Identity() (namespace, name string, viaCheckpoint bool, err err
 
 // AnnotatedIPs returns the addresses contract.AnnotationIPs asks for, each
 // checked to lie in a range set of this network (an address outside them is
-// a configuration error naming the annotation, CNI error 7).
+// a configuration error naming the annotation, CNI error 7). A pod whose
+// namespace (K8S_POD_NAMESPACE) ipam.ipsAnnotation.namespaces does not list
+// gets the same error. Which addresses may be granted at all is the
+// engine's rule (Engine.Add).
 func (c *Config) AnnotatedIPs() ([]netip.Addr, error) {
 	v, ok := c.Annotations[contract.AnnotationIPs]
 	if !ok {
@@ -309,6 +396,10 @@ func (c *Config) AnnotatedIPs() ([]netip.Addr, error) {
 	ips, err := contract.ParseIPs(v)
 	if err != nil {
 		return nil, err
+	}
+	if ns := c.Args.Namespace; !c.IPsAnnotation.Allows(ns) {
+		return nil, fmt.Errorf("%w: %s=%q: pods of namespace %q may not choose their addresses on network %s (ipam.ipsAnnotation.namespaces is %q)",
+			contract.ErrInvalidAnnotation, contract.AnnotationIPs, contract.Clip(v, contract.ClipLen), ns, c.Name, c.IPsAnnotation.Namespaces)
 	}
 	for _, ip := range ips {
 		if !slices.ContainsFunc(c.Ranges, func(rs RangeSet) bool { return rs.Contains(net.IP(ip.AsSlice())) }) {

@@ -17,7 +17,12 @@ var (
 	ErrInvalidArgs = errors.New("invalid CNI arguments")
 	// ErrPoolExhausted: a range set has no address to hand out.
 	ErrPoolExhausted = errors.New("no free IP address")
-	// ErrIPUnavailable: a requested address is held by someone else.
+	// ErrInvalidRequest: the requested addresses cannot be granted to
+	// anyone: outside every range, a gateway, network or broadcast address,
+	// or two in one range set.
+	ErrInvalidRequest = errors.New("invalid IP request")
+	// ErrIPUnavailable: a requested address is held, reserved, or cooling
+	// for someone else.
 	ErrIPUnavailable = errors.New("requested IP address is not available")
 	// ErrHolderAlive: the identity's address is held by another sandbox that
 	// may still be running; the runtime should try again later.

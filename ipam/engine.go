@@ -49,12 +49,17 @@ type Engine struct {
 	// HostLocalDir is host-local's data directory for this network
 	// (<hostLocalDataDir>/<network>); "" disables the import.
 	HostLocalDir string
-	Env          Env
+	// MaxPerNamespace bounds the identities of one namespace holding a
+	// reservation in the network (ipam.reservation.maxPerNamespace); a DEL
+	// beyond it frees instead of reserving. 0: no bound.
+	MaxPerNamespace int
+	Env             Env
 }
 
 // NewEngine returns the engine for a loaded config.
 func NewEngine(c *Config, env Env) *Engine {
-	e := &Engine{RangeSets: c.Ranges, Policy: c.Reservation.PoolFull, ReuseDelay: c.Reservation.ReuseDelay, Env: env}
+	e := &Engine{RangeSets: c.Ranges, Policy: c.Reservation.PoolFull, ReuseDelay: c.Reservation.ReuseDelay,
+		MaxPerNamespace: c.Reservation.MaxPerNamespace, Env: env}
 	if c.HostLocalDataDir != "" {
 		e.HostLocalDir = c.HostLocalDataDir + "/" + c.Name
 	}
@@ -131,8 +136,14 @@ func (e *Engine) Add(tx reservation.Txn, req AddRequest) ([]*reservation.Record,
 		return nil, err
 	}
 	if len(mine) > 0 {
-		slices.SortFunc(mine, func(a, b *reservation.Record) int { return a.RangeSet - b.RangeSet })
-		return mine, nil
+		dropped, err := e.dropUnassignable(tx, mine)
+		if err != nil {
+			return nil, err
+		}
+		if !dropped {
+			slices.SortFunc(mine, func(a, b *reservation.Record) int { return a.RangeSet - b.RangeSet })
+			return mine, nil
+		}
 	}
 
 	var held []*reservation.Record
@@ -158,6 +169,7 @@ func (e *Engine) Add(tx reservation.Txn, req AddRequest) ([]*reservation.Record,
 	isHeld := func(ip netip.Addr) bool {
 		return slices.ContainsFunc(held, func(h *reservation.Record) bool { return h.IP == ip })
 	}
+	never := e.unassignables()
 
 	var out []*reservation.Record
 	for i := range e.RangeSets {
@@ -170,14 +182,18 @@ func (e *Engine) Add(tx reservation.Txn, req AddRequest) ([]*reservation.Record,
 			if err != nil {
 				return nil, err
 			}
-			// A cooling address may be asked for: the delay keeps stickyip
-			// from choosing it, not a pod that names it.
-			if cur != nil && cur.State != reservation.Cooling && !isHeld(want) {
+			// A cooling address goes only to the identity that last held
+			// it until its delay has passed (Housekeep dropped the ones
+			// past it): stale DNS records and conntrack entries for that
+			// pod must not reach anyone else.
+			mayTake := cur == nil || isHeld(want) ||
+				(cur.State == reservation.Cooling && !req.Identity.IsZero() && cur.LastIdentity == req.Identity)
+			if !mayTake {
 				return nil, fmt.Errorf("%w: %s is %s", ErrIPUnavailable, want, holderPhrase(cur))
 			}
 			ip = want
 		default:
-			if h := heldIn(held, rs); h != nil {
+			if h := heldIn(held, rs, never); h != nil {
 				ip = h.IP
 				break
 			}
@@ -216,37 +232,60 @@ func (e *Engine) Add(tx reservation.Txn, req AddRequest) ([]*reservation.Record,
 }
 
 func holderPhrase(r *reservation.Record) string {
-	if r.State == reservation.Reserved {
-		return r.Holder()
+	if r.State == reservation.Allocated {
+		return "in use by " + r.Holder()
 	}
-	return "in use by " + r.Holder()
+	return r.Holder()
 }
 
-func heldIn(held []*reservation.Record, rs *RangeSet) *reservation.Record {
+// heldIn returns the identity's record in range set rs, unless it sits on
+// an unassignable address (an earlier stickyip may have recorded one).
+func heldIn(held []*reservation.Record, rs *RangeSet, never unassignableSet) *reservation.Record {
 	for _, h := range held {
-		if rs.Contains(net.IP(h.IP.AsSlice())) {
+		if rs.Contains(net.IP(h.IP.AsSlice())) && never.why(h.IP) == "" {
 			return h
 		}
 	}
 	return nil
 }
 
-// requestedBySet maps requested addresses to their range sets, as host-local does.
+// dropUnassignable deletes recs, the allocations of one sandbox, when one of
+// them sits on an unassignable address (recorded by an earlier stickyip),
+// and says so: a retried ADD of that sandbox then allocates afresh instead
+// of returning the address.
+func (e *Engine) dropUnassignable(tx reservation.Txn, recs []*reservation.Record) (bool, error) {
+	never := e.unassignables()
+	if !slices.ContainsFunc(recs, func(r *reservation.Record) bool { return never.why(r.IP) != "" }) {
+		return false, nil
+	}
+	for _, r := range recs {
+		e.log().Warn("dropping the sandbox's allocation: one of its addresses is never given to a pod", "ip", r.IP,
+			"is", never.why(r.IP), "container", r.ContainerID)
+		if err := tx.Delete(r.IP); err != nil {
+			return false, err
+		}
+	}
+	return true, nil
+}
+
+// requestedBySet maps requested addresses to their range sets, as host-local
+// does. It is the one place every requested address passes (the annotation,
+// CNI_ARGS IP, the ips capability, args.cni.ips): an address in no range, an
+// unassignable one, or two different ones in one range set are an invalid
+// request (the same address from two sources is one request).
 func (e *Engine) requestedBySet(reqs []netip.Addr) (map[int]netip.Addr, error) {
+	never := e.unassignables()
 	out := map[int]netip.Addr{}
 	for _, ip := range reqs {
-		idx := -1
-		for i := range e.RangeSets {
-			if e.RangeSets[i].Contains(net.IP(ip.AsSlice())) {
-				idx = i
-				break
-			}
+		if why := never.why(ip); why != "" {
+			return nil, fmt.Errorf("%w: requested IP %s is %s, which is never given to a pod", ErrInvalidRequest, ip, why)
 		}
+		idx := slices.IndexFunc(e.RangeSets, func(rs RangeSet) bool { return rs.Contains(net.IP(ip.AsSlice())) })
 		if idx < 0 {
-			return nil, fmt.Errorf("%w: requested IP %s is not in any configured range", ErrIPUnavailable, ip)
+			return nil, fmt.Errorf("%w: requested IP %s is not in any configured range (%s)", ErrInvalidRequest, ip, rangesString(e.RangeSets))
 		}
-		if prev, dup := out[idx]; dup {
-			return nil, fmt.Errorf("%w: requested IPs %s and %s are in the same range set; ask for at most one per range set", ErrIPUnavailable, prev, ip)
+		if prev, dup := out[idx]; dup && prev != ip {
+			return nil, fmt.Errorf("%w: requested IPs %s and %s are in the same range set; ask for at most one per range set", ErrInvalidRequest, prev, ip)
 		}
 		out[idx] = ip
 	}
@@ -306,13 +345,25 @@ func (e *Engine) housekeepingDue(tx reservation.Txn, now time.Time) (bool, error
 }
 
 // release ends an allocation as if its sandbox had been deleted at `at`:
-// with a recorded duration it becomes a reservation of its identity; else
-// it cools down for ReuseDelay (or, with no delay, is freed).
+// with a recorded duration it becomes a reservation of its identity, unless
+// the identity's namespace already holds MaxPerNamespace; else it cools
+// down for ReuseDelay (or, with no delay, is freed), remembering its last
+// identity. An allocation on an unassignable address (recorded by an
+// earlier stickyip) is dropped: it never returns to circulation.
 func (e *Engine) release(tx reservation.Txn, r *reservation.Record, at time.Time, why string) error {
 	r.LastContainerID, r.ContainerID, r.Netns = r.ContainerID, "", ""
 	r.Imported, r.ImportedFrom = false, ""
 	r.ReleasedAt = at
-	if r.Duration <= 0 || r.Identity.IsZero() {
+	if never := e.unassignables().why(r.IP); never != "" {
+		e.log().Warn("dropping an allocation of an address never given to a pod (recorded by an earlier stickyip)", "ip", r.IP,
+			"is", never, "container", r.LastContainerID, "pod", r.Identity.Pod(), "why", why)
+		return tx.Delete(r.IP)
+	}
+	reserve, err := e.mayReserve(tx, r)
+	if err != nil {
+		return err
+	}
+	if !reserve {
 		if e.ReuseDelay <= 0 {
 			e.log().Debug("freeing address", "ip", r.IP, "container", r.LastContainerID, "why", why)
 			return tx.Delete(r.IP)
@@ -321,7 +372,7 @@ func (e *Engine) release(tx reservation.Txn, r *reservation.Record, at time.Time
 			"container", r.LastContainerID, "reuseDelay", e.ReuseDelay.String(), "why", why)
 		r.State = reservation.Cooling
 		r.ExpiresAt = at.Add(e.ReuseDelay)
-		r.Identity, r.UID = reservation.Identity{}, ""
+		r.LastIdentity, r.Identity, r.UID = r.Identity, reservation.Identity{}, ""
 		r.Duration, r.RequestedDuration, r.Clamped = 0, 0, false
 		return tx.Put(r)
 	}
@@ -330,6 +381,38 @@ func (e *Engine) release(tx reservation.Txn, r *reservation.Record, at time.Time
 	e.log().Info("reserving address for pod", "ip", r.IP, "pod", r.Identity.Pod(), "ifname", r.Identity.IfName,
 		"until", r.ExpiresAt.UTC().Format(time.RFC3339), "why", why)
 	return tx.Put(r)
+}
+
+// mayReserve reports whether r, being released, becomes a reservation: it
+// has a duration and an identity, and the identity's namespace holds fewer
+// than MaxPerNamespace other identities with a live reservation in the
+// network. Beyond that bound the DEL frees the address (logged), so one
+// namespace can never fill a node's pool with reservations.
+func (e *Engine) mayReserve(tx reservation.Txn, r *reservation.Record) (bool, error) {
+	if r.Duration <= 0 || r.Identity.IsZero() {
+		return false, nil
+	}
+	if e.MaxPerNamespace <= 0 {
+		return true, nil
+	}
+	recs, err := tx.ByNamespace(r.Identity.Namespace)
+	if err != nil {
+		return false, err
+	}
+	now := e.now()
+	others := map[reservation.Identity]bool{}
+	for _, o := range recs {
+		if o.State == reservation.Reserved && !o.Expired(now) && o.Identity != r.Identity {
+			others[o.Identity] = true
+		}
+	}
+	if len(others) < e.MaxPerNamespace {
+		return true, nil
+	}
+	e.log().Warn("not reserving: the namespace already holds the most reservations it may (ipam.reservation.maxPerNamespace); the address is freed",
+		"ip", r.IP, "pod", r.Identity.Pod(), "ifname", r.Identity.IfName, "namespace", r.Identity.Namespace,
+		"reservations", len(others), "maxPerNamespace", e.MaxPerNamespace)
+	return false, nil
 }
 
 // Housekeep brings the network's records up to date before a change:

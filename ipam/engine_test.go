@@ -162,18 +162,26 @@ func TestRequestedIPs(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		ips  []string
+		want error
 		msg  string
 	}{
-		{"held by another container", []string{"10.1.0.5"}, "in use by container c1"},
-		{"outside every range", []string{"10.9.0.5"}, "not in any configured range"},
-		{"two in one range set", []string{"10.1.0.3", "10.1.0.4"}, "same range set"},
+		// 101 is "held or reserved by someone else"; a request no one could
+		// be granted is invalid (7).
+		{"held by another container", []string{"10.1.0.5"}, ErrIPUnavailable, "in use by container c1"},
+		{"outside every range", []string{"10.9.0.5"}, ErrInvalidRequest, "not in any configured range (10.1.0.1-10.1.0.6)"},
+		{"two in one range set", []string{"10.1.0.3", "10.1.0.4"}, ErrInvalidRequest, "same range set"},
+		{"the gateway", []string{"10.1.0.1"}, ErrInvalidRequest, "10.1.0.1 is the gateway of subnet 10.1.0.0/29"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := w.add("c2", anon(2), tc.ips...)
-			if !errors.Is(err, ErrIPUnavailable) || !strings.Contains(err.Error(), tc.msg) {
-				t.Fatalf("err = %v, want ErrIPUnavailable with %q", err, tc.msg)
+			if !errors.Is(err, tc.want) || !strings.Contains(err.Error(), tc.msg) {
+				t.Fatalf("err = %v, want %v with %q", err, tc.want, tc.msg)
 			}
 		})
+	}
+	// The same address from two sources (the annotation and IP=) is one request.
+	if ips := w.mustAdd("c2", anon(2), "10.1.0.6", "10.1.0.6"); len(ips) != 1 || ips[0] != "10.1.0.6" {
+		t.Fatalf("10.1.0.6 asked twice: got %v", ips)
 	}
 	// A reserved address is not handed to another pod even when asked for.
 	w.mustAdd("cw", web, "10.1.0.3")

@@ -228,7 +228,7 @@ func ToCNIError(err error) *types.Error {
 	}
 	code, hint := types.ErrInternal, ""
 	switch {
-	case errors.Is(err, ipam.ErrInvalidConfig), errors.Is(err, contract.ErrInvalidAnnotation):
+	case errors.Is(err, ipam.ErrInvalidConfig), errors.Is(err, contract.ErrInvalidAnnotation), errors.Is(err, ipam.ErrInvalidRequest):
 		code = types.ErrInvalidNetworkConfig
 	case errors.Is(err, ipam.ErrInvalidArgs):
 		code = types.ErrInvalidEnvironmentVariables

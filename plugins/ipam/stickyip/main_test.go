@@ -228,3 +228,82 @@ func TestErrorsAreCNIErrorObjects(t *testing.T) {
 		})
 	}
 }
+
+// with returns conf with extra top-level keys (runtimeConfig entries merge).
+func with(t *testing.T, conf []byte, extra map[string]any) []byte {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal(conf, &m); err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range extra {
+		if rc, ok := v.(map[string]any); ok && k == "runtimeConfig" && m[k] != nil {
+			for rk, rv := range rc {
+				m[k].(map[string]any)[rk] = rv
+			}
+			continue
+		}
+		m[k] = v
+	}
+	b, _ := json.Marshal(m)
+	return b
+}
+
+// Every source of a requested address meets the same rules at the plugin
+// edge: the gateway (IPv4 and IPv6), network or broadcast address, or two
+// addresses in one range set are error 7; a stranger asking for a cooling
+// address is error 101; ipam.ipsAnnotation.namespaces limits the annotation.
+func TestRequestedAddressRules(t *testing.T) {
+	dir := t.TempDir()
+	plain := netConf{ver: "1.0.0", dataDir: dir}.bytes()
+	ann := func(ips string) []byte {
+		return netConf{ver: "1.0.0", dataDir: dir, ann: map[string]string{"stickyip.io/ips": ips}}.bytes()
+	}
+	for _, tc := range []struct {
+		name, args string
+		conf       []byte
+		code       uint
+		msg        string
+	}{
+		{"annotation gateway", podArgs("a", "u"), ann("10.77.0.1"), types.ErrInvalidNetworkConfig, "10.77.0.1 is the gateway of subnet 10.77.0.0/29"},
+		{"annotation IPv6 gateway", podArgs("a", "u"), ann("fd77::1"), types.ErrInvalidNetworkConfig, "fd77::1 is the gateway of subnet fd77::/125"},
+		{"CNI_ARGS IP gateway", podArgs("a", "u") + ";IP=10.77.0.1", plain, types.ErrInvalidNetworkConfig, "gateway"},
+		{"ips capability broadcast", podArgs("a", "u"), with(t, plain, map[string]any{"runtimeConfig": map[string]any{"ips": []string{"10.77.0.7/29"}}}),
+			types.ErrInvalidNetworkConfig, "10.77.0.7 is the broadcast address"},
+		{"args.cni.ips network address", podArgs("a", "u"), with(t, plain, map[string]any{"args": map[string]any{"cni": map[string]any{"ips": []string{"10.77.0.0"}}}}),
+			types.ErrInvalidNetworkConfig, "10.77.0.0 is the network address"},
+		{"two in one range set", podArgs("a", "u") + ";IP=10.77.0.3", ann("10.77.0.4"), types.ErrInvalidNetworkConfig, "same range set"},
+		{"annotation from a namespace not listed", podArgs("a", "u"),
+			with(t, ann("10.77.0.4"), map[string]any{"ipam": map[string]any{"type": "stickyip", "dataDir": dir, "hostLocalDataDir": "", "subnet": "10.77.0.0/29",
+				"ipsAnnotation": map[string]any{"namespaces": []string{"infra"}}}}),
+			types.ErrInvalidNetworkConfig, `namespace "default" may not choose`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out, e := call(t, "ADD", "c-"+strings.ReplaceAll(tc.name, " ", "-"), tc.args, tc.conf)
+			if e == nil || e.Code != tc.code || !strings.Contains(e.Msg, tc.msg) {
+				t.Fatalf("got %v (stdout %q), want code %d mentioning %q", e, out, tc.code, tc.msg)
+			}
+		})
+	}
+	if st := states(t, dir); len(st) != 0 {
+		t.Fatalf("refused ADDs left records: %v", st)
+	}
+
+	// default/a's addresses cool after its DEL (reuseDelay's default, 30s):
+	// default/b may not ask for them, default/a may.
+	out, e := call(t, "ADD", "ca", podArgs("a", "ua"), plain)
+	if e != nil {
+		t.Fatal(e)
+	}
+	v4 := strings.TrimSuffix(ipsOfResult(t, "1.0.0", out)[0], "/29")
+	if _, e := call(t, "DEL", "ca", podArgs("a", "ua"), plain); e != nil {
+		t.Fatal(e)
+	}
+	if _, e := call(t, "ADD", "cb", podArgs("b", "ub")+";IP="+v4, plain); e == nil || e.Code != 101 || !strings.Contains(e.Msg, "cooling down") || !strings.Contains(e.Msg, "default/a") {
+		t.Fatalf("a stranger asking for default/a's cooling %s: %v, want 101 naming the delay and default/a", v4, e)
+	}
+	out, e = call(t, "ADD", "ca2", podArgs("a", "ua2")+";IP="+v4, plain)
+	if e != nil || ipsOfResult(t, "1.0.0", out)[0] != v4+"/29" {
+		t.Fatalf("default/a asking for its own cooling %s: %s %v", v4, out, e)
+	}
+}
