@@ -40,13 +40,13 @@ func (r *Reconciler) removeCopy(s *snapshot, id checkpoint.ID, why state.Why) {
 	r.cfg.Log.Info("static copy removed: "+string(why), "pod", id.String())
 	if p := s.parents[id]; p != nil && why == state.WhyHandBack {
 		msg := "static copy removed; the pod and its IP are handed back"
-		if rs := r.restored[id]; rs != nil {
+		if rs := r.mem(id).copy; rs != nil {
 			msg = fmt.Sprintf("static copy, restored by checkpointd %s ago while the API server was away, removed; the pod and its IP are handed back",
 				s.now.Sub(rs.at).Round(time.Second))
 		}
 		r.event(s, p, corev1.EventTypeNormal, EventHandedBack, "%s", msg)
 	}
-	delete(r.restored, id)
+	r.mem(id).copy = nil
 }
 
 // removeFiles deletes the files of a copy whose manifest and sandbox are gone.

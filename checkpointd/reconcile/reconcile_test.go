@@ -263,12 +263,33 @@ func TestPolicy(t *testing.T) {
 		t.Fatal("allowed privileged pod not restored")
 	}
 	// ...then, still during the outage, the operator narrows the policy and
-	// restarts checkpointd: copy and checkpoint go at once.
+	// restarts checkpointd: the copy's manifest goes at once (the kubelet
+	// stops it when it reaches the API server), the checkpoint stays: a
+	// refusal blocks restores but deletes nothing (issue 17 finding 3).
 	h.cfg.Policy, _ = policy.Parse("default,kube-system", "")
 	h.start()
 	h.pass()
-	if h.staticManifest(agent) != nil || h.saved(agent) != nil {
-		t.Error("copy or checkpoint of a pod the policy now refuses kept")
+	if h.staticManifest(agent) != nil {
+		t.Error("copy of a pod the policy now refuses kept")
+	}
+	if h.saved(agent) == nil {
+		t.Fatal("checkpoint deleted by a narrower policy during the outage")
+	}
+	// A typo at the next boot, still during the outage: nothing restored, nothing deleted.
+	h.cfg.Policy, _ = policy.Parse("kube-sytem", "")
+	h.reboot()
+	h.advance(grace)
+	h.pass()
+	if h.staticManifest(agent) != nil || h.saved(agent) == nil {
+		t.Fatal("a policy typo at boot restored the pod or deleted its checkpoint")
+	}
+	// The typo fixed: the checkpoint is there to be restored.
+	h.cfg.Policy, _ = policy.Parse("default,kube-system", "default")
+	h.reboot()
+	h.advance(grace)
+	h.pass()
+	if h.staticManifest(agent) == nil {
+		t.Fatal("not restored once the policy allows it again")
 	}
 }
 
