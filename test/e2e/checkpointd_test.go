@@ -78,12 +78,14 @@ func (n *node) checkpointdEnv() []string {
 }
 
 // startCheckpointd starts checkpointd in the node's netns, configured the
-// systemd-unit way (environment, the kubelet's kubeconfig), and waits for
-// its /healthz.
-func (n *node) startCheckpointd() {
+// systemd-unit way (environment, the kubelet's kubeconfig, then extra
+// CHECKPOINTD_* settings as /etc/default/checkpointd would override them),
+// and waits for its /healthz.
+func (n *node) startCheckpointd(extra ...string) {
 	t := n.t
 	t.Helper()
-	n.checkpointd = startProcEnv(t, n.logDir, n.ns.Path, n.checkpointdEnv(), "checkpointd", filepath.Join(n.bins.project, "checkpointd"))
+	env := append(n.checkpointdEnv(), extra...)
+	n.checkpointd = startProcEnv(t, n.logDir, n.ns.Path, env, "checkpointd", filepath.Join(n.bins.project, "checkpointd"))
 	hc := n.httpClient()
 	eventually(t, "checkpointd /healthz", time.Minute, 500*time.Millisecond, func() (bool, string) {
 		if err := n.checkpointd.exited(); err != nil {
