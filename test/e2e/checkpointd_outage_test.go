@@ -38,32 +38,6 @@ func (n *node) checkpointdCleanup() {
 	}
 }
 
-// copyRuns waits until one copy sandbox of ns/name runs with ip and its
-// main container runs; it returns the sandbox and main container IDs.
-func (n *node) copyRuns(ctx context.Context, ns, name, ip string, timeout time.Duration) (string, string) {
-	n.t.Helper()
-	var sb, main string
-	eventually(n.t, "static copy of "+ns+"/"+name+" running with "+ip, timeout, time.Second, func() (bool, string) {
-		sbs, err := n.staticCopies(ctx, ns, name)
-		if err != nil {
-			return false, err.Error()
-		}
-		if len(sbs) != 1 || sbs[0].IP != ip {
-			return false, fmt.Sprintf("static copies %+v", sbs)
-		}
-		cs, err := n.containersOf(ctx, sbs[0].ID)
-		if err != nil {
-			return false, err.Error()
-		}
-		if c := cs["main"]; len(c) != 1 || c[0].State != runtimeapi.ContainerState_CONTAINER_RUNNING {
-			return false, fmt.Sprintf("main containers: %v", describe(c))
-		}
-		sb, main = sbs[0].ID, cs["main"][0].Id
-		return true, ""
-	})
-	return sb, main
-}
-
 // reads runs the harness image's read check inside a running container:
 // the file must be readable by the container's user and not empty.
 func (n *node) reads(ctx context.Context, containerID, file string) error {
@@ -152,7 +126,7 @@ func TestCheckpointdOutage(t *testing.T) {
 	n.powerOn()
 	copies := map[string]string{} // name -> main container of its copy
 	for _, name := range []string{"sts", "bare"} {
-		_, copies[name] = n.copyRuns(ctx, "kube-system", name, ips[name], 3*time.Minute)
+		_, copies[name] = n.copyRuns(ctx, "kube-system", name, ips[name], 3*time.Minute, false)
 		if err := n.reads(ctx, copies[name], "/cred/password"); err != nil {
 			t.Fatalf("copy of %s cannot read its secret: %v", name, err)
 		}
@@ -176,7 +150,7 @@ func TestCheckpointdOutage(t *testing.T) {
 	}
 	sandboxes := map[string]string{}
 	for _, name := range []string{"sts", "bare"} {
-		sandboxes[name], _ = n.copyRuns(ctx, "kube-system", name, ips[name], time.Minute)
+		sandboxes[name], _ = n.copyRuns(ctx, "kube-system", name, ips[name], time.Minute, false)
 	}
 	for _, stop := range []syscall.Signal{syscall.SIGTERM, syscall.SIGKILL} {
 		n.checkpointd.stop(t, stop, 30*time.Second)
@@ -202,7 +176,7 @@ func TestCheckpointdOutage(t *testing.T) {
 		back := time.Since(started)
 		time.Sleep(5 * time.Second) // the kubelet's file source sees it again
 		for _, name := range []string{"sts", "bare"} {
-			sb, main := n.copyRuns(ctx, "kube-system", name, ips[name], time.Minute)
+			sb, main := n.copyRuns(ctx, "kube-system", name, ips[name], time.Minute, false)
 			if sb != sandboxes[name] || main != copies[name] {
 				t.Errorf("after %s the copy of %s was restarted (sandbox %s, was %s; container %s, was %s)", stop, name, sb, sandboxes[name], main, copies[name])
 			}

@@ -171,6 +171,15 @@ func (n *node) containersOf(ctx context.Context, sandboxID string) (map[string][
 // in the sandbox).
 func (n *node) copyServes(ctx context.Context, ns, name, ip string, timeout time.Duration) {
 	n.t.Helper()
+	n.copyRuns(ctx, ns, name, ip, timeout, true)
+}
+
+// copyRuns waits until one copy sandbox of ns/name runs with ip and its one
+// main container runs (and, with init, its init container exited 0); it
+// returns the sandbox and main container IDs.
+func (n *node) copyRuns(ctx context.Context, ns, name, ip string, timeout time.Duration, init bool) (string, string) {
+	n.t.Helper()
+	var sb, main string
 	eventually(n.t, "static copy of "+ns+"/"+name+" running with "+ip, timeout, time.Second, func() (bool, string) {
 		if err := n.checkpointd.exited(); err != nil {
 			n.t.Fatal(err)
@@ -186,14 +195,16 @@ func (n *node) copyServes(ctx context.Context, ns, name, ip string, timeout time
 		if err != nil {
 			return false, err.Error()
 		}
-		if main := cs["main"]; len(main) != 1 || main[0].State != runtimeapi.ContainerState_CONTAINER_RUNNING {
-			return false, fmt.Sprintf("main containers: %v", describe(main))
+		if c := cs["main"]; len(c) != 1 || c[0].State != runtimeapi.ContainerState_CONTAINER_RUNNING {
+			return false, fmt.Sprintf("main containers: %v", describe(c))
 		}
-		if init := cs["init"]; len(init) != 1 || init[0].State != runtimeapi.ContainerState_CONTAINER_EXITED || init[0].ExitCode != 0 {
-			return false, fmt.Sprintf("init containers: %v", describe(init))
+		if c := cs["init"]; init && (len(c) != 1 || c[0].State != runtimeapi.ContainerState_CONTAINER_EXITED || c[0].ExitCode != 0) {
+			return false, fmt.Sprintf("init containers: %v", describe(c))
 		}
+		sb, main = sbs[0].ID, cs["main"][0].Id
 		return true, ""
 	})
+	return sb, main
 }
 
 func describe(cs []*runtimeapi.ContainerStatus) string {
