@@ -282,7 +282,7 @@ func Run(ctx context.Context, cfg Config) error {
 	// No copy outlives its keeper: a copy nobody watches would never be
 	// handed back, and its parent would wait for its IP forever. Its files
 	// stay (see Run's doc).
-	removed, err := reconcile.RemoveCopies(cfg.StaticPodDir, "")
+	removed, err := reconcile.StopCopies(cfg.StaticPodDir, cfg.VolumeDir)
 	if len(removed) > 0 {
 		log.Info("checkpointd stopping: its static copies removed", "copies", strings.Join(removed, ","))
 	}
@@ -316,7 +316,7 @@ func Cleanup(cfg Config, all bool) ([]string, error) {
 		cfg.StaticPodDir = p
 	}
 	if !all {
-		return reconcile.RemoveCopies(cfg.StaticPodDir, "")
+		return reconcile.StopCopies(cfg.StaticPodDir, cfg.VolumeDir)
 	}
 	removed, err := reconcile.RemoveCopies(cfg.StaticPodDir, cfg.VolumeDir)
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -67,9 +68,8 @@ func removeCopy(staticDir string, id checkpoint.ID) error {
 }
 
 // RemoveCopies deletes every static copy in staticDir (checkpointd's own
-// files only, by their prefix), and, with volumeDir set, every copy's files.
-// It is what happens when checkpointd stops: no copy outlives its keeper,
-// because nobody else would ever hand it back. It returns what it removed.
+// files only, by their prefix), and, with volumeDir set, every copy's files
+// (`checkpointd cleanup --all`). It returns what it removed.
 func RemoveCopies(staticDir, volumeDir string) ([]string, error) {
 	var removed []string
 	copies, err := listCopies(staticDir)
@@ -99,4 +99,72 @@ func RemoveCopies(staticDir, volumeDir string) ([]string, error) {
 		}
 	}
 	return removed, errors.Join(errs...)
+}
+
+// stashPrefix starts the name, inside a copy's volume directory, of its
+// manifest set aside when checkpointd stopped: ".static-<its file name in
+// the static pod directory>" (a volume name never starts with a dot).
+const stashPrefix = ".static-"
+
+// StopCopies is what happens when checkpointd stops (its own exit, and the
+// unit's `checkpointd cleanup` after any stop, crashes included): every
+// copy's manifest leaves staticDir, so that a copy nobody watches never
+// blocks its parent (the kubelet stops it once it reaches the API server);
+// its exact bytes are set aside in the copy's volume directory (tmpfs, with
+// the files it keeps), so that a checkpointd started again during the
+// outage, of this version or another, puts back the very manifest the
+// running copy came from: same file, same content, the same pod for the
+// kubelet. It returns the manifests it removed.
+func StopCopies(staticDir, volumeDir string) ([]string, error) {
+	copies, err := listCopies(staticDir)
+	if err != nil {
+		return nil, err
+	}
+	var removed []string
+	var errs []error
+	for id := range copies {
+		p := copyPath(staticDir, id)
+		if err := stash(p, volumeDir, id); err != nil {
+			errs = append(errs, err) // removed all the same: no copy outlives its keeper
+		}
+		if err := removeCopy(staticDir, id); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		removed = append(removed, p)
+	}
+	return removed, errors.Join(errs...)
+}
+
+// stash sets the manifest at path aside in id's volume directory.
+func stash(path, volumeDir string, id checkpoint.ID) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	base := filepath.Join(volumeDir, sanitize.VolumeRoot(id))
+	if err := mkdirMode(volumeDir, modeVolumeDir, -1); err != nil {
+		return err
+	}
+	if err := mkdirMode(base, modePodDir, -1); err != nil {
+		return err
+	}
+	return checkpoint.WriteFileAtomic(filepath.Join(base, stashPrefix+filepath.Base(path)), data, 0o600)
+}
+
+// stashed returns the manifest StopCopies set aside for id: its file name
+// in the static pod directory and its content.
+func stashed(volumeDir string, id checkpoint.ID) (string, []byte, bool) {
+	base := filepath.Join(volumeDir, sanitize.VolumeRoot(id))
+	entries, _ := os.ReadDir(base)
+	for _, e := range entries {
+		name, ok := strings.CutPrefix(e.Name(), stashPrefix)
+		if !ok || !e.Type().IsRegular() || !strings.HasPrefix(name, StaticPrefix) {
+			continue
+		}
+		if data, err := os.ReadFile(filepath.Join(base, e.Name())); err == nil {
+			return name, data, true
+		}
+	}
+	return "", nil, false
 }

@@ -118,14 +118,24 @@ func TestRestartDuringOutageKeepsTheCopy(t *testing.T) {
 	keyFile := filepath.Join(h.volumes, "default_web", "tls", "key")
 	before := inode(t, keyFile)
 
-	for _, stop := range []string{"restart", "kill -9"} {
-		if stop == "restart" {
-			if _, err := RemoveCopies(h.static, ""); err != nil { // the daemon's exit
+	for _, stop := range []string{"restart", "kill -9", "upgrade"} {
+		if stop != "kill -9" {
+			if _, err := StopCopies(h.static, h.volumes); err != nil { // the daemon's exit
 				t.Fatal(err)
 			}
 		}
-		if _, err := RemoveCopies(h.static, ""); err != nil { // ExecStopPost=checkpointd cleanup
+		if _, err := StopCopies(h.static, h.volumes); err != nil { // ExecStopPost=checkpointd cleanup
 			t.Fatal(err)
+		}
+		if stop == "upgrade" {
+			// The stopped version wrote its manifest otherwise (another
+			// format): the new one must put back those bytes, not its own,
+			// or the kubelet would see another pod.
+			set := filepath.Join(h.volumes, "default_web", stashPrefix+filepath.Base(copyPath(h.static, web)))
+			manifest = append([]byte("# written by an older checkpointd\n"), manifest...)
+			if err := os.WriteFile(set, manifest, 0o600); err != nil {
+				t.Fatal(err)
+			}
 		}
 		h.advance(5 * time.Second) // RestartSec
 		h.start()

@@ -484,8 +484,8 @@ func TestOrphanedCopyRemovedAtStart(t *testing.T) {
 	}
 }
 
-// TestRemoveCopies: what checkpointd does when it stops, and `cleanup`:
-// every copy and its files go; static pods that are not ours stay.
+// TestRemoveCopies: `cleanup --all`: every copy and its files go; static
+// pods that are not ours stay.
 func TestRemoveCopies(t *testing.T) {
 	h := newHarness(t)
 	h.running(pod("web", "uid-1", "nginx", true))

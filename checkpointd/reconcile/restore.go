@@ -2,6 +2,7 @@ package reconcile
 
 import (
 	"os"
+	"path/filepath"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -48,16 +49,28 @@ func (r *Reconciler) restore(s *snapshot, id checkpoint.ID, a state.Actions, run
 	if !a.Restore {
 		return
 	}
+	path := copyPath(r.cfg.StaticDir, id)
 	data, err := sanitize.Marshal(res.Pod)
+	name, old, ok := "", []byte(nil), false
+	if running {
+		name, old, ok = stashed(r.cfg.VolumeDir, id)
+	}
+	if ok {
+		// The running copy's own manifest, as the stopped checkpointd left it.
+		path, data, err = filepath.Join(r.cfg.StaticDir, name), old, nil
+	}
 	if err == nil {
 		err = os.MkdirAll(r.cfg.StaticDir, 0o755)
 	}
 	if err == nil {
-		err = checkpoint.WriteFileAtomic(copyPath(r.cfg.StaticDir, id), data, 0o600)
+		err = checkpoint.WriteFileAtomic(path, data, 0o600)
 	}
 	if err != nil {
 		r.problem(id, "restore", "cannot write the static copy", err)
 		return
+	}
+	if ok {
+		_ = os.Remove(filepath.Join(r.cfg.VolumeDir, sanitize.VolumeRoot(id), stashPrefix+name))
 	}
 	r.solved(id, "restore")
 	s.copies[id] = true
@@ -66,7 +79,7 @@ func (r *Reconciler) restore(s *snapshot, id checkpoint.ID, a state.Actions, run
 		// Followed for the hand-back only: it has run all along.
 		m.copy = &restore{at: s.now, runAt: s.now}
 		r.cfg.Log.Info("static copy runs without its manifest (checkpointd restarted during the outage): the same manifest written again, its files kept",
-			"pod", id.String(), "manifest", copyPath(r.cfg.StaticDir, id))
+			"pod", id.String(), "manifest", path, "setAside", ok)
 		return
 	}
 	m.copy = &restore{at: s.now}
