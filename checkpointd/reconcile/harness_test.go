@@ -21,6 +21,7 @@ import (
 
 	"github.com/stickyip/stickyip/checkpointd/boot"
 	"github.com/stickyip/stickyip/checkpointd/checkpoint"
+	"github.com/stickyip/stickyip/checkpointd/contact"
 	"github.com/stickyip/stickyip/checkpointd/cri"
 	"github.com/stickyip/stickyip/checkpointd/metrics"
 	"github.com/stickyip/stickyip/checkpointd/policy"
@@ -231,6 +232,10 @@ func (h *harness) start() {
 		h.t.Fatal(err)
 	}
 	h.cfg.Boot = tr
+	// The last API contact is read from the checkpoint directory, as the daemon does.
+	if h.cfg.Contact, err = contact.Open(h.store.Dir()); err != nil {
+		h.t.Fatal(err)
+	}
 	h.r = New(h.cfg)
 	// A new process's API client starts unreachable and sees any change now.
 	h.api.since = h.now

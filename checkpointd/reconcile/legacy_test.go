@@ -49,3 +49,27 @@ func TestLegacyYAMLCopyRecognised(t *testing.T) {
 		t.Fatalf("legacy copy kept after hand-back (stat: %v)", err)
 	}
 }
+
+// A checkpointd of this version that stops during an outage sets aside a
+// copy an earlier version wrote under the legacy .yaml name like any other,
+// so the restarted daemon puts back that very file (same name, same bytes:
+// the same pod for the kubelet) instead of writing a JSON copy beside it.
+func TestLegacyYAMLCopyStashedAtStop(t *testing.T) {
+	static, volumes := t.TempDir(), t.TempDir()
+	name := checkpoint.StaticPrefix + "default_web" + checkpoint.LegacyStaticSuffix
+	body := []byte("apiVersion: v1\nkind: Pod\nmetadata: {name: web}\n")
+	if err := os.WriteFile(filepath.Join(static, name), body, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	removed, err := StopCopies(static, volumes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(removed) != 1 || filepath.Base(removed[0]) != name {
+		t.Fatalf("removed %v, want the legacy manifest %s", removed, name)
+	}
+	got, data, ok := stashed(volumes, web)
+	if !ok || got != name || string(data) != string(body) {
+		t.Fatalf("stashed = %q, %q, %v; want %q with its exact bytes", got, data, ok, name)
+	}
+}

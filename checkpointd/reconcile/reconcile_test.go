@@ -262,12 +262,33 @@ func TestPolicy(t *testing.T) {
 		t.Fatal("allowed privileged pod not restored")
 	}
 	// ...then, still during the outage, the operator narrows the policy and
-	// restarts checkpointd: copy and checkpoint go at once.
+	// restarts checkpointd: the copy's manifest goes at once (the kubelet
+	// stops it when it reaches the API server), the checkpoint stays: a
+	// refusal blocks restores but deletes nothing (issue 17 finding 3).
 	h.cfg.Policy, _ = policy.Parse("default,kube-system", "")
 	h.start()
 	h.pass()
-	if h.staticManifest(agent) != nil || h.saved(agent) != nil {
-		t.Error("copy or checkpoint of a pod the policy now refuses kept")
+	if h.staticManifest(agent) != nil {
+		t.Error("copy of a pod the policy now refuses kept")
+	}
+	if h.saved(agent) == nil {
+		t.Fatal("checkpoint deleted by a narrower policy during the outage")
+	}
+	// A typo at the next boot, still during the outage: nothing restored, nothing deleted.
+	h.cfg.Policy, _ = policy.Parse("kube-sytem", "")
+	h.reboot()
+	h.advance(grace)
+	h.pass()
+	if h.staticManifest(agent) != nil || h.saved(agent) == nil {
+		t.Fatal("a policy typo at boot restored the pod or deleted its checkpoint")
+	}
+	// The typo fixed: the checkpoint is there to be restored.
+	h.cfg.Policy, _ = policy.Parse("default,kube-system", "default")
+	h.reboot()
+	h.advance(grace)
+	h.pass()
+	if h.staticManifest(agent) == nil {
+		t.Fatal("not restored once the policy allows it again")
 	}
 }
 
@@ -462,8 +483,8 @@ func TestOrphanedCopyRemovedAtStart(t *testing.T) {
 	}
 }
 
-// TestRemoveCopies: what checkpointd does when it stops, and `cleanup`:
-// every copy and its files go; static pods that are not ours stay.
+// TestRemoveCopies: `cleanup --all`: every copy and its files go; static
+// pods that are not ours stay.
 func TestRemoveCopies(t *testing.T) {
 	h := newHarness(t)
 	h.running(pod("web", "uid-1", "nginx", true))

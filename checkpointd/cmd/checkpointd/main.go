@@ -41,17 +41,20 @@ func run(args []string) int {
 	logLevel := daemonFlags(fs, &cfg)
 	showVersion := fs.Bool("version", false, "print the version and exit")
 	if cleanup {
-		fs.BoolVar(&all, "all", false, "also remove every checkpoint, stored secret, mark and saved lease")
+		fs.BoolVar(&all, "all", false, "also remove the copies' files and every checkpoint, stored secret, mark, saved lease and the last API contact")
 	}
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), `Usage: checkpointd [flags]
        checkpointd cleanup [--all] [flags]
        checkpointd install|uninstall [flags]   (see checkpointd install --help)
 
-cleanup removes every static copy checkpointd placed on this node and its files
-(the systemd unit runs it whenever the daemon stops); with --all also every
-checkpoint, stored secret, mark and saved flannel lease. It takes the same
-directory flags as the daemon.
+cleanup removes the manifest of every static copy checkpointd placed on this
+node (the systemd unit runs it whenever the daemon stops: the kubelet stops
+those copies once it reaches the API server, and a restarted checkpointd
+writes the same manifests back meanwhile); their files stay until the next
+checkpointd pass after the copy stopped, or a reboot. With --all also the
+copies' files and every checkpoint, stored secret, mark, saved flannel lease
+and the last API contact. It takes the same directory flags as the daemon.
 
 Every flag can also be set with the environment variable CHECKPOINTD_<FLAG>, e.g. CHECKPOINTD_GRACE_PERIOD=30s.
 
