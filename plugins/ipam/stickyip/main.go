@@ -22,7 +22,7 @@ func main() {
 }
 
 var (
-	cniFuncs          = skel.CNIFuncs{Add: cmdAdd, Del: cmdDel, Check: cmdCheck, GC: cmdGC, Status: cmdStatus}
+	cniFuncs = skel.CNIFuncs{Add: cmdAdd, Del: cmdDel, Check: cmdCheck, GC: cmdGC, Status: cmdStatus}
 	// Every version libcni knows, as host-local: results are converted to the
 	// conflist's version by the CNI library (types/020 for 0.1.0 and 0.2.0).
 	supportedVersions = version.All
