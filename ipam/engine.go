@@ -39,40 +39,43 @@ type Env struct {
 	Log *slog.Logger
 }
 
-// Engine allocates addresses from a network's range sets.
+// Engine allocates addresses from a network's range sets by the rules of that
+// network's config. Build it with NewEngine: every rule (reuse delay, pool-full
+// policy, host-local import) comes from the config, so no caller can apply one
+// network's records with other rules.
 type Engine struct {
-	RangeSets []RangeSet // canonical, as returned by LoadConfig
-	Policy    PoolFullPolicy
-	// ReuseDelay keeps an address freed without a reservation out of use for
+	rangeSets []RangeSet // canonical, as returned by LoadConfig
+	policy    PoolFullPolicy
+	// reuseDelay keeps an address freed without a reservation out of use for
 	// this long while others are free (0: freed addresses are free at once).
-	ReuseDelay time.Duration
-	// HostLocalDir is host-local's data directory for this network
+	reuseDelay time.Duration
+	// hostLocalDir is host-local's data directory for this network
 	// (<hostLocalDataDir>/<network>); "" disables the import.
-	HostLocalDir string
-	Env          Env
+	hostLocalDir string
+	env          Env
 }
 
-// NewEngine returns the engine for a loaded config.
+// NewEngine returns the engine of the network whose loaded config is c.
 func NewEngine(c *Config, env Env) *Engine {
-	e := &Engine{RangeSets: c.Ranges, Policy: c.Reservation.PoolFull, ReuseDelay: c.Reservation.ReuseDelay, Env: env}
+	e := &Engine{rangeSets: c.Ranges, policy: c.Reservation.PoolFull, reuseDelay: c.Reservation.ReuseDelay, env: env}
 	if c.HostLocalDataDir != "" {
-		e.HostLocalDir = c.HostLocalDataDir + "/" + c.Name
+		e.hostLocalDir = c.HostLocalDataDir + "/" + c.Name
 	}
 	return e
 }
 
 func (e *Engine) log() *slog.Logger {
-	if e.Env.Log == nil {
+	if e.env.Log == nil {
 		return slog.New(slog.DiscardHandler)
 	}
-	return e.Env.Log
+	return e.env.Log
 }
 
 func (e *Engine) now() time.Time {
-	if e.Env.Now == nil {
+	if e.env.Now == nil {
 		return time.Now()
 	}
-	return e.Env.Now()
+	return e.env.Now()
 }
 
 // alive reports whether an allocation's sandbox may still be running.
@@ -80,16 +83,16 @@ func (e *Engine) alive(r *reservation.Record) bool {
 	if r.State != reservation.Allocated {
 		return false
 	}
-	if r.BootID != "" && e.Env.BootID != "" && r.BootID != e.Env.BootID {
+	if r.BootID != "" && e.env.BootID != "" && r.BootID != e.env.BootID {
 		return false
 	}
-	if e.Env.SandboxGone == nil {
+	if e.env.SandboxGone == nil {
 		return true
 	}
-	if r.Netns != "" && e.Env.SandboxGone(r.Netns) {
+	if r.Netns != "" && e.env.SandboxGone(r.Netns) {
 		return false
 	}
-	if r.ImportedFrom != "" && e.Env.SandboxGone(r.ImportedFrom) {
+	if r.ImportedFrom != "" && e.env.SandboxGone(r.ImportedFrom) {
 		return false // host-local released the pod (its DEL went to host-local)
 	}
 	return true
@@ -160,8 +163,8 @@ func (e *Engine) Add(tx reservation.Txn, req AddRequest) ([]*reservation.Record,
 	}
 
 	var out []*reservation.Record
-	for i := range e.RangeSets {
-		rs := &e.RangeSets[i]
+	for i := range e.rangeSets {
+		rs := &e.rangeSets[i]
 		var ip netip.Addr
 		dynamic := false
 		switch want, ok := requested[i]; {
@@ -188,7 +191,7 @@ func (e *Engine) Add(tx reservation.Txn, req AddRequest) ([]*reservation.Record,
 		}
 		rec := &reservation.Record{
 			IP: ip, RangeSet: i, State: reservation.Allocated,
-			ContainerID: req.ContainerID, IfName: req.IfName, Netns: req.Netns, BootID: e.Env.BootID,
+			ContainerID: req.ContainerID, IfName: req.IfName, Netns: req.Netns, BootID: e.env.BootID,
 			Identity: req.Identity, UID: req.UID,
 			Duration: req.Duration, RequestedDuration: req.RequestedDuration, Clamped: req.Clamped,
 			AllocatedAt: now,
@@ -236,8 +239,8 @@ func (e *Engine) requestedBySet(reqs []netip.Addr) (map[int]netip.Addr, error) {
 	out := map[int]netip.Addr{}
 	for _, ip := range reqs {
 		idx := -1
-		for i := range e.RangeSets {
-			if e.RangeSets[i].Contains(net.IP(ip.AsSlice())) {
+		for i := range e.rangeSets {
+			if e.rangeSets[i].Contains(net.IP(ip.AsSlice())) {
 				idx = i
 				break
 			}
@@ -287,13 +290,13 @@ func (e *Engine) Del(tx reservation.Txn, containerID, ifname string) error {
 
 // housekeepingDue reports whether Housekeep would change anything.
 func (e *Engine) housekeepingDue(tx reservation.Txn, now time.Time) (bool, error) {
-	if e.HostLocalDir != "" {
+	if e.hostLocalDir != "" {
 		if done, err := tx.Meta(metaHostLocalImported); err != nil || done == "" {
 			return true, err
 		}
 	}
-	if e.Env.BootID != "" {
-		if last, err := tx.Meta(metaBootID); err != nil || last != e.Env.BootID {
+	if e.env.BootID != "" {
+		if last, err := tx.Meta(metaBootID); err != nil || last != e.env.BootID {
 			return true, err
 		}
 	}
@@ -313,14 +316,14 @@ func (e *Engine) release(tx reservation.Txn, r *reservation.Record, at time.Time
 	r.Imported, r.ImportedFrom = false, ""
 	r.ReleasedAt = at
 	if r.Duration <= 0 || r.Identity.IsZero() {
-		if e.ReuseDelay <= 0 {
+		if e.reuseDelay <= 0 {
 			e.log().Debug("freeing address", "ip", r.IP, "container", r.LastContainerID, "why", why)
 			return tx.Delete(r.IP)
 		}
 		e.log().Debug("freeing address; it cools down before it is handed out again", "ip", r.IP,
-			"container", r.LastContainerID, "reuseDelay", e.ReuseDelay.String(), "why", why)
+			"container", r.LastContainerID, "reuseDelay", e.reuseDelay.String(), "why", why)
 		r.State = reservation.Cooling
-		r.ExpiresAt = at.Add(e.ReuseDelay)
+		r.ExpiresAt = at.Add(e.reuseDelay)
 		r.Identity, r.UID = reservation.Identity{}, ""
 		r.Duration, r.RequestedDuration, r.Clamped = 0, 0, false
 		return tx.Put(r)
@@ -342,27 +345,27 @@ func (e *Engine) release(tx reservation.Txn, r *reservation.Record, at time.Time
 // of the first call on a full node (and an address both stores record stays
 // held by the imported allocation instead of being freed by the sweep).
 func (e *Engine) Housekeep(tx reservation.Txn, now time.Time) (expired int, err error) {
-	if e.Env.BootID != "" {
+	if e.env.BootID != "" {
 		last, err := tx.Meta(metaBootID)
 		if err != nil {
 			return 0, err
 		}
-		if last != e.Env.BootID {
+		if last != e.env.BootID {
 			if err := e.rebootSweep(tx, now); err != nil {
 				return 0, err
 			}
-			if err := tx.SetMeta(metaBootID, e.Env.BootID); err != nil {
+			if err := tx.SetMeta(metaBootID, e.env.BootID); err != nil {
 				return 0, err
 			}
 		}
 	}
-	if e.HostLocalDir != "" {
+	if e.hostLocalDir != "" {
 		done, err := tx.Meta(metaHostLocalImported)
 		if err != nil {
 			return 0, err
 		}
 		if done == "" {
-			n, err := ImportHostLocal(tx, e.HostLocalDir, e.RangeSets, e.Env.BootID, now, e.log())
+			n, err := ImportHostLocal(tx, e.hostLocalDir, e.rangeSets, e.env.BootID, now, e.log())
 			if err != nil {
 				return 0, err
 			}
@@ -376,14 +379,14 @@ func (e *Engine) Housekeep(tx reservation.Txn, now time.Time) (expired int, err 
 
 func (e *Engine) rebootSweep(tx reservation.Txn, now time.Time) error {
 	var start time.Time
-	if e.Env.BootTime != nil {
-		start = e.Env.BootTime()
+	if e.env.BootTime != nil {
+		start = e.env.BootTime()
 	}
 	if start.IsZero() || start.After(now) {
 		start = now
 	}
 	stale, err := collect(tx, func(r *reservation.Record) bool {
-		return r.State == reservation.Allocated && r.BootID != "" && r.BootID != e.Env.BootID
+		return r.State == reservation.Allocated && r.BootID != "" && r.BootID != e.env.BootID
 	})
 	if err != nil {
 		return err
@@ -480,6 +483,34 @@ func (e *Engine) Sweep(tx reservation.Txn) (expired, released int, err error) {
 	return expired, released, err
 }
 
+// ReleaseIfGone handles the allocations of (containerID, ifname) as a DEL when
+// their sandbox is gone: it belongs to a previous boot, or its network
+// namespace path is missing. A sandbox in doubt counts as alive and keeps its
+// addresses. This is the release for a caller that only knows the sandbox is
+// unknown to its runtime (checkpointd's leak reconciliation): another runtime,
+// nerdctl or cnitool may run sandboxes on the same store. It returns how many
+// allocations it released (0 with reservation.ErrNoChange when none).
+func (e *Engine) ReleaseIfGone(tx reservation.Txn, containerID, ifname string) (int, error) {
+	recs, err := tx.ByContainer(containerID, ifname)
+	if err != nil {
+		return 0, err
+	}
+	dead := slices.DeleteFunc(recs, e.alive)
+	if len(dead) == 0 {
+		return 0, reservation.ErrNoChange
+	}
+	now := e.now()
+	if _, err := e.Housekeep(tx, now); err != nil { // a previous boot's: released from the boot on
+		return 0, err
+	}
+	if _, err := e.releaseDead(tx, now, "sandbox gone", func(r *reservation.Record) bool {
+		return r.ContainerID == containerID && r.IfName == ifname
+	}); err != nil {
+		return 0, err
+	}
+	return len(dead), nil
+}
+
 // PodRelease says what ReleasePod did with one record.
 type PodRelease struct {
 	*reservation.Record
@@ -490,9 +521,11 @@ type PodRelease struct {
 
 // ReleasePod gives up the reservations of the identity namespace/name (on
 // ifname, or every interface when empty): reserved addresses are freed at
-// once; an address a live sandbox of the identity still holds keeps its
-// sandbox but loses its reservation duration, so its DEL frees it.
-func (e *Engine) ReleasePod(tx reservation.Txn, namespace, name, ifname string) ([]PodRelease, error) {
+// once (the operator's explicit choice, whatever the network's reuse delay);
+// an address a live sandbox of the identity still holds keeps its sandbox but
+// loses its reservation duration, so its DEL frees it. It needs no network
+// config, so an operator can always release.
+func ReleasePod(tx reservation.Txn, namespace, name, ifname string, log *slog.Logger) ([]PodRelease, error) {
 	recs, err := reservation.PodRecords(tx, namespace, name)
 	if err != nil {
 		return nil, err
@@ -503,7 +536,7 @@ func (e *Engine) ReleasePod(tx reservation.Txn, namespace, name, ifname string) 
 			continue
 		}
 		if r.State == reservation.Reserved {
-			e.log().Info("reservation released by the operator", "ip", r.IP, "pod", r.Identity.Pod())
+			log.Info("reservation released by the operator", "ip", r.IP, "pod", r.Identity.Pod())
 			if err := tx.Delete(r.IP); err != nil {
 				return nil, err
 			}
@@ -547,7 +580,7 @@ func (e *Engine) Check(tx reservation.Txn, containerID, ifname string, prev []ne
 		return fmt.Errorf("%w: container %s interface %s", ErrNoAllocation, containerID, ifname)
 	}
 	for _, ip := range prev {
-		inRange := slices.ContainsFunc(e.RangeSets, func(rs RangeSet) bool { return rs.Contains(net.IP(ip.AsSlice())) })
+		inRange := slices.ContainsFunc(e.rangeSets, func(rs RangeSet) bool { return rs.Contains(net.IP(ip.AsSlice())) })
 		if !inRange {
 			continue
 		}

@@ -2,6 +2,7 @@ package ipam
 
 import (
 	"fmt"
+	"log/slog"
 	"testing"
 	"time"
 
@@ -22,7 +23,7 @@ func TestReuseDelayHoldsFreedAddressesBack(t *testing.T) {
 	} {
 		t.Run(fmt.Sprint(tc.delay), func(t *testing.T) {
 			w := newWorld(t, v4Small)
-			w.eng.ReuseDelay = tc.delay
+			w.eng.reuseDelay = tc.delay
 			for i, cid := range []string{"a", "b", "c", "d", "e"} {
 				w.mustAdd(cid, anon(i)) // .2 .. .6; the round robin is at .6
 			}
@@ -45,7 +46,7 @@ func TestReuseDelayHoldsFreedAddressesBack(t *testing.T) {
 // a cooling address runs out of its delay like a reservation.
 func TestReuseDelayFullPool(t *testing.T) {
 	w := newWorld(t, v4Small)
-	w.eng.ReuseDelay = time.Minute
+	w.eng.reuseDelay = time.Minute
 	for i := 1; i <= 5; i++ {
 		w.mustAdd(fmt.Sprintf("c%d", i), anon(i)) // .2 .. .6
 	}
@@ -69,7 +70,7 @@ func TestReuseDelayFullPool(t *testing.T) {
 // stickyip chooses, not what a pod asks for.
 func TestRequestedCoolingAddress(t *testing.T) {
 	w := newWorld(t, v4Small)
-	w.eng.ReuseDelay = time.Minute
+	w.eng.reuseDelay = time.Minute
 	ip := w.mustAdd("c1", anon(1))[0]
 	w.del("c1")
 	if got := w.mustAdd("c2", anon(2), ip); got[0] != ip {
@@ -87,7 +88,7 @@ func TestReleasePod(t *testing.T) {
 	other := w.mustAdd("c2", pod{ns: "default", name: "other", uid: "o", keep: time.Hour})
 	var done []PodRelease
 	if err := w.store.Update("net1", func(tx reservation.Txn) (err error) {
-		done, err = w.eng.ReleasePod(tx, "default", "web", "")
+		done, err = ReleasePod(tx, "default", "web", "", slog.New(slog.DiscardHandler))
 		return err
 	}); err != nil {
 		t.Fatal(err)
@@ -102,7 +103,7 @@ func TestReleasePod(t *testing.T) {
 	}
 	// A live holder keeps its address but loses its duration: its DEL frees it.
 	if err := w.store.Update("net1", func(tx reservation.Txn) (err error) {
-		done, err = w.eng.ReleasePod(tx, "default", "other", "eth0")
+		done, err = ReleasePod(tx, "default", "other", "eth0", slog.New(slog.DiscardHandler))
 		return err
 	}); err != nil || len(done) != 2 || done[0].Dropped {
 		t.Fatalf("ReleasePod(other) = %+v, %v", done, err)
@@ -117,7 +118,7 @@ func TestReleasePod(t *testing.T) {
 
 func TestSummary(t *testing.T) {
 	w := newWorld(t, v4Small)
-	w.eng.ReuseDelay = time.Minute
+	w.eng.reuseDelay = time.Minute
 	w.mustAdd("a", anon(1))
 	w.mustAdd("b", web)
 	w.mustAdd("c", anon(3))

@@ -29,9 +29,9 @@ type SetSummary struct {
 // records outside every range set (the ranges changed) are returned in
 // outside.
 func (e *Engine) Summary(tx reservation.Txn, now time.Time) (sets []SetSummary, outside int, err error) {
-	sets = make([]SetSummary, len(e.RangeSets))
-	for i := range e.RangeSets {
-		sets[i] = SetSummary{RangeSet: i, Ranges: e.RangeSets[i].String(), Size: setSize(e.RangeSets[i])}
+	sets = make([]SetSummary, len(e.rangeSets))
+	for i := range e.rangeSets {
+		sets[i] = SetSummary{RangeSet: i, Ranges: e.rangeSets[i].String(), Size: setSize(e.rangeSets[i])}
 	}
 	err = tx.ForEach(func(r *reservation.Record) error {
 		i := e.setOf(r)
@@ -78,8 +78,8 @@ func Totals(sets []SetSummary, outside int) PoolTotals {
 }
 
 func (e *Engine) setOf(r *reservation.Record) int {
-	for i := range e.RangeSets {
-		if rng := e.RangeSets[i].RangeFor(net.IP(r.IP.AsSlice())); rng != nil && !rng.Gateway.Equal(net.IP(r.IP.AsSlice())) {
+	for i := range e.rangeSets {
+		if rng := e.rangeSets[i].RangeFor(net.IP(r.IP.AsSlice())); rng != nil && !rng.Gateway.Equal(net.IP(r.IP.AsSlice())) {
 			return i
 		}
 	}

@@ -171,7 +171,7 @@ func TestContainerdRebootWithoutDel(t *testing.T) {
 	}
 
 	// The operator's gc releases web's dead allocation: nothing leaks.
-	if out, err := n.operator(t, "gc", "--network", n.net); err != nil {
+	if out, err := n.operator(t, "gc", "--cni-conf-dir", n.confDir, "--network", n.net); err != nil {
 		t.Fatalf("stickyip gc: %v\n%s", err, out)
 	}
 	rows := n.list(t)
