@@ -81,6 +81,8 @@ func TestLoadConfigErrorsNameTheKey(t *testing.T) {
 		{"lockTimeout not a string", base(`{"type":"stickyip","subnet":"10.2.0.0/24","lockTimeout":5}`), "", "ipam.lockTimeout"},
 		{"bad poolFull", base(`{"type":"stickyip","subnet":"10.2.0.0/24","reservation":{"poolFull":"panic"}}`), "", "poolFull"},
 		{"zero lockTimeout", base(`{"type":"stickyip","subnet":"10.2.0.0/24","lockTimeout":"0s"}`), "", "lockTimeout"},
+		{"bad holderWait names the key", base(`{"type":"stickyip","subnet":"10.2.0.0/24","holderWait":"soon"}`), "", "ipam.holderWait"},
+		{"holderWait beyond the runtime's timeout", base(`{"type":"stickyip","subnet":"10.2.0.0/24","holderWait":"5m"}`), "", "ipam.holderWait 5m0s is more than 1m0s"},
 		{"unknown CNI_ARGS", base(`{"type":"stickyip","subnet":"10.2.0.0/24"}`), "FOO=1", "FOO"},
 		{"bad IP arg", base(`{"type":"stickyip","subnet":"10.2.0.0/24"}`), "IP=10.2.0", "IP="},
 		{"long pod name", base(`{"type":"stickyip","subnet":"10.2.0.0/24"}`), "K8S_POD_NAME=" + strings.Repeat("a", 254), "K8S_POD_NAME"},
@@ -201,5 +203,21 @@ func TestReuseDelayConfig(t *testing.T) {
 	_, err = LoadConfig([]byte(`{"cniVersion":"1.0.0","name":"n","ipam":{"subnet":"10.2.0.0/24","reservation":{"reuseDelay":"soon"}}}`), "")
 	if !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), "ipam.reservation.reuseDelay") {
 		t.Fatalf("bad reuseDelay: %v", err)
+	}
+}
+
+func TestHolderWaitConfig(t *testing.T) {
+	for _, tc := range []struct {
+		ipam string
+		want time.Duration
+	}{
+		{`{"subnet":"10.2.0.0/24"}`, DefaultHolderWait},
+		{`{"subnet":"10.2.0.0/24","holderWait":"0s"}`, 0},
+		{`{"subnet":"10.2.0.0/24","holderWait":"1m"}`, MaxHolderWait},
+	} {
+		c, err := LoadConfig([]byte(`{"cniVersion":"1.0.0","name":"n","ipam":`+tc.ipam+`}`), "")
+		if err != nil || c.HolderWait != tc.want {
+			t.Errorf("%s: holderWait %v, %v; want %v", tc.ipam, c.HolderWait, err, tc.want)
+		}
 	}
 }
