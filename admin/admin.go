@@ -18,6 +18,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/stickyip/stickyip/contract"
 	"github.com/stickyip/stickyip/ipam"
 	"github.com/stickyip/stickyip/reservation"
 	"github.com/stickyip/stickyip/reservation/boltstore"
@@ -292,7 +293,7 @@ func (t *tool) release(args []string) error {
 // host-local import) could hand an address out too early.
 func (t *tool) gc(args []string) error {
 	fs := t.flags("gc")
-	confDir := fs.String("cni-conf-dir", "/etc/cni/net.d", "CNI network configs to read each network's rules from")
+	confDir := fs.String("cni-conf-dir", contract.DefaultCNIConfDir, "CNI network configs to read each network's rules from")
 	network := fs.String("network", "", "only this network")
 	if _, err := parse(fs, args); err != nil {
 		return err
@@ -411,7 +412,7 @@ type PoolStatus struct {
 // each network's own data directory.
 func (t *tool) status(args []string) error {
 	fs := t.flags("status")
-	confDir := fs.String("cni-conf-dir", "/etc/cni/net.d", "CNI network configs to read the ranges from")
+	confDir := fs.String("cni-conf-dir", contract.DefaultCNIConfDir, "CNI network configs to read the ranges from")
 	network := fs.String("network", "", "only this network")
 	asJSON := fs.Bool("json", false, "print JSON")
 	if _, err := parse(fs, args); err != nil {

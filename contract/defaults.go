@@ -7,6 +7,9 @@ import "time"
 const (
 	// DefaultDataDir is the plugin's dataDir and checkpointd's --data-dir.
 	DefaultDataDir = "/var/lib/cni/stickyip"
+	// DefaultCNIConfDir is where runtimes read CNI network configs: the
+	// operator tool's and checkpointd's --cni-conf-dir.
+	DefaultCNIConfDir = "/etc/cni/net.d"
 	// DefaultHostLocalDataDir is host-local's own default data directory.
 	DefaultHostLocalDataDir = "/var/lib/cni/networks"
 	// DefaultLockTimeout bounds the wait for the store's lock.

@@ -30,10 +30,11 @@ const (
 	// DefaultHolderWait is holderWait: how long an ADD whose identity's
 	// address is still held by a sandbox that may be running (a replacement
 	// created before its predecessor is gone) waits for that sandbox's DEL
-	// before failing with error 11. MaxHolderWait keeps it well below the
-	// kubelet's runtime request timeout (2 min), which bounds the whole ADD.
+	// before failing with error 11.
 	DefaultHolderWait = 10 * time.Second
-	MaxHolderWait     = time.Minute
+	// MaxHolderWait is the largest holderWait accepted: well below the
+	// kubelet's runtime request timeout (2 min), which bounds the whole ADD.
+	MaxHolderWait = time.Minute
 )
 
 // PoolFullPolicy says what an ADD does when a range set has no free address
