@@ -30,7 +30,7 @@ const usage = `stickyip — operator tool for the stickyip IPAM store
 Usage:
   stickyip [--data-dir DIR] list [--network NAME] [--json]
   stickyip [--data-dir DIR] release NAMESPACE/NAME [--network NAME] [--ifname IF]
-  stickyip [--data-dir DIR] gc [--network NAME]
+  stickyip [--data-dir DIR] gc [--cni-conf-dir DIR] [--network NAME]
   stickyip [--data-dir DIR] import --network NAME [--from DIR]
   stickyip [--data-dir DIR] check [--cni-conf-dir DIR] [--json]
   stickyip status [--cni-conf-dir DIR] [--network NAME] [--json]
@@ -259,7 +259,7 @@ func (t *tool) release(args []string) error {
 	found := 0
 	for _, n := range nets {
 		err := t.store().Update(n, func(tx reservation.Txn) error {
-			done, err := (&ipam.Engine{}).ReleasePod(tx, ns, name, *ifname)
+			done, err := ipam.ReleasePod(tx, ns, name, *ifname, slog.New(slog.DiscardHandler))
 			if err != nil {
 				return err
 			}
@@ -286,8 +286,14 @@ func (t *tool) release(args []string) error {
 	return nil
 }
 
+// gc releases the allocations whose sandbox is gone and drops what expired,
+// in every network of the store, each by the rules of its own config (found
+// as `stickyip status` finds it). A network without one is skipped, named on
+// stderr: releasing its addresses with other rules (no reuse delay, no
+// host-local import) could hand an address out too early.
 func (t *tool) gc(args []string) error {
 	fs := t.flags("gc")
+	confDir := fs.String("cni-conf-dir", contract.DefaultCNIConfDir, "CNI network configs to read each network's rules from")
 	network := fs.String("network", "", "only this network")
 	if _, err := parse(fs, args); err != nil {
 		return err
@@ -298,9 +304,16 @@ func (t *tool) gc(args []string) error {
 	}
 	log := slog.New(slog.NewTextHandler(t.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	for _, n := range nets {
-		e := &ipam.Engine{Env: ipam.HostEnv(log)}
+		e, err := ipam.NetworkEngine(*confDir, n, t.dataDir, ipam.HostEnv(log))
+		if err != nil {
+			if *network != "" {
+				return err
+			}
+			fmt.Fprintf(t.stderr, "stickyip gc: %s: skipped, nothing changed: %v\n", n, err)
+			continue
+		}
 		var dead, expired int
-		err := t.store().Update(n, func(tx reservation.Txn) (err error) {
+		err = t.store().Update(n, func(tx reservation.Txn) (err error) {
 			expired, dead, err = e.Sweep(tx)
 			return err
 		})

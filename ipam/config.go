@@ -28,6 +28,14 @@ const (
 	// free. 30 s outlasts the usual DNS TTL of a Service's endpoints and a
 	// pod's own termination, and costs nothing on a pool with room.
 	DefaultReuseDelay = 30 * time.Second
+	// DefaultHolderWait is holderWait: how long an ADD whose identity's
+	// address is still held by a sandbox that may be running (a replacement
+	// created before its predecessor is gone) waits for that sandbox's DEL
+	// before failing with error 11.
+	DefaultHolderWait = 10 * time.Second
+	// MaxHolderWait is the largest holderWait accepted: well below the
+	// kubelet's runtime request timeout (2 min), which bounds the whole ADD.
+	MaxHolderWait = time.Minute
 )
 
 // PoolFullPolicy says what an ADD does when a range set has no free address
@@ -81,6 +89,7 @@ type Config struct {
 	HostLocalDataDir string // "" disables the import
 	LogFile          string
 	LockTimeout      time.Duration
+	HolderWait       time.Duration // ipam.holderWait
 	Reservation      ReservationConfig
 	IPsAnnotation    IPsAnnotationConfig
 
@@ -121,6 +130,7 @@ type ipamConf struct {
 	HostLocalDataDir *string         `json:"hostLocalDataDir"`
 	LogFile          string          `json:"logFile"`
 	LockTimeout      json.RawMessage `json:"lockTimeout"`
+	HolderWait       json.RawMessage `json:"holderWait"`
 	Reservation      json.RawMessage `json:"reservation"`
 	IPsAnnotation    json.RawMessage `json:"ipsAnnotation"`
 }
@@ -239,6 +249,7 @@ func LoadConfig(stdin []byte, cniArgs string) (*Config, error) {
 		HostLocalDataDir: DefaultHostLocalDataDir,
 		LogFile:          raw.IPAM.LogFile,
 		LockTimeout:      DefaultLockTimeout,
+		HolderWait:       DefaultHolderWait,
 		Reservation: ReservationConfig{MaxDuration: DefaultMaxDuration, PoolFull: PoolFullEvict, ReuseDelay: DefaultReuseDelay,
 			MaxPerNamespace: DefaultMaxPerNamespace},
 		Args:             args,
@@ -258,6 +269,14 @@ func LoadConfig(stdin []byte, cniArgs string) (*Config, error) {
 			return nil, fmt.Errorf("%w: ipam.lockTimeout must be greater than 0", ErrInvalidConfig)
 		}
 		c.LockTimeout = d
+	}
+	if d, set, err := parseDuration("ipam.holderWait", raw.IPAM.HolderWait); err != nil {
+		return nil, err
+	} else if set {
+		if d > MaxHolderWait {
+			return nil, fmt.Errorf("%w: ipam.holderWait %s is more than %s (the runtime's ADD timeout must not run out first)", ErrInvalidConfig, d, MaxHolderWait)
+		}
+		c.HolderWait = d
 	}
 	var r rawReservation
 	if err := decodeBlock("ipam.reservation", raw.IPAM.Reservation, &r); err != nil {

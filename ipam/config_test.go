@@ -226,11 +226,11 @@ func TestPerNamespaceConfig(t *testing.T) {
 	if def.Reservation.MaxPerNamespace != DefaultMaxPerNamespace || def.IPsAnnotation.Namespaces != nil {
 		t.Fatalf("defaults: maxPerNamespace %d, ipsAnnotation %+v", def.Reservation.MaxPerNamespace, def.IPsAnnotation)
 	}
-	if e := NewEngine(load(`,"reservation":{"maxPerNamespace":0}`), Env{}); e.MaxPerNamespace != 0 {
-		t.Fatalf("maxPerNamespace 0 (no bound) not passed to the engine: %d", e.MaxPerNamespace)
+	if e := NewEngine(load(`,"reservation":{"maxPerNamespace":0}`), Env{}); e.maxPerNamespace != 0 {
+		t.Fatalf("maxPerNamespace 0 (no bound) not passed to the engine: %d", e.maxPerNamespace)
 	}
-	if e := NewEngine(load(`,"reservation":{"maxPerNamespace":5}`), Env{}); e.MaxPerNamespace != 5 {
-		t.Fatalf("maxPerNamespace 5 not passed to the engine: %d", e.MaxPerNamespace)
+	if e := NewEngine(load(`,"reservation":{"maxPerNamespace":5}`), Env{}); e.maxPerNamespace != 5 {
+		t.Fatalf("maxPerNamespace 5 not passed to the engine: %d", e.maxPerNamespace)
 	}
 	for _, tc := range []struct {
 		ipam string

@@ -29,4 +29,8 @@ var (
 	ErrHolderAlive = errors.New("the pod's reserved IP is still held by another sandbox")
 	// ErrNoAllocation: CHECK found no allocation for the container.
 	ErrNoAllocation = errors.New("no IP allocation recorded for this container")
+	// ErrNoNetworkConfig: a network has records in a store but no stickyip
+	// config in the CNI config dir that keeps them there, so no engine with
+	// its rules can be built (its records are left as they are).
+	ErrNoNetworkConfig = errors.New("no stickyip config for the network")
 )

@@ -104,7 +104,7 @@ func FuzzRequestRules(f *testing.F) {
 		}
 		w := &world{t: t, store: fake.New(), now: time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC), dead: map[string]bool{}, conf: conf}
 		w.eng = NewEngine(conf, Env{Now: func() time.Time { return w.now }, BootID: "boot-1"})
-		w.eng.HostLocalDir = ""
+		w.eng.hostLocalDir = ""
 		granted := func(recs []string) {
 			for _, s := range recs {
 				ip := netip.MustParseAddr(s)

@@ -3,6 +3,7 @@ package ipam
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/netip"
 	"strings"
 	"testing"
@@ -25,7 +26,7 @@ func TestReuseDelayHoldsFreedAddressesBack(t *testing.T) {
 	} {
 		t.Run(fmt.Sprint(tc.delay), func(t *testing.T) {
 			w := newWorld(t, v4Small)
-			w.eng.ReuseDelay = tc.delay
+			w.eng.reuseDelay = tc.delay
 			for i, cid := range []string{"a", "b", "c", "d", "e"} {
 				w.mustAdd(cid, anon(i)) // .2 .. .6; the round robin is at .6
 			}
@@ -48,7 +49,7 @@ func TestReuseDelayHoldsFreedAddressesBack(t *testing.T) {
 // a cooling address runs out of its delay like a reservation.
 func TestReuseDelayFullPool(t *testing.T) {
 	w := newWorld(t, v4Small)
-	w.eng.ReuseDelay = time.Minute
+	w.eng.reuseDelay = time.Minute
 	for i := 1; i <= 5; i++ {
 		w.mustAdd(fmt.Sprintf("c%d", i), anon(i)) // .2 .. .6
 	}
@@ -73,7 +74,7 @@ func TestReuseDelayFullPool(t *testing.T) {
 // must not reach a stranger who names the address.
 func TestRequestedCoolingAddress(t *testing.T) {
 	w := newWorld(t, v4Small)
-	w.eng.ReuseDelay = time.Minute
+	w.eng.reuseDelay = time.Minute
 	p1 := anon(1)
 	ip := w.mustAdd("c1", p1)[0]
 	w.del("c1")
@@ -112,7 +113,7 @@ func TestRequestedCoolingAddress(t *testing.T) {
 // to nobody known: nobody may ask for it until its delay has passed.
 func TestRequestedCoolingAddressOfAnEarlierVersion(t *testing.T) {
 	w := newWorld(t, v4Small)
-	w.eng.ReuseDelay = time.Minute
+	w.eng.reuseDelay = time.Minute
 	ip := netip.MustParseAddr("10.1.0.4")
 	if err := w.store.Update("net1", func(tx reservation.Txn) error {
 		return tx.Put(&reservation.Record{IP: ip, State: reservation.Cooling, AllocatedAt: w.now.Add(-time.Hour),
@@ -134,7 +135,7 @@ func TestRequestedCoolingAddressOfAnEarlierVersion(t *testing.T) {
 // preference when nothing else is free).
 func TestReuseDelayFullPoolRemembersLastHolder(t *testing.T) {
 	w := newWorld(t, v4Small)
-	w.eng.ReuseDelay = time.Minute
+	w.eng.reuseDelay = time.Minute
 	for i := 1; i <= 5; i++ {
 		w.mustAdd(fmt.Sprintf("c%d", i), anon(i))
 	}
@@ -160,7 +161,7 @@ func TestReleasePod(t *testing.T) {
 	other := w.mustAdd("c2", pod{ns: "default", name: "other", uid: "o", keep: time.Hour})
 	var done []PodRelease
 	if err := w.store.Update("net1", func(tx reservation.Txn) (err error) {
-		done, err = w.eng.ReleasePod(tx, "default", "web", "")
+		done, err = ReleasePod(tx, "default", "web", "", slog.New(slog.DiscardHandler))
 		return err
 	}); err != nil {
 		t.Fatal(err)
@@ -175,7 +176,7 @@ func TestReleasePod(t *testing.T) {
 	}
 	// A live holder keeps its address but loses its duration: its DEL frees it.
 	if err := w.store.Update("net1", func(tx reservation.Txn) (err error) {
-		done, err = w.eng.ReleasePod(tx, "default", "other", "eth0")
+		done, err = ReleasePod(tx, "default", "other", "eth0", slog.New(slog.DiscardHandler))
 		return err
 	}); err != nil || len(done) != 2 || done[0].Dropped {
 		t.Fatalf("ReleasePod(other) = %+v, %v", done, err)
@@ -190,7 +191,7 @@ func TestReleasePod(t *testing.T) {
 
 func TestSummary(t *testing.T) {
 	w := newWorld(t, v4Small)
-	w.eng.ReuseDelay = time.Minute
+	w.eng.reuseDelay = time.Minute
 	w.mustAdd("a", anon(1))
 	w.mustAdd("b", web)
 	w.mustAdd("c", anon(3))

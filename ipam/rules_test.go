@@ -109,7 +109,7 @@ func TestEarlierVersionsGatewayRecords(t *testing.T) {
 	t.Run("reserved or cooling on the gateway, pool full", func(t *testing.T) {
 		for _, st := range []reservation.State{reservation.Reserved, reservation.Cooling} {
 			w := newWorld(t, v4Small)
-			w.eng.ReuseDelay = time.Minute
+			w.eng.reuseDelay = time.Minute
 			r := &reservation.Record{IP: gw, State: st, ReleasedAt: w.now, ExpiresAt: w.now.Add(time.Minute), Duration: time.Hour}
 			if st == reservation.Reserved {
 				r.Identity = attacker
@@ -137,7 +137,7 @@ func TestEarlierVersionsGatewayRecords(t *testing.T) {
 	t.Run("DEL drops an allocation on the gateway", func(t *testing.T) {
 		for _, keep := range []time.Duration{0, time.Hour} {
 			w := newWorld(t, v4Small)
-			w.eng.ReuseDelay = time.Minute
+			w.eng.reuseDelay = time.Minute
 			w.putRecord(&reservation.Record{IP: gw, State: reservation.Allocated, ContainerID: "c-gw", IfName: "eth0",
 				Identity: attacker, Duration: keep, BootID: "boot-1"})
 			w.del("c-gw")
@@ -245,8 +245,8 @@ func TestParkedReservationsCannotTakeAnotherNamespaces(t *testing.T) {
 // namespaces are not affected; a dual-stack pod counts once.
 func TestMaxPerNamespace(t *testing.T) {
 	w := newWorld(t, `{"ranges":[[{"subnet":"10.1.0.0/28"}],[{"subnet":"fd00::/124"}]]}`)
-	w.eng.MaxPerNamespace = 2
-	w.eng.ReuseDelay = time.Minute
+	w.eng.maxPerNamespace = 2
+	w.eng.reuseDelay = time.Minute
 	keep := func(ns, name string) pod { return pod{ns: ns, name: name, uid: ns + name, keep: time.Hour} }
 	addrs := map[string][]string{}
 	for _, p := range []pod{keep("tenant", "a"), keep("tenant", "b"), keep("tenant", "c"), keep("prod", "db")} {

@@ -28,7 +28,7 @@ func addr(ip net.IP) netip.Addr {
 // range set i: from just after the last address handed out to the end of its
 // range, the following ranges, and around again up to that last address.
 func (e *Engine) segments(tx reservation.Txn, i int) ([]segment, error) {
-	rs := e.RangeSets[i]
+	rs := e.rangeSets[i]
 	lastStr, err := tx.Meta(metaLastReservedPre + strconv.Itoa(i))
 	if err != nil {
 		return nil, err
@@ -121,7 +121,7 @@ func (e *Engine) findFree(tx reservation.Txn, i int, who reservation.Identity, n
 	if ip, ok, err := e.searchFree(tx, i); err != nil || ok {
 		return ip, err
 	}
-	rs := &e.RangeSets[i]
+	rs := &e.rangeSets[i]
 	inSet := func(r *reservation.Record) bool { return rs.Contains(net.IP(r.IP.AsSlice())) }
 	if _, err := e.releaseDead(tx, now, "pool full, sandbox gone", inSet); err != nil {
 		return netip.Addr{}, err
@@ -151,10 +151,10 @@ func (e *Engine) findFree(tx reservation.Txn, i int, who reservation.Identity, n
 			"freedAt", cooled.ReleasedAt.UTC().Format(time.RFC3339), "lastPod", cooled.LastIdentity.Pod(), "forPod", who.Pod())
 		return cooled.IP, tx.Delete(cooled.IP)
 	}
-	if len(reserved) == 0 || e.Policy == PoolFullFail {
+	if len(reserved) == 0 || e.policy == PoolFullFail {
 		why := "every address is allocated"
 		if len(reserved) > 0 {
-			why = fmt.Sprintf("%d addresses are reserved for deleted pods and ipam.reservation.poolFull is %q", len(reserved), e.Policy)
+			why = fmt.Sprintf("%d addresses are reserved for deleted pods and ipam.reservation.poolFull is %q", len(reserved), e.policy)
 		}
 		return netip.Addr{}, fmt.Errorf("%w in range set %d (%s): %s", ErrPoolExhausted, i, rs.String(), why)
 	}

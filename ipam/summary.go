@@ -32,9 +32,9 @@ type SetSummary struct {
 // outside.
 func (e *Engine) Summary(tx reservation.Txn, now time.Time) (sets []SetSummary, outside int, err error) {
 	never := e.unassignables()
-	sets = make([]SetSummary, len(e.RangeSets))
-	for i := range e.RangeSets {
-		sets[i] = SetSummary{RangeSet: i, Ranges: e.RangeSets[i].String(), Size: setSize(e.RangeSets[i], never)}
+	sets = make([]SetSummary, len(e.rangeSets))
+	for i := range e.rangeSets {
+		sets[i] = SetSummary{RangeSet: i, Ranges: e.rangeSets[i].String(), Size: setSize(e.rangeSets[i], never)}
 	}
 	err = tx.ForEach(func(r *reservation.Record) error {
 		i := e.setOf(r, never)
@@ -86,8 +86,8 @@ func (e *Engine) setOf(r *reservation.Record, never unassignableSet) int {
 	if never.why(r.IP) != "" {
 		return -1
 	}
-	for i := range e.RangeSets {
-		if e.RangeSets[i].Contains(net.IP(r.IP.AsSlice())) {
+	for i := range e.rangeSets {
+		if e.rangeSets[i].Contains(net.IP(r.IP.AsSlice())) {
 			return i
 		}
 	}

@@ -37,7 +37,7 @@ func (s unassignableSet) why(ip netip.Addr) string {
 // the subnet-router anycast address (RFC 4291), belongs to the router.
 func (e *Engine) unassignables() unassignableSet {
 	var out unassignableSet
-	for _, rs := range e.RangeSets {
+	for _, rs := range e.rangeSets {
 		for k := range rs {
 			r := &rs[k]
 			sub := (*net.IPNet)(&r.Subnet).String()

@@ -717,6 +717,27 @@ func TestLeakCountResetsWhenSandboxReappears(t *testing.T) {
 	}
 }
 
+// TestLeakWithLiveNetnsKept: a sandbox the CRI does not list whose network
+// namespace still exists (another runtime, cnitool) keeps its allocation,
+// pass after pass, and is neither counted nor logged as a leak; once the
+// namespace is gone it is released.
+func TestLeakWithLiveNetnsKept(t *testing.T) {
+	h := newHarness(t)
+	h.ipam.entries = []reservation.Entry{entry("n", "10.0.0.2", reservation.Allocated, "cnitool", "default/a", h.now.Add(-time.Hour))}
+	h.ipam.alive = map[string]bool{"cnitool": true}
+	for range 3 {
+		h.pass()
+	}
+	if len(h.ipam.deleted) != 0 || len(h.ipam.entries) != 1 || testutil.ToFloat64(h.m.ReconciledLeaks) != 0 {
+		t.Fatalf("released %v (leaks counted %v) while its network namespace exists", h.ipam.deleted, testutil.ToFloat64(h.m.ReconciledLeaks))
+	}
+	delete(h.ipam.alive, "cnitool")
+	h.pass()
+	if strings.Join(h.ipam.deleted, ",") != "n/cnitool/eth0" || testutil.ToFloat64(h.m.ReconciledLeaks) != 1 {
+		t.Fatalf("after its namespace went: released %v, want n/cnitool/eth0 counted once", h.ipam.deleted)
+	}
+}
+
 // TestFilesRewrittenAfterReboot: the static manifest survives a power cut
 // but the tmpfs files do not; checkpointd rewrites them.
 func TestFilesRewrittenAfterReboot(t *testing.T) {

@@ -68,9 +68,11 @@ type Events interface {
 type IPAM interface {
 	// Entries lists the records of every network.
 	Entries() ([]reservation.Entry, error)
-	// ReleaseContainer handles the container's allocation as a CNI DEL
-	// (reservation when it has a duration, else freed).
-	ReleaseContainer(network, containerID, ifname string) error
+	// ReleaseContainer handles the allocation of a container the runtime
+	// does not list as a CNI DEL (reservation when it has a duration, else
+	// freed) if the IPAM engine finds its sandbox gone; released is false
+	// when the sandbox may be alive (its network namespace still exists).
+	ReleaseContainer(network, containerID, ifname string) (released bool, err error)
 }
 
 // PoolCounter is implemented by IPAMs that know their networks' ranges.

@@ -33,6 +33,7 @@ const (
 	annCheckpoint   = "stickyip.io/checkpoint"
 	annCheckpointOf = "stickyip.io/checkpoint-of"
 	annReservation  = "io.kubernetes.cri/reserved-ip-duration"
+	annIdentity     = "stickyip.io/identity"
 	annConfigSource = "kubernetes.io/config.source"
 
 	// checkpointdGrace is checkpointd's grace period in this test: how long

@@ -105,7 +105,7 @@ func states(t *testing.T, dataDir string) map[string]reservation.State {
 }
 
 func TestVerbsForEverySpecVersion(t *testing.T) {
-	for _, ver := range []string{"0.3.1", "0.4.0", "1.0.0", "1.1.0"} {
+	for _, ver := range version.All.SupportedVersions() {
 		t.Run(ver, func(t *testing.T) {
 			dir := t.TempDir()
 			keep := netConf{ver: ver, dataDir: dir, ann: map[string]string{"io.kubernetes.cri/reserved-ip-duration": "5"}}
@@ -119,7 +119,7 @@ func TestVerbsForEverySpecVersion(t *testing.T) {
 				t.Fatalf("ADD got %v", first)
 			}
 
-			if ver != "0.3.1" { // CHECK exists from 0.4.0
+			if cmp, _ := version.GreaterThanOrEqualTo(ver, "0.4.0"); cmp { // CHECK exists from 0.4.0
 				prev := json.RawMessage(out)
 				withPrev := keep
 				withPrev.prev = prev
@@ -215,7 +215,7 @@ func TestErrorsAreCNIErrorObjects(t *testing.T) {
 		{"bad annotation", podArgs("web", "u"), netConf{ver: "1.0.0", dataDir: dir, ann: map[string]string{"io.kubernetes.cri/reserved-ip-duration": "soon"}}.bytes(), types.ErrInvalidNetworkConfig, `reserved-ip-duration="soon"`},
 		{"malformed config", podArgs("web", "u"), []byte(`{"cniVersion":"1.0.0","name":"x","ipam":`), types.ErrDecodingFailure, ""},
 		{"unknown CNI_ARGS key", "FOO=bar", netConf{ver: "1.0.0", dataDir: dir}.bytes(), types.ErrInvalidEnvironmentVariables, "FOO"},
-		{"unsupported version", podArgs("web", "u"), netConf{ver: "0.2.0", dataDir: dir}.bytes(), types.ErrIncompatibleCNIVersion, ""},
+		{"unsupported version", podArgs("web", "u"), netConf{ver: "0.0.9", dataDir: dir}.bytes(), types.ErrIncompatibleCNIVersion, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			out, e := call(t, "ADD", "c-"+strings.ReplaceAll(tc.name, " ", "-"), tc.args, tc.conf)
