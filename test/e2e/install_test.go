@@ -138,8 +138,9 @@ func TestInstaller(t *testing.T) {
 }
 
 const (
-	installerPodName = "stickyip-install-" + nodeName
-	imageRefBase     = "localhost/stickyip/stickyip:"
+	installerPodName   = "stickyip-install-" + nodeName
+	installerNamespace = "stickyip" // deploy/install's
+	imageRefBase       = "localhost/stickyip/stickyip:"
 )
 
 // image is an image archive built for the test.
@@ -236,7 +237,13 @@ func (n *node) runInstaller(ds *appsv1.DaemonSet, img image) {
 	}
 	c := &pod.Spec.Containers[0]
 	for i := range c.VolumeMounts {
-		c.VolumeMounts[i].MountPath = paths[c.VolumeMounts[i].MountPath]
+		// The CNI bin dir stays at /opt/cni/bin in the container, where
+		// `checkpointd install` writes by default (nothing the installer
+		// writes names it); every other path is named in the static pod or
+		// in checkpointd's settings, so the container sees it at the node's path.
+		if m := &c.VolumeMounts[i]; m.MountPath != "/opt/cni/bin" {
+			m.MountPath = paths[m.MountPath]
+		}
 	}
 	old := c.Image
 	c.Image = img.ref
@@ -276,6 +283,7 @@ func (n *node) waitInstalled(img image) {
 	t.Helper()
 	plugin := filepath.Join(n.cniBinDir, install.PluginName)
 	eventually(t, "plugin "+img.version+" installed", 2*time.Minute, time.Second, func() (bool, string) {
+		n.failIfInstallerExited()
 		out, err := harness.Run(nil, plugin, "version")
 		return err == nil && strings.Contains(out, img.version), fmt.Sprintf("%s version: %q %v", plugin, out, err)
 	})
@@ -298,6 +306,41 @@ func (n *node) waitInstalled(img image) {
 		resp.Body.Close()
 		return resp.StatusCode == http.StatusOK, resp.Status
 	})
+}
+
+// failIfInstallerExited fails the test with the installer container's own
+// output (read through the API with the admin credentials) once it has
+// exited: `install --wait` exits only when the install failed.
+func (n *node) failIfInstallerExited() {
+	t := n.t
+	t.Helper()
+	ctx := context.Background()
+	p, err := n.client.CoreV1().Pods(installerNamespace).Get(ctx, installerPodName, metav1.GetOptions{})
+	if err != nil || len(p.Status.ContainerStatuses) == 0 {
+		return
+	}
+	cs := p.Status.ContainerStatuses[0]
+	term := cs.LastTerminationState.Terminated
+	previous := true
+	if cs.State.Terminated != nil {
+		term, previous = cs.State.Terminated, false
+	}
+	if term == nil {
+		return
+	}
+	logs, err := n.client.CoreV1().Pods(p.Namespace).GetLogs(p.Name, &corev1.PodLogOptions{Container: cs.Name, Previous: previous}).DoRaw(ctx)
+	if err != nil {
+		// The API server may not reach this node's kubelet: read the
+		// kubelet's log files (podLogsDir/<ns>_<pod>_<uid>/<container>/<n>.log).
+		files, _ := filepath.Glob(filepath.Join(n.dir, "pod-logs", p.Namespace+"_"+p.Name+"_*", cs.Name, "*.log"))
+		logs = []byte(fmt.Sprintf("(through the API: %v; the kubelet's files %v)\n", err, files))
+		for _, f := range files {
+			b, _ := os.ReadFile(f)
+			logs = append(logs, b...)
+		}
+	}
+	t.Fatalf("installer container %s of %s/%s exited with status %d (%s, %d restarts):\n%s",
+		cs.Name, p.Namespace, p.Name, term.ExitCode, term.Reason, cs.RestartCount, logs)
 }
 
 // ipOf returns the IP stickyip list shows allocated to namespace/name.
