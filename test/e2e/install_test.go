@@ -347,8 +347,8 @@ func (n *node) failIfInstallerExited() {
 	}
 	logs, err := n.client.CoreV1().Pods(p.Namespace).GetLogs(p.Name, &corev1.PodLogOptions{Container: cs.Name, Previous: previous}).DoRaw(ctx)
 	if err != nil {
-		// The API server may not reach this node's kubelet (here it does
-		// not: no node address): read the kubelet's log files.
+		// The API server may not reach this node's kubelet (here pods/log
+		// answers "an error on the server"): read the kubelet's log files.
 		files, _ := filepath.Glob(filepath.Join(n.podLogsDir(), p.Namespace+"_"+p.Name+"_*", cs.Name, "*.log"))
 		logs = []byte(fmt.Sprintf("(through the API: %v; the kubelet's files %v)\n", err, files))
 		for _, f := range files {
