@@ -30,14 +30,10 @@ import (
 // a pod that then gets its IP through the installed plugin, an upgrade to a
 // second image build while pods are being created, and a power cut with the
 // API server away that the installed (static pod) checkpointd restores from.
-// The manifests pass a server-side dry run.
-//
-// Not yet run on real components (no kubelet build was available when it
-// was written): it runs only with E2E_INSTALLER=1 until its first green run.
+// The manifests pass a server-side dry run. It prints what it measures:
+// the install, a pod start through the installed plugin, the upgrade window
+// and the restore after the power cut.
 func TestInstaller(t *testing.T) {
-	if os.Getenv("E2E_INSTALLER") == "" {
-		t.Skip("E2E_INSTALLER unset: TestInstaller has not had its first run on real components yet (issue 18)")
-	}
 	n := newNode(t, nodeOptions{ipam: "installed"}) // the conflist names stickyip; the bin dir lacks it
 	ctx := context.Background()
 	v1 := n.buildImage("e2e-install-v1")
@@ -62,17 +58,22 @@ func TestInstaller(t *testing.T) {
 	t.Log("deploy/install: Namespace created, DaemonSet accepted by a server-side dry run")
 
 	// ---- Install: the plugin lands in the CNI bin dir, checkpointd runs as a static pod.
+	start := time.Now()
 	n.runInstaller(ds, v1)
 	n.waitInstalled(v1)
+	t.Logf("install: installer pod created → plugin %s in the CNI bin dir and checkpointd's static pod healthy: %s",
+		v1.version, time.Since(start).Round(100*time.Millisecond))
+	start = time.Now()
 	n.createPod(testPod("web", map[string]string{annReservation: "30"}))
 	ip := n.waitAPIPodRunning("web", 3*time.Minute)
+	webStart := time.Since(start)
 	if !inNodeSubnet(ip) {
 		t.Fatalf("pod IP %s is not in the node subnet %s", ip, nodeSubnet)
 	}
 	if got := ipOf(n.stickyipList(t), "default/web"); got != ip {
 		t.Fatalf("stickyip list has default/web at %q, the API %s: the pod's IP did not come from the installed plugin", got, ip)
 	}
-	t.Logf("pod default/web got %s through the installed plugin", ip)
+	t.Logf("pod default/web got %s through the installed plugin (created → Running %s)", ip, webStart.Round(100*time.Millisecond))
 	n.deletePodGracefully("web", 2*time.Minute) // its IP is reserved for 30 min
 	before := n.stickyipList(t)
 
@@ -81,6 +82,7 @@ func TestInstaller(t *testing.T) {
 	v2.importInto(n)
 	var wg sync.WaitGroup
 	var created []string
+	var createdAt []time.Time
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
@@ -91,13 +93,25 @@ func TestInstaller(t *testing.T) {
 				return
 			}
 			created = append(created, name)
+			createdAt = append(createdAt, time.Now())
 			time.Sleep(3 * time.Second)
 		}
 	}()
+	upgradeStart := time.Now()
 	n.deletePodGracefullyIn(ds.Namespace, installerPodName, time.Minute) // what the rollout does, node by node
 	n.runInstaller(ds, v2)
 	n.waitInstalled(v2)
+	upgradeEnd := time.Now()
 	wg.Wait()
+	during := 0
+	for _, at := range createdAt {
+		if at.After(upgradeStart) && at.Before(upgradeEnd) {
+			during++
+		}
+	}
+	if during == 0 {
+		t.Errorf("no pod was created while the upgrade ran (%s): the test proved nothing about pod starts during an upgrade", upgradeEnd.Sub(upgradeStart))
+	}
 	for _, name := range created {
 		n.waitAPIPodRunning(name, 3*time.Minute)
 		for _, ev := range n.podEvents(ctx, name) {
@@ -114,7 +128,8 @@ func TestInstaller(t *testing.T) {
 	if again := n.waitAPIPodRunning("web", 2*time.Minute); again != ip {
 		t.Fatalf("default/web after the upgrade got %s, want its reserved %s", again, ip)
 	}
-	t.Logf("upgrade %s → %s: %d pods created meanwhile all started, default/web got %s back", v1.version, v2.version, len(created), ip)
+	t.Logf("upgrade %s → %s: old installer pod deleted → %s installed and its checkpointd healthy: %s; %d pods created (%d of them within that window), all started with no failed sandbox; default/web got %s back",
+		v1.version, v2.version, v2.version, upgradeEnd.Sub(upgradeStart).Round(100*time.Millisecond), len(created), during, ip)
 
 	// ---- Power cut with the API server away: the installed checkpointd
 	// (a static pod) starts without it and restores.
@@ -127,6 +142,7 @@ func TestInstaller(t *testing.T) {
 	n.stopAPIServer()
 	n.powerOff()
 	n.powerOn()
+	start = time.Now()
 	eventually(t, "kube-system/keeper restored with its IP by the installed checkpointd", 4*time.Minute, 2*time.Second, func() (bool, string) {
 		copies, err := n.staticCopies(ctx, "kube-system", "keeper")
 		if err != nil {
@@ -134,12 +150,14 @@ func TestInstaller(t *testing.T) {
 		}
 		return len(copies) == 1 && copies[0].IP == keeperIP, fmt.Sprintf("copies %+v", copies)
 	})
-	t.Logf("after the power cut with the API server away, kube-system/keeper runs again with %s", keeperIP)
+	t.Logf("after the power cut with the API server away, kube-system/keeper runs again with %s: %s after the kubelet started",
+		keeperIP, time.Since(start).Round(100*time.Millisecond))
 }
 
 const (
-	installerPodName = "stickyip-install-" + nodeName
-	imageRefBase     = "localhost/stickyip/stickyip:"
+	installerPodName   = "stickyip-install-" + nodeName
+	installerNamespace = "stickyip" // deploy/install's
+	imageRefBase       = "localhost/stickyip/stickyip:"
 )
 
 // image is an image archive built for the test.
@@ -236,7 +254,13 @@ func (n *node) runInstaller(ds *appsv1.DaemonSet, img image) {
 	}
 	c := &pod.Spec.Containers[0]
 	for i := range c.VolumeMounts {
-		c.VolumeMounts[i].MountPath = paths[c.VolumeMounts[i].MountPath]
+		// The CNI bin dir stays at /opt/cni/bin in the container, where
+		// `checkpointd install` writes by default (nothing the installer
+		// writes names it); every other path is named in the static pod or
+		// in checkpointd's settings, so the container sees it at the node's path.
+		if m := &c.VolumeMounts[i]; m.MountPath != "/opt/cni/bin" {
+			m.MountPath = paths[m.MountPath]
+		}
 	}
 	old := c.Image
 	c.Image = img.ref
@@ -276,6 +300,7 @@ func (n *node) waitInstalled(img image) {
 	t.Helper()
 	plugin := filepath.Join(n.cniBinDir, install.PluginName)
 	eventually(t, "plugin "+img.version+" installed", 2*time.Minute, time.Second, func() (bool, string) {
+		n.failIfInstallerExited()
 		out, err := harness.Run(nil, plugin, "version")
 		return err == nil && strings.Contains(out, img.version), fmt.Sprintf("%s version: %q %v", plugin, out, err)
 	})
@@ -298,6 +323,41 @@ func (n *node) waitInstalled(img image) {
 		resp.Body.Close()
 		return resp.StatusCode == http.StatusOK, resp.Status
 	})
+}
+
+// failIfInstallerExited fails the test with the installer container's own
+// output (read through the API with the admin credentials) once it has
+// exited: `install --wait` exits only when the install failed.
+func (n *node) failIfInstallerExited() {
+	t := n.t
+	t.Helper()
+	ctx := context.Background()
+	p, err := n.client.CoreV1().Pods(installerNamespace).Get(ctx, installerPodName, metav1.GetOptions{})
+	if err != nil || len(p.Status.ContainerStatuses) == 0 {
+		return
+	}
+	cs := p.Status.ContainerStatuses[0]
+	term := cs.LastTerminationState.Terminated
+	previous := true
+	if cs.State.Terminated != nil {
+		term, previous = cs.State.Terminated, false
+	}
+	if term == nil {
+		return
+	}
+	logs, err := n.client.CoreV1().Pods(p.Namespace).GetLogs(p.Name, &corev1.PodLogOptions{Container: cs.Name, Previous: previous}).DoRaw(ctx)
+	if err != nil {
+		// The API server may not reach this node's kubelet (here pods/log
+		// answers "an error on the server"): read the kubelet's log files.
+		files, _ := filepath.Glob(filepath.Join(n.podLogsDir(), p.Namespace+"_"+p.Name+"_*", cs.Name, "*.log"))
+		logs = []byte(fmt.Sprintf("(through the API: %v; the kubelet's files %v)\n", err, files))
+		for _, f := range files {
+			b, _ := os.ReadFile(f)
+			logs = append(logs, b...)
+		}
+	}
+	t.Fatalf("installer container %s of %s/%s exited with status %d (%s, %d restarts):\n%s",
+		cs.Name, p.Namespace, p.Name, term.ExitCode, term.Reason, cs.RestartCount, logs)
 }
 
 // ipOf returns the IP stickyip list shows allocated to namespace/name.

@@ -354,6 +354,9 @@ func (n *node) stopAPIServer() {
 	n.t.Log("kube-apiserver stopped")
 }
 
+// podLogsDir is the kubelet's podLogsDir: <ns>_<pod>_<uid>/<container>/<restarts>.log.
+func (n *node) podLogsDir() string { return filepath.Join(n.dir, "pod-logs") }
+
 func (n *node) staticPodDir() string    { return filepath.Join(n.dir, "manifests") }
 func (n *node) runDir() string          { return filepath.Join(n.dir, "run") } // the node's /run: tmpfs
 func (n *node) subnetFile() string      { return filepath.Join(n.runDir(), "flannel", "subnet.env") }
@@ -425,7 +428,7 @@ evictionHard:
   memory.available: "1Mi"
 imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
-`, n.staticPodDir(), n.ctd.Address, filepath.Join(n.dir, "pod-logs"))), 0o644)
+`, n.staticPodDir(), n.ctd.Address, n.podLogsDir())), 0o644)
 }
 
 // startContainerd starts the node's containerd (test/harness: own mount
