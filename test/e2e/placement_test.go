@@ -102,6 +102,13 @@ func TestPlacement(t *testing.T) {
 	if _, err := holds(node1).Create(ctx, n.holdRecord("cache", nodeName, "10.244.1.52"), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	// A second record of db-0 on node1 (another network): still one term.
+	second := n.holdRecord("db-0", nodeName, "10.244.2.50")
+	second.SetName(placement.ObjectName(nodeName, "cbr1", "db-0", "eth0"))
+	_ = unstructured.SetNestedField(second.Object, "cbr1", "spec", "network")
+	if _, err := holds(node1).Create(ctx, second, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	eventually(t, "placement policy in force", time.Minute, time.Second, func() (bool, string) {
 		p, err := n.client.CoreV1().Pods("db").Create(ctx, unboundPod("db", "cache", map[string]string{annReservation: "10"}), metav1.CreateOptions{})
 		if err != nil {
@@ -122,6 +129,15 @@ func TestPlacement(t *testing.T) {
 			RequiredDuringSchedulingIgnoredDuringExecution: required, PreferredDuringSchedulingIgnoredDuringExecution: []corev1.PreferredSchedulingTerm{own}}}
 		return p
 	}
+	antiOnly := func(p *corev1.Pod) *corev1.Pod { // an affinity with no nodeAffinity
+		p.Spec.Affinity = &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{PreferredDuringSchedulingIgnoredDuringExecution: []corev1.WeightedPodAffinityTerm{
+			{Weight: 3, PodAffinityTerm: corev1.PodAffinityTerm{TopologyKey: "kubernetes.io/hostname"}}}}}
+		return p
+	}
+	requiredOnly := func(p *corev1.Pod) *corev1.Pod { // a nodeAffinity with no preferred terms
+		p.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: required}}
+		return p
+	}
 	cases := []struct {
 		name string
 		pod  *corev1.Pod
@@ -129,6 +145,8 @@ func TestPlacement(t *testing.T) {
 	}{
 		{"statefulset pod, own affinity kept", withOwn(unboundPod("db", "db-0", map[string]string{annReservation: "10"})),
 			[]corev1.PreferredSchedulingTerm{own, ours}},
+		{"pod anti-affinity only, kept", antiOnly(unboundPod("db", "db-0", map[string]string{annReservation: "10"})), []corev1.PreferredSchedulingTerm{ours}},
+		{"required node affinity only, kept", requiredOnly(unboundPod("db", "db-0", map[string]string{annReservation: "10"})), []corev1.PreferredSchedulingTerm{ours}},
 		{"no affinity of its own", unboundPod("db", "db-0", map[string]string{annReservation: "90s"}), []corev1.PreferredSchedulingTerm{ours}},
 		{"identity, generateName", unboundPod("db", "", map[string]string{annReservation: "5m", "stickyip.io/identity": "cache"}),
 			[]corev1.PreferredSchedulingTerm{ours}},
@@ -148,8 +166,11 @@ func TestPlacement(t *testing.T) {
 		var terms []corev1.PreferredSchedulingTerm
 		if a := got.Spec.Affinity; a != nil && a.NodeAffinity != nil {
 			terms = a.NodeAffinity.PreferredDuringSchedulingIgnoredDuringExecution
-			if c.pod.Spec.Affinity != nil && fmt.Sprint(a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution) != fmt.Sprint(required) {
-				t.Errorf("%s: required affinity changed: %v", c.name, a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution)
+		}
+		if own := c.pod.Spec.Affinity; own != nil {
+			a := got.Spec.Affinity
+			if a == nil || fmt.Sprint(a.PodAntiAffinity) != fmt.Sprint(own.PodAntiAffinity) || fmt.Sprint(requiredOf(a)) != fmt.Sprint(requiredOf(own)) {
+				t.Errorf("%s: the pod's own affinity changed: %v, was %v", c.name, a, own)
 			}
 		}
 		if fmt.Sprint(terms) != fmt.Sprint(c.want) || (c.want == nil && got.Spec.Affinity != nil) {
@@ -164,7 +185,7 @@ func TestPlacement(t *testing.T) {
 			return apierrors.IsNotFound(err), fmt.Sprint(err)
 		})
 	}
-	for _, name := range []string{created.GetName(), placement.ObjectName(nodeName, "cbr0", "cache", "eth0")} {
+	for _, name := range []string{created.GetName(), second.GetName(), placement.ObjectName(nodeName, "cbr0", "cache", "eth0")} {
 		if err := holds(node1).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
 			t.Errorf("node1 deleting its own record %s: %v", name, err)
 		}
@@ -256,6 +277,14 @@ func unboundPod(ns, name string, annotations map[string]string) *corev1.Pod {
 		p.GenerateName = "cache-"
 	}
 	return p
+}
+
+// requiredOf is a's required node affinity, nil when it has none.
+func requiredOf(a *corev1.Affinity) *corev1.NodeSelector {
+	if a == nil || a.NodeAffinity == nil {
+		return nil
+	}
+	return a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution
 }
 
 // holdRecord is an IPHold of identity held by node (owned by its Node).
