@@ -123,10 +123,15 @@ func (s StaticPod) Manifest() ([]byte, error) {
 	return append([]byte("# Written by `checkpointd install` (stickyip); `checkpointd uninstall` removes it.\n"), b...), nil
 }
 
+// NetnsDir is where containerd and CRI-O bind-mount pod network namespaces
+// (their default); checkpointd reads it, never writes.
+const NetnsDir = "/var/run/netns"
+
 // Mounts returns the host paths checkpointd with settings cfg reads and
 // writes: the kubeconfig and the directories of the files it names (the
 // kubelet rotates its client certificate there), the kubelet config, the
 // static pod, checkpoint, volume, IPAM data and CNI config directories, the
+// runtime's network namespaces (read-only, for the IPAM leak rule), the
 // CRI socket and the directory of flannel's subnet file.
 func Mounts(cfg daemon.Config) ([]HostPath, error) {
 	var ms []HostPath
@@ -183,6 +188,12 @@ func Mounts(cfg daemon.Config) ([]HostPath, error) {
 		add("cri", sock, corev1.HostPathSocket, false)
 	}
 	add("ipam", cfg.DataDir, corev1.HostPathDirectoryOrCreate, false)
+	if cfg.DataDir != "" {
+		// The IPAM leak reconciliation releases an allocation only once its
+		// network namespace is gone: without the runtime's netns directory
+		// every sandbox would count as alive (safe, but nothing released).
+		add("netns", NetnsDir, corev1.HostPathDirectoryOrCreate, true)
+	}
 	add("cni-conf", cfg.CNIConfDir, corev1.HostPathDirectoryOrCreate, true)
 	switch lease := cfg.FlannelSubnetFile; lease {
 	case "":

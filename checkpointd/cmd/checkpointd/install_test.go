@@ -85,7 +85,7 @@ current-context: x
 		mounted[m.MountPath] = true
 	}
 	for _, want := range []string{p("kubelet.conf"), p("pki"), "/var/lib/kubelet/pki", p("manifests"), p("ckpt"),
-		p("run/checkpointd"), p("ipam"), p("run/flannel"), "/run/containerd/containerd.sock"} {
+		p("run/checkpointd"), p("ipam"), p("run/flannel"), "/run/containerd/containerd.sock", install.NetnsDir} {
 		if !mounted[want] {
 			t.Errorf("static pod does not mount %s (mounts: %v)", want, mounted)
 		}
