@@ -65,10 +65,7 @@ func (n *node) reads(ctx context.Context, containerID, file string) error {
 //   - checkpointd disabled while copies run: once the API server is back
 //     the parents are not blocked beyond the kubelet's own delay.
 func TestCheckpointdOutage(t *testing.T) {
-	n := newNode(t, nodeOptions{ipam: "stickyip"})
-	if _, err := os.Stat(filepath.Join(n.bins.project, "checkpointd")); err != nil {
-		missing(t, "%s missing (make build)", filepath.Join(n.bins.project, "checkpointd"))
-	}
+	n := newCheckpointdNode(t)
 	ctx := context.Background()
 	n.startControlPlane()
 	n.ensureNamespace("kube-system")

@@ -78,6 +78,18 @@ func (n *node) checkpointdEnv() []string {
 	}
 }
 
+// newCheckpointdNode is newNode for a stickyip node that also runs
+// checkpointd (make build), skipping or failing as newNode does when it is
+// missing.
+func newCheckpointdNode(t *testing.T) *node {
+	t.Helper()
+	n := newNode(t, nodeOptions{ipam: "stickyip"})
+	if _, err := os.Stat(filepath.Join(n.bins.project, "checkpointd")); err != nil {
+		missing(t, "%s missing (make build)", filepath.Join(n.bins.project, "checkpointd"))
+	}
+	return n
+}
+
 // startCheckpointd starts checkpointd in the node's netns, configured the
 // systemd-unit way (environment, the kubelet's kubeconfig, then extra
 // CHECKPOINTD_* settings as /etc/default/checkpointd would override them),
@@ -288,10 +300,7 @@ func podSpec(ns, name string, annotations map[string]string, args ...string) *co
 //   - team-a/app: opted in, namespace not allowed: refused;
 //   - plain: a reservation, no opt-in.
 func TestCheckpointd(t *testing.T) {
-	n := newNode(t, nodeOptions{ipam: "stickyip"})
-	if _, err := os.Stat(filepath.Join(n.bins.project, "checkpointd")); err != nil {
-		missing(t, "%s missing (make build)", filepath.Join(n.bins.project, "checkpointd"))
-	}
+	n := newCheckpointdNode(t)
 	ctx := context.Background()
 	n.startControlPlane()
 	n.ensureNamespace("kube-system")

@@ -39,10 +39,7 @@ const placementWeight = 100
 // kubelet, containerd and CNI chain) publishes a sticky pod's record at ADD,
 // updates it at DEL and deletes it at expiry, three writes in all.
 func TestPlacement(t *testing.T) {
-	n := newNode(t, nodeOptions{ipam: "stickyip"})
-	if _, err := os.Stat(filepath.Join(n.bins.project, "checkpointd")); err != nil {
-		missing(t, "%s missing (make build)", filepath.Join(n.bins.project, "checkpointd"))
-	}
+	n := newCheckpointdNode(t)
 	ctx := context.Background()
 	n.startControlPlane()
 	n.ensureNamespace("db")

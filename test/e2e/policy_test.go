@@ -6,7 +6,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
@@ -30,10 +29,7 @@ import (
 // refuses them; unsafe sysctls are rejected by the kubelet before
 // checkpointd sees the pod running: unit tests cover those.)
 func TestCheckpointdPolicy(t *testing.T) {
-	n := newNode(t, nodeOptions{ipam: "stickyip"})
-	if _, err := os.Stat(filepath.Join(n.bins.project, "checkpointd")); err != nil {
-		missing(t, "%s missing (make build)", filepath.Join(n.bins.project, "checkpointd"))
-	}
+	n := newCheckpointdNode(t)
 	ctx := context.Background()
 	n.startControlPlane()
 	n.ensureNamespace("kube-system")
