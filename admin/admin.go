@@ -18,6 +18,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/stickyip/stickyip/contract"
 	"github.com/stickyip/stickyip/ipam"
 	"github.com/stickyip/stickyip/reservation"
 	"github.com/stickyip/stickyip/reservation/boltstore"
@@ -29,9 +30,9 @@ const usage = `stickyip — operator tool for the stickyip IPAM store
 Usage:
   stickyip [--data-dir DIR] list [--network NAME] [--json]
   stickyip [--data-dir DIR] release NAMESPACE/NAME [--network NAME] [--ifname IF]
-  stickyip [--data-dir DIR] gc [--network NAME]
+  stickyip [--data-dir DIR] gc [--cni-conf-dir DIR] [--network NAME]
   stickyip [--data-dir DIR] import --network NAME [--from DIR]
-  stickyip [--data-dir DIR] check [--json]
+  stickyip [--data-dir DIR] check [--cni-conf-dir DIR] [--json]
   stickyip status [--cni-conf-dir DIR] [--network NAME] [--json]
   stickyip version
 
@@ -258,7 +259,7 @@ func (t *tool) release(args []string) error {
 	found := 0
 	for _, n := range nets {
 		err := t.store().Update(n, func(tx reservation.Txn) error {
-			done, err := (&ipam.Engine{}).ReleasePod(tx, ns, name, *ifname)
+			done, err := ipam.ReleasePod(tx, ns, name, *ifname, slog.New(slog.DiscardHandler))
 			if err != nil {
 				return err
 			}
@@ -285,8 +286,14 @@ func (t *tool) release(args []string) error {
 	return nil
 }
 
+// gc releases the allocations whose sandbox is gone and drops what expired,
+// in every network of the store, each by the rules of its own config (found
+// as `stickyip status` finds it). A network without one is skipped, named on
+// stderr: releasing its addresses with other rules (no reuse delay, no
+// host-local import) could hand an address out too early.
 func (t *tool) gc(args []string) error {
 	fs := t.flags("gc")
+	confDir := fs.String("cni-conf-dir", contract.DefaultCNIConfDir, "CNI network configs to read each network's rules from")
 	network := fs.String("network", "", "only this network")
 	if _, err := parse(fs, args); err != nil {
 		return err
@@ -297,9 +304,16 @@ func (t *tool) gc(args []string) error {
 	}
 	log := slog.New(slog.NewTextHandler(t.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	for _, n := range nets {
-		e := &ipam.Engine{Env: ipam.HostEnv(log)}
+		e, err := ipam.NetworkEngine(*confDir, n, t.dataDir, ipam.HostEnv(log))
+		if err != nil {
+			if *network != "" {
+				return err
+			}
+			fmt.Fprintf(t.stderr, "stickyip gc: %s: skipped, nothing changed: %v\n", n, err)
+			continue
+		}
 		var dead, expired int
-		err := t.store().Update(n, func(tx reservation.Txn) (err error) {
+		err = t.store().Update(n, func(tx reservation.Txn) (err error) {
 			expired, dead, err = e.Sweep(tx)
 			return err
 		})
@@ -348,11 +362,15 @@ func (t *tool) importCmd(args []string) error {
 func (t *tool) check(args []string) int {
 	fs := t.flags("check")
 	asJSON := fs.Bool("json", false, "print JSON")
+	confDir := fs.String("cni-conf-dir", "/etc/cni/net.d", "CNI network configs to read each network's ranges from")
 	if _, err := parse(fs, args); err != nil {
 		return 2
 	}
 	st := t.store()
 	problems, err := st.Check()
+	if err == nil {
+		problems = append(problems, t.checkRanges(*confDir)...)
+	}
 	if *asJSON {
 		out := map[string]any{"path": st.Path(), "ok": err == nil && len(problems) == 0, "problems": problems}
 		if err != nil {
@@ -382,6 +400,42 @@ func (t *tool) check(args []string) int {
 	return 0
 }
 
+// checkRanges reports the records of this data directory's networks that sit
+// on an address no pod may hold (a range's gateway, network or broadcast
+// address), reading the ranges from the CNI configs as status does.
+// Networks without a config here are not checked (the store does not keep
+// ranges); configs that do not parse are named on stderr.
+func (t *tool) checkRanges(confDir string) []string {
+	confs, skipped, err := ipam.StickyipNetworks(confDir)
+	if err != nil {
+		fmt.Fprintf(t.stderr, "stickyip check: ranges not checked: %v\n", err)
+		return nil
+	}
+	for _, p := range skipped {
+		fmt.Fprintln(t.stderr, "stickyip check: skipped:", p)
+	}
+	var problems []string
+	for _, n := range slices.Sorted(maps.Keys(confs)) {
+		c := confs[n]
+		if filepath.Clean(c.DataDir) != filepath.Clean(t.dataDir) {
+			continue
+		}
+		e := ipam.NewEngine(c.Config, ipam.Env{})
+		var found []string
+		err := t.store().View(n, func(tx reservation.Txn) (err error) {
+			found, err = e.UnassignableRecords(tx)
+			return err
+		})
+		if err != nil {
+			found = []string{err.Error()}
+		}
+		for _, f := range found {
+			problems = append(problems, fmt.Sprintf("network %s (%s): %s", n, c.File, f))
+		}
+	}
+	return problems
+}
+
 // PoolStatus is one network of "status --json".
 type PoolStatus struct {
 	Network string `json:"network"`
@@ -398,7 +452,7 @@ type PoolStatus struct {
 // each network's own data directory.
 func (t *tool) status(args []string) error {
 	fs := t.flags("status")
-	confDir := fs.String("cni-conf-dir", "/etc/cni/net.d", "CNI network configs to read the ranges from")
+	confDir := fs.String("cni-conf-dir", contract.DefaultCNIConfDir, "CNI network configs to read the ranges from")
 	network := fs.String("network", "", "only this network")
 	asJSON := fs.Bool("json", false, "print JSON")
 	if _, err := parse(fs, args); err != nil {

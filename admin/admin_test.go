@@ -61,9 +61,28 @@ func TestListReleaseGCCheck(t *testing.T) {
 		t.Fatalf("table:\n%s", out)
 	}
 
-	out, _, code = run(t, "--data-dir", dir, "gc")
+	// gc applies each network's own rules: without its config it changes nothing.
+	emptyConfDir := t.TempDir()
+	out, errOut, code := run(t, "--data-dir", dir, "gc", "--cni-conf-dir", emptyConfDir)
+	if code != 0 || !strings.Contains(errOut, "cbr0: skipped, nothing changed") || !strings.Contains(errOut, emptyConfDir) || strings.Contains(out, "released") {
+		t.Fatalf("gc without the network's config: %d %s%s; want cbr0 skipped, naming %s", code, out, errOut, emptyConfDir)
+	}
+	if _, _, code := run(t, "--data-dir", dir, "gc", "--cni-conf-dir", emptyConfDir, "--network", "cbr0"); code == 0 {
+		t.Fatal("gc --network cbr0 without its config succeeded")
+	}
+	if got := stateIn(t, dir, "10.0.0.4"); got != "allocated" {
+		t.Fatalf("10.0.0.4 is %q after a skipped gc, want allocated", got)
+	}
+	// With it, the dead sandbox's address cools by the configured reuse delay
+	// (issue 16, finding 4: the plugin's DEL would make it cool too).
+	confDir := writeConf(t, dir, `"reservation":{"reuseDelay":"10m"}`)
+	before := time.Now()
+	out, _, code = run(t, "--data-dir", dir, "gc", "--cni-conf-dir", confDir)
 	if code != 0 || !strings.Contains(out, "released 1 allocations whose sandbox is gone") {
 		t.Fatalf("gc: %d %s", code, out)
+	}
+	if e := listed(t, dir, "10.0.0.4"); e.State != "cooling" || e.ExpiresAt == nil || e.ExpiresAt.Before(before.Add(10*time.Minute-time.Second)) {
+		t.Fatalf("10.0.0.4 after gc: %+v; want cooling for the configured 10m", e)
 	}
 
 	out, _, code = run(t, "--data-dir", dir, "release", "default/web")
@@ -71,7 +90,7 @@ func TestListReleaseGCCheck(t *testing.T) {
 		t.Fatalf("release: %d %s", code, out)
 	}
 	out, _, _ = run(t, "--data-dir", dir, "list", "--json")
-	if strings.Contains(out, "10.0.0.2") || strings.Contains(out, "10.0.0.4") || !strings.Contains(out, "10.0.0.3") {
+	if strings.Contains(out, "10.0.0.2") || !strings.Contains(out, "10.0.0.3") {
 		t.Fatalf("after gc and release:\n%s", out)
 	}
 
@@ -121,6 +140,37 @@ func TestUsageErrors(t *testing.T) {
 
 // TestStatusMatchesList: `stickyip status` reads the ranges from the CNI
 // configs and counts what `stickyip list` shows, state by state.
+// writeConf writes a conflist for network cbr0 keeping its records in
+// dataDir, with extra keys in its ipam block, and returns its directory.
+func writeConf(t *testing.T, dataDir, extra string) string {
+	t.Helper()
+	confDir := t.TempDir()
+	conf := `{"cniVersion":"1.1.0","name":"cbr0","plugins":[{"type":"bridge","ipam":{"type":"stickyip","dataDir":"` + dataDir +
+		`","hostLocalDataDir":"","subnet":"10.0.0.0/28",` + extra + `}}]}`
+	if err := os.WriteFile(filepath.Join(confDir, "10-cbr0.conflist"), []byte(conf), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return confDir
+}
+
+// listed returns the `list --json` entry of ip (zero if not listed).
+func listed(t *testing.T, dataDir, ip string) Entry {
+	t.Helper()
+	out, _, _ := run(t, "--data-dir", dataDir, "list", "--json")
+	var entries []Entry
+	if err := json.Unmarshal([]byte(out), &entries); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if e.IP == ip {
+			return e
+		}
+	}
+	return Entry{}
+}
+
+func stateIn(t *testing.T, dataDir, ip string) string { return listed(t, dataDir, ip).State }
+
 func TestStatusMatchesList(t *testing.T) {
 	dir := t.TempDir()
 	seed(t, dir) // 10.0.0.2 reserved, .3 and .4 allocated
@@ -165,5 +215,63 @@ func TestStatusMatchesList(t *testing.T) {
 	}
 	if _, errOut, code := run(t, "status", "--cni-conf-dir", confDir, "--network", "nope"); code != 2 || !strings.Contains(errOut, "nope") {
 		t.Fatalf("unknown network: %d %s", code, errOut)
+	}
+}
+
+// A store of an earlier stickyip may hold a record on a range's gateway
+// (it granted requested gateways): check reports it with what to do, given
+// the network's config; the same store with no config for the network, or
+// one for another data directory, has nothing to check it against.
+func TestCheckReportsRecordsOnUnassignableAddresses(t *testing.T) {
+	dir := t.TempDir()
+	err := boltstore.New(dir, 0).Update("cbr0", func(tx reservation.Txn) error {
+		for _, r := range []*reservation.Record{
+			{IP: netip.MustParseAddr("10.0.0.1"), State: reservation.Allocated, ContainerID: "gw-holder", IfName: "eth0",
+				Identity: reservation.Identity{Namespace: "tenant", Name: "x", IfName: "eth0"}},
+			{IP: netip.MustParseAddr("10.0.0.15"), State: reservation.Reserved, Identity: reservation.Identity{Namespace: "tenant", Name: "y", IfName: "eth0"},
+				Duration: time.Hour, ExpiresAt: time.Now().Add(time.Hour)},
+			{IP: netip.MustParseAddr("10.0.0.3"), State: reservation.Allocated, ContainerID: "fine", IfName: "eth0"},
+		} {
+			if err := tx.Put(r); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	confDir := t.TempDir()
+	writeConf := func(dataDir string) {
+		conf := `{"cniVersion":"1.1.0","name":"cbr0","plugins":[{"type":"bridge","ipam":{"type":"stickyip","dataDir":"` + dataDir +
+			`","subnet":"10.0.0.0/28","rangeEnd":"10.0.0.15"}}]}`
+		if err := os.WriteFile(filepath.Join(confDir, "10-cbr0.conflist"), []byte(conf), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if out, _, code := run(t, "--data-dir", dir, "check", "--cni-conf-dir", confDir); code != 0 || !strings.Contains(out, ": ok") {
+		t.Fatalf("check without a config for cbr0: %d %s", code, out)
+	}
+	writeConf(t.TempDir())
+	if out, _, code := run(t, "--data-dir", dir, "check", "--cni-conf-dir", confDir); code != 0 {
+		t.Fatalf("check with cbr0 configured on another data directory: %d %s", code, out)
+	}
+	writeConf(dir)
+	out, _, code := run(t, "--data-dir", dir, "check", "--cni-conf-dir", confDir)
+	for _, want := range []string{"2 problems",
+		"network cbr0 (" + filepath.Join(confDir, "10-cbr0.conflist") + "): 10.0.0.1 is the gateway of subnet 10.0.0.0/28 but in use by container gw-holder of pod tenant/x",
+		"delete that pod",
+		"10.0.0.15 is the broadcast address of subnet 10.0.0.0/28 but reserved for tenant/y", "`stickyip release tenant/y`"} {
+		if code != 1 || !strings.Contains(out, want) {
+			t.Fatalf("check: exit %d, want 1 and %q in:\n%s", code, want, out)
+		}
+	}
+	out, _, _ = run(t, "--data-dir", dir, "check", "--cni-conf-dir", confDir, "--json")
+	var res struct {
+		OK       bool     `json:"ok"`
+		Problems []string `json:"problems"`
+	}
+	if err := json.Unmarshal([]byte(out), &res); err != nil || res.OK || len(res.Problems) != 2 {
+		t.Fatalf("check --json: %v %s", err, out)
 	}
 }

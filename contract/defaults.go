@@ -7,12 +7,23 @@ import "time"
 const (
 	// DefaultDataDir is the plugin's dataDir and checkpointd's --data-dir.
 	DefaultDataDir = "/var/lib/cni/stickyip"
+	// DefaultCNIConfDir is where runtimes read CNI network configs: `stickyip
+	// status --cni-conf-dir` and checkpointd's --cni-conf-dir.
+	DefaultCNIConfDir = "/etc/cni/net.d"
 	// DefaultHostLocalDataDir is host-local's own default data directory.
 	DefaultHostLocalDataDir = "/var/lib/cni/networks"
 	// DefaultLockTimeout bounds the wait for the store's lock.
 	DefaultLockTimeout = 10 * time.Second
 	// DefaultMaxDuration is reservation.maxDuration: longer annotations are clamped.
 	DefaultMaxDuration = 7 * 24 * time.Hour
+	// DefaultMaxPerNamespace is reservation.maxPerNamespace: how many pod
+	// identities of one namespace may hold a reservation in one network.
+	// With a flannel node's /24 (253 addresses) and the kubelet's default of
+	// 110 pods per node, one namespace can then never fill the pool with
+	// reservations (110 + 32 leaves over 100 addresses for everyone else),
+	// while a StatefulSet or DaemonSet that keeps a few IPs per node is far
+	// below it.
+	DefaultMaxPerNamespace = 32
 	// DefaultRestoreReservation is the reservation a restored copy gets when
 	// its parent has none, so the parent gets its IP back (checkpointd
 	// --restore-reservation).

@@ -19,7 +19,7 @@ const MaxAnnotationValueLen = 64
 // non-negative Go duration ("90s", "1h30m"). "0" means no reservation.
 func ParseReservedDuration(v string) (time.Duration, error) {
 	bad := func(why string) error {
-		return fmt.Errorf("%w: %s=%q: %s", ErrInvalidAnnotation, AnnotationReservedDuration, clip(v), why)
+		return fmt.Errorf("%w: %s=%q: %s", ErrInvalidAnnotation, AnnotationReservedDuration, Clip(v, ClipLen), why)
 	}
 	if len(v) > MaxAnnotationValueLen {
 		return 0, bad(fmt.Sprintf("longer than %d characters", MaxAnnotationValueLen))
@@ -59,7 +59,7 @@ func isDigits(s string) bool {
 func ParseCheckpointOf(v string) (namespace, name string, err error) {
 	ns, n, ok := strings.Cut(v, "/")
 	if !ok || strings.Contains(n, "/") || !IsNamespace(ns) || !IsPodName(n) {
-		return "", "", fmt.Errorf("%w: %s=%q: want namespace/name", ErrInvalidAnnotation, AnnotationCheckpointOf, clip(v))
+		return "", "", fmt.Errorf("%w: %s=%q: want namespace/name", ErrInvalidAnnotation, AnnotationCheckpointOf, Clip(v, ClipLen))
 	}
 	return ns, n, nil
 }
@@ -109,7 +109,7 @@ func IsDNSSubdomain(s string) bool {
 // another namespace ("ns/name") or look like anything but a name.
 func ParseIdentity(v string) (string, error) {
 	if !IsPodName(v) {
-		return "", fmt.Errorf("%w: %s=%q: want a name such as a pod name (lower-case letters, digits, '-' and '.', at most 253 characters); it names the identity within the pod's namespace", ErrInvalidAnnotation, AnnotationIdentity, clip(v))
+		return "", fmt.Errorf("%w: %s=%q: want a name such as a pod name (lower-case letters, digits, '-' and '.', at most 253 characters); it names the identity within the pod's namespace", ErrInvalidAnnotation, AnnotationIdentity, Clip(v, ClipLen))
 	}
 	return v, nil
 }
@@ -122,7 +122,7 @@ const maxRequestedIPs = 8
 // engine's business.
 func ParseIPs(v string) ([]netip.Addr, error) {
 	bad := func(why string) error {
-		return fmt.Errorf("%w: %s=%q: %s", ErrInvalidAnnotation, AnnotationIPs, clip(v), why)
+		return fmt.Errorf("%w: %s=%q: %s", ErrInvalidAnnotation, AnnotationIPs, Clip(v, ClipLen), why)
 	}
 	if strings.TrimSpace(v) == "" {
 		return nil, bad("empty; remove the annotation to let stickyip choose")
@@ -136,7 +136,7 @@ func ParseIPs(v string) ([]netip.Addr, error) {
 		p = strings.TrimSpace(p)
 		a, err := netip.ParseAddr(p)
 		if err != nil || a.Zone() != "" {
-			return nil, bad(fmt.Sprintf("%q is not an IP address", clip(p)))
+			return nil, bad(fmt.Sprintf("%q is not an IP address", Clip(p, ClipLen)))
 		}
 		a = a.Unmap()
 		if slices.Contains(out, a) {

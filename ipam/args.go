@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"net/netip"
 	"strings"
+
+	"github.com/stickyip/stickyip/contract"
 )
 
 // PodArgs are the CNI_ARGS stickyip understands.
@@ -42,7 +44,7 @@ func ParseArgs(s string) (PodArgs, error) {
 		}
 		k, v, ok := strings.Cut(pair, "=")
 		if !ok || k == "" {
-			return a, fmt.Errorf("%w: CNI_ARGS: %q is not KEY=VALUE", ErrInvalidArgs, clip(pair))
+			return a, fmt.Errorf("%w: CNI_ARGS: %q is not KEY=VALUE", ErrInvalidArgs, contract.Clip(pair, contract.ClipLen))
 		}
 		var err error
 		switch k {
@@ -63,7 +65,7 @@ func ParseArgs(s string) (PodArgs, error) {
 				addr = addr[:i]
 			}
 			if a.IP, err = netip.ParseAddr(addr); err != nil || a.IP.Zone() != "" {
-				err = fmt.Errorf("%w: CNI_ARGS IP=%q is not an IP address", ErrInvalidArgs, clip(v))
+				err = fmt.Errorf("%w: CNI_ARGS IP=%q is not an IP address", ErrInvalidArgs, contract.Clip(v, contract.ClipLen))
 			}
 			a.IP = a.IP.Unmap()
 		default:
@@ -74,7 +76,7 @@ func ParseArgs(s string) (PodArgs, error) {
 		}
 	}
 	if len(unknown) > 0 && !ignoreUnknown {
-		return a, fmt.Errorf("%w: CNI_ARGS: unknown keys %s (add IgnoreUnknown=1 to pass keys for other plugins)", ErrInvalidArgs, clip(strings.Join(unknown, ",")))
+		return a, fmt.Errorf("%w: CNI_ARGS: unknown keys %s (add IgnoreUnknown=1 to pass keys for other plugins)", ErrInvalidArgs, contract.Clip(strings.Join(unknown, ","), contract.ClipLen))
 	}
 	return a, nil
 }
@@ -84,7 +86,7 @@ func boundedArg(key, v string, maxLen int) (string, error) {
 		return "", fmt.Errorf("%w: CNI_ARGS %s is %d characters, more than %d", ErrInvalidArgs, key, len(v), maxLen)
 	}
 	if strings.ContainsAny(v, "\x00/") {
-		return "", fmt.Errorf("%w: CNI_ARGS %s=%q contains '/' or NUL", ErrInvalidArgs, key, clip(v))
+		return "", fmt.Errorf("%w: CNI_ARGS %s=%q contains '/' or NUL", ErrInvalidArgs, key, contract.Clip(v, contract.ClipLen))
 	}
 	return v, nil
 }

@@ -129,7 +129,7 @@ func BenchmarkAllocateNearlyFullCooling(b *testing.B) { benchNearlyFull(b, Defau
 
 func benchNearlyFull(b *testing.B, reuseDelay time.Duration) {
 	st, eng := seededStore(b, 65520, false)
-	eng.ReuseDelay = reuseDelay
+	eng.reuseDelay = reuseDelay
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
 		cid := fmt.Sprintf("bench-%d", i)

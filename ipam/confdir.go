@@ -102,6 +102,28 @@ func StickyipNetworks(dir string) (map[string]StickyipNetwork, []string, error) 
 	return out, problems, nil
 }
 
+// NetworkEngine returns the engine of network, built from its config in the
+// CNI config dir confDir as StickyipNetworks reads it, provided that config
+// keeps its records in dataDir (the store the caller opened). Otherwise it
+// returns ErrNoNetworkConfig: a network's records are changed only by the
+// rules of its own config (reuse delay, pool-full policy, host-local import).
+func NetworkEngine(confDir, network, dataDir string, env Env) (*Engine, error) {
+	confs, problems, err := StickyipNetworks(confDir)
+	if err != nil {
+		return nil, fmt.Errorf("%w: network %s: %v", ErrNoNetworkConfig, network, err)
+	}
+	c, ok := confs[network]
+	switch {
+	case !ok && len(problems) > 0:
+		return nil, fmt.Errorf("%w: network %s is not configured in %s (skipped files: %s)", ErrNoNetworkConfig, network, confDir, strings.Join(problems, "; "))
+	case !ok:
+		return nil, fmt.Errorf("%w: network %s is not configured in %s", ErrNoNetworkConfig, network, confDir)
+	case filepath.Clean(c.DataDir) != filepath.Clean(dataDir):
+		return nil, fmt.Errorf("%w: network %s in %s keeps its records in %s, not in %s", ErrNoNetworkConfig, network, c.File, c.DataDir, dataDir)
+	}
+	return NewEngine(c.Config, env), nil
+}
+
 func pluginConfig(n ConfNetwork, p ConfPlugin) (*Config, error) {
 	if len(p.IPAM) == 0 {
 		return nil, nil

@@ -22,11 +22,20 @@ const (
 	DefaultHostLocalDataDir = contract.DefaultHostLocalDataDir
 	DefaultLockTimeout      = contract.DefaultLockTimeout
 	DefaultMaxDuration      = contract.DefaultMaxDuration
+	DefaultMaxPerNamespace  = contract.DefaultMaxPerNamespace
 	// DefaultReuseDelay is reservation.reuseDelay: an address freed without a
 	// reservation is not handed out again for this long while others are
 	// free. 30 s outlasts the usual DNS TTL of a Service's endpoints and a
 	// pod's own termination, and costs nothing on a pool with room.
 	DefaultReuseDelay = 30 * time.Second
+	// DefaultHolderWait is holderWait: how long an ADD whose identity's
+	// address is still held by a sandbox that may be running (a replacement
+	// created before its predecessor is gone) waits for that sandbox's DEL
+	// before failing with error 11.
+	DefaultHolderWait = 10 * time.Second
+	// MaxHolderWait is the largest holderWait accepted: well below the
+	// kubelet's runtime request timeout (2 min), which bounds the whole ADD.
+	MaxHolderWait = time.Minute
 )
 
 // PoolFullPolicy says what an ADD does when a range set has no free address
@@ -45,6 +54,24 @@ type ReservationConfig struct {
 	MaxDuration time.Duration
 	PoolFull    PoolFullPolicy
 	ReuseDelay  time.Duration
+	// MaxPerNamespace bounds the pod identities of one namespace holding a
+	// reservation in the network; a DEL beyond it frees instead of
+	// reserving. 0: no bound.
+	MaxPerNamespace int
+}
+
+// IPsAnnotationConfig is the "ipsAnnotation" block: who may use
+// contract.AnnotationIPs.
+type IPsAnnotationConfig struct {
+	// Namespaces lists the namespaces whose pods may use the annotation;
+	// nil means every namespace (host-local has no such limit), an empty
+	// list none.
+	Namespaces []string
+}
+
+// Allows reports whether pods of namespace may use the annotation.
+func (c IPsAnnotationConfig) Allows(namespace string) bool {
+	return c.Namespaces == nil || slices.Contains(c.Namespaces, namespace)
 }
 
 // Config is everything one CNI call needs: host-local's IPAM config (ranges,
@@ -62,7 +89,9 @@ type Config struct {
 	HostLocalDataDir string // "" disables the import
 	LogFile          string
 	LockTimeout      time.Duration
+	HolderWait       time.Duration // ipam.holderWait
 	Reservation      ReservationConfig
+	IPsAnnotation    IPsAnnotationConfig
 
 	Args        PodArgs
 	Annotations map[string]string
@@ -101,13 +130,69 @@ type ipamConf struct {
 	HostLocalDataDir *string         `json:"hostLocalDataDir"`
 	LogFile          string          `json:"logFile"`
 	LockTimeout      json.RawMessage `json:"lockTimeout"`
+	HolderWait       json.RawMessage `json:"holderWait"`
 	Reservation      json.RawMessage `json:"reservation"`
+	IPsAnnotation    json.RawMessage `json:"ipsAnnotation"`
 }
 
 type rawReservation struct {
-	MaxDuration json.RawMessage `json:"maxDuration"`
-	ReuseDelay  json.RawMessage `json:"reuseDelay"`
-	PoolFull    *string         `json:"poolFull"`
+	MaxDuration     json.RawMessage `json:"maxDuration"`
+	ReuseDelay      json.RawMessage `json:"reuseDelay"`
+	PoolFull        *string         `json:"poolFull"`
+	MaxPerNamespace json.RawMessage `json:"maxPerNamespace"`
+}
+
+type rawIPsAnnotation struct {
+	Namespaces json.RawMessage `json:"namespaces"`
+}
+
+// maxPerNamespaceLimit bounds reservation.maxPerNamespace: more reservations
+// than a /16 has addresses is a typo, not a policy.
+const maxPerNamespaceLimit = 1 << 16
+
+// decodeBlock decodes the object under key, when present, into v, refusing
+// unknown keys (stickyip's own blocks are strict: a typo must not silently
+// keep a default).
+func decodeBlock(key string, raw json.RawMessage, v any) error {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return fmt.Errorf("%w: %s: %s", ErrInvalidConfig, key, contract.Clip(err.Error(), 200))
+	}
+	return nil
+}
+
+// parseCount reads the value of key, a JSON integer from 0 to limit. set is
+// false when the key is absent or null.
+func parseCount(key string, raw json.RawMessage, limit int) (n int, set bool, err error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return 0, false, nil
+	}
+	if err := json.Unmarshal(raw, &n); err != nil || n < 0 || n > limit {
+		return 0, false, fmt.Errorf("%w: %s: want a whole number from 0 to %d, got %s", ErrInvalidConfig, key, limit, contract.Clip(string(raw), contract.ClipLen))
+	}
+	return n, true, nil
+}
+
+// parseNamespaces reads the value of key, a JSON list of namespace names.
+// A null or absent key is nil (no list); [] is an empty, non-nil list.
+func parseNamespaces(key string, raw json.RawMessage) ([]string, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, nil
+	}
+	var list []string
+	if err := json.Unmarshal(raw, &list); err != nil {
+		return nil, fmt.Errorf("%w: %s: want a list of namespace names such as [\"kube-system\"], got %s", ErrInvalidConfig, key, contract.Clip(string(raw), contract.ClipLen))
+	}
+	for _, ns := range list {
+		if !contract.IsNamespace(ns) {
+			return nil, fmt.Errorf("%w: %s: %q is not a namespace name (lower-case letters, digits and '-', at most 63 characters)", ErrInvalidConfig, key, contract.Clip(ns, contract.ClipLen))
+		}
+	}
+	return append([]string{}, list...), nil
 }
 
 // parseDuration reads the value of key, a JSON string holding a non-negative
@@ -120,11 +205,11 @@ func parseDuration(key string, raw json.RawMessage) (d time.Duration, set bool, 
 	}
 	var s string
 	if err := json.Unmarshal(raw, &s); err != nil {
-		return 0, false, fmt.Errorf("%w: %s: want a duration string such as \"90s\" or \"24h\", got %s", ErrInvalidConfig, key, clip(string(raw)))
+		return 0, false, fmt.Errorf("%w: %s: want a duration string such as \"90s\" or \"24h\", got %s", ErrInvalidConfig, key, contract.Clip(string(raw), contract.ClipLen))
 	}
 	v, err := time.ParseDuration(s)
 	if err != nil || v < 0 {
-		return 0, false, fmt.Errorf("%w: %s: want a non-negative duration such as \"90s\" or \"24h\", got %q", ErrInvalidConfig, key, clip(s))
+		return 0, false, fmt.Errorf("%w: %s: want a non-negative duration such as \"90s\" or \"24h\", got %q", ErrInvalidConfig, key, contract.Clip(s, contract.ClipLen))
 	}
 	return v, true, nil
 }
@@ -138,7 +223,7 @@ func LoadConfig(stdin []byte, cniArgs string) (*Config, error) {
 	}
 	var raw netConf
 	if err := json.Unmarshal(stdin, &raw); err != nil {
-		return nil, fmt.Errorf("%w: network config: %s%s", ErrInvalidConfig, whereIs(stdin), clipTo(err.Error(), 300))
+		return nil, fmt.Errorf("%w: network config: %s%s", ErrInvalidConfig, whereIs(stdin), contract.Clip(err.Error(), 300))
 	}
 	if raw.Name == "" {
 		return nil, fmt.Errorf("%w: network config: key \"name\" is missing or empty", ErrInvalidConfig)
@@ -151,7 +236,7 @@ func LoadConfig(stdin []byte, cniArgs string) (*Config, error) {
 	}
 	hl, err := loadHostLocal(&raw)
 	if err != nil {
-		return nil, fmt.Errorf("%w: ipam: %s", ErrInvalidConfig, clipTo(err.Error(), 300))
+		return nil, fmt.Errorf("%w: ipam: %s", ErrInvalidConfig, contract.Clip(err.Error(), 300))
 	}
 	c := &Config{
 		Name:             raw.Name,
@@ -164,7 +249,9 @@ func LoadConfig(stdin []byte, cniArgs string) (*Config, error) {
 		HostLocalDataDir: DefaultHostLocalDataDir,
 		LogFile:          raw.IPAM.LogFile,
 		LockTimeout:      DefaultLockTimeout,
-		Reservation:      ReservationConfig{MaxDuration: DefaultMaxDuration, PoolFull: PoolFullEvict, ReuseDelay: DefaultReuseDelay},
+		HolderWait:       DefaultHolderWait,
+		Reservation: ReservationConfig{MaxDuration: DefaultMaxDuration, PoolFull: PoolFullEvict, ReuseDelay: DefaultReuseDelay,
+			MaxPerNamespace: DefaultMaxPerNamespace},
 		Args:             args,
 		Annotations:      raw.RuntimeConfig.Annotations,
 		ValidAttachments: raw.ValidAttachments,
@@ -183,31 +270,47 @@ func LoadConfig(stdin []byte, cniArgs string) (*Config, error) {
 		}
 		c.LockTimeout = d
 	}
-	if len(raw.IPAM.Reservation) > 0 && string(raw.IPAM.Reservation) != "null" {
-		var r rawReservation
-		dec := json.NewDecoder(bytes.NewReader(raw.IPAM.Reservation))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&r); err != nil {
-			return nil, fmt.Errorf("%w: ipam.reservation: %v", ErrInvalidConfig, err)
+	if d, set, err := parseDuration("ipam.holderWait", raw.IPAM.HolderWait); err != nil {
+		return nil, err
+	} else if set {
+		if d > MaxHolderWait {
+			return nil, fmt.Errorf("%w: ipam.holderWait %s is more than %s (the runtime's ADD timeout must not run out first)", ErrInvalidConfig, d, MaxHolderWait)
 		}
-		if d, set, err := parseDuration("ipam.reservation.maxDuration", r.MaxDuration); err != nil {
-			return nil, err
-		} else if set {
-			c.Reservation.MaxDuration = d
+		c.HolderWait = d
+	}
+	var r rawReservation
+	if err := decodeBlock("ipam.reservation", raw.IPAM.Reservation, &r); err != nil {
+		return nil, err
+	}
+	if d, set, err := parseDuration("ipam.reservation.maxDuration", r.MaxDuration); err != nil {
+		return nil, err
+	} else if set {
+		c.Reservation.MaxDuration = d
+	}
+	if d, set, err := parseDuration("ipam.reservation.reuseDelay", r.ReuseDelay); err != nil {
+		return nil, err
+	} else if set {
+		c.Reservation.ReuseDelay = d
+	}
+	if r.PoolFull != nil {
+		switch p := PoolFullPolicy(*r.PoolFull); p {
+		case PoolFullEvict, PoolFullFail:
+			c.Reservation.PoolFull = p
+		default:
+			return nil, fmt.Errorf("%w: ipam.reservation.poolFull=%q: want %q or %q", ErrInvalidConfig, contract.Clip(*r.PoolFull, contract.ClipLen), PoolFullEvict, PoolFullFail)
 		}
-		if d, set, err := parseDuration("ipam.reservation.reuseDelay", r.ReuseDelay); err != nil {
-			return nil, err
-		} else if set {
-			c.Reservation.ReuseDelay = d
-		}
-		if r.PoolFull != nil {
-			switch p := PoolFullPolicy(*r.PoolFull); p {
-			case PoolFullEvict, PoolFullFail:
-				c.Reservation.PoolFull = p
-			default:
-				return nil, fmt.Errorf("%w: ipam.reservation.poolFull=%q: want %q or %q", ErrInvalidConfig, clip(*r.PoolFull), PoolFullEvict, PoolFullFail)
-			}
-		}
+	}
+	if n, set, err := parseCount("ipam.reservation.maxPerNamespace", r.MaxPerNamespace, maxPerNamespaceLimit); err != nil {
+		return nil, err
+	} else if set {
+		c.Reservation.MaxPerNamespace = n
+	}
+	var ia rawIPsAnnotation
+	if err := decodeBlock("ipam.ipsAnnotation", raw.IPAM.IPsAnnotation, &ia); err != nil {
+		return nil, err
+	}
+	if c.IPsAnnotation.Namespaces, err = parseNamespaces("ipam.ipsAnnotation.namespaces", ia.Namespaces); err != nil {
+		return nil, err
 	}
 	if args.IP.IsValid() {
 		c.IPArgs = append([]net.IP{net.IP(args.IP.AsSlice())}, c.IPArgs...)
@@ -300,7 +403,10 @@ func (c *Config) Identity() (namespace, name string, viaCheckpoint bool, err err
 
 // AnnotatedIPs returns the addresses contract.AnnotationIPs asks for, each
 // checked to lie in a range set of this network (an address outside them is
-// a configuration error naming the annotation, CNI error 7).
+// a configuration error naming the annotation, CNI error 7). A pod whose
+// namespace (K8S_POD_NAMESPACE) ipam.ipsAnnotation.namespaces does not list
+// gets the same error. Which addresses may be granted at all is the
+// engine's rule (Engine.Add).
 func (c *Config) AnnotatedIPs() ([]netip.Addr, error) {
 	v, ok := c.Annotations[contract.AnnotationIPs]
 	if !ok {
@@ -310,10 +416,14 @@ func (c *Config) AnnotatedIPs() ([]netip.Addr, error) {
 	if err != nil {
 		return nil, err
 	}
+	if ns := c.Args.Namespace; !c.IPsAnnotation.Allows(ns) {
+		return nil, fmt.Errorf("%w: %s=%q: pods of namespace %q may not choose their addresses on network %s (ipam.ipsAnnotation.namespaces is %q)",
+			contract.ErrInvalidAnnotation, contract.AnnotationIPs, contract.Clip(v, contract.ClipLen), ns, c.Name, c.IPsAnnotation.Namespaces)
+	}
 	for _, ip := range ips {
 		if !slices.ContainsFunc(c.Ranges, func(rs RangeSet) bool { return rs.Contains(net.IP(ip.AsSlice())) }) {
 			return nil, fmt.Errorf("%w: %s=%q: %s is in no range of network %s (%s)", contract.ErrInvalidAnnotation,
-				contract.AnnotationIPs, clip(v), ip, c.Name, rangesString(c.Ranges))
+				contract.AnnotationIPs, contract.Clip(v, contract.ClipLen), ip, c.Name, rangesString(c.Ranges))
 		}
 	}
 	return ips, nil

@@ -81,6 +81,14 @@ func TestLoadConfigErrorsNameTheKey(t *testing.T) {
 		{"lockTimeout not a string", base(`{"type":"stickyip","subnet":"10.2.0.0/24","lockTimeout":5}`), "", "ipam.lockTimeout"},
 		{"bad poolFull", base(`{"type":"stickyip","subnet":"10.2.0.0/24","reservation":{"poolFull":"panic"}}`), "", "poolFull"},
 		{"zero lockTimeout", base(`{"type":"stickyip","subnet":"10.2.0.0/24","lockTimeout":"0s"}`), "", "lockTimeout"},
+		{"maxPerNamespace not a number", base(`{"type":"stickyip","subnet":"10.2.0.0/24","reservation":{"maxPerNamespace":"ten"}}`), "", "ipam.reservation.maxPerNamespace"},
+		{"maxPerNamespace negative", base(`{"type":"stickyip","subnet":"10.2.0.0/24","reservation":{"maxPerNamespace":-1}}`), "", "ipam.reservation.maxPerNamespace"},
+		{"maxPerNamespace fraction", base(`{"type":"stickyip","subnet":"10.2.0.0/24","reservation":{"maxPerNamespace":1.5}}`), "", "got 1.5"},
+		{"maxPerNamespace huge", base(`{"type":"stickyip","subnet":"10.2.0.0/24","reservation":{"maxPerNamespace":100000}}`), "", "100000"},
+		{"unknown ipsAnnotation key", base(`{"type":"stickyip","subnet":"10.2.0.0/24","ipsAnnotation":{"namespace":["a"]}}`), "", `ipam.ipsAnnotation: json: unknown field "namespace"`},
+		{"ipsAnnotation not an object", base(`{"type":"stickyip","subnet":"10.2.0.0/24","ipsAnnotation":["a"]}`), "", "ipam.ipsAnnotation"},
+		{"namespaces not a list", base(`{"type":"stickyip","subnet":"10.2.0.0/24","ipsAnnotation":{"namespaces":"infra"}}`), "", "ipam.ipsAnnotation.namespaces"},
+		{"namespace not a name", base(`{"type":"stickyip","subnet":"10.2.0.0/24","ipsAnnotation":{"namespaces":["infra","Kube_System"]}}`), "", `ipam.ipsAnnotation.namespaces: "Kube_System"`},
 		{"unknown CNI_ARGS", base(`{"type":"stickyip","subnet":"10.2.0.0/24"}`), "FOO=1", "FOO"},
 		{"bad IP arg", base(`{"type":"stickyip","subnet":"10.2.0.0/24"}`), "IP=10.2.0", "IP="},
 		{"long pod name", base(`{"type":"stickyip","subnet":"10.2.0.0/24"}`), "K8S_POD_NAME=" + strings.Repeat("a", 254), "K8S_POD_NAME"},
@@ -201,5 +209,47 @@ func TestReuseDelayConfig(t *testing.T) {
 	_, err = LoadConfig([]byte(`{"cniVersion":"1.0.0","name":"n","ipam":{"subnet":"10.2.0.0/24","reservation":{"reuseDelay":"soon"}}}`), "")
 	if !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), "ipam.reservation.reuseDelay") {
 		t.Fatalf("bad reuseDelay: %v", err)
+	}
+}
+
+func TestPerNamespaceConfig(t *testing.T) {
+	load := func(ipam string) *Config {
+		t.Helper()
+		c, err := LoadConfig([]byte(`{"cniVersion":"1.0.0","name":"n","ipam":{"subnet":"10.2.0.0/24"`+ipam+`},
+			"runtimeConfig":{"io.kubernetes.cri.pod-annotations":{"stickyip.io/ips":"10.2.0.9"}}}`), "K8S_POD_NAMESPACE=team-a;K8S_POD_NAME=p")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	def := load(``)
+	if def.Reservation.MaxPerNamespace != DefaultMaxPerNamespace || def.IPsAnnotation.Namespaces != nil {
+		t.Fatalf("defaults: maxPerNamespace %d, ipsAnnotation %+v", def.Reservation.MaxPerNamespace, def.IPsAnnotation)
+	}
+	if e := NewEngine(load(`,"reservation":{"maxPerNamespace":0}`), Env{}); e.maxPerNamespace != 0 {
+		t.Fatalf("maxPerNamespace 0 (no bound) not passed to the engine: %d", e.maxPerNamespace)
+	}
+	if e := NewEngine(load(`,"reservation":{"maxPerNamespace":5}`), Env{}); e.maxPerNamespace != 5 {
+		t.Fatalf("maxPerNamespace 5 not passed to the engine: %d", e.maxPerNamespace)
+	}
+	for _, tc := range []struct {
+		ipam string
+		ok   bool
+	}{
+		{``, true}, // every namespace, as host-local
+		{`,"ipsAnnotation":null`, true},
+		{`,"ipsAnnotation":{}`, true},
+		{`,"ipsAnnotation":{"namespaces":["infra","team-a"]}`, true},
+		{`,"ipsAnnotation":{"namespaces":["infra"]}`, false},
+		{`,"ipsAnnotation":{"namespaces":[]}`, false}, // nobody
+	} {
+		ips, err := load(tc.ipam).AnnotatedIPs()
+		switch {
+		case tc.ok && (err != nil || len(ips) != 1):
+			t.Errorf("%s: %v, %v; want 10.2.0.9", tc.ipam, ips, err)
+		case !tc.ok && (!errors.Is(err, contract.ErrInvalidAnnotation) || !strings.Contains(err.Error(), "team-a") ||
+			!strings.Contains(err.Error(), "ipam.ipsAnnotation.namespaces")):
+			t.Errorf("%s: err %v; want ErrInvalidAnnotation naming the namespace and the key", tc.ipam, err)
+		}
 	}
 }

@@ -17,11 +17,20 @@ var (
 	ErrInvalidArgs = errors.New("invalid CNI arguments")
 	// ErrPoolExhausted: a range set has no address to hand out.
 	ErrPoolExhausted = errors.New("no free IP address")
-	// ErrIPUnavailable: a requested address is held by someone else.
+	// ErrInvalidRequest: the requested addresses cannot be granted to
+	// anyone: outside every range, a gateway, network or broadcast address,
+	// or two in one range set.
+	ErrInvalidRequest = errors.New("invalid IP request")
+	// ErrIPUnavailable: a requested address is held, reserved, or cooling
+	// for someone else.
 	ErrIPUnavailable = errors.New("requested IP address is not available")
 	// ErrHolderAlive: the identity's address is held by another sandbox that
 	// may still be running; the runtime should try again later.
 	ErrHolderAlive = errors.New("the pod's reserved IP is still held by another sandbox")
 	// ErrNoAllocation: CHECK found no allocation for the container.
 	ErrNoAllocation = errors.New("no IP allocation recorded for this container")
+	// ErrNoNetworkConfig: a network has records in a store but no stickyip
+	// config in the CNI config dir that keeps them there, so no engine with
+	// its rules can be built (its records are left as they are).
+	ErrNoNetworkConfig = errors.New("no stickyip config for the network")
 )

@@ -39,40 +39,48 @@ type Env struct {
 	Log *slog.Logger
 }
 
-// Engine allocates addresses from a network's range sets.
+// Engine allocates addresses from a network's range sets by the rules of that
+// network's config. Build it with NewEngine: every rule (reuse delay, pool-full
+// policy, host-local import) comes from the config, so no caller can apply one
+// network's records with other rules.
 type Engine struct {
-	RangeSets []RangeSet // canonical, as returned by LoadConfig
-	Policy    PoolFullPolicy
-	// ReuseDelay keeps an address freed without a reservation out of use for
+	rangeSets []RangeSet // canonical, as returned by LoadConfig
+	policy    PoolFullPolicy
+	// reuseDelay keeps an address freed without a reservation out of use for
 	// this long while others are free (0: freed addresses are free at once).
-	ReuseDelay time.Duration
-	// HostLocalDir is host-local's data directory for this network
+	reuseDelay time.Duration
+	// hostLocalDir is host-local's data directory for this network
 	// (<hostLocalDataDir>/<network>); "" disables the import.
-	HostLocalDir string
-	Env          Env
+	hostLocalDir string
+	// maxPerNamespace bounds the identities of one namespace holding a
+	// reservation in the network (ipam.reservation.maxPerNamespace); a DEL
+	// beyond it frees instead of reserving. 0: no bound.
+	maxPerNamespace int
+	env             Env
 }
 
-// NewEngine returns the engine for a loaded config.
+// NewEngine returns the engine of the network whose loaded config is c.
 func NewEngine(c *Config, env Env) *Engine {
-	e := &Engine{RangeSets: c.Ranges, Policy: c.Reservation.PoolFull, ReuseDelay: c.Reservation.ReuseDelay, Env: env}
+	e := &Engine{rangeSets: c.Ranges, policy: c.Reservation.PoolFull, reuseDelay: c.Reservation.ReuseDelay,
+		maxPerNamespace: c.Reservation.MaxPerNamespace, env: env}
 	if c.HostLocalDataDir != "" {
-		e.HostLocalDir = c.HostLocalDataDir + "/" + c.Name
+		e.hostLocalDir = c.HostLocalDataDir + "/" + c.Name
 	}
 	return e
 }
 
 func (e *Engine) log() *slog.Logger {
-	if e.Env.Log == nil {
+	if e.env.Log == nil {
 		return slog.New(slog.DiscardHandler)
 	}
-	return e.Env.Log
+	return e.env.Log
 }
 
 func (e *Engine) now() time.Time {
-	if e.Env.Now == nil {
+	if e.env.Now == nil {
 		return time.Now()
 	}
-	return e.Env.Now()
+	return e.env.Now()
 }
 
 // alive reports whether an allocation's sandbox may still be running.
@@ -80,16 +88,16 @@ func (e *Engine) alive(r *reservation.Record) bool {
 	if r.State != reservation.Allocated {
 		return false
 	}
-	if r.BootID != "" && e.Env.BootID != "" && r.BootID != e.Env.BootID {
+	if r.BootID != "" && e.env.BootID != "" && r.BootID != e.env.BootID {
 		return false
 	}
-	if e.Env.SandboxGone == nil {
+	if e.env.SandboxGone == nil {
 		return true
 	}
-	if r.Netns != "" && e.Env.SandboxGone(r.Netns) {
+	if r.Netns != "" && e.env.SandboxGone(r.Netns) {
 		return false
 	}
-	if r.ImportedFrom != "" && e.Env.SandboxGone(r.ImportedFrom) {
+	if r.ImportedFrom != "" && e.env.SandboxGone(r.ImportedFrom) {
 		return false // host-local released the pod (its DEL went to host-local)
 	}
 	return true
@@ -131,8 +139,14 @@ func (e *Engine) Add(tx reservation.Txn, req AddRequest) ([]*reservation.Record,
 		return nil, err
 	}
 	if len(mine) > 0 {
-		slices.SortFunc(mine, func(a, b *reservation.Record) int { return a.RangeSet - b.RangeSet })
-		return mine, nil
+		dropped, err := e.dropUnassignable(tx, mine)
+		if err != nil {
+			return nil, err
+		}
+		if !dropped {
+			slices.SortFunc(mine, func(a, b *reservation.Record) int { return a.RangeSet - b.RangeSet })
+			return mine, nil
+		}
 	}
 
 	var held []*reservation.Record
@@ -158,10 +172,11 @@ func (e *Engine) Add(tx reservation.Txn, req AddRequest) ([]*reservation.Record,
 	isHeld := func(ip netip.Addr) bool {
 		return slices.ContainsFunc(held, func(h *reservation.Record) bool { return h.IP == ip })
 	}
+	never := e.unassignables()
 
 	var out []*reservation.Record
-	for i := range e.RangeSets {
-		rs := &e.RangeSets[i]
+	for i := range e.rangeSets {
+		rs := &e.rangeSets[i]
 		var ip netip.Addr
 		dynamic := false
 		switch want, ok := requested[i]; {
@@ -170,14 +185,18 @@ func (e *Engine) Add(tx reservation.Txn, req AddRequest) ([]*reservation.Record,
 			if err != nil {
 				return nil, err
 			}
-			// A cooling address may be asked for: the delay keeps stickyip
-			// from choosing it, not a pod that names it.
-			if cur != nil && cur.State != reservation.Cooling && !isHeld(want) {
+			// A cooling address goes only to the identity that last held
+			// it until its delay has passed (Housekeep dropped the ones
+			// past it): stale DNS records and conntrack entries for that
+			// pod must not reach anyone else.
+			mayTake := cur == nil || isHeld(want) ||
+				(cur.State == reservation.Cooling && !req.Identity.IsZero() && cur.LastIdentity == req.Identity)
+			if !mayTake {
 				return nil, fmt.Errorf("%w: %s is %s", ErrIPUnavailable, want, holderPhrase(cur))
 			}
 			ip = want
 		default:
-			if h := heldIn(held, rs); h != nil {
+			if h := heldIn(held, rs, never); h != nil {
 				ip = h.IP
 				break
 			}
@@ -188,7 +207,7 @@ func (e *Engine) Add(tx reservation.Txn, req AddRequest) ([]*reservation.Record,
 		}
 		rec := &reservation.Record{
 			IP: ip, RangeSet: i, State: reservation.Allocated,
-			ContainerID: req.ContainerID, IfName: req.IfName, Netns: req.Netns, BootID: e.Env.BootID,
+			ContainerID: req.ContainerID, IfName: req.IfName, Netns: req.Netns, BootID: e.env.BootID,
 			Identity: req.Identity, UID: req.UID,
 			Duration: req.Duration, RequestedDuration: req.RequestedDuration, Clamped: req.Clamped,
 			AllocatedAt: now,
@@ -216,37 +235,60 @@ func (e *Engine) Add(tx reservation.Txn, req AddRequest) ([]*reservation.Record,
 }
 
 func holderPhrase(r *reservation.Record) string {
-	if r.State == reservation.Reserved {
-		return r.Holder()
+	if r.State == reservation.Allocated {
+		return "in use by " + r.Holder()
 	}
-	return "in use by " + r.Holder()
+	return r.Holder()
 }
 
-func heldIn(held []*reservation.Record, rs *RangeSet) *reservation.Record {
+// heldIn returns the identity's record in range set rs, unless it sits on
+// an unassignable address (an earlier stickyip may have recorded one).
+func heldIn(held []*reservation.Record, rs *RangeSet, never unassignableSet) *reservation.Record {
 	for _, h := range held {
-		if rs.Contains(net.IP(h.IP.AsSlice())) {
+		if rs.Contains(net.IP(h.IP.AsSlice())) && never.why(h.IP) == "" {
 			return h
 		}
 	}
 	return nil
 }
 
-// requestedBySet maps requested addresses to their range sets, as host-local does.
+// dropUnassignable deletes recs, the allocations of one sandbox, when one of
+// them sits on an unassignable address (recorded by an earlier stickyip),
+// and says so: a retried ADD of that sandbox then allocates afresh instead
+// of returning the address.
+func (e *Engine) dropUnassignable(tx reservation.Txn, recs []*reservation.Record) (bool, error) {
+	never := e.unassignables()
+	if !slices.ContainsFunc(recs, func(r *reservation.Record) bool { return never.why(r.IP) != "" }) {
+		return false, nil
+	}
+	for _, r := range recs {
+		e.log().Warn("dropping the sandbox's allocation: one of its addresses is never given to a pod", "ip", r.IP,
+			"is", never.why(r.IP), "container", r.ContainerID)
+		if err := tx.Delete(r.IP); err != nil {
+			return false, err
+		}
+	}
+	return true, nil
+}
+
+// requestedBySet maps requested addresses to their range sets, as host-local
+// does. It is the one place every requested address passes (the annotation,
+// CNI_ARGS IP, the ips capability, args.cni.ips): an address in no range, an
+// unassignable one, or two different ones in one range set are an invalid
+// request (the same address from two sources is one request).
 func (e *Engine) requestedBySet(reqs []netip.Addr) (map[int]netip.Addr, error) {
+	never := e.unassignables()
 	out := map[int]netip.Addr{}
 	for _, ip := range reqs {
-		idx := -1
-		for i := range e.RangeSets {
-			if e.RangeSets[i].Contains(net.IP(ip.AsSlice())) {
-				idx = i
-				break
-			}
+		if why := never.why(ip); why != "" {
+			return nil, fmt.Errorf("%w: requested IP %s is %s, which is never given to a pod", ErrInvalidRequest, ip, why)
 		}
+		idx := slices.IndexFunc(e.rangeSets, func(rs RangeSet) bool { return rs.Contains(net.IP(ip.AsSlice())) })
 		if idx < 0 {
-			return nil, fmt.Errorf("%w: requested IP %s is not in any configured range", ErrIPUnavailable, ip)
+			return nil, fmt.Errorf("%w: requested IP %s is not in any configured range (%s)", ErrInvalidRequest, ip, rangesString(e.rangeSets))
 		}
-		if prev, dup := out[idx]; dup {
-			return nil, fmt.Errorf("%w: requested IPs %s and %s are in the same range set; ask for at most one per range set", ErrIPUnavailable, prev, ip)
+		if prev, dup := out[idx]; dup && prev != ip {
+			return nil, fmt.Errorf("%w: requested IPs %s and %s are in the same range set; ask for at most one per range set", ErrInvalidRequest, prev, ip)
 		}
 		out[idx] = ip
 	}
@@ -287,13 +329,13 @@ func (e *Engine) Del(tx reservation.Txn, containerID, ifname string) error {
 
 // housekeepingDue reports whether Housekeep would change anything.
 func (e *Engine) housekeepingDue(tx reservation.Txn, now time.Time) (bool, error) {
-	if e.HostLocalDir != "" {
+	if e.hostLocalDir != "" {
 		if done, err := tx.Meta(metaHostLocalImported); err != nil || done == "" {
 			return true, err
 		}
 	}
-	if e.Env.BootID != "" {
-		if last, err := tx.Meta(metaBootID); err != nil || last != e.Env.BootID {
+	if e.env.BootID != "" {
+		if last, err := tx.Meta(metaBootID); err != nil || last != e.env.BootID {
 			return true, err
 		}
 	}
@@ -306,22 +348,34 @@ func (e *Engine) housekeepingDue(tx reservation.Txn, now time.Time) (bool, error
 }
 
 // release ends an allocation as if its sandbox had been deleted at `at`:
-// with a recorded duration it becomes a reservation of its identity; else
-// it cools down for ReuseDelay (or, with no delay, is freed).
+// with a recorded duration it becomes a reservation of its identity, unless
+// the identity's namespace already holds MaxPerNamespace; else it cools
+// down for ReuseDelay (or, with no delay, is freed), remembering its last
+// identity. An allocation on an unassignable address (recorded by an
+// earlier stickyip) is dropped: it never returns to circulation.
 func (e *Engine) release(tx reservation.Txn, r *reservation.Record, at time.Time, why string) error {
 	r.LastContainerID, r.ContainerID, r.Netns = r.ContainerID, "", ""
 	r.Imported, r.ImportedFrom = false, ""
 	r.ReleasedAt = at
-	if r.Duration <= 0 || r.Identity.IsZero() {
-		if e.ReuseDelay <= 0 {
+	if never := e.unassignables().why(r.IP); never != "" {
+		e.log().Warn("dropping an allocation of an address never given to a pod (recorded by an earlier stickyip)", "ip", r.IP,
+			"is", never, "container", r.LastContainerID, "pod", r.Identity.Pod(), "why", why)
+		return tx.Delete(r.IP)
+	}
+	reserve, err := e.mayReserve(tx, r)
+	if err != nil {
+		return err
+	}
+	if !reserve {
+		if e.reuseDelay <= 0 {
 			e.log().Debug("freeing address", "ip", r.IP, "container", r.LastContainerID, "why", why)
 			return tx.Delete(r.IP)
 		}
 		e.log().Debug("freeing address; it cools down before it is handed out again", "ip", r.IP,
-			"container", r.LastContainerID, "reuseDelay", e.ReuseDelay.String(), "why", why)
+			"container", r.LastContainerID, "reuseDelay", e.reuseDelay.String(), "why", why)
 		r.State = reservation.Cooling
-		r.ExpiresAt = at.Add(e.ReuseDelay)
-		r.Identity, r.UID = reservation.Identity{}, ""
+		r.ExpiresAt = at.Add(e.reuseDelay)
+		r.LastIdentity, r.Identity, r.UID = r.Identity, reservation.Identity{}, ""
 		r.Duration, r.RequestedDuration, r.Clamped = 0, 0, false
 		return tx.Put(r)
 	}
@@ -330,6 +384,38 @@ func (e *Engine) release(tx reservation.Txn, r *reservation.Record, at time.Time
 	e.log().Info("reserving address for pod", "ip", r.IP, "pod", r.Identity.Pod(), "ifname", r.Identity.IfName,
 		"until", r.ExpiresAt.UTC().Format(time.RFC3339), "why", why)
 	return tx.Put(r)
+}
+
+// mayReserve reports whether r, being released, becomes a reservation: it
+// has a duration and an identity, and the identity's namespace holds fewer
+// than MaxPerNamespace other identities with a live reservation in the
+// network. Beyond that bound the DEL frees the address (logged), so one
+// namespace can never fill a node's pool with reservations.
+func (e *Engine) mayReserve(tx reservation.Txn, r *reservation.Record) (bool, error) {
+	if r.Duration <= 0 || r.Identity.IsZero() {
+		return false, nil
+	}
+	if e.maxPerNamespace <= 0 {
+		return true, nil
+	}
+	recs, err := tx.ByNamespace(r.Identity.Namespace)
+	if err != nil {
+		return false, err
+	}
+	now := e.now()
+	others := map[reservation.Identity]bool{}
+	for _, o := range recs {
+		if o.State == reservation.Reserved && !o.Expired(now) && o.Identity != r.Identity {
+			others[o.Identity] = true
+		}
+	}
+	if len(others) < e.maxPerNamespace {
+		return true, nil
+	}
+	e.log().Warn("not reserving: the namespace already holds the most reservations it may (ipam.reservation.maxPerNamespace); the address is freed",
+		"ip", r.IP, "pod", r.Identity.Pod(), "ifname", r.Identity.IfName, "namespace", r.Identity.Namespace,
+		"reservations", len(others), "maxPerNamespace", e.maxPerNamespace)
+	return false, nil
 }
 
 // Housekeep brings the network's records up to date before a change:
@@ -342,27 +428,27 @@ func (e *Engine) release(tx reservation.Txn, r *reservation.Record, at time.Time
 // of the first call on a full node (and an address both stores record stays
 // held by the imported allocation instead of being freed by the sweep).
 func (e *Engine) Housekeep(tx reservation.Txn, now time.Time) (expired int, err error) {
-	if e.Env.BootID != "" {
+	if e.env.BootID != "" {
 		last, err := tx.Meta(metaBootID)
 		if err != nil {
 			return 0, err
 		}
-		if last != e.Env.BootID {
+		if last != e.env.BootID {
 			if err := e.rebootSweep(tx, now); err != nil {
 				return 0, err
 			}
-			if err := tx.SetMeta(metaBootID, e.Env.BootID); err != nil {
+			if err := tx.SetMeta(metaBootID, e.env.BootID); err != nil {
 				return 0, err
 			}
 		}
 	}
-	if e.HostLocalDir != "" {
+	if e.hostLocalDir != "" {
 		done, err := tx.Meta(metaHostLocalImported)
 		if err != nil {
 			return 0, err
 		}
 		if done == "" {
-			n, err := ImportHostLocal(tx, e.HostLocalDir, e.RangeSets, e.Env.BootID, now, e.log())
+			n, err := ImportHostLocal(tx, e.hostLocalDir, e.rangeSets, e.env.BootID, now, e.log())
 			if err != nil {
 				return 0, err
 			}
@@ -376,14 +462,14 @@ func (e *Engine) Housekeep(tx reservation.Txn, now time.Time) (expired int, err 
 
 func (e *Engine) rebootSweep(tx reservation.Txn, now time.Time) error {
 	var start time.Time
-	if e.Env.BootTime != nil {
-		start = e.Env.BootTime()
+	if e.env.BootTime != nil {
+		start = e.env.BootTime()
 	}
 	if start.IsZero() || start.After(now) {
 		start = now
 	}
 	stale, err := collect(tx, func(r *reservation.Record) bool {
-		return r.State == reservation.Allocated && r.BootID != "" && r.BootID != e.Env.BootID
+		return r.State == reservation.Allocated && r.BootID != "" && r.BootID != e.env.BootID
 	})
 	if err != nil {
 		return err
@@ -480,6 +566,34 @@ func (e *Engine) Sweep(tx reservation.Txn) (expired, released int, err error) {
 	return expired, released, err
 }
 
+// ReleaseIfGone handles the allocations of (containerID, ifname) as a DEL when
+// their sandbox is gone: it belongs to a previous boot, or its network
+// namespace path is missing. A sandbox in doubt counts as alive and keeps its
+// addresses. This is the release for a caller that only knows the sandbox is
+// unknown to its runtime (checkpointd's leak reconciliation): another runtime,
+// nerdctl or cnitool may run sandboxes on the same store. It returns how many
+// allocations it released (0 with reservation.ErrNoChange when none).
+func (e *Engine) ReleaseIfGone(tx reservation.Txn, containerID, ifname string) (int, error) {
+	recs, err := tx.ByContainer(containerID, ifname)
+	if err != nil {
+		return 0, err
+	}
+	dead := slices.DeleteFunc(recs, e.alive)
+	if len(dead) == 0 {
+		return 0, reservation.ErrNoChange
+	}
+	now := e.now()
+	if _, err := e.Housekeep(tx, now); err != nil { // a previous boot's: released from the boot on
+		return 0, err
+	}
+	if _, err := e.releaseDead(tx, now, "sandbox gone", func(r *reservation.Record) bool {
+		return r.ContainerID == containerID && r.IfName == ifname
+	}); err != nil {
+		return 0, err
+	}
+	return len(dead), nil
+}
+
 // PodRelease says what ReleasePod did with one record.
 type PodRelease struct {
 	*reservation.Record
@@ -490,9 +604,11 @@ type PodRelease struct {
 
 // ReleasePod gives up the reservations of the identity namespace/name (on
 // ifname, or every interface when empty): reserved addresses are freed at
-// once; an address a live sandbox of the identity still holds keeps its
-// sandbox but loses its reservation duration, so its DEL frees it.
-func (e *Engine) ReleasePod(tx reservation.Txn, namespace, name, ifname string) ([]PodRelease, error) {
+// once (the operator's explicit choice, whatever the network's reuse delay);
+// an address a live sandbox of the identity still holds keeps its sandbox but
+// loses its reservation duration, so its DEL frees it. It needs no network
+// config, so an operator can always release.
+func ReleasePod(tx reservation.Txn, namespace, name, ifname string, log *slog.Logger) ([]PodRelease, error) {
 	recs, err := reservation.PodRecords(tx, namespace, name)
 	if err != nil {
 		return nil, err
@@ -503,7 +619,7 @@ func (e *Engine) ReleasePod(tx reservation.Txn, namespace, name, ifname string) 
 			continue
 		}
 		if r.State == reservation.Reserved {
-			e.log().Info("reservation released by the operator", "ip", r.IP, "pod", r.Identity.Pod())
+			log.Info("reservation released by the operator", "ip", r.IP, "pod", r.Identity.Pod())
 			if err := tx.Delete(r.IP); err != nil {
 				return nil, err
 			}
@@ -547,7 +663,7 @@ func (e *Engine) Check(tx reservation.Txn, containerID, ifname string, prev []ne
 		return fmt.Errorf("%w: container %s interface %s", ErrNoAllocation, containerID, ifname)
 	}
 	for _, ip := range prev {
-		inRange := slices.ContainsFunc(e.RangeSets, func(rs RangeSet) bool { return rs.Contains(net.IP(ip.AsSlice())) })
+		inRange := slices.ContainsFunc(e.rangeSets, func(rs RangeSet) bool { return rs.Contains(net.IP(ip.AsSlice())) })
 		if !inRange {
 			continue
 		}

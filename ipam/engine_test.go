@@ -39,8 +39,8 @@ func newWorld(t *testing.T, ipamJSON string) *world {
 	w.eng = NewEngine(conf, Env{})
 	// The allocation rules are tested with host-local's reuse (none);
 	// TestReuseDelay* set ReuseDelay themselves.
-	w.eng.ReuseDelay = 0
-	w.eng.Env = Env{
+	w.eng.reuseDelay = 0
+	w.eng.env = Env{
 		Now:         func() time.Time { return w.now },
 		BootID:      "boot-1",
 		BootTime:    func() time.Time { return time.Date(2026, 1, 1, 11, 0, 0, 0, time.UTC) },
@@ -162,18 +162,26 @@ func TestRequestedIPs(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		ips  []string
+		want error
 		msg  string
 	}{
-		{"held by another container", []string{"10.1.0.5"}, "in use by container c1"},
-		{"outside every range", []string{"10.9.0.5"}, "not in any configured range"},
-		{"two in one range set", []string{"10.1.0.3", "10.1.0.4"}, "same range set"},
+		// 101 is "held or reserved by someone else"; a request no one could
+		// be granted is invalid (7).
+		{"held by another container", []string{"10.1.0.5"}, ErrIPUnavailable, "in use by container c1"},
+		{"outside every range", []string{"10.9.0.5"}, ErrInvalidRequest, "not in any configured range (10.1.0.1-10.1.0.6)"},
+		{"two in one range set", []string{"10.1.0.3", "10.1.0.4"}, ErrInvalidRequest, "same range set"},
+		{"the gateway", []string{"10.1.0.1"}, ErrInvalidRequest, "10.1.0.1 is the gateway of subnet 10.1.0.0/29"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := w.add("c2", anon(2), tc.ips...)
-			if !errors.Is(err, ErrIPUnavailable) || !strings.Contains(err.Error(), tc.msg) {
-				t.Fatalf("err = %v, want ErrIPUnavailable with %q", err, tc.msg)
+			if !errors.Is(err, tc.want) || !strings.Contains(err.Error(), tc.msg) {
+				t.Fatalf("err = %v, want %v with %q", err, tc.want, tc.msg)
 			}
 		})
+	}
+	// The same address from two sources (the annotation and IP=) is one request.
+	if ips := w.mustAdd("c2", anon(2), "10.1.0.6", "10.1.0.6"); len(ips) != 1 || ips[0] != "10.1.0.6" {
+		t.Fatalf("10.1.0.6 asked twice: got %v", ips)
 	}
 	// A reserved address is not handed to another pod even when asked for.
 	w.mustAdd("cw", web, "10.1.0.3")
@@ -189,7 +197,7 @@ func TestRequestedIPs(t *testing.T) {
 
 func TestReservationLifecycle(t *testing.T) {
 	w := newWorld(t, `{"type":"stickyip","subnet":"10.1.0.0/30"}`) // only .2 is usable
-	w.eng.Policy = PoolFullFail                                    // eviction is tested on its own
+	w.eng.policy = PoolFullFail                                    // eviction is tested on its own
 	ip := w.mustAdd("c1", web)[0]
 	w.del("c1")
 	if w.stateOf(ip) != reservation.Reserved {
@@ -276,7 +284,7 @@ func TestPoolFullPolicy(t *testing.T) {
 	for _, policy := range []PoolFullPolicy{PoolFullEvict, PoolFullFail} {
 		t.Run(string(policy), func(t *testing.T) {
 			w := newWorld(t, v4Small)
-			w.eng.Policy = policy
+			w.eng.policy = policy
 			for i := range 5 {
 				p := anon(i)
 				p.keep = time.Duration(10-i) * time.Minute // p4 expires first
@@ -317,8 +325,8 @@ func TestImportAfterRebootKeepsHostLocalsAddress(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(netDir, old), []byte("hl-pod\r\neth0"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	w.eng.HostLocalDir = netDir
-	w.eng.Env.BootID = "boot-2"
+	w.eng.hostLocalDir = netDir
+	w.eng.env.BootID = "boot-2"
 	got := w.mustAdd("c-new", anon(1))
 	if got[0] == old {
 		t.Fatalf("after the reboot the new pod got %s, which host-local's file says pod hl-pod holds", old)
@@ -336,9 +344,9 @@ func TestRebootReleasesPreviousBootAllocations(t *testing.T) {
 	dbIP := w.mustAdd("c-db", db)[0]
 	// Reboot: no DEL came. The clock of web's reservation starts at boot.
 	w.now = w.now.Add(2 * time.Hour)
-	w.eng.Env.BootID = "boot-2"
+	w.eng.env.BootID = "boot-2"
 	boot := w.now.Add(-5 * time.Minute)
-	w.eng.Env.BootTime = func() time.Time { return boot }
+	w.eng.env.BootTime = func() time.Time { return boot }
 	newWeb := web
 	newWeb.uid = "uid-web-2"
 	if got := w.mustAdd("c-web2", newWeb); got[0] != webIP {
@@ -350,9 +358,9 @@ func TestRebootReleasesPreviousBootAllocations(t *testing.T) {
 	// A reservation whose clock started at boot expires duration after boot.
 	w.del("c-web2")
 	w.mustAdd("c-x", newWeb)
-	w.eng.Env.BootID = "boot-3"
+	w.eng.env.BootID = "boot-3"
 	boot3 := w.now
-	w.eng.Env.BootTime = func() time.Time { return boot3 }
+	w.eng.env.BootTime = func() time.Time { return boot3 }
 	w.now = w.now.Add(11 * time.Minute)
 	if _, err := w.add("c-other", anon(7)); err != nil {
 		t.Fatal(err)
@@ -416,7 +424,7 @@ func TestHostLocalImport(t *testing.T) {
 		}
 	}
 	w := newWorld(t, v4Small)
-	w.eng.HostLocalDir = netDir
+	w.eng.hostLocalDir = netDir
 	if got := w.mustAdd("c1", web); got[0] != "10.1.0.4" {
 		t.Fatalf("first ADD after switching got %v; .2 and .3 belong to running host-local pods", got)
 	}

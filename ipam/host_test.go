@@ -40,9 +40,9 @@ func TestImportedAllocationReleasedWhenHostLocalFreesIt(t *testing.T) {
 		t.Fatal(err)
 	}
 	w := newWorld(t, v4Small)
-	w.eng.HostLocalDir = netDir
+	w.eng.hostLocalDir = netDir
 	// The real check for host-local's files; the test's pod sandboxes stay alive.
-	w.eng.Env.SandboxGone = func(p string) bool { return filepath.Dir(p) == netDir && NetnsGone(p) }
+	w.eng.env.SandboxGone = func(p string) bool { return filepath.Dir(p) == netDir && NetnsGone(p) }
 	w.mustAdd("c1", anon(1)) // imports .2
 	sweep := func() int {
 		var n int

@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"github.com/containernetworking/cni/pkg/types"
+
+	"github.com/stickyip/stickyip/contract"
 )
 
 // Range is one address range of a range set, in host-local's configuration
@@ -102,12 +104,18 @@ func (r *Range) Canonicalize() error {
 
 // lastAddr is the subnet's last address; for IPv4 the one before broadcast.
 func lastAddr(subnet types.IPNet) net.IP {
+	end := broadcastAddr(subnet)
+	if len(end) == net.IPv4len {
+		end[3]--
+	}
+	return end
+}
+
+// broadcastAddr is the subnet's all-ones address (IPv4: its broadcast address).
+func broadcastAddr(subnet types.IPNet) net.IP {
 	end := make(net.IP, len(subnet.IP))
 	for i := range subnet.IP {
 		end[i] = subnet.IP[i] | ^subnet.Mask[i]
-	}
-	if len(end) == net.IPv4len {
-		end[3]--
 	}
 	return end
 }
@@ -208,7 +216,7 @@ func (a *ipArg) UnmarshalJSON(b []byte) error {
 	}
 	ip := net.ParseIP(s)
 	if ip == nil {
-		return fmt.Errorf("invalid IP %q", clip(s))
+		return fmt.Errorf("invalid IP %q", contract.Clip(s, contract.ClipLen))
 	}
 	*a = ipArg(ip)
 	return nil

@@ -1,7 +1,11 @@
 package ipam
 
 import (
+	"errors"
 	"fmt"
+	"log/slog"
+	"net/netip"
+	"strings"
 	"testing"
 	"time"
 
@@ -22,7 +26,7 @@ func TestReuseDelayHoldsFreedAddressesBack(t *testing.T) {
 	} {
 		t.Run(fmt.Sprint(tc.delay), func(t *testing.T) {
 			w := newWorld(t, v4Small)
-			w.eng.ReuseDelay = tc.delay
+			w.eng.reuseDelay = tc.delay
 			for i, cid := range []string{"a", "b", "c", "d", "e"} {
 				w.mustAdd(cid, anon(i)) // .2 .. .6; the round robin is at .6
 			}
@@ -45,7 +49,7 @@ func TestReuseDelayHoldsFreedAddressesBack(t *testing.T) {
 // a cooling address runs out of its delay like a reservation.
 func TestReuseDelayFullPool(t *testing.T) {
 	w := newWorld(t, v4Small)
-	w.eng.ReuseDelay = time.Minute
+	w.eng.reuseDelay = time.Minute
 	for i := 1; i <= 5; i++ {
 		w.mustAdd(fmt.Sprintf("c%d", i), anon(i)) // .2 .. .6
 	}
@@ -65,18 +69,88 @@ func TestReuseDelayFullPool(t *testing.T) {
 	}
 }
 
-// A pod that names a cooling address gets it: the delay governs what
-// stickyip chooses, not what a pod asks for.
+// A cooling address goes only to the identity that last held it until its
+// delay has passed: stale DNS records and conntrack entries for that pod
+// must not reach a stranger who names the address.
 func TestRequestedCoolingAddress(t *testing.T) {
 	w := newWorld(t, v4Small)
-	w.eng.ReuseDelay = time.Minute
-	ip := w.mustAdd("c1", anon(1))[0]
+	w.eng.reuseDelay = time.Minute
+	p1 := anon(1)
+	ip := w.mustAdd("c1", p1)[0]
 	w.del("c1")
-	if got := w.mustAdd("c2", anon(2), ip); got[0] != ip {
-		t.Fatalf("requested cooling %s, got %v", ip, got)
+	for _, tc := range []struct {
+		name string
+		who  pod
+	}{
+		{"another pod of the namespace", anon(2)},
+		{"a pod of another namespace", pod{ns: "tenant", name: "p1", uid: "t1"}},
+		{"a call without pod arguments", pod{}},
+	} {
+		_, err := w.add("x-"+tc.who.uid, tc.who, ip)
+		if !errors.Is(err, ErrIPUnavailable) || !strings.Contains(err.Error(), "cooling down until 2026-01-01T12:01:00Z") ||
+			!strings.Contains(err.Error(), "only default/p1") {
+			t.Errorf("%s asking for %s, cooling for default/p1: %v; want ErrIPUnavailable naming the end of the delay and default/p1", tc.name, ip, err)
+		}
 	}
-	if st := w.stateOf(ip); st != reservation.Allocated {
-		t.Fatalf("%s: %s", ip, st)
+	if st := w.stateOf(ip); st != reservation.Cooling {
+		t.Fatalf("%s after the refusals: %s, want still cooling", ip, st)
+	}
+	// Its last holder may have it back during the delay (same identity, new pod UID).
+	again := p1
+	again.uid = "u1-again"
+	if got := w.mustAdd("c1-again", again, ip); got[0] != ip {
+		t.Fatalf("default/p1 asking for its own cooling %s got %v", ip, got)
+	}
+	w.del("c1-again")
+	// Once the delay has passed, anyone may ask for it.
+	w.now = w.now.Add(time.Minute)
+	if got := w.mustAdd("c2", anon(2), ip); got[0] != ip {
+		t.Fatalf("after the delay default/p2 asking for %s got %v", ip, got)
+	}
+}
+
+// A cooling record written before records kept their last identity belongs
+// to nobody known: nobody may ask for it until its delay has passed.
+func TestRequestedCoolingAddressOfAnEarlierVersion(t *testing.T) {
+	w := newWorld(t, v4Small)
+	w.eng.reuseDelay = time.Minute
+	ip := netip.MustParseAddr("10.1.0.4")
+	if err := w.store.Update("net1", func(tx reservation.Txn) error {
+		return tx.Put(&reservation.Record{IP: ip, State: reservation.Cooling, AllocatedAt: w.now.Add(-time.Hour),
+			ReleasedAt: w.now, ExpiresAt: w.now.Add(time.Minute), LastContainerID: "old"})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.add("c1", anon(1), ip.String()); !errors.Is(err, ErrIPUnavailable) {
+		t.Fatalf("asking for an old cooling record's %s: %v, want ErrIPUnavailable", ip, err)
+	}
+	w.now = w.now.Add(time.Minute)
+	if got := w.mustAdd("c1", anon(1), ip.String()); got[0] != ip.String() {
+		t.Fatalf("after its delay got %v", got)
+	}
+}
+
+// The pool-full fallback hands out the address cooled longest whoever last
+// held it: the pod did not choose it (documented: the delay is a
+// preference when nothing else is free).
+func TestReuseDelayFullPoolRemembersLastHolder(t *testing.T) {
+	w := newWorld(t, v4Small)
+	w.eng.reuseDelay = time.Minute
+	for i := 1; i <= 5; i++ {
+		w.mustAdd(fmt.Sprintf("c%d", i), anon(i))
+	}
+	w.del("c3")
+	var rec reservation.Record
+	for _, r := range w.records() {
+		if r.IP.String() == "10.1.0.4" {
+			rec = r
+		}
+	}
+	if rec.State != reservation.Cooling || rec.LastIdentity != (reservation.Identity{Namespace: "default", Name: "p3", IfName: "eth0"}) || !rec.Identity.IsZero() {
+		t.Fatalf("10.1.0.4 after its DEL: %+v; want cooling, last held by default/p3, held by nobody", rec)
+	}
+	if got := w.mustAdd("n1", pod{ns: "tenant", name: "x", uid: "x"}); got[0] != "10.1.0.4" {
+		t.Fatalf("full pool: got %v, want the cooling 10.1.0.4", got)
 	}
 }
 
@@ -87,7 +161,7 @@ func TestReleasePod(t *testing.T) {
 	other := w.mustAdd("c2", pod{ns: "default", name: "other", uid: "o", keep: time.Hour})
 	var done []PodRelease
 	if err := w.store.Update("net1", func(tx reservation.Txn) (err error) {
-		done, err = w.eng.ReleasePod(tx, "default", "web", "")
+		done, err = ReleasePod(tx, "default", "web", "", slog.New(slog.DiscardHandler))
 		return err
 	}); err != nil {
 		t.Fatal(err)
@@ -102,7 +176,7 @@ func TestReleasePod(t *testing.T) {
 	}
 	// A live holder keeps its address but loses its duration: its DEL frees it.
 	if err := w.store.Update("net1", func(tx reservation.Txn) (err error) {
-		done, err = w.eng.ReleasePod(tx, "default", "other", "eth0")
+		done, err = ReleasePod(tx, "default", "other", "eth0", slog.New(slog.DiscardHandler))
 		return err
 	}); err != nil || len(done) != 2 || done[0].Dropped {
 		t.Fatalf("ReleasePod(other) = %+v, %v", done, err)
@@ -117,7 +191,7 @@ func TestReleasePod(t *testing.T) {
 
 func TestSummary(t *testing.T) {
 	w := newWorld(t, v4Small)
-	w.eng.ReuseDelay = time.Minute
+	w.eng.reuseDelay = time.Minute
 	w.mustAdd("a", anon(1))
 	w.mustAdd("b", web)
 	w.mustAdd("c", anon(3))

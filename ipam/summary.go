@@ -4,6 +4,7 @@ import (
 	"math"
 	"math/big"
 	"net"
+	"net/netip"
 	"time"
 
 	"github.com/stickyip/stickyip/reservation"
@@ -13,7 +14,8 @@ import (
 type SetSummary struct {
 	RangeSet int    `json:"rangeSet"`
 	Ranges   string `json:"ranges"`
-	// Size counts the addresses the range set hands out (gateways excluded).
+	// Size counts the addresses the range set hands out (gateways, network
+	// and broadcast addresses excluded).
 	Size int `json:"size"`
 	// Allocated: held by sandboxes; Reserved: kept for deleted pods;
 	// Cooling: freed less than reservation.reuseDelay ago; Free: the rest.
@@ -29,12 +31,13 @@ type SetSummary struct {
 // records outside every range set (the ranges changed) are returned in
 // outside.
 func (e *Engine) Summary(tx reservation.Txn, now time.Time) (sets []SetSummary, outside int, err error) {
-	sets = make([]SetSummary, len(e.RangeSets))
-	for i := range e.RangeSets {
-		sets[i] = SetSummary{RangeSet: i, Ranges: e.RangeSets[i].String(), Size: setSize(e.RangeSets[i])}
+	never := e.unassignables()
+	sets = make([]SetSummary, len(e.rangeSets))
+	for i := range e.rangeSets {
+		sets[i] = SetSummary{RangeSet: i, Ranges: e.rangeSets[i].String(), Size: setSize(e.rangeSets[i], never)}
 	}
 	err = tx.ForEach(func(r *reservation.Record) error {
-		i := e.setOf(r)
+		i := e.setOf(r, never)
 		if i < 0 {
 			outside++
 			return nil
@@ -77,9 +80,14 @@ func Totals(sets []SetSummary, outside int) PoolTotals {
 	return t
 }
 
-func (e *Engine) setOf(r *reservation.Record) int {
-	for i := range e.RangeSets {
-		if rng := e.RangeSets[i].RangeFor(net.IP(r.IP.AsSlice())); rng != nil && !rng.Gateway.Equal(net.IP(r.IP.AsSlice())) {
+// setOf returns the range set a record's address is handed out from, or -1
+// (outside every range set, or an unassignable address).
+func (e *Engine) setOf(r *reservation.Record, never unassignableSet) int {
+	if never.why(r.IP) != "" {
+		return -1
+	}
+	for i := range e.rangeSets {
+		if e.rangeSets[i].Contains(net.IP(r.IP.AsSlice())) {
 			return i
 		}
 	}
@@ -87,14 +95,19 @@ func (e *Engine) setOf(r *reservation.Record) int {
 }
 
 // setSize counts the addresses a range set hands out: each range from start
-// to end, minus its gateway when inside (capped at MaxInt32 for IPv6).
-func setSize(rs RangeSet) int {
+// to end, minus the unassignable addresses inside it (capped at MaxInt32 for
+// IPv6).
+func setSize(rs RangeSet, never unassignableSet) int {
 	total := new(big.Int)
 	for _, r := range rs {
 		n := new(big.Int).Sub(new(big.Int).SetBytes(r.RangeEnd.To16()), new(big.Int).SetBytes(r.RangeStart.To16()))
 		n.Add(n, big.NewInt(1))
-		if r.Gateway != nil && r.Contains(r.Gateway) {
-			n.Sub(n, big.NewInt(1))
+		seen := map[netip.Addr]bool{}
+		for _, u := range never {
+			if !seen[u.ip] && r.Contains(net.IP(u.ip.AsSlice())) {
+				seen[u.ip] = true
+				n.Sub(n, big.NewInt(1))
+			}
 		}
 		if n.Sign() > 0 {
 			total.Add(total, n)

@@ -22,6 +22,7 @@ func TestToCNIErrorCodes(t *testing.T) {
 		{reservation.ErrLocked, types.ErrTryAgainLater},
 		{ipam.ErrPoolExhausted, CodePoolExhausted},
 		{ipam.ErrIPUnavailable, CodeIPUnavailable},
+		{ipam.ErrInvalidRequest, types.ErrInvalidNetworkConfig},
 		{ipam.ErrNoAllocation, types.ErrUnknownContainer},
 		{reservation.ErrCorrupt, CodeStoreUnreadable},
 		{reservation.ErrFutureSchema, CodeStoreUnreadable},

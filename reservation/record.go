@@ -23,6 +23,8 @@ const (
 	Reserved State = "reserved"
 	// Cooling: freed without a reservation less than the reuse delay ago; it
 	// is handed out again only after ExpiresAt, or when nothing else is free.
+	// LastIdentity remembers who held it: only that identity may ask for it
+	// before ExpiresAt.
 	Cooling State = "cooling"
 )
 
@@ -77,6 +79,12 @@ type Record struct {
 	ExpiresAt   time.Time `json:"expiresAt,omitzero"` // Reserved and Cooling only
 	// LastContainerID remembers the sandbox that held a Reserved IP.
 	LastContainerID string `json:"lastContainerID,omitempty"`
+	// LastIdentity is the identity that held a Cooling address (zero when
+	// it had none, or when a stickyip before this field freed it). It is
+	// not indexed: a cooling address belongs to nobody, it is only refused
+	// to other identities that ask for it. Older binaries ignore the field,
+	// so it needs no schema step.
+	LastIdentity Identity `json:"lastIdentity,omitzero"`
 	// Imported is set for allocations imported from a host-local data
 	// directory; ImportedFrom is host-local's file for the address. While that
 	// file exists host-local still has the pod; once it is gone (the pod's DEL
@@ -119,6 +127,9 @@ func (r *Record) Holder() string {
 	if r.State == Cooling {
 		fmt.Fprintf(&b, "freed at %s and cooling down until %s (ipam.reservation.reuseDelay)",
 			r.ReleasedAt.UTC().Format(time.RFC3339), r.ExpiresAt.UTC().Format(time.RFC3339))
+		if !r.LastIdentity.IsZero() {
+			fmt.Fprintf(&b, "; until then only %s, its last holder, may ask for it", r.LastIdentity.Pod())
+		}
 		return b.String()
 	}
 	if r.State == Reserved {

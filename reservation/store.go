@@ -40,6 +40,9 @@ type Txn interface {
 	ByContainer(containerID, ifname string) ([]*Record, error)
 	// ByIdentity returns the records (allocated or reserved) of an identity.
 	ByIdentity(id Identity) ([]*Record, error)
+	// ByNamespace returns the records (allocated or reserved) whose identity
+	// is in namespace, reading no other record.
+	ByNamespace(namespace string) ([]*Record, error)
 	// UsedFrom calls fn with every IP that has a record, in ascending order,
 	// starting at from (inclusive) and staying in from's address family, until
 	// fn returns false.

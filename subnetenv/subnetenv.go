@@ -12,6 +12,8 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+
+	"github.com/stickyip/stickyip/contract"
 )
 
 // DefaultPath is where flanneld writes the node's lease.
@@ -95,7 +97,7 @@ func Parse(data []byte) (Lease, error) {
 			dst = &l.Subnet6
 		case "FLANNEL_MTU":
 			if n, err := strconv.Atoi(v); err != nil || n < 68 || n > 65535 {
-				return bad("FLANNEL_MTU=%q", clip(v))
+				return bad("FLANNEL_MTU=%q", contract.Clip(v, contract.ClipLen))
 			}
 			continue
 		default:
@@ -103,7 +105,7 @@ func Parse(data []byte) (Lease, error) {
 		}
 		p, err := netip.ParsePrefix(v)
 		if err != nil {
-			return bad("%s=%q: %v", k, clip(v), err)
+			return bad("%s=%q: %v", k, contract.Clip(v, contract.ClipLen), err)
 		}
 		*dst = p
 	}
@@ -128,11 +130,4 @@ func Parse(data []byte) (Lease, error) {
 		}
 	}
 	return l, nil
-}
-
-func clip(s string) string {
-	if len(s) > 60 {
-		return s[:60] + "…"
-	}
-	return s
 }

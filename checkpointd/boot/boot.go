@@ -22,7 +22,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/stickyip/stickyip/checkpointd/checkpoint"
+	"github.com/stickyip/stickyip/checkpointd/safefile"
 )
 
 // FileName is the tracker's file inside its directory. It has no '_', so it
@@ -118,7 +118,7 @@ func (t *Tracker) write() error {
 	if err != nil {
 		return err
 	}
-	return checkpoint.WriteFileAtomic(t.path, data, 0o600)
+	return safefile.Write(t.path, data, 0o600)
 }
 
 // OnTmpfs reports whether dir is on a memory file system, which a reboot

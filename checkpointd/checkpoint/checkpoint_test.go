@@ -237,28 +237,6 @@ func TestInvalidIdentities(t *testing.T) {
 	}
 }
 
-func TestWriteFileAtomicReplaces(t *testing.T) {
-	dir := t.TempDir()
-	p := filepath.Join(dir, "f.yaml")
-	for _, content := range []string{"one", "two"} {
-		if err := WriteFileAtomic(p, []byte(content), 0o640); err != nil {
-			t.Fatal(err)
-		}
-		got, _ := os.ReadFile(p)
-		if string(got) != content {
-			t.Errorf("content %q, want %q", got, content)
-		}
-	}
-	st, _ := os.Stat(p)
-	if st.Mode().Perm() != 0o640 {
-		t.Errorf("mode %v, want 0640", st.Mode().Perm())
-	}
-	entries, _ := os.ReadDir(dir)
-	if len(entries) != 1 {
-		t.Errorf("%d files in dir, want no temporary files left", len(entries))
-	}
-}
-
 func TestAbsenceMark(t *testing.T) {
 	s := newStore(t)
 	id := ID{"default", "web"}

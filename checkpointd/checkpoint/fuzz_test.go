@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"errors"
 	"testing"
+
+	"github.com/stickyip/stickyip/checkpointd/safefile"
 )
 
 // FuzzDecode: a checkpoint file's content is either a verified record or an
@@ -11,7 +13,7 @@ import (
 // bytes.
 func FuzzDecode(f *testing.F) {
 	good, _ := jsonRecord()
-	f.Add(Frame(Format, good))
+	f.Add(safefile.Frame(Format, good))
 	f.Add([]byte(`{"format":"stickyip.io/checkpoint/v1","length":2,"sha256":"x"}` + "\n{}"))
 	f.Add([]byte("\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
@@ -25,8 +27,8 @@ func FuzzDecode(f *testing.F) {
 		if rec.Pod == nil {
 			t.Fatal("accepted a record without a pod")
 		}
-		payload, err := Unframe(Format, data)
-		if err != nil || !bytes.Equal(Frame(Format, payload), data) {
+		payload, err := safefile.Unframe(Format, data)
+		if err != nil || !bytes.Equal(safefile.Frame(Format, payload), data) {
 			t.Fatalf("accepted data that does not frame back: %v", err)
 		}
 	})

@@ -25,11 +25,13 @@ import (
 
 	"github.com/stickyip/stickyip/checkpointd/boot"
 	"github.com/stickyip/stickyip/checkpointd/checkpoint"
+	"github.com/stickyip/stickyip/checkpointd/contact"
 	"github.com/stickyip/stickyip/checkpointd/cri"
 	"github.com/stickyip/stickyip/checkpointd/flannel"
 	"github.com/stickyip/stickyip/checkpointd/ipamstore"
 	"github.com/stickyip/stickyip/checkpointd/kube"
 	"github.com/stickyip/stickyip/checkpointd/metrics"
+	"github.com/stickyip/stickyip/checkpointd/placement"
 	"github.com/stickyip/stickyip/checkpointd/policy"
 	"github.com/stickyip/stickyip/checkpointd/reconcile"
 	"github.com/stickyip/stickyip/contract"
@@ -46,7 +48,7 @@ type Config struct {
 	CRIEndpoint               string
 	DataDir                   string // stickyip data dir; "" disables IPAM reconciliation
 	CNIConfDir                string // CNI network configs, for pool sizes and flannel networks; "" disables
-	FlannelSubnetFile         string // flanneld's lease; "" disables keeping it
+	FlannelSubnetFile         string // flanneld's lease; "auto": the flannel plugin's (see SubnetFile); "" disables keeping it
 	AllowNamespaces           string
 	AllowPrivilegedNamespaces string
 	Grace                     time.Duration
@@ -61,6 +63,7 @@ type Config struct {
 	Reservation               string
 	Volumes                   string // "copy" or "drop"
 	ListenAddress             string // "" disables the HTTP endpoints
+	Placement                 bool   // publish the node's sticky identities as IPHold records (needs DataDir)
 	Log                       *slog.Logger
 }
 
@@ -152,8 +155,13 @@ func RestConfig(kubeconfig string, timeout time.Duration) (*rest.Config, error) 
 	return cfg, nil
 }
 
-// Run runs the daemon until ctx is done. When it returns it has removed
-// every static copy it placed: no copy outlives its keeper.
+// Run runs the daemon until ctx is done. When it returns it has removed the
+// manifests of the static copies it placed (their files stay: a copy the
+// kubelet keeps running still reads them). While the API server is away
+// the kubelet keeps running such a copy, and a restarted checkpointd writes
+// the same manifest back; once the kubelet reaches the API server it stops
+// every copy whose manifest is gone, so a copy never outlives its keeper
+// for longer than that.
 func Run(ctx context.Context, cfg Config) error {
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
@@ -170,6 +178,11 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	pol, _ := policy.Parse(cfg.AllowNamespaces, cfg.AllowPrivilegedNamespaces)
 	log := cfg.Log
+	subnetFile, err := SubnetFile(cfg.FlannelSubnetFile, cfg.CNIConfDir)
+	if err != nil {
+		return err
+	}
+	cfg.FlannelSubnetFile = subnetFile
 	// client-go logs through klog: send it to the same structured log.
 	klog.SetSlogLogger(log.With("component", "client-go"))
 	rc, err := RestConfig(cfg.Kubeconfig, cfg.Timeout)
@@ -183,6 +196,12 @@ func Run(ctx context.Context, cfg Config) error {
 	store, err := checkpoint.New(cfg.CheckpointDir)
 	if err != nil {
 		return err
+	}
+	clock, err := contact.Open(cfg.CheckpointDir)
+	if err != nil {
+		// Unknown counts as out of contact forever: only pods nothing
+		// replaces are restored until the API server answers again.
+		log.Warn("only pods that no controller replaces will be restored until the API server answers", "err", err)
 	}
 	tracker, err := boot.Open(cfg.VolumeDir, boot.KernelBootID())
 	if err != nil {
@@ -220,12 +239,20 @@ func Run(ctx context.Context, cfg Config) error {
 		Node: cfg.NodeName, ProbeInterval: cfg.ProbeInterval, Timeout: cfg.Timeout, Watch: watch,
 		Log: log.With("component", "api"),
 	})
+	var pub *placement.Publisher
+	if cfg.Placement && ipamStore != nil {
+		pub, err = placement.New(rc, placement.Options{Node: cfg.NodeName, Store: ipamStore, Interval: cfg.Interval,
+			Timeout: cfg.Timeout, Registry: m.Registry, Log: log.With("component", "placement")})
+		if err != nil {
+			return fmt.Errorf("placement client: %w", err)
+		}
+	}
 	events := kube.NewRecorder(cs, cfg.NodeName, log)
 	defer events.Stop()
 	rec := reconcile.New(reconcile.Config{
 		Node: cfg.NodeName, Store: store, StaticDir: cfg.StaticPodDir, VolumeDir: cfg.VolumeDir,
 		Runtime: runtime, API: api, Boot: tracker, Policy: pol, IPAM: ipamStore, Events: events, Lease: lease,
-		Metrics: m, Log: log,
+		Contact: clock, Metrics: m, Log: log,
 		Grace: cfg.Grace, Stable: cfg.Stable, Refresh: cfg.Refresh, LeakMinAge: cfg.LeakMinAge,
 		RestoreTimeout: cfg.RestoreTimeout, CorruptRetention: cfg.CorruptRetention,
 		Reservation: cfg.Reservation, SkipVolumes: cfg.Volumes == "drop",
@@ -235,7 +262,7 @@ func Run(ctx context.Context, cfg Config) error {
 		"checkpointDir", cfg.CheckpointDir, "staticPodDir", cfg.StaticPodDir, "volumeDir", cfg.VolumeDir,
 		"newBoot", tracker.Fresh(), "criEndpoint", cfg.CRIEndpoint, "dataDir", cfg.DataDir, "cniConfDir", cfg.CNIConfDir,
 		"flannelSubnetFile", cfg.FlannelSubnetFile, "gracePeriod", cfg.Grace, "apiStablePeriod", cfg.Stable,
-		"interval", cfg.Interval, "volumes", cfg.Volumes, "listen", cfg.ListenAddress)
+		"interval", cfg.Interval, "volumes", cfg.Volumes, "listen", cfg.ListenAddress, "placement", pub != nil)
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -265,11 +292,16 @@ func Run(ctx context.Context, cfg Config) error {
 	wg.Add(2)
 	go func() { defer wg.Done(); api.Run(ctx) }()
 	go func() { defer wg.Done(); rec.Run(ctx, cfg.Interval) }()
+	if pub != nil {
+		wg.Add(1)
+		go func() { defer wg.Done(); pub.Run(ctx) }()
+	}
 	<-ctx.Done()
 	wg.Wait()
 	// No copy outlives its keeper: a copy nobody watches would never be
-	// handed back, and its parent would wait for its IP forever.
-	removed, err := reconcile.RemoveCopies(cfg.StaticPodDir, "")
+	// handed back, and its parent would wait for its IP forever. Its files
+	// stay (see Run's doc).
+	removed, err := reconcile.StopCopies(cfg.StaticPodDir, cfg.VolumeDir)
 	if len(removed) > 0 {
 		log.Info("checkpointd stopping: its static copies removed", "copies", strings.Join(removed, ","))
 	}
@@ -286,11 +318,14 @@ func Run(ctx context.Context, cfg Config) error {
 }
 
 // Cleanup removes what checkpointd put on the node: with all false, its
-// static copies and their files (what the systemd unit runs whenever the
-// daemon stops, crashes included); with all, also every checkpoint, stored
-// secret, absence mark, corrupt record, the saved flannel lease and the
-// per-boot files. It never touches a file it did not write. It returns the
-// paths it removed.
+// static copies' manifests (what the systemd unit runs whenever the daemon
+// stops, crashes included; the copies' files stay for a copy the kubelet
+// keeps running until it reaches the API server, and go with the next
+// checkpointd's first pass, a reboot (tmpfs) or --all); with all, also the
+// copies' files, every checkpoint, stored secret, absence mark, corrupt
+// record, the saved flannel lease, the last API contact and the per-boot
+// files. It never touches a file it did not write. It returns the paths it
+// removed.
 func Cleanup(cfg Config, all bool) ([]string, error) {
 	if cfg.KubeletConfig != "" {
 		p, err := StaticPodPath(cfg.KubeletConfig)
@@ -299,12 +334,15 @@ func Cleanup(cfg Config, all bool) ([]string, error) {
 		}
 		cfg.StaticPodDir = p
 	}
+	if !all {
+		return reconcile.StopCopies(cfg.StaticPodDir, cfg.VolumeDir)
+	}
 	removed, err := reconcile.RemoveCopies(cfg.StaticPodDir, cfg.VolumeDir)
-	if err != nil || !all {
+	if err != nil {
 		return removed, err
 	}
 	store := checkpoint.Open(cfg.CheckpointDir)
-	more, err := store.Purge(flannel.SavedFileName)
+	more, err := store.Purge(flannel.SavedFileName, contact.FileName)
 	removed = append(removed, more...)
 	if err != nil {
 		return removed, err

@@ -204,20 +204,24 @@ func TestStaticPodPathFromKubeletConfig(t *testing.T) {
 	}
 }
 
-// TestCleanup: `checkpointd cleanup` removes the copies and their files;
-// with --all everything checkpointd wrote, and never a file it did not write.
+// TestCleanup: `checkpointd cleanup` removes the copies' manifests and keeps
+// their files (a copy the kubelet keeps running during an outage still reads
+// them; issue 17 finding 2); with --all everything checkpointd wrote, and
+// never a file it did not write.
 func TestCleanup(t *testing.T) {
 	dir := t.TempDir()
 	cfg := Config{StaticPodDir: filepath.Join(dir, "manifests"), CheckpointDir: filepath.Join(dir, "ckpt"),
 		VolumeDir: filepath.Join(dir, "run")}
 	files := map[string]string{
-		"manifests/stickyip-checkpoint-default_web.yaml": "copy",
+		"manifests/stickyip-checkpoint-default_web.yaml": "copy (legacy name)",
+		"manifests/stickyip-checkpoint-default_api.json": "copy",
 		"manifests/kube-apiserver.yaml":                  "not ours",
 		"run/default_web/tls/key":                        "secret",
 		"run/boot.json":                                  "{}",
 		"ckpt/default_web.ckpt":                          "record",
 		"ckpt/default_gone.absent":                       "mark",
 		"ckpt/flannel-subnet.env":                        "lease",
+		"ckpt/api-contact":                               "2026-01-02T03:04:05Z\n",
 		"ckpt/corrupt/default_x.ckpt.123":                "evidence",
 		"ckpt/operator-notes":                            "not ours",
 	}
@@ -234,8 +238,9 @@ func TestCleanup(t *testing.T) {
 	if _, err := Cleanup(cfg, false); err != nil {
 		t.Fatal(err)
 	}
-	if exists("manifests/stickyip-checkpoint-default_web.yaml") || exists("run/default_web") || !exists("ckpt/default_web.ckpt") || !exists("run/boot.json") {
-		t.Fatal("cleanup without --all: want copies and their files gone, checkpoints and boot state kept")
+	if exists("manifests/stickyip-checkpoint-default_web.yaml") || exists("manifests/stickyip-checkpoint-default_api.json") ||
+		!exists("run/default_web/tls/key") || !exists("ckpt/default_web.ckpt") || !exists("run/boot.json") || !exists("ckpt/api-contact") {
+		t.Fatal("cleanup without --all: want the copies' manifests gone; their files, checkpoints, API contact and boot state kept")
 	}
 	if _, err := Cleanup(cfg, true); err != nil {
 		t.Fatal(err)

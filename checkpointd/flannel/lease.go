@@ -37,12 +37,13 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/stickyip/stickyip/checkpointd/checkpoint"
+	"github.com/stickyip/stickyip/checkpointd/safefile"
 	"github.com/stickyip/stickyip/subnetenv"
 )
 
-// DefaultSubnetFile is where flanneld writes the node's lease.
-const DefaultSubnetFile = subnetenv.DefaultPath
+// SubnetFileFromCNI is the --flannel-subnet-file value (the default) that
+// takes the lease file from the flannel plugin's own configuration.
+const SubnetFileFromCNI = "auto"
 
 // SavedFileName is the saved lease's name in the checkpoint directory.
 const SavedFileName = "flannel-subnet.env"
@@ -51,7 +52,7 @@ const SavedFileName = "flannel-subnet.env"
 // of the file the Keeper put back this boot. It has no '_' (see boot.FileName).
 const MarkerFileName = "flannel-lease"
 
-// savedFormat is the header format of the saved lease (checkpoint.Frame).
+// savedFormat is the header format of the saved lease (safefile.Frame).
 const savedFormat = "stickyip.io/flannel-lease/v1"
 
 // maxLeaseSize bounds what is read as a lease.
@@ -72,7 +73,7 @@ const (
 
 // Keeper saves and puts back the lease.
 type Keeper struct {
-	// SubnetFile is flanneld's file (DefaultSubnetFile).
+	// SubnetFile is flanneld's file, the one the flannel CNI plugin reads.
 	SubnetFile string
 	// SavedFile is the saved copy on persistent disk.
 	SavedFile string
@@ -122,7 +123,7 @@ func (k *Keeper) saveCurrent(cur []byte) (Outcome, error) {
 	if err := os.MkdirAll(filepath.Dir(k.SavedFile), 0o700); err != nil {
 		return None, err
 	}
-	if err := checkpoint.WriteFileAtomic(k.SavedFile, checkpoint.Frame(savedFormat, cur), 0o600); err != nil {
+	if err := safefile.Write(k.SavedFile, safefile.Frame(savedFormat, cur), 0o600); err != nil {
 		return None, fmt.Errorf("save flannel lease: %w", err)
 	}
 	k.Log.Info("flannel subnet lease saved for the next boot", "subnets", lease.String(), "file", k.SavedFile)
@@ -161,7 +162,7 @@ func (k *Keeper) putBack() (Outcome, error) {
 	}
 	// Write the marker first: a crash between the two leaves a marker for a
 	// file that is not there, which the next round treats like no file.
-	if err := checkpoint.WriteFileAtomic(k.MarkerFile, []byte(fileID(tmp.Name())), 0o600); err != nil {
+	if err := safefile.Write(k.MarkerFile, []byte(fileID(tmp.Name())), 0o600); err != nil {
 		return None, fmt.Errorf("record the lease put back: %w", err)
 	}
 	// link(2) never replaces: if flanneld wrote its file meanwhile, it wins.
@@ -171,7 +172,7 @@ func (k *Keeper) putBack() (Outcome, error) {
 		}
 		return None, fmt.Errorf("put back flannel lease: %w", err)
 	}
-	if err := checkpoint.SyncDir(dir); err != nil {
+	if err := safefile.SyncDir(dir); err != nil {
 		return None, err
 	}
 	k.Log.Warn("flanneld has not written a subnet lease this boot: the lease of the last boot was put back so pods get a network",
@@ -184,7 +185,7 @@ func (k *Keeper) readSaved() ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	return checkpoint.Unframe(savedFormat, data)
+	return safefile.Unframe(savedFormat, data)
 }
 
 func readLimited(path string) ([]byte, error) {

@@ -23,8 +23,9 @@ type Store struct {
 	confDir string
 }
 
-// WithCNIConfDir makes Pools count the stickyip networks configured in dir.
-// Without it the store does not know its networks' ranges.
+// WithCNIConfDir names the CNI config dir the store's networks are configured
+// in: Pools counts them, ReleaseContainer applies their rules. Without it the
+// store does not know its networks (Pools is empty, nothing is released).
 func (s *Store) WithCNIConfDir(dir string) *Store {
 	s.confDir = dir
 	return s
@@ -95,13 +96,23 @@ func (s *Store) Entries() ([]reservation.Entry, error) {
 	return out, nil
 }
 
-// ReleaseContainer runs the engine's DEL for (containerID, ifname): recorded
-// reservation durations become reservations, the rest is freed. Allocations
-// of a previous boot are first released the way the plugin does (their
-// reservation clock starts at the new boot).
-func (s *Store) ReleaseContainer(network, containerID, ifname string) error {
-	eng := &ipam.Engine{Env: s.env}
-	return s.store.Update(network, func(tx reservation.Txn) error {
-		return eng.Del(tx, containerID, ifname)
+// ReleaseContainer handles the allocations of (containerID, ifname), whose
+// sandbox the runtime does not list, as a CNI DEL if the engine finds the
+// sandbox gone (previous boot, network namespace missing): recorded
+// reservation durations become reservations, the rest cools down by the
+// network's reuse delay. A sandbox in doubt may belong to another runtime or
+// to cnitool and keeps its addresses; released says whether any were
+// released. The engine is built from the network's config in the CNI config
+// dir; without one nothing is changed (ipam.ErrNoNetworkConfig).
+func (s *Store) ReleaseContainer(network, containerID, ifname string) (released bool, err error) {
+	eng, err := ipam.NetworkEngine(s.confDir, network, s.store.Dir(), s.env)
+	if err != nil {
+		return false, err
+	}
+	err = s.store.Update(network, func(tx reservation.Txn) error {
+		n, err := eng.ReleaseIfGone(tx, containerID, ifname)
+		released = n > 0
+		return err
 	})
+	return released, err
 }

@@ -1,9 +1,10 @@
 package ipamstore
 
 import (
+	"errors"
 	"maps"
 
-	"github.com/stickyip/stickyip/checkpointd/flannel"
+	"github.com/stickyip/stickyip/subnetenv"
 
 	"net/netip"
 	"os"
@@ -54,7 +55,7 @@ func rec(ip, state, cid, ns, name string, dur time.Duration) *reservation.Record
 }
 
 func newStore(dir string) *Store {
-	return NewWithEnv(dir, 2*time.Second, ipam.Env{Now: func() time.Time { return now }, BootID: "boot-1"})
+	return NewWithEnv(dir, 2*time.Second, ipam.Env{Now: func() time.Time { return now }, BootID: "boot-1", SandboxGone: ipam.NetnsGone})
 }
 
 func byIP(t *testing.T, s *Store) map[string]reservation.Entry {
@@ -72,16 +73,20 @@ func byIP(t *testing.T, s *Store) map[string]reservation.Entry {
 
 func TestAllocationsAndRelease(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "stickyip")
+	gone := filepath.Join(t.TempDir(), "cni-gone") // its directory exists, the namespace does not
+	withNetns := func(r *reservation.Record, netns string) *reservation.Record { r.Netns = netns; return r }
 	seed(t, dir,
-		rec("10.244.1.2", "allocated", "sb-keep", "default", "web", 5*time.Minute),
-		rec("10.244.1.3", "allocated", "sb-plain", "default", "plain", 0),
+		withNetns(rec("10.244.1.2", "allocated", "sb-keep", "default", "web", 5*time.Minute), gone),
+		withNetns(rec("10.244.1.3", "allocated", "sb-plain", "default", "plain", 0), gone),
 		rec("10.244.1.4", "reserved", "", "default", "gone", 5*time.Minute),
 		rec("10.244.1.5", "reserved", "", "default", "other", 5*time.Minute),
+		// cnitool's, or another runtime's: unknown to the CRI, its namespace alive.
+		withNetns(rec("10.244.1.6", "allocated", "sb-other-runtime", "default", "nerd", 0), "/proc/self/ns/net"),
 	)
-	s := newStore(dir)
+	s := newStore(dir).WithCNIConfDir(writeConf(t, "cbr0", dir, `"reservation":{"reuseDelay":"1m"}`))
 	got := byIP(t, s)
-	if len(got) != 4 {
-		t.Fatalf("%d entries, want 4: %+v", len(got), got)
+	if len(got) != 5 {
+		t.Fatalf("%d entries, want 5: %+v", len(got), got)
 	}
 	a := got["10.244.1.2"]
 	if a.Network != "cbr0" || a.State != reservation.Allocated || a.ContainerID != "sb-keep" || a.IfName != "eth0" ||
@@ -89,20 +94,32 @@ func TestAllocationsAndRelease(t *testing.T) {
 		t.Errorf("allocation = %+v", a)
 	}
 
-	// DEL of a leaked sandbox: with a duration the IP becomes a reservation,
-	// without one it is freed.
-	if err := s.ReleaseContainer("cbr0", "sb-keep", "eth0"); err != nil {
-		t.Fatal(err)
+	// Without the network's config nothing is released (its rules unknown).
+	bare := newStore(dir)
+	if released, err := bare.ReleaseContainer("cbr0", "sb-plain", "eth0"); released || !errors.Is(err, ipam.ErrNoNetworkConfig) {
+		t.Fatalf("release without a CNI config dir: %v, %v; want ErrNoNetworkConfig", released, err)
 	}
-	if err := s.ReleaseContainer("cbr0", "sb-plain", "eth0"); err != nil {
-		t.Fatal(err)
+
+	// DEL of a leaked sandbox whose namespace is gone: with a duration the IP
+	// becomes a reservation, without one it cools by the network's reuse delay.
+	for _, cid := range []string{"sb-keep", "sb-plain"} {
+		if released, err := s.ReleaseContainer("cbr0", cid, "eth0"); err != nil || !released {
+			t.Fatalf("release %s: %v, %v; want released", cid, released, err)
+		}
+	}
+	// A sandbox whose namespace still exists keeps its address.
+	if released, err := s.ReleaseContainer("cbr0", "sb-other-runtime", "eth0"); err != nil || released {
+		t.Fatalf("release of a sandbox with a live namespace: %v, %v; want kept", released, err)
 	}
 	got = byIP(t, s)
 	if r := got["10.244.1.2"]; r.State != reservation.Reserved || r.Identity.Name != "web" || !r.ExpiresAt.Equal(now.Add(5*time.Minute)) {
 		t.Errorf("after DEL: %+v, want reserved for default/web until now+5m", r)
 	}
-	if _, ok := got["10.244.1.3"]; ok {
-		t.Error("allocation without duration not freed by DEL")
+	if r := got["10.244.1.3"]; r.State != reservation.Cooling || !r.ExpiresAt.Equal(now.Add(time.Minute)) {
+		t.Errorf("allocation without duration after DEL: %+v, want cooling until now+1m (the configured reuse delay)", r)
+	}
+	if r := got["10.244.1.6"]; r.State != reservation.Allocated || r.ContainerID != "sb-other-runtime" {
+		t.Errorf("allocation with a live namespace: %+v, want still allocated", r)
 	}
 
 	// Reservations of other pods are never touched by checkpointd.
@@ -111,6 +128,19 @@ func TestAllocationsAndRelease(t *testing.T) {
 			t.Errorf("%s: %+v, want still reserved", ip, r)
 		}
 	}
+}
+
+// writeConf writes a conflist of network keeping its records in dataDir,
+// with extra keys in its ipam block, and returns its directory.
+func writeConf(t *testing.T, network, dataDir, extra string) string {
+	t.Helper()
+	confDir := t.TempDir()
+	conf := `{"cniVersion":"1.0.0","name":"` + network + `","plugins":[{"type":"bridge","ipam":{"type":"stickyip","dataDir":"` + dataDir +
+		`","hostLocalDataDir":"","subnet":"10.244.1.0/24",` + extra + `}}]}`
+	if err := os.WriteFile(filepath.Join(confDir, "10-"+network+".conflist"), []byte(conf), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return confDir
 }
 
 func TestMissingStoreIsEmpty(t *testing.T) {
@@ -170,7 +200,7 @@ func TestFreeFromCNIConfig(t *testing.T) {
 	if err != nil || len(nets) != 1 || nets[0] != "cbr0" {
 		t.Errorf("FlannelNetworks = %v, %v; want [cbr0]", nets, err)
 	}
-	if nets, _ := FlannelNetworks(confDir, flannel.DefaultSubnetFile); len(nets) != 0 {
+	if nets, _ := FlannelNetworks(confDir, subnetenv.DefaultPath); len(nets) != 0 {
 		t.Errorf("FlannelNetworks of another subnet file = %v, want none", nets)
 	}
 }

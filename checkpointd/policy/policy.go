@@ -6,14 +6,15 @@
 // namespaces whose pods may carry node-level power into a copy.
 //
 // Node-level power is what the Pod Security Standards' baseline profile
-// forbids (privileged containers, host namespaces, hostPath volumes, host
-// ports, unmasked /proc, unconfined seccomp or AppArmor, custom SELinux
-// users, roles and types, unsafe sysctls, Windows host processes) and, more
-// strictly than baseline, any added capability.
+// forbids (see baseline.go, one check per control, in every init, regular
+// and ephemeral container), plus gitRepo and flexVolume volumes, which run
+// node-side code on the pod's behalf.
 //
-// Pods the kubelet would not restart (restartPolicy other than Always) and
+// Refused in every namespace, privileged ones too: pods whose parent could
+// run at the same time as its copy (hostNetwork, host ports: see overlap.go),
+// pods the kubelet would not restart (restartPolicy other than Always) and
 // pods that need the API server to run (persistent volume claims, generic
-// ephemeral volumes, resource claims) are refused too.
+// ephemeral volumes, resource claims).
 package policy
 
 import (
@@ -31,6 +32,7 @@ const (
 	ReasonPrivileged    = "privileged"
 	ReasonRestartPolicy = "restart-policy"
 	ReasonUnsupported   = "needs-api-server"
+	ReasonOverlap       = "parent-and-copy-overlap"
 )
 
 // Policy is the operator's allowlist.
@@ -106,9 +108,13 @@ func (p Policy) Evaluate(pod *corev1.Pod) Verdict {
 	if needs := NeedsAPIServer(pod); len(needs) > 0 {
 		return refuse(ReasonUnsupported, "it cannot run without the API server: %s", strings.Join(needs, "; "))
 	}
+	if overlap := Overlap(pod); len(overlap) > 0 {
+		return refuse(ReasonOverlap, "its copy and the pod itself could run at the same time when the API server is back (%s); refused in every namespace",
+			strings.Join(overlap, "; "))
+	}
 	if power := NodePower(pod); len(power) > 0 && !p.privilegedAllowed(pod.Namespace) {
 		return refuse(ReasonPrivileged, "it would give a static copy node-level power (%s) and namespace %q is not in --allow-privileged-namespaces (%s)",
-			strings.Join(power, "; "), pod.Namespace, orNone(p.PrivilegedNamespaces))
+			joinFindings(power), pod.Namespace, orNone(p.PrivilegedNamespaces))
 	}
 	return Verdict{Allowed: true}
 }
@@ -126,112 +132,6 @@ func NeedsAPIServer(pod *corev1.Pod) []string {
 	}
 	if len(pod.Spec.ResourceClaims) > 0 {
 		out = append(out, "it uses resource claims")
-	}
-	return out
-}
-
-// safeSysctls are the sysctls the Pod Security Standards allow at baseline.
-var safeSysctls = map[string]bool{
-	"kernel.shm_rmid_forced": true, "net.ipv4.ip_local_port_range": true, "net.ipv4.ip_unprivileged_port_start": true,
-	"net.ipv4.tcp_syncookies": true, "net.ipv4.ping_group_range": true, "net.ipv4.ip_local_reserved_ports": true,
-	"net.ipv4.tcp_keepalive_time": true, "net.ipv4.tcp_fin_timeout": true, "net.ipv4.tcp_keepalive_intvl": true,
-	"net.ipv4.tcp_keepalive_probes": true,
-}
-
-// seLinuxTypes are the SELinux types baseline allows.
-var seLinuxTypes = map[string]bool{"": true, "container_t": true, "container_init_t": true, "container_kvm_t": true, "container_engine_t": true}
-
-// NodePower lists what in pod would give a static copy node-level power.
-func NodePower(pod *corev1.Pod) []string {
-	var out []string
-	add := func(format string, args ...any) { out = append(out, fmt.Sprintf(format, args...)) }
-	s := &pod.Spec
-	if s.HostNetwork {
-		add("hostNetwork")
-	}
-	if s.HostPID {
-		add("hostPID")
-	}
-	if s.HostIPC {
-		add("hostIPC")
-	}
-	for _, v := range s.Volumes {
-		if v.HostPath != nil {
-			add("hostPath volume %q (%s)", v.Name, v.HostPath.Path)
-		}
-	}
-	if sc := s.SecurityContext; sc != nil {
-		out = append(out, seccompAppArmorSELinux("pod", sc.SeccompProfile, sc.AppArmorProfile, sc.SELinuxOptions)...)
-		if sc.WindowsOptions != nil && sc.WindowsOptions.HostProcess != nil && *sc.WindowsOptions.HostProcess {
-			add("pod is a Windows host process")
-		}
-		for _, sy := range sc.Sysctls {
-			if !safeSysctls[sy.Name] {
-				add("unsafe sysctl %s", sy.Name)
-			}
-		}
-	}
-	for k, v := range pod.Annotations {
-		if strings.HasPrefix(k, "container.apparmor.security.beta.kubernetes.io/") && v == "unconfined" {
-			add("AppArmor unconfined (%s)", k)
-		}
-	}
-	for _, c := range allContainers(s) {
-		where := fmt.Sprintf("container %q", c.Name)
-		for _, p := range c.Ports {
-			if p.HostPort != 0 {
-				add("%s hostPort %d", where, p.HostPort)
-			}
-		}
-		sc := c.SecurityContext
-		if sc == nil {
-			continue
-		}
-		if sc.Privileged != nil && *sc.Privileged {
-			add("%s is privileged", where)
-		}
-		if sc.Capabilities != nil && len(sc.Capabilities.Add) > 0 {
-			caps := make([]string, len(sc.Capabilities.Add))
-			for i, c := range sc.Capabilities.Add {
-				caps[i] = string(c)
-			}
-			add("%s adds capabilities %s", where, strings.Join(caps, ","))
-		}
-		if sc.ProcMount != nil && *sc.ProcMount == corev1.UnmaskedProcMount {
-			add("%s has an unmasked /proc", where)
-		}
-		if sc.WindowsOptions != nil && sc.WindowsOptions.HostProcess != nil && *sc.WindowsOptions.HostProcess {
-			add("%s is a Windows host process", where)
-		}
-		out = append(out, seccompAppArmorSELinux(where, sc.SeccompProfile, sc.AppArmorProfile, sc.SELinuxOptions)...)
-	}
-	return out
-}
-
-func seccompAppArmorSELinux(where string, sp *corev1.SeccompProfile, ap *corev1.AppArmorProfile, se *corev1.SELinuxOptions) []string {
-	var out []string
-	if sp != nil && sp.Type == corev1.SeccompProfileTypeUnconfined {
-		out = append(out, where+" seccomp Unconfined")
-	}
-	if ap != nil && ap.Type == corev1.AppArmorProfileTypeUnconfined {
-		out = append(out, where+" AppArmor Unconfined")
-	}
-	if se != nil && (se.User != "" || se.Role != "" || !seLinuxTypes[se.Type]) {
-		out = append(out, where+" custom SELinux user, role or type")
-	}
-	return out
-}
-
-func allContainers(s *corev1.PodSpec) []*corev1.Container {
-	var out []*corev1.Container
-	for i := range s.InitContainers {
-		out = append(out, &s.InitContainers[i])
-	}
-	for i := range s.Containers {
-		out = append(out, &s.Containers[i])
-	}
-	for i := range s.EphemeralContainers {
-		out = append(out, (*corev1.Container)(&s.EphemeralContainers[i].EphemeralContainerCommon))
 	}
 	return out
 }

@@ -40,63 +40,6 @@ func TestDefaultsAllowOnlyKubeSystemAndNoPower(t *testing.T) {
 	}
 }
 
-// Every way a pod spec can hand node-level power to a static copy is
-// refused unless the namespace is allowed privileged pods.
-func TestNodePowerRefusedUnlessAllowed(t *testing.T) {
-	for name, mut := range map[string]func(*corev1.Pod){
-		"privileged": func(p *corev1.Pod) {
-			p.Spec.Containers[0].SecurityContext = &corev1.SecurityContext{Privileged: ptr(true)}
-		},
-		"privileged init": func(p *corev1.Pod) {
-			p.Spec.InitContainers = []corev1.Container{{Name: "i", SecurityContext: &corev1.SecurityContext{Privileged: ptr(true)}}}
-		},
-		"hostNetwork": func(p *corev1.Pod) { p.Spec.HostNetwork = true },
-		"hostPID":     func(p *corev1.Pod) { p.Spec.HostPID = true },
-		"hostIPC":     func(p *corev1.Pod) { p.Spec.HostIPC = true },
-		"hostPath": func(p *corev1.Pod) {
-			p.Spec.Volumes = []corev1.Volume{{Name: "root", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/"}}}}
-		},
-		"hostPort": func(p *corev1.Pod) {
-			p.Spec.Containers[0].Ports = []corev1.ContainerPort{{ContainerPort: 80, HostPort: 80}}
-		},
-		"added capability": func(p *corev1.Pod) {
-			p.Spec.Containers[0].SecurityContext = &corev1.SecurityContext{Capabilities: &corev1.Capabilities{Add: []corev1.Capability{"NET_ADMIN"}}}
-		},
-		"unmasked proc": func(p *corev1.Pod) {
-			m := corev1.UnmaskedProcMount
-			p.Spec.Containers[0].SecurityContext = &corev1.SecurityContext{ProcMount: &m}
-		},
-		"seccomp unconfined": func(p *corev1.Pod) {
-			p.Spec.SecurityContext = &corev1.PodSecurityContext{SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeUnconfined}}
-		},
-		"apparmor unconfined annotation": func(p *corev1.Pod) {
-			p.Annotations = map[string]string{"container.apparmor.security.beta.kubernetes.io/c": "unconfined"}
-		},
-		"selinux type": func(p *corev1.Pod) {
-			p.Spec.SecurityContext = &corev1.PodSecurityContext{SELinuxOptions: &corev1.SELinuxOptions{Type: "spc_t"}}
-		},
-		"unsafe sysctl": func(p *corev1.Pod) {
-			p.Spec.SecurityContext = &corev1.PodSecurityContext{Sysctls: []corev1.Sysctl{{Name: "kernel.panic", Value: "1"}}}
-		},
-	} {
-		t.Run(name, func(t *testing.T) {
-			pod := basePod("infra")
-			mut(pod)
-			strict, _ := Parse("infra", "")
-			if v := strict.Evaluate(pod); v.Allowed || v.Reason != ReasonPrivileged {
-				t.Errorf("not allowed privileged: %+v, want refused", v)
-			}
-			loose, err := Parse("infra", "infra")
-			if err != nil {
-				t.Fatal(err)
-			}
-			if v := loose.Evaluate(pod); !v.Allowed {
-				t.Errorf("namespace allowed privileged pods: %+v, want allowed", v)
-			}
-		})
-	}
-}
-
 func TestHarmlessSettingsAllowed(t *testing.T) {
 	pod := basePod("kube-system")
 	pod.Spec.SecurityContext = &corev1.PodSecurityContext{RunAsUser: ptr(int64(1000)), FSGroup: ptr(int64(2000)),

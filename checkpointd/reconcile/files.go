@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/stickyip/stickyip/checkpointd/checkpoint"
+	"github.com/stickyip/stickyip/checkpointd/safefile"
 	"github.com/stickyip/stickyip/checkpointd/sanitize"
 )
 
@@ -67,7 +68,7 @@ func writeFiles(volumeDir string, id checkpoint.ID, res *sanitize.Result) error 
 				break
 			}
 		}
-		if err := checkpoint.WriteFileAtomic(p, f.Data, os.FileMode(f.Mode)); err != nil {
+		if err := safefile.Write(p, f.Data, os.FileMode(f.Mode)); err != nil {
 			return err
 		}
 		if f.GID != nil {
@@ -76,7 +77,7 @@ func writeFiles(volumeDir string, id checkpoint.ID, res *sanitize.Result) error 
 			}
 		}
 	}
-	return checkpoint.SyncDir(base)
+	return safefile.SyncDir(base)
 }
 
 // convertedDirs lists the host directories the copy's converted volumes mount.

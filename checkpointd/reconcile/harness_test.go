@@ -21,6 +21,7 @@ import (
 
 	"github.com/stickyip/stickyip/checkpointd/boot"
 	"github.com/stickyip/stickyip/checkpointd/checkpoint"
+	"github.com/stickyip/stickyip/checkpointd/contact"
 	"github.com/stickyip/stickyip/checkpointd/cri"
 	"github.com/stickyip/stickyip/checkpointd/metrics"
 	"github.com/stickyip/stickyip/checkpointd/policy"
@@ -111,13 +112,19 @@ func (f *fakeAPI) del(ns, name string) {
 type fakeIPAM struct {
 	entries []reservation.Entry
 	deleted []string // "network/containerID/ifname"
+	// alive: containers whose network namespace still exists (the engine
+	// keeps their allocations).
+	alive map[string]bool
 }
 
 func (f *fakeIPAM) Entries() ([]reservation.Entry, error) {
 	return append([]reservation.Entry(nil), f.entries...), nil
 }
 
-func (f *fakeIPAM) ReleaseContainer(network, containerID, ifname string) error {
+func (f *fakeIPAM) ReleaseContainer(network, containerID, ifname string) (bool, error) {
+	if f.alive[containerID] {
+		return false, nil
+	}
 	f.deleted = append(f.deleted, network+"/"+containerID+"/"+ifname)
 	var keep []reservation.Entry
 	for _, e := range f.entries {
@@ -127,7 +134,7 @@ func (f *fakeIPAM) ReleaseContainer(network, containerID, ifname string) error {
 		keep = append(keep, e)
 	}
 	f.entries = keep
-	return nil
+	return true, nil
 }
 
 func entry(network, ip string, state reservation.State, cid, pod string, at time.Time) reservation.Entry {
@@ -231,6 +238,10 @@ func (h *harness) start() {
 		h.t.Fatal(err)
 	}
 	h.cfg.Boot = tr
+	// The last API contact is read from the checkpoint directory, as the daemon does.
+	if h.cfg.Contact, err = contact.Open(h.store.Dir()); err != nil {
+		h.t.Fatal(err)
+	}
 	h.r = New(h.cfg)
 	// A new process's API client starts unreachable and sees any change now.
 	h.api.since = h.now

@@ -4,7 +4,6 @@ import (
 	"time"
 
 	"github.com/stickyip/stickyip/checkpointd/checkpoint"
-	"github.com/stickyip/stickyip/checkpointd/state"
 )
 
 // pruneCorrupt deletes corrupt checkpoints set aside longer than
@@ -30,7 +29,7 @@ func (r *Reconciler) gauges(s *snapshot) {
 	m.Checkpoints.Set(float64(len(s.records)))
 	m.RestoresActive.Set(float64(len(s.copies)))
 	up := 0.0
-	if s.api == state.APIReachable || s.api == state.APIRecovering {
+	if s.api.Up() {
 		up = 1
 	}
 	m.APIReachable.Set(up)

@@ -13,8 +13,9 @@ import (
 // DEL (the DEL never came) and sets the IPAM gauges. An allocation is a leak
 // only when it is older than LeakMinAge (a sandbox being created is not
 // listed while its ADD runs) and its sandbox was missing in two passes in a
-// row. The runtime's list is the whole truth: a sandbox the runtime knows, in
-// any state, is not a leak.
+// row. A sandbox the runtime knows, in any state, is not a leak; one it does
+// not know is released only if the IPAM engine finds it gone (previous boot,
+// network namespace missing): another runtime or cnitool may own it.
 func (r *Reconciler) reconcileIPAM(s *snapshot) {
 	if r.cfg.IPAM == nil {
 		return
@@ -42,9 +43,13 @@ func (r *Reconciler) reconcileIPAM(s *snapshot) {
 		if !r.wasMissing[key] {
 			continue // first pass it is missing: wait for the next
 		}
-		if err := r.cfg.IPAM.ReleaseContainer(e.Network, e.ContainerID, e.IfName); err != nil {
+		released, err := r.cfg.IPAM.ReleaseContainer(e.Network, e.ContainerID, e.IfName)
+		if err != nil {
 			r.problem(checkpoint.ID{}, "ipam-leak", fmt.Sprintf("cannot release leaked allocation %s (%s)", e.IP, e.ContainerID), err)
 			continue
+		}
+		if !released {
+			continue // its network namespace is still there: another runtime's, or in doubt
 		}
 		delete(missing, key)
 		r.cfg.Metrics.ReconciledLeaks.Inc()

@@ -19,9 +19,6 @@ import (
 	"github.com/stickyip/stickyip/contract"
 )
 
-// StaticPrefix starts the file name of every static copy checkpointd writes.
-const StaticPrefix = "stickyip-checkpoint-"
-
 // snapshot is everything a pass looks at, read once at its start.
 type snapshot struct {
 	now time.Time
@@ -131,10 +128,11 @@ func (r *Reconciler) observe(ctx context.Context) (*snapshot, error) {
 
 // copyPath returns the static manifest path of id's copy.
 func copyPath(staticDir string, id checkpoint.ID) string {
-	return filepath.Join(staticDir, StaticPrefix+id.Key()+".yaml")
+	return filepath.Join(staticDir, id.StaticName())
 }
 
-// listCopies lists the static copies present in the static pod directory.
+// listCopies lists the static copies present in the static pod directory,
+// those an earlier version wrote under the legacy name too.
 func listCopies(dir string) (map[checkpoint.ID]bool, error) {
 	out := map[checkpoint.ID]bool{}
 	entries, err := os.ReadDir(dir)
@@ -145,15 +143,27 @@ func listCopies(dir string) (map[checkpoint.ID]bool, error) {
 		return nil, fmt.Errorf("read static pod dir: %w", err)
 	}
 	for _, e := range entries {
-		name := e.Name()
-		if !strings.HasPrefix(name, StaticPrefix) || !strings.HasSuffix(name, ".yaml") {
-			continue
-		}
-		if id, ok := splitID(strings.TrimSuffix(strings.TrimPrefix(name, StaticPrefix), ".yaml")); ok {
+		if id, ok := copyID(e.Name()); ok {
 			out[id] = true
 		}
 	}
 	return out, nil
+}
+
+// copyID returns the identity whose static copy file name is name, current
+// or legacy.
+func copyID(name string) (checkpoint.ID, bool) {
+	rest, ok := strings.CutPrefix(name, checkpoint.StaticPrefix)
+	if !ok {
+		return checkpoint.ID{}, false
+	}
+	key, ok := strings.CutSuffix(rest, checkpoint.StaticSuffix)
+	if !ok {
+		if key, ok = strings.CutSuffix(rest, checkpoint.LegacyStaticSuffix); !ok {
+			return checkpoint.ID{}, false
+		}
+	}
+	return splitID(key)
 }
 
 // listFiles lists the copies' volume directories (<namespace>_<name>).

@@ -213,7 +213,6 @@ func TestPolicy(t *testing.T) {
 	elsewhere := pod("app", "uid-ns", "nginx", true)
 	elsewhere.Namespace = "team-a"
 	priv := pod("agent", "uid-priv", "nginx", true)
-	priv.Spec.HostNetwork = true
 	priv.Spec.Containers[0].SecurityContext = &corev1.SecurityContext{Privileged: func() *bool { b := true; return &b }()}
 	job := pod("job", "uid-job", "nginx", true)
 	job.Spec.RestartPolicy = corev1.RestartPolicyNever
@@ -236,7 +235,7 @@ func TestPolicy(t *testing.T) {
 		t.Fatalf("refusal events %v, want one per pod", ev)
 	}
 	for _, want := range []string{`team-a/app CheckpointRefused: checkpointd on node node1 will not checkpoint this pod: namespace "team-a"`,
-		"default/agent CheckpointRefused", "hostNetwork", "default/job CheckpointRefused", "restartPolicy is Never"} {
+		"default/agent CheckpointRefused", `privileged: container "c" is privileged`, "default/job CheckpointRefused", "restartPolicy is Never"} {
 		if !strings.Contains(strings.Join(ev, "\n"), want) {
 			t.Errorf("refusal events %v do not say %q", ev, want)
 		}
@@ -263,12 +262,33 @@ func TestPolicy(t *testing.T) {
 		t.Fatal("allowed privileged pod not restored")
 	}
 	// ...then, still during the outage, the operator narrows the policy and
-	// restarts checkpointd: copy and checkpoint go at once.
+	// restarts checkpointd: the copy's manifest goes at once (the kubelet
+	// stops it when it reaches the API server), the checkpoint stays: a
+	// refusal blocks restores but deletes nothing (issue 17 finding 3).
 	h.cfg.Policy, _ = policy.Parse("default,kube-system", "")
 	h.start()
 	h.pass()
-	if h.staticManifest(agent) != nil || h.saved(agent) != nil {
-		t.Error("copy or checkpoint of a pod the policy now refuses kept")
+	if h.staticManifest(agent) != nil {
+		t.Error("copy of a pod the policy now refuses kept")
+	}
+	if h.saved(agent) == nil {
+		t.Fatal("checkpoint deleted by a narrower policy during the outage")
+	}
+	// A typo at the next boot, still during the outage: nothing restored, nothing deleted.
+	h.cfg.Policy, _ = policy.Parse("kube-sytem", "")
+	h.reboot()
+	h.advance(grace)
+	h.pass()
+	if h.staticManifest(agent) != nil || h.saved(agent) == nil {
+		t.Fatal("a policy typo at boot restored the pod or deleted its checkpoint")
+	}
+	// The typo fixed: the checkpoint is there to be restored.
+	h.cfg.Policy, _ = policy.Parse("default,kube-system", "default")
+	h.reboot()
+	h.advance(grace)
+	h.pass()
+	if h.staticManifest(agent) == nil {
+		t.Fatal("not restored once the policy allows it again")
 	}
 }
 
@@ -463,8 +483,8 @@ func TestOrphanedCopyRemovedAtStart(t *testing.T) {
 	}
 }
 
-// TestRemoveCopies: what checkpointd does when it stops, and `cleanup`:
-// every copy and its files go; static pods that are not ours stay.
+// TestRemoveCopies: `cleanup --all`: every copy and its files go; static
+// pods that are not ours stay.
 func TestRemoveCopies(t *testing.T) {
 	h := newHarness(t)
 	h.running(pod("web", "uid-1", "nginx", true))
@@ -482,7 +502,7 @@ func TestRemoveCopies(t *testing.T) {
 	if _, err := os.Stat(other); err != nil {
 		t.Errorf("a static pod checkpointd did not write was touched: %v", err)
 	}
-	if left, _ := filepath.Glob(filepath.Join(h.static, StaticPrefix+"*")); len(left) != 0 {
+	if left, _ := filepath.Glob(filepath.Join(h.static, checkpoint.StaticPrefix+"*")); len(left) != 0 {
 		t.Errorf("copies left: %v", left)
 	}
 }
@@ -694,6 +714,27 @@ func TestLeakCountResetsWhenSandboxReappears(t *testing.T) {
 	h.pass() // missing once more: still only one in a row
 	if len(h.ipam.deleted) != 0 {
 		t.Errorf("released %v although never missing twice in a row", h.ipam.deleted)
+	}
+}
+
+// TestLeakWithLiveNetnsKept: a sandbox the CRI does not list whose network
+// namespace still exists (another runtime, cnitool) keeps its allocation,
+// pass after pass, and is neither counted nor logged as a leak; once the
+// namespace is gone it is released.
+func TestLeakWithLiveNetnsKept(t *testing.T) {
+	h := newHarness(t)
+	h.ipam.entries = []reservation.Entry{entry("n", "10.0.0.2", reservation.Allocated, "cnitool", "default/a", h.now.Add(-time.Hour))}
+	h.ipam.alive = map[string]bool{"cnitool": true}
+	for range 3 {
+		h.pass()
+	}
+	if len(h.ipam.deleted) != 0 || len(h.ipam.entries) != 1 || testutil.ToFloat64(h.m.ReconciledLeaks) != 0 {
+		t.Fatalf("released %v (leaks counted %v) while its network namespace exists", h.ipam.deleted, testutil.ToFloat64(h.m.ReconciledLeaks))
+	}
+	delete(h.ipam.alive, "cnitool")
+	h.pass()
+	if strings.Join(h.ipam.deleted, ",") != "n/cnitool/eth0" || testutil.ToFloat64(h.m.ReconciledLeaks) != 1 {
+		t.Fatalf("after its namespace went: released %v, want n/cnitool/eth0 counted once", h.ipam.deleted)
 	}
 }
 

@@ -5,18 +5,21 @@
 //     checkpoint directory, the static pod directory and the copies' files
 //     once, into one snapshot (observe.go); a failure here is the daemon's
 //     own health problem and the pass does nothing else;
-//  2. track: update what the API server last said about each parent, and
-//     which parents the kubelet knows this boot (track.go);
+//  2. track: record the API contact (kept across reboots), update what the
+//     API server last said about each parent, and which parents the kubelet
+//     knows this boot (track.go);
 //  3. keep the flannel lease (lease.go; put back only when the API server has
 //     been unreachable for the grace period, before any copy is written);
 //  4. decide and act, per pod identity: state.Decide on the snapshot's
-//     inputs, then save (save.go), refuse (report.go), restore (restore.go),
-//     remove copies and files (copies.go), drop checkpoints (release.go);
+//     inputs, then carry out exactly the actions it returns: save (save.go),
+//     refuse (report.go), write files and restore (restore.go), remove
+//     copies and files (copies.go), drop checkpoints (release.go);
 //     one pod's error stays that pod's (logged and counted, never the
 //     daemon's health);
 //  5. confirm that restored copies got a running sandbox (restore.go);
-//  6. reconcile the IPAM store with the runtime (ipam.go), prune old corrupt
-//     checkpoints, set the gauges.
+//  6. reconcile the IPAM store with the runtime (ipam.go), forget the
+//     identities that left (memory.go), prune old corrupt checkpoints, set
+//     the gauges.
 //
 // Every step is idempotent: what fails is retried by the next pass. Only
 // the loop's goroutine touches the Reconciler's state, except Health.
@@ -32,6 +35,7 @@ import (
 
 	"github.com/stickyip/stickyip/checkpointd/boot"
 	"github.com/stickyip/stickyip/checkpointd/checkpoint"
+	"github.com/stickyip/stickyip/checkpointd/contact"
 	"github.com/stickyip/stickyip/checkpointd/cri"
 	"github.com/stickyip/stickyip/checkpointd/flannel"
 	"github.com/stickyip/stickyip/checkpointd/metrics"
@@ -64,9 +68,11 @@ type Events interface {
 type IPAM interface {
 	// Entries lists the records of every network.
 	Entries() ([]reservation.Entry, error)
-	// ReleaseContainer handles the container's allocation as a CNI DEL
-	// (reservation when it has a duration, else freed).
-	ReleaseContainer(network, containerID, ifname string) error
+	// ReleaseContainer handles the allocation of a container the runtime
+	// does not list as a CNI DEL (reservation when it has a duration, else
+	// freed) if the IPAM engine finds its sandbox gone; released is false
+	// when the sandbox may be alive (its network namespace still exists).
+	ReleaseContainer(network, containerID, ifname string) (released bool, err error)
 }
 
 // PoolCounter is implemented by IPAMs that know their networks' ranges.
@@ -88,6 +94,7 @@ type Config struct {
 	IPAM      IPAM            // optional
 	Events    Events          // optional
 	Lease     *flannel.Keeper // optional
+	Contact   *contact.Clock  // the last API contact; nil: unknown (only never-replaced pods are restored)
 	Metrics   *metrics.Metrics
 	Log       *slog.Logger
 
@@ -106,13 +113,13 @@ type Config struct {
 type Reconciler struct {
 	cfg Config
 
-	absentSince map[checkpoint.ID]time.Time // API said the parent is gone, since
-	said        map[checkpoint.ID]bool      // the API said present (true) or absent (false) this run
-	captured    map[checkpoint.ID]time.Time // last secret/configMap capture
-	restored    map[checkpoint.ID]*restore  // copies written and not yet seen running, or not yet handed back
-	reported    map[string]string           // "<id>\x00<topic>" -> last message logged
-	wasMissing  map[string]bool             // IPAM allocations whose sandbox was missing last pass
-	decided     map[checkpoint.ID]string    // last decision logged, per identity (logged on change)
+	pods map[checkpoint.ID]*memory // per identity; pruned when it leaves
+	// node: per daemon-level topic, the last message logged.
+	node map[string]string
+	// bootUnrecorded: the pods the kubelet knows this boot could not be
+	// written; restores are held back until they are.
+	bootUnrecorded bool
+	wasMissing     map[string]bool // IPAM allocations whose sandbox was missing last pass
 
 	mu      sync.Mutex // guards lastOK and lastErr (read by Health)
 	lastOK  time.Time
@@ -131,13 +138,9 @@ func New(cfg Config) *Reconciler {
 		cfg.Metrics = metrics.New()
 	}
 	return &Reconciler{
-		cfg:         cfg,
-		absentSince: map[checkpoint.ID]time.Time{},
-		said:        map[checkpoint.ID]bool{},
-		captured:    map[checkpoint.ID]time.Time{},
-		restored:    map[checkpoint.ID]*restore{},
-		reported:    map[string]string{},
-		decided:     map[checkpoint.ID]string{},
+		cfg:  cfg,
+		pods: map[checkpoint.ID]*memory{},
+		node: map[string]string{},
 	}
 }
 
@@ -195,6 +198,7 @@ func (r *Reconciler) Reconcile(ctx context.Context) error {
 	}
 	r.confirmRestores(snap)
 	r.reconcileIPAM(snap)
+	r.prune(snap)
 	r.pruneCorrupt(snap.now)
 	r.gauges(snap)
 	r.cfg.Metrics.LastReconcileUTC.Set(float64(snap.now.Unix()))

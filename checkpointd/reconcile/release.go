@@ -1,18 +1,18 @@
 package reconcile
 
 import (
+	"time"
+
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/stickyip/stickyip/checkpointd/checkpoint"
-	"github.com/stickyip/stickyip/checkpointd/policy"
-	"github.com/stickyip/stickyip/checkpointd/state"
 )
 
 // dropCheckpoint deletes id's checkpoint (secret data included) and its
-// absence mark: the parent is gone for good, or the policy refuses it. The
-// parent's IP reservation is left alone: it expires after the pod's own
-// reserved-ip-duration, as for any deleted pod.
-func (r *Reconciler) dropCheckpoint(s *snapshot, id checkpoint.ID, in state.Input, v policy.Verdict) {
+// absence mark: the API server has said for the grace period that the
+// parent is gone. The parent's IP reservation is left alone: it expires
+// after the pod's own reserved-ip-duration, as for any deleted pod.
+func (r *Reconciler) dropCheckpoint(s *snapshot, id checkpoint.ID) {
 	if err := r.cfg.Store.Remove(id); err != nil {
 		r.problem(id, "release", "cannot remove the checkpoint", err)
 		return
@@ -24,18 +24,11 @@ func (r *Reconciler) dropCheckpoint(s *snapshot, id checkpoint.ID, in state.Inpu
 	r.solved(id, "release")
 	rec := s.records[id]
 	delete(s.records, id)
-	delete(r.captured, id)
-	delete(r.absentSince, id)
-	delete(r.said, id)
+	r.mem(id).captured = time.Time{}
 	r.cfg.Metrics.ReleasesTotal.Inc()
-	why := "the API server has reported the parent gone for the grace period"
-	if !v.Allowed {
-		why = "the node's policy refuses it: " + v.Detail
-	}
+	const why = "the API server has reported the parent gone for the grace period"
 	r.cfg.Log.Info("checkpoint released (the IP reservation keeps its own duration): "+why, "pod", id.String())
-	if p := s.parents[id]; p != nil {
-		r.event(s, p, corev1.EventTypeNormal, EventReleased, "checkpointd on node %s deleted this pod's checkpoint: %s", r.cfg.Node, why)
-	} else if rec != nil && in.API == state.APIReachable {
+	if rec != nil {
 		r.event(s, rec.Pod, corev1.EventTypeNormal, EventReleased, "checkpointd on node %s deleted this pod's checkpoint: %s", r.cfg.Node, why)
 	}
 }

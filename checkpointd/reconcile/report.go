@@ -7,7 +7,6 @@ import (
 
 	"github.com/stickyip/stickyip/checkpointd/checkpoint"
 	"github.com/stickyip/stickyip/checkpointd/policy"
-	"github.com/stickyip/stickyip/checkpointd/state"
 )
 
 // Event reasons checkpointd posts on pods.
@@ -19,7 +18,14 @@ const (
 	EventReleased   = "CheckpointReleased"
 )
 
-func reportKey(id checkpoint.ID, topic string) string { return id.String() + "\x00" + topic }
+// reported returns where problems of id (the daemon's own with a zero id)
+// are remembered, by topic.
+func (r *Reconciler) reported(id checkpoint.ID) map[string]string {
+	if id == (checkpoint.ID{}) {
+		return r.node
+	}
+	return r.mem(id).reported
+}
 
 // problem reports a failure of one step for one pod (or, with a zero id, of
 // the daemon's own bookkeeping): logged and counted once per distinct
@@ -29,11 +35,11 @@ func (r *Reconciler) problem(id checkpoint.ID, topic, msg string, err error) {
 	if err != nil {
 		text += ": " + err.Error()
 	}
-	key := reportKey(id, topic)
-	if r.reported[key] == text {
+	seen := r.reported(id)
+	if seen[topic] == text {
 		return
 	}
-	r.reported[key] = text
+	seen[topic] = text
 	r.cfg.Metrics.PodErrors.WithLabelValues(topic).Inc()
 	args := []any{"step", topic}
 	if id != (checkpoint.ID{}) {
@@ -47,9 +53,9 @@ func (r *Reconciler) problem(id checkpoint.ID, topic, msg string, err error) {
 
 // solved forgets a reported problem once its step succeeds, and says so.
 func (r *Reconciler) solved(id checkpoint.ID, topic string) {
-	key := reportKey(id, topic)
-	if _, ok := r.reported[key]; ok {
-		delete(r.reported, key)
+	seen := r.reported(id)
+	if _, ok := seen[topic]; ok {
+		delete(seen, topic)
 		r.cfg.Log.Info("step succeeds again", "step", topic, "pod", id.String())
 	}
 }
@@ -57,18 +63,18 @@ func (r *Reconciler) solved(id checkpoint.ID, topic string) {
 // note logs msg once while detail stays the same (warnings about a pod
 // that do not stop anything).
 func (r *Reconciler) note(id checkpoint.ID, topic, msg, detail string) {
-	key := reportKey(id, topic)
-	if r.reported[key] == detail {
+	seen := r.reported(id)
+	if seen[topic] == detail {
 		return
 	}
-	r.reported[key] = detail
+	seen[topic] = detail
 	r.cfg.Log.Warn(msg, "pod", id.String(), "detail", detail)
 }
 
 // event posts an Event on pod while the API server answers (an Event sent
 // during an outage would only be retried and dropped).
 func (r *Reconciler) event(s *snapshot, pod *corev1.Pod, eventType, reason, format string, args ...any) {
-	if r.cfg.Events == nil || pod == nil || (s.api != state.APIReachable && s.api != state.APIRecovering) {
+	if r.cfg.Events == nil || pod == nil || !s.api.Up() {
 		return
 	}
 	r.cfg.Events.Event(pod, eventType, reason, fmt.Sprintf(format, args...))
@@ -78,12 +84,12 @@ func (r *Reconciler) event(s *snapshot, pod *corev1.Pod, eventType, reason, form
 // UID and reason (log, metric, Event).
 func (r *Reconciler) refuse(s *snapshot, id checkpoint.ID, v policy.Verdict) {
 	p := s.parents[id]
-	key := reportKey(id, "refused")
+	seen := r.mem(id).reported
 	mark := string(p.UID) + "\x00" + v.Detail
-	if r.reported[key] == mark {
+	if seen["refused"] == mark {
 		return
 	}
-	r.reported[key] = mark
+	seen["refused"] = mark
 	r.cfg.Metrics.Refusals.WithLabelValues(v.Reason).Inc()
 	r.cfg.Log.Warn("pod opted in to checkpointing but the node's policy refuses it", "pod", id.String(), "reason", v.Reason, "detail", v.Detail)
 	r.event(s, p, corev1.EventTypeWarning, EventRefused, "checkpointd on node %s will not checkpoint this pod: %s", r.cfg.Node, v.Detail)

@@ -22,7 +22,8 @@ func (r *Reconciler) save(ctx context.Context, s *snapshot, id checkpoint.ID) {
 	parent := s.parents[id]
 	pod := stripPod(parent)
 	old := s.records[id]
-	if last, ok := r.captured[id]; ok && old != nil && samePod(old.Pod, pod) && s.now.Sub(last) < r.cfg.Refresh {
+	m := r.mem(id)
+	if last := m.captured; !last.IsZero() && old != nil && samePod(old.Pod, pod) && s.now.Sub(last) < r.cfg.Refresh {
 		return
 	}
 	if err := id.CheckLen(); err != nil {
@@ -60,7 +61,7 @@ func (r *Reconciler) save(ctx context.Context, s *snapshot, id checkpoint.ID) {
 		return
 	}
 	r.solved(id, "save")
-	r.captured[id] = s.now
+	m.captured = s.now
 	s.records[id] = rec
 	if written {
 		r.cfg.Metrics.SavesTotal.Inc()
@@ -73,11 +74,11 @@ func (r *Reconciler) save(ctx context.Context, s *snapshot, id checkpoint.ID) {
 // eventOnce posts an Event once per pod UID and message.
 func (r *Reconciler) eventOnce(s *snapshot, id checkpoint.ID, topic string, pod *corev1.Pod, eventType, reason, format string, args ...any) {
 	msg := fmt.Sprintf(format, args...)
-	key := reportKey(id, "event-"+topic)
-	if r.reported[key] == string(pod.UID)+msg {
+	seen := r.mem(id).reported
+	if seen["event-"+topic] == string(pod.UID)+msg {
 		return
 	}
-	r.reported[key] = string(pod.UID) + msg
+	seen["event-"+topic] = string(pod.UID) + msg
 	r.event(s, pod, eventType, reason, "%s", msg)
 }
 
@@ -108,13 +109,14 @@ func (r *Reconciler) capture(ctx context.Context, rec *checkpoint.Record) error 
 	return nil
 }
 
-// stripPod keeps what a checkpoint needs: identity, labels, annotations, spec.
+// stripPod keeps what a checkpoint needs: identity, labels, annotations,
+// owners (the partition rule, state.ReplacementOf, reads them), spec.
 func stripPod(p *corev1.Pod) *corev1.Pod {
 	return &corev1.Pod{
 		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
 		ObjectMeta: metav1.ObjectMeta{
 			Name: p.Name, Namespace: p.Namespace, UID: p.UID,
-			Labels: p.Labels, Annotations: p.Annotations,
+			Labels: p.Labels, Annotations: p.Annotations, OwnerReferences: p.OwnerReferences,
 		},
 		Spec: *p.Spec.DeepCopy(),
 	}

@@ -6,22 +6,29 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/kubernetes/scheme"
 )
 
-// decodeAsKubelet reads a manifest as the kubelet's file source does: YAML
-// to JSON, then JSON to a Pod.
+// decodeAsKubelet reads a manifest as the kubelet's file source does
+// (pkg/kubelet/config/common.go): utilyaml.ToJSON (JSON passes through
+// untouched, YAML is converted), then the API's deserializer.
 func decodeAsKubelet(t *testing.T, data []byte) *corev1.Pod {
 	t.Helper()
 	j, err := utilyaml.ToJSON(data)
 	if err != nil {
 		t.Fatalf("the kubelet could not read the manifest: %v\n%s", err, data)
 	}
-	var pod corev1.Pod
-	if err := json.Unmarshal(j, &pod); err != nil {
-		t.Fatalf("manifest is not a Pod: %v\n%s", err, data)
+	obj, err := runtime.Decode(scheme.Codecs.UniversalDeserializer(), j)
+	if err != nil {
+		t.Fatalf("the kubelet could not decode the manifest: %v\n%s", err, data)
 	}
-	return &pod
+	pod, ok := obj.(*corev1.Pod)
+	if !ok {
+		t.Fatalf("manifest is a %T, not a Pod\n%s", obj, data)
+	}
+	return pod
 }
 
 // sameManifest fails unless decoded is the pod Marshal was given.
@@ -57,12 +64,24 @@ func TestMarshalControlCharacters(t *testing.T) {
 	sameManifest(t, pod, got)
 }
 
-func TestEscapeForYAMLLeavesPrintableTextAlone(t *testing.T) {
-	in := []byte(`{"a":"héllo \u003c 世界 🙂","b":[1,2]}`)
-	if out := escapeForYAML(in); !bytes.Equal(out, in) {
-		t.Fatalf("escapeForYAML changed printable text: %s", out)
+// A "<<" key in a free-form map was written unquoted in the YAML manifest,
+// and the kubelet's YAML reader took it for a merge key: the copy never
+// started ("map merge requires map or sequence of maps as the value").
+// JSON manifests are read back as written.
+func TestMarshalMergeKey(t *testing.T) {
+	pod := apiPod()
+	pod.Spec.Volumes = append(pod.Spec.Volumes,
+		corev1.Volume{Name: "csi", VolumeSource: corev1.VolumeSource{CSI: &corev1.CSIVolumeSource{Driver: "example.com/d",
+			VolumeAttributes: map[string]string{"<<": "*anchor", "&a": "!!binary", "? x": "- y", "key: v": "#c"}}}},
+		corev1.Volume{Name: "flex", VolumeSource: corev1.VolumeSource{FlexVolume: &corev1.FlexVolumeSource{Driver: "example.com/f",
+			Options: map[string]string{"<<": "{a: 1}"}}}})
+	pod.Annotations["example.com/yaml"] = "<<: *a"
+	data, err := Marshal(pod)
+	if err != nil {
+		t.Fatalf("Marshal: %v", err)
 	}
-	if out := escapeForYAML([]byte("{\"a\":\"x\x7fy\"}")); string(out) != `{"a":"x\u007fy"}` {
-		t.Fatalf("DEL not escaped: %s", out)
+	if !bytes.HasPrefix(data, []byte("{")) {
+		t.Fatalf("manifest is not JSON, the kubelet would read it through YAML:\n%s", data)
 	}
+	sameManifest(t, pod, decodeAsKubelet(t, data))
 }

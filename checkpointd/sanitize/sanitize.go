@@ -51,6 +51,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/stickyip/stickyip/checkpointd/checkpoint"
+	"github.com/stickyip/stickyip/checkpointd/podspec"
 	"github.com/stickyip/stickyip/checkpointd/policy"
 	"github.com/stickyip/stickyip/contract"
 )
@@ -167,7 +168,9 @@ func Refs(pod *corev1.Pod) []Ref {
 			}
 		}
 	}
-	for _, ctr := range allContainers(&pod.Spec) {
+	kept := pod.Spec
+	kept.EphemeralContainers = nil // not in the copy
+	for _, ctr := range podspec.Containers(&kept) {
 		for _, ef := range ctr.EnvFrom {
 			if ef.ConfigMapRef != nil {
 				note("ConfigMap", ef.ConfigMapRef.Name, nil, ef.ConfigMapRef.Optional)
@@ -537,17 +540,6 @@ func inlineEnv(rec *checkpoint.Record, c *corev1.Container, warn func(string, ..
 		env = append(env, e)
 	}
 	return env, nil
-}
-
-func allContainers(spec *corev1.PodSpec) []*corev1.Container {
-	var out []*corev1.Container
-	for i := range spec.InitContainers {
-		out = append(out, &spec.InitContainers[i])
-	}
-	for i := range spec.Containers {
-		out = append(out, &spec.Containers[i])
-	}
-	return out
 }
 
 func copyMap(m map[string]string) map[string]string {

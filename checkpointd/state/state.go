@@ -14,8 +14,17 @@
 //     cannot know it (the API server has not listed it as bound here during
 //     this boot: after a reboot the kubelet has no API pods; during an outage
 //     without a reboot it still runs, restarts or deliberately stops the pods it
-//     knows), no copy is in place or still running, and the last word of the
-//     API server was not "gone".
+//     knows), no copy's manifest is in place, the last word of the API server
+//     was not "gone", and the pod's controller cannot have replaced it
+//     elsewhere yet (ReplacementOf against the time since the node's last
+//     API contact). A copy that still runs without its manifest (checkpointd
+//     restarted during the outage) gets the same manifest back: the kubelet
+//     takes it for the same pod.
+//   - WriteFiles: write the copy's secret/configMap files: with a restore,
+//     unless a running copy already has them (new directories would hide
+//     nothing from it but replace what it mounted); or when the copy's
+//     manifest stays in place and its files are missing (a reboot emptied
+//     the tmpfs).
 //   - RemoveCopy: a static copy is in place and one of: the policy refuses the
 //     pod, its checkpoint is gone, the parent itself runs, or the API server has
 //     been reachable for the stability period (the parent is bound here and gets
@@ -23,10 +32,13 @@
 //     because the API server is unreachable or has just come back.
 //   - RemoveFiles: the copy's secret/configMap files remain but neither its
 //     manifest nor a running sandbox of it does (files go after the sandbox).
-//   - DropCheckpoint: the policy refuses the pod, or the API server, reachable
-//     for the stability period, has said for the grace period that the parent
-//     is gone. The IP reservation is never touched: it keeps the pod's own
-//     duration. A transient API error never deletes anything.
+//   - DropCheckpoint: only when the API server, reachable for the stability
+//     period, has said for the grace period that the parent is gone. A policy
+//     refusal blocks restores but deletes nothing (the policy may be a
+//     mistake made during the outage the checkpoint is for; `checkpointd
+//     cleanup --all` is the operator's way). The IP reservation is never
+//     touched: it keeps the pod's own duration. A transient API error never
+//     deletes anything.
 package state
 
 import (
@@ -68,8 +80,9 @@ func (a API) String() string {
 	return fmt.Sprintf("API(%d)", int(a))
 }
 
-// up reports whether the API server answers now.
-func (a API) up() bool { return a == APIReachable || a == APIRecovering }
+// Up reports whether the API server answers now (reachable or recovering):
+// the one test of "the API server answers" every step uses.
+func (a API) Up() bool { return a == APIReachable || a == APIRecovering }
 
 // Parent is the last thing the API server said about the parent pod.
 type Parent int
@@ -124,11 +137,16 @@ type Input struct {
 	CopyRunning bool
 	// Files: the copy's secret/configMap files exist on disk.
 	Files bool
+	// Replaced: the parent's controller may have started a replacement
+	// elsewhere: ReplacementOf(the saved pod) is not Never and the time since
+	// the node's last API contact (kept across reboots; unknown counts as
+	// forever) has reached its After.
+	Replaced bool
 }
 
 func (in Input) String() string {
-	return fmt.Sprintf("api=%s parent=%s allowed=%t running=%t known=%t checkpoint=%t static=%t copyRunning=%t files=%t",
-		in.API, in.Parent, in.Allowed, in.Running, in.Known, in.Checkpoint, in.Static, in.CopyRunning, in.Files)
+	return fmt.Sprintf("api=%s parent=%s allowed=%t running=%t known=%t checkpoint=%t static=%t copyRunning=%t files=%t replaced=%t",
+		in.API, in.Parent, in.Allowed, in.Running, in.Known, in.Checkpoint, in.Static, in.CopyRunning, in.Files, in.Replaced)
 }
 
 // Why says why a static copy is removed.
@@ -149,8 +167,10 @@ type Actions struct {
 	Save bool
 	// Refuse: report that the policy refuses the parent.
 	Refuse bool
-	// Restore: write the static copy's manifest and files.
+	// Restore: write the static copy's manifest.
 	Restore bool
+	// WriteFiles: write the copy's secret/configMap files (before its manifest).
+	WriteFiles bool
 	// RemoveCopy: delete the static copy's manifest, for reason Why.
 	RemoveCopy bool
 	Why        Why
@@ -169,7 +189,7 @@ func (a Actions) String() string {
 		on   bool
 		name string
 	}{
-		{a.Save, "save"}, {a.Refuse, "refuse"}, {a.Restore, "restore"}, {a.RemoveCopy, "remove-copy"},
+		{a.Save, "save"}, {a.Refuse, "refuse"}, {a.Restore, "restore"}, {a.WriteFiles, "write-files"}, {a.RemoveCopy, "remove-copy"},
 		{a.RemoveFiles, "remove-files"}, {a.DropCheckpoint, "drop-checkpoint"},
 	} {
 		if f.on {
@@ -187,12 +207,12 @@ func Decide(in Input) Actions {
 	var a Actions
 	stable := in.API == APIReachable
 
-	if in.Parent == ParentPresent && in.API.up() {
+	if in.Parent == ParentPresent && in.API.Up() {
 		a.Refuse = !in.Allowed
 		a.Save = in.Allowed && in.Running
 	}
 
-	a.DropCheckpoint = in.Checkpoint && (!in.Allowed || (stable && in.Parent == ParentAbsentForGrace))
+	a.DropCheckpoint = in.Checkpoint && stable && in.Parent == ParentAbsentForGrace
 
 	if in.Static {
 		switch {
@@ -211,10 +231,11 @@ func Decide(in Input) Actions {
 	}
 
 	a.Restore = in.API == APIUnreachableForGrace && in.Checkpoint && in.Allowed &&
-		!in.Running && !in.Known && !in.Static && !in.CopyRunning &&
+		!in.Running && !in.Known && !in.Static && !in.Replaced &&
 		(in.Parent == ParentPresent || in.Parent == ParentUnknown)
 
-	// Restore rewrites the files itself.
+	a.WriteFiles = (a.Restore && !(in.CopyRunning && in.Files)) ||
+		(in.Static && !a.RemoveCopy && in.Checkpoint && !in.Files)
 	a.RemoveFiles = in.Files && !in.Static && !in.CopyRunning && !a.Restore
 	return a
 }

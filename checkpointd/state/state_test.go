@@ -5,16 +5,16 @@ import (
 	"testing"
 )
 
-// allInputs walks the whole input space: 4 API states x 4 parent states x 2^7
-// flags = 2048 combinations.
+// allInputs walks the whole input space: 4 API states x 4 parent states x 2^8
+// flags = 4096 combinations.
 func allInputs() []Input {
 	var all []Input
 	for _, api := range APIStates {
 		for _, p := range ParentStates {
-			for bits := 0; bits < 1<<7; bits++ {
+			for bits := 0; bits < 1<<8; bits++ {
 				b := func(i int) bool { return bits&(1<<i) != 0 }
 				all = append(all, Input{API: api, Parent: p, Allowed: b(0), Running: b(1), Known: b(2),
-					Checkpoint: b(3), Static: b(4), CopyRunning: b(5), Files: b(6)})
+					Checkpoint: b(3), Static: b(4), CopyRunning: b(5), Files: b(6), Replaced: b(7)})
 			}
 		}
 	}
@@ -26,8 +26,8 @@ func TestInputSpace(t *testing.T) {
 	for _, in := range allInputs() {
 		seen[in] = true
 	}
-	if len(seen) != 2048 {
-		t.Fatalf("input space has %d distinct combinations, want 2048", len(seen))
+	if len(seen) != 4096 {
+		t.Fatalf("input space has %d distinct combinations, want 4096", len(seen))
 	}
 }
 
@@ -45,21 +45,27 @@ var spec = []struct {
 	{"refuse", func(in Input) bool {
 		return (in.API == APIReachable || in.API == APIRecovering) && in.Parent == ParentPresent && !in.Allowed
 	}, func(a Actions) bool { return a.Refuse }},
-	{"restore", func(in Input) bool {
-		return in.API == APIUnreachableForGrace && in.Checkpoint && in.Allowed && !in.Running && !in.Known &&
-			!in.Static && !in.CopyRunning && in.Parent != ParentAbsent && in.Parent != ParentAbsentForGrace
-	}, func(a Actions) bool { return a.Restore }},
+	{"restore", restores, func(a Actions) bool { return a.Restore }},
+	{"write-files", func(in Input) bool {
+		return (restores(in) && !(in.CopyRunning && in.Files)) ||
+			(in.Static && in.Allowed && in.Checkpoint && !in.Running && in.API != APIReachable && !in.Files)
+	}, func(a Actions) bool { return a.WriteFiles }},
 	{"remove-copy", func(in Input) bool {
 		return in.Static && (!in.Allowed || !in.Checkpoint || in.Running || in.API == APIReachable)
 	}, func(a Actions) bool { return a.RemoveCopy }},
 	{"remove-files", func(in Input) bool {
-		restore := in.API == APIUnreachableForGrace && in.Checkpoint && in.Allowed && !in.Running && !in.Known &&
-			!in.Static && !in.CopyRunning && (in.Parent == ParentPresent || in.Parent == ParentUnknown)
-		return in.Files && !in.Static && !in.CopyRunning && !restore
+		return in.Files && !in.Static && !in.CopyRunning && !restores(in)
 	}, func(a Actions) bool { return a.RemoveFiles }},
 	{"drop-checkpoint", func(in Input) bool {
-		return in.Checkpoint && (!in.Allowed || (in.API == APIReachable && in.Parent == ParentAbsentForGrace))
+		return in.Checkpoint && in.API == APIReachable && in.Parent == ParentAbsentForGrace
 	}, func(a Actions) bool { return a.DropCheckpoint }},
+}
+
+// restores is the restore row of the table: a copy that runs without its
+// manifest gets it back under the same conditions as a new copy.
+func restores(in Input) bool {
+	return in.API == APIUnreachableForGrace && in.Checkpoint && in.Allowed && !in.Running && !in.Known &&
+		!in.Static && !in.Replaced && in.Parent != ParentAbsent && in.Parent != ParentAbsentForGrace
 }
 
 func TestDecideFollowsTheTableForEveryInput(t *testing.T) {
@@ -82,9 +88,20 @@ func TestDecideSafety(t *testing.T) {
 	for _, in := range allInputs() {
 		a := Decide(in)
 		name := fmt.Sprintf("%s -> %s", in, a)
-		local := !in.Allowed || !in.Checkpoint || in.Running // reasons that need no word from the API
-		if in.API != APIReachable && !local && (a.RemoveCopy || a.DropCheckpoint) {
+		if in.API != APIReachable && (a.DropCheckpoint || (a.RemoveCopy && in.Allowed && in.Checkpoint && !in.Running)) {
 			t.Errorf("%s: deleted something while the API server is unreachable or not yet stable", name)
+		}
+		if a.DropCheckpoint && !(in.API == APIReachable && in.Parent == ParentAbsentForGrace) {
+			t.Errorf("%s: dropped a checkpoint the API server has not confirmed gone", name)
+		}
+		if a.Restore && in.Replaced {
+			t.Errorf("%s: restored a pod its controller may have replaced elsewhere", name)
+		}
+		if a.WriteFiles && in.CopyRunning && in.Files && !in.Static {
+			t.Errorf("%s: replaced the files under a running copy", name)
+		}
+		if a.WriteFiles && !in.Checkpoint {
+			t.Errorf("%s: wrote files without a checkpoint", name)
 		}
 		if a.Restore && in.Known {
 			t.Errorf("%s: restored a pod the kubelet knows (it runs it, or stopped it on purpose)", name)
@@ -92,7 +109,7 @@ func TestDecideSafety(t *testing.T) {
 		if a.Restore && !in.Allowed {
 			t.Errorf("%s: restored a pod the operator's policy refuses", name)
 		}
-		if a.Restore && (in.Running || in.Static || in.CopyRunning || !in.Checkpoint) {
+		if a.Restore && (in.Running || in.Static || !in.Checkpoint) {
 			t.Errorf("%s: restored although running, already restored or nothing saved", name)
 		}
 		if a.Restore && in.API != APIUnreachableForGrace {
@@ -113,9 +130,6 @@ func TestDecideSafety(t *testing.T) {
 		if a.RemoveFiles && (in.Static || in.CopyRunning) {
 			t.Errorf("%s: removed the files of a copy that is in place or still running", name)
 		}
-		if a.DropCheckpoint && in.Allowed && in.Parent != ParentAbsentForGrace {
-			t.Errorf("%s: dropped the checkpoint of an allowed pod the API has not reported gone for the grace period", name)
-		}
 	}
 }
 
@@ -129,10 +143,22 @@ func TestSituations(t *testing.T) {
 		want string
 	}{
 		{"running pod is saved", with(func(in *Input) { in.API, in.Parent, in.Running, in.Known = APIReachable, ParentPresent, true, true }), "save"},
-		{"privileged pod in a namespace not allowed: refused, checkpoint dropped", with(func(in *Input) {
+		{"pod the policy refuses: refused, its checkpoint kept (the API has not said it is gone)", with(func(in *Input) {
 			in.API, in.Parent, in.Running, in.Known, in.Allowed = APIReachable, ParentPresent, true, true, false
-		}), "refuse,drop-checkpoint"},
-		{"reboot with the API away: restored", with(func(in *Input) { in.API = APIUnreachableForGrace }), "restore"},
+		}), "refuse"},
+		{"reboot with the API away: restored", with(func(in *Input) { in.API = APIUnreachableForGrace }), "restore,write-files"},
+		{"reboot after a partition longer than the controller waits: not restored", with(func(in *Input) {
+			in.API, in.Replaced = APIUnreachableForGrace, true
+		}), "none"},
+		{"checkpointd restarted during the outage, copy runs without its manifest: manifest back, files kept", with(func(in *Input) {
+			in.API, in.CopyRunning, in.Files = APIUnreachableForGrace, true, true
+		}), "restore"},
+		{"copy runs without manifest, but its controller may have replaced it: left for the kubelet to stop", with(func(in *Input) {
+			in.API, in.CopyRunning, in.Files, in.Replaced = APIUnreachableForGrace, true, true, true
+		}), "none"},
+		{"reboot emptied the tmpfs, the manifest survived: files rewritten", with(func(in *Input) {
+			in.API, in.Static = APIUnreachableForGrace, true
+		}), "write-files"},
 		{"outage without reboot, pod completed or evicted (kubelet knows it): not restored", with(func(in *Input) {
 			in.API, in.Parent, in.Known = APIUnreachableForGrace, ParentPresent, true
 		}), "none"},
@@ -154,9 +180,12 @@ func TestSituations(t *testing.T) {
 		{"orphaned copy (checkpoint gone) while the API is away: removed", with(func(in *Input) {
 			in.API, in.Checkpoint, in.Static = APIUnreachableForGrace, false, true
 		}), "remove-copy"},
-		{"operator narrowed the policy during the outage: copy and checkpoint removed", with(func(in *Input) {
-			in.API, in.Allowed, in.Static, in.CopyRunning = APIUnreachableForGrace, false, true, true
-		}), "remove-copy,drop-checkpoint"},
+		{"operator narrowed the policy during the outage: copy's manifest removed, checkpoint kept", with(func(in *Input) {
+			in.API, in.Allowed, in.Static, in.CopyRunning, in.Files = APIUnreachableForGrace, false, true, true, true
+		}), "remove-copy"},
+		{"narrowed policy at a boot during the outage: not restored, nothing deleted", with(func(in *Input) {
+			in.API, in.Allowed = APIUnreachableForGrace, false
+		}), "none"},
 		{"API away, last word was gone: nothing", with(func(in *Input) { in.API, in.Parent = APIUnreachableForGrace, ParentAbsent }), "none"},
 	} {
 		if got := Decide(tc.in).String(); got != tc.want {

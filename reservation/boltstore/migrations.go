@@ -17,7 +17,11 @@ type migration struct {
 	apply  func(tx *bolt.Tx) error
 }
 
-// migrations is the schema's history; its last step is SchemaVersion.
+// migrations is the schema's history; its last step is SchemaVersion. A
+// field added to the record JSON that older binaries may ignore without
+// harm needs no step (lastIdentity on cooling records: an older binary
+// ignores it and hands out a requested cooling address as it always did);
+// a bump would only make older binaries refuse the store (error 102).
 // Schema 1 is the first layout (see the package doc of that version): no
 // step produces it.
 var migrations = []migration{

@@ -208,7 +208,8 @@ func (t *txn) Delete(ip netip.Addr) error {
 	return t.ips.Delete(addrKey(ip))
 }
 
-// byPrefix loads the records whose index keys in b start with prefix.
+// byPrefix loads the records whose index keys in b start with prefix. Every
+// index key ends with the record's 16-byte address.
 func (t *txn) byPrefix(b *bolt.Bucket, prefix []byte) ([]*reservation.Record, error) {
 	if b == nil {
 		return nil, nil
@@ -216,7 +217,7 @@ func (t *txn) byPrefix(b *bolt.Bucket, prefix []byte) ([]*reservation.Record, er
 	var out []*reservation.Record
 	c := b.Cursor()
 	for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
-		a, ok := keyAddr(k[len(prefix):])
+		a, ok := keyAddr(k[max(len(prefix), len(k)-16):])
 		if !ok {
 			return nil, fmt.Errorf("%w: bad index key %q", reservation.ErrCorrupt, k)
 		}
@@ -238,6 +239,10 @@ func (t *txn) ByContainer(containerID, ifname string) ([]*reservation.Record, er
 
 func (t *txn) ByIdentity(id reservation.Identity) ([]*reservation.Record, error) {
 	return t.byPrefix(t.identities, identityPrefix(id))
+}
+
+func (t *txn) ByNamespace(namespace string) ([]*reservation.Record, error) {
+	return t.byPrefix(t.identities, []byte(namespace+"\x00"))
 }
 
 func (t *txn) UsedFrom(from netip.Addr, fn func(netip.Addr) bool) error {

@@ -140,6 +140,11 @@ func (t *Txn) ByIdentity(id reservation.Identity) ([]*reservation.Record, error)
 	return t.filter(func(r reservation.Record) bool { return !r.Identity.IsZero() && r.Identity == id }), nil
 }
 
+// ByNamespace implements reservation.Txn.
+func (t *Txn) ByNamespace(namespace string) ([]*reservation.Record, error) {
+	return t.filter(func(r reservation.Record) bool { return !r.Identity.IsZero() && r.Identity.Namespace == namespace }), nil
+}
+
 // UsedFrom implements reservation.Txn.
 func (t *Txn) UsedFrom(from netip.Addr, fn func(netip.Addr) bool) error {
 	for _, r := range t.sorted() {

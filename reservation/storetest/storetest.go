@@ -76,6 +76,14 @@ func Run(t *testing.T, update Updater) {
 			if got := ips(byID); !slices.Equal(got, []string{"10.0.0.4"}) {
 				t.Errorf("ByIdentity(db) = %v", got)
 			}
+			byNS, err := tx.ByNamespace("default")
+			must(err)
+			if got := ips(byNS); !slices.Equal(got, []string{"10.0.0.2", "10.0.0.4", "10.0.0.5", "fd00::2"}) {
+				t.Errorf("ByNamespace(default) = %v", got)
+			}
+			if byNS, _ := tx.ByNamespace("def"); len(byNS) != 0 { // a prefix of a namespace is not that namespace
+				t.Errorf("ByNamespace(def) = %v", ips(byNS))
+			}
 			var order []string
 			must(tx.ByExpiry(func(r *reservation.Record) bool { order = append(order, r.IP.String()); return true }))
 			if !slices.Equal(order, []string{"10.0.0.5", "10.0.0.4"}) {
@@ -140,6 +148,27 @@ func Run(t *testing.T, update Updater) {
 			byID, _ := tx.ByIdentity(reservation.Identity{Namespace: "default", Name: "web", IfName: "eth0"})
 			if got := ips(byID); !slices.Equal(got, []string{"fd00::2"}) {
 				t.Errorf("after delete ByIdentity(web) = %v", got)
+			}
+			return nil
+		}))
+	})
+
+	t.Run("a cooling record keeps its last identity, unindexed", func(t *testing.T) {
+		last := reservation.Identity{Namespace: "cool", Name: "web", IfName: "eth0"}
+		must(update("n3", func(tx reservation.Txn) error {
+			return tx.Put(&reservation.Record{IP: netip.MustParseAddr("10.3.0.2"), State: reservation.Cooling, AllocatedAt: t0,
+				ReleasedAt: t0, ExpiresAt: t0.Add(time.Minute), LastIdentity: last})
+		}))
+		must(update("n3", func(tx reservation.Txn) error {
+			r, err := tx.Get(netip.MustParseAddr("10.3.0.2"))
+			must(err)
+			if r == nil || r.LastIdentity != last || !r.Identity.IsZero() {
+				t.Errorf("cooling record read back as %+v", r)
+			}
+			byID, _ := tx.ByIdentity(last)
+			byNS, _ := tx.ByNamespace("cool")
+			if len(byID)+len(byNS) != 0 {
+				t.Errorf("a cooling record is found by its last identity: %v %v", ips(byID), ips(byNS))
 			}
 			return nil
 		}))

@@ -33,6 +33,7 @@ const (
 	annCheckpoint   = "stickyip.io/checkpoint"
 	annCheckpointOf = "stickyip.io/checkpoint-of"
 	annReservation  = "io.kubernetes.cri/reserved-ip-duration"
+	annIdentity     = "stickyip.io/identity"
 	annConfigSource = "kubernetes.io/config.source"
 
 	// checkpointdGrace is checkpointd's grace period in this test: how long
@@ -77,13 +78,26 @@ func (n *node) checkpointdEnv() []string {
 	}
 }
 
+// newCheckpointdNode is newNode for a stickyip node that also runs
+// checkpointd (make build), skipping or failing as newNode does when it is
+// missing.
+func newCheckpointdNode(t *testing.T) *node {
+	t.Helper()
+	n := newNode(t, nodeOptions{ipam: "stickyip"})
+	if _, err := os.Stat(filepath.Join(n.bins.project, "checkpointd")); err != nil {
+		missing(t, "%s missing (make build)", filepath.Join(n.bins.project, "checkpointd"))
+	}
+	return n
+}
+
 // startCheckpointd starts checkpointd in the node's netns, configured the
-// systemd-unit way (environment, the kubelet's kubeconfig), and waits for
-// its /healthz.
-func (n *node) startCheckpointd() {
+// systemd-unit way (environment, the kubelet's kubeconfig, then extra
+// CHECKPOINTD_* settings as /etc/default/checkpointd would override them),
+// and waits for its /healthz.
+func (n *node) startCheckpointd(extra ...string) {
 	t := n.t
 	t.Helper()
-	n.checkpointd = n.start("checkpointd", n.checkpointdEnv(), filepath.Join(n.bins.project, "checkpointd"))
+	n.checkpointd = n.start("checkpointd", append(n.checkpointdEnv(), extra...), filepath.Join(n.bins.project, "checkpointd"))
 	hc := n.httpClient()
 	eventually(t, "checkpointd /healthz", time.Minute, 500*time.Millisecond, func() (bool, string) {
 		if err := n.checkpointd.exited(); err != nil {
@@ -169,6 +183,15 @@ func (n *node) containersOf(ctx context.Context, sandboxID string) (map[string][
 // in the sandbox).
 func (n *node) copyServes(ctx context.Context, ns, name, ip string, timeout time.Duration) {
 	n.t.Helper()
+	n.copyRuns(ctx, ns, name, ip, timeout, true)
+}
+
+// copyRuns waits until one copy sandbox of ns/name runs with ip and its one
+// main container runs (and, with init, its init container exited 0); it
+// returns the sandbox and main container IDs.
+func (n *node) copyRuns(ctx context.Context, ns, name, ip string, timeout time.Duration, init bool) (string, string) {
+	n.t.Helper()
+	var sb, main string
 	eventually(n.t, "static copy of "+ns+"/"+name+" running with "+ip, timeout, time.Second, func() (bool, string) {
 		if err := n.checkpointd.exited(); err != nil {
 			n.t.Fatal(err)
@@ -184,14 +207,16 @@ func (n *node) copyServes(ctx context.Context, ns, name, ip string, timeout time
 		if err != nil {
 			return false, err.Error()
 		}
-		if main := cs["main"]; len(main) != 1 || main[0].State != runtimeapi.ContainerState_CONTAINER_RUNNING {
-			return false, fmt.Sprintf("main containers: %v", describe(main))
+		if c := cs["main"]; len(c) != 1 || c[0].State != runtimeapi.ContainerState_CONTAINER_RUNNING {
+			return false, fmt.Sprintf("main containers: %v", describe(c))
 		}
-		if init := cs["init"]; len(init) != 1 || init[0].State != runtimeapi.ContainerState_CONTAINER_EXITED || init[0].ExitCode != 0 {
-			return false, fmt.Sprintf("init containers: %v", describe(init))
+		if c := cs["init"]; init && (len(c) != 1 || c[0].State != runtimeapi.ContainerState_CONTAINER_EXITED || c[0].ExitCode != 0) {
+			return false, fmt.Sprintf("init containers: %v", describe(c))
 		}
+		sb, main = sbs[0].ID, cs["main"][0].Id
 		return true, ""
 	})
+	return sb, main
 }
 
 func describe(cs []*runtimeapi.ContainerStatus) string {
@@ -274,10 +299,7 @@ func podSpec(ns, name string, annotations map[string]string, args ...string) *co
 //   - team-a/app: opted in, namespace not allowed: refused;
 //   - plain: a reservation, no opt-in.
 func TestCheckpointd(t *testing.T) {
-	n := newNode(t, nodeOptions{ipam: "stickyip"})
-	if _, err := os.Stat(filepath.Join(n.bins.project, "checkpointd")); err != nil {
-		missing(t, "%s missing (make build)", filepath.Join(n.bins.project, "checkpointd"))
-	}
+	n := newCheckpointdNode(t)
 	ctx := context.Background()
 	n.startControlPlane()
 	n.ensureNamespace("kube-system")

@@ -129,8 +129,9 @@ type node struct {
 	// containerd, kubelet and checkpointd; nil: the host's.
 	mnt *harness.MountNS
 
-	ctd *harness.Containerd
-	cri *harness.CRIClient
+	ctd       *harness.Containerd
+	cniBinDir string // the CNI bin dir containerd runs plugins from
+	cri       *harness.CRIClient
 
 	kubelet, checkpointd *proc
 
@@ -240,6 +241,9 @@ func unmountUnder(t *testing.T, dir string) {
 	}
 }
 
+// podLogsDir is the kubelet's podLogsDir: <ns>_<pod>_<uid>/<container>/<restarts>.log.
+func (n *node) podLogsDir() string { return filepath.Join(n.dir, "pod-logs") }
+
 func (n *node) staticPodDir() string    { return filepath.Join(n.dir, "manifests") }
 func (n *node) runDir() string          { return filepath.Join(n.dir, "run") } // the node's /run: tmpfs
 func (n *node) subnetFile() string      { return filepath.Join(n.runDir(), "flannel", "subnet.env") }
@@ -312,7 +316,7 @@ evictionHard:
   memory.available: "1Mi"
 imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
-`, n.staticPodDir(), n.ctd.Address, filepath.Join(n.dir, "pod-logs"))), 0o644)
+`, n.staticPodDir(), n.ctd.Address, n.podLogsDir())), 0o644)
 }
 
 // startContainerd starts the node's containerd (test/harness: own mount
@@ -330,8 +334,9 @@ func (n *node) startContainerd() {
 		n.writeCNIConfig()
 		n.startFlanneld()
 	}
+	n.cniBinDir = harness.CNIBinDir(t, extra...)
 	n.ctd = harness.StartContainerd(t, harness.ContainerdConfig{
-		Node: n.ns, MountNS: n.mnt, CNIBinDir: harness.CNIBinDir(t, extra...), CNIConfDir: n.cniConfDir(),
+		Node: n.ns, MountNS: n.mnt, CNIBinDir: n.cniBinDir, CNIConfDir: n.cniConfDir(),
 	})
 	// The harness removes containerd's directory at cleanup; keep its log
 	// with the others (this runs before that removal).

@@ -3,9 +3,13 @@
 package e2e
 
 import (
+	"context"
 	"os"
 	"testing"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // TestAPIPodThroughCNIChain is the ground floor of the e2e: a pod created
@@ -65,4 +69,55 @@ func TestAPIPodRecreatedKeepsIP(t *testing.T) {
 		t.Fatalf("re-created pod db got %s, want its reserved IP %s", again, ip)
 	}
 	t.Logf("pod default/db re-created through the API kept %s", ip)
+}
+
+// TestIdentityReplacementNoNeedlessWait (issue 19, "No needless wait"): a
+// Deployment-style pod with stickyip.io/identity is replaced before the old
+// one is gone. The replacement's ADD waits for the old sandbox's DEL instead
+// of failing with error 11 (which the kubelet retried ~11 s later: 13–19 s
+// from delete to Running), so it runs a few seconds after the delete, with
+// the same IP.
+func TestIdentityReplacementNoNeedlessWait(t *testing.T) {
+	n := newNode(t, nodeOptions{ipam: "stickyip"})
+	n.startControlPlane()
+	n.startContainerd()
+	n.startKubelet(true)
+
+	sticky := map[string]string{annIdentity: "registry", annReservation: "5"}
+	n.createPod(testPod("registry-a", sticky))
+	ip := n.waitAPIPodRunning("registry-a", 3*time.Minute)
+
+	// The replacement comes first (a rollout's surge pod, or a controller
+	// that does not wait): its ADD finds the address held by a live sandbox.
+	n.createPod(testPod("registry-b", sticky))
+	time.Sleep(3 * time.Second)
+	ctx := context.Background()
+	if p, err := n.client.CoreV1().Pods("default").Get(ctx, "registry-b", metav1.GetOptions{}); err != nil || p.Status.PodIP != "" {
+		t.Fatalf("replacement has IP %q (%v) while the old pod still runs", p.Status.PodIP, err)
+	}
+
+	deleted := time.Now()
+	if err := n.client.CoreV1().Pods("default").Delete(ctx, "registry-a", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var got string
+	for deadline := deleted.Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		p, err := n.client.CoreV1().Pods("default").Get(ctx, "registry-b", metav1.GetOptions{})
+		if err == nil && p.Status.Phase == corev1.PodRunning && p.Status.PodIP != "" {
+			got = p.Status.PodIP
+			break
+		}
+	}
+	took := time.Since(deleted)
+	if got == "" {
+		t.Fatalf("replacement not Running 60 s after the old pod's delete")
+	}
+	t.Logf("FIGURE identity replacement: delete of the old pod → replacement Running with %s: %v (old behaviour: error 11, kubelet retry, 13–19 s)", got, took.Round(10*time.Millisecond))
+	if got != ip {
+		t.Fatalf("replacement got %s, want the identity's %s", got, ip)
+	}
+	if took > 5*time.Second {
+		t.Fatalf("replacement Running %v after the delete; want ≤ 5 s (well under the kubelet's ~11 s retry)", took)
+	}
+	n.waitAPIPodRunning("registry-b", 30*time.Second) // one ready sandbox, with that IP
 }

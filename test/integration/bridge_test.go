@@ -90,7 +90,7 @@ func TestCNIToolGC(t *testing.T) {
 	if r := entriesFor(rows, "gc", "lost"); len(r) > 0 && r[0].State == "allocated" {
 		t.Logf("gc/lost after cnitool gc: still allocated (bridge v1.9.1 has no GC)")
 	}
-	if out, err := n.operator(t, "gc", "--network", n.net); err != nil {
+	if out, err := n.operator(t, "gc", "--cni-conf-dir", n.confDir, "--network", n.net); err != nil {
 		t.Fatalf("stickyip gc: %v\n%s", err, out)
 	}
 	if r := entriesFor(n.list(t), "gc", "lost"); len(r) != 0 {

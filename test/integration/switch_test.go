@@ -93,14 +93,17 @@ func TestSwitchFromHostLocalOldPodDeleted(t *testing.T) {
 	if out, err := runPlugin(t, n, "GC", stdin); err != nil {
 		t.Fatalf("stickyip GC: %v\n%s", err, out)
 	}
-	// Freed: gone from the store, or cooling for reservation.reuseDelay (held
-	// by no pod, skipped while others are free, given to a pod that asks).
-	if i := slices.IndexFunc(n.list(t), func(e entry) bool { return e.IP == aIP && e.State != "cooling" }); i >= 0 {
-		t.Fatalf("after a CNI GC without old-a among the valid attachments, stickyip still holds %s: %+v", aIP, n.list(t)[i])
+	// Freed: cooling for reservation.reuseDelay (held by no pod, skipped
+	// while others are free). Its last holder came from host-local without
+	// a pod identity, so nobody may ask for it before the delay ends.
+	if i := slices.IndexFunc(n.list(t), func(e entry) bool { return e.IP == aIP }); i < 0 || n.list(t)[i].State != "cooling" {
+		t.Fatalf("after a CNI GC without old-a among the valid attachments: %+v; want %s cooling", n.list(t), aIP)
 	}
 	late := harness.PodArgs{Namespace: "default", Name: "late", UID: "l-1", Extra: []string{"IP=" + aIP}}
-	if got := n.add(t, n.podNetns(t, "late"), late); !slices.Equal(got, []string{aIP}) {
-		t.Fatalf("ADD asking for old-a's freed IP %s got %v", aIP, got)
+	lateNS := n.podNetns(t, "late")
+	if _, err := n.tool.Add(t, n.net, lateNS.Path, late); err == nil || !strings.Contains(err.Error(), "cooling down until") {
+		t.Fatalf("ADD asking for old-a's freed IP %s during its reuse delay: %v; want a refusal naming the delay", aIP, err)
 	}
+	n.tool.Del(n.net, lateNS.Path, late)
 	n.check(t)
 }

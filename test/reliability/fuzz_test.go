@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/netip"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -103,6 +104,21 @@ func FuzzPluginInput(f *testing.F) {
 		a, err := netip.ParseAddr(addrs[0])
 		if err != nil || !prefix.Masked().Contains(a) {
 			t.Fatalf("ADD returned %s, outside %s", addrs[0], subnet)
+		}
+		// Never the gateway, the network or (IPv4) the broadcast address.
+		never := []netip.Addr{prefix.Masked().Addr(), prefix.Masked().Addr().Next()}
+		if g, err := netip.ParseAddr(gateway); err == nil {
+			never[1] = g.Unmap()
+		}
+		if a.Is4() {
+			b := prefix.Masked().Addr().As4()
+			for i := range b {
+				b[i] |= ^net.CIDRMask(ones, 32)[i]
+			}
+			never = append(never, netip.AddrFrom4(b))
+		}
+		if slices.Contains(never, a) {
+			t.Fatalf("ADD returned %s, one of %v (network, gateway, broadcast of %s)", a, never, subnet)
 		}
 		if ips != "" {
 			// One range set: the annotation named exactly one address.

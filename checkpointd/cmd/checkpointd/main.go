@@ -1,7 +1,9 @@
 // Command checkpointd saves opted-in pods of its node and restores them as
 // static pods when the API server is away. It only wires flags (each with an
 // environment fallback, CHECKPOINTD_<FLAG_NAME>) to daemon.Run, or, as
-// `checkpointd cleanup [--all]`, to daemon.Cleanup.
+// `checkpointd cleanup [--all]`, to daemon.Cleanup, or, as `checkpointd
+// install` and `checkpointd uninstall` (what the DaemonSet of deploy/install
+// runs on every node), to package install.
 package main
 
 import (
@@ -11,7 +13,6 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 	"time"
 
@@ -27,78 +28,51 @@ func main() {
 
 func run(args []string) int {
 	cleanup, all := false, false
-	if len(args) > 0 && args[0] == "cleanup" {
-		cleanup, args = true, args[1:]
+	if len(args) > 0 {
+		switch args[0] {
+		case "cleanup":
+			cleanup, args = true, args[1:]
+		case "install", "uninstall":
+			return runInstall(args[0], args[1:])
+		}
 	}
 	fs := flag.NewFlagSet("checkpointd", flag.ContinueOnError)
 	var cfg daemon.Config
-	fs.StringVar(&cfg.NodeName, "node-name", daemon.DefaultNodeName(), "this node's name as the API server knows it ($NODE_NAME, else the lower-cased host name)")
-	fs.StringVar(&cfg.Kubeconfig, "kubeconfig", "/etc/kubernetes/kubelet.conf", `kubeconfig to reach the API server: the kubelet's, so checkpointd reads with the node's own identity ("in-cluster" or "": the pod's service account)`)
-	fs.StringVar(&cfg.CheckpointDir, "checkpoint-dir", "/var/lib/stickyip/checkpoints", "where checkpoint records are kept (0700; persistent disk)")
-	fs.StringVar(&cfg.StaticPodDir, "static-pod-dir", "/etc/kubernetes/manifests", "the kubelet's staticPodPath (--kubelet-config overrides it)")
-	fs.StringVar(&cfg.KubeletConfig, "kubelet-config", "", "the kubelet's KubeletConfiguration file (e.g. /var/lib/kubelet/config.yaml): its staticPodPath is used")
-	fs.StringVar(&cfg.VolumeDir, "volume-dir", "/run/stickyip/checkpointd", "a restored copy's secret and configMap files and per-boot state (0700; must be tmpfs)")
-	fs.StringVar(&cfg.CRIEndpoint, "cri-endpoint", "unix:///run/containerd/containerd.sock", "container runtime CRI socket")
-	fs.StringVar(&cfg.DataDir, "data-dir", contract.DefaultDataDir, `stickyip IPAM data directory ("": no IPAM reconciliation)`)
-	fs.StringVar(&cfg.CNIConfDir, "cni-conf-dir", "/etc/cni/net.d", `CNI network configs, read for pool sizes and the flannel networks; "": not read`)
-	fs.StringVar(&cfg.FlannelSubnetFile, "flannel-subnet-file", flannel.DefaultSubnetFile, `flanneld's subnet lease, kept across reboots and put back while flanneld has not written one ("": not kept)`)
-	fs.StringVar(&cfg.AllowNamespaces, "allow-namespaces", "kube-system", `comma-separated namespaces whose opted-in pods may be checkpointed ("*": all)`)
-	fs.StringVar(&cfg.AllowPrivilegedNamespaces, "allow-privileged-namespaces", "", `comma-separated namespaces whose pods may give a copy node-level power: privileged, host namespaces, hostPath, host ports, added capabilities ("*": all allowed namespaces)`)
-	fs.DurationVar(&cfg.Grace, "grace-period", time.Minute, "how long the API server must be unreachable before restoring, and a parent gone before its checkpoint is released")
-	fs.DurationVar(&cfg.Stable, "api-stable-period", 30*time.Second, "how long the API server must answer again before a static copy is handed back")
-	fs.DurationVar(&cfg.Interval, "interval", 5*time.Second, "reconcile period")
-	fs.DurationVar(&cfg.ProbeInterval, "api-probe-interval", 5*time.Second, "API server reachability probe period")
-	fs.DurationVar(&cfg.Timeout, "timeout", 5*time.Second, "timeout of each API request, CRI and IPAM store call (not of the long-lived pod watch)")
-	fs.DurationVar(&cfg.Refresh, "refresh", 10*time.Minute, "re-read secrets and configMaps of unchanged pods this often")
-	fs.DurationVar(&cfg.LeakMinAge, "leak-min-age", 2*time.Minute, "allocations younger than this are never treated as leaked")
-	fs.DurationVar(&cfg.RestoreTimeout, "restore-timeout", 2*time.Minute, "a restored copy whose sandbox does not run after this is reported")
-	fs.DurationVar(&cfg.CorruptRetention, "corrupt-retention", 7*24*time.Hour, "corrupt checkpoints set aside are deleted after this (0: kept)")
-	fs.StringVar(&cfg.Reservation, "restore-reservation", contract.DefaultRestoreReservation, "reservation annotation given to restored copies whose parent has none, so the parent gets the IP back")
-	fs.StringVar(&cfg.Volumes, "volumes", "copy", "secrets/configMaps: copy (saved with the checkpoint, restored as read-only host files) or drop (restored as empty dirs; no secret access needed)")
-	fs.StringVar(&cfg.ListenAddress, "listen-address", "127.0.0.1:9469", `address for /healthz and /metrics ("": disabled)`)
-	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	logLevel := daemonFlags(fs, &cfg)
 	showVersion := fs.Bool("version", false, "print the version and exit")
 	if cleanup {
-		fs.BoolVar(&all, "all", false, "also remove every checkpoint, stored secret, mark and saved lease")
+		fs.BoolVar(&all, "all", false, "also remove the copies' files and every checkpoint, stored secret, mark, saved lease and the last API contact")
 	}
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), `Usage: checkpointd [flags]
        checkpointd cleanup [--all] [flags]
+       checkpointd install|uninstall [flags]   (see checkpointd install --help)
 
-cleanup removes every static copy checkpointd placed on this node and its files
-(the systemd unit runs it whenever the daemon stops); with --all also every
-checkpoint, stored secret, mark and saved flannel lease. It takes the same
-directory flags as the daemon.
+cleanup removes the manifest of every static copy checkpointd placed on this
+node (the systemd unit runs it whenever the daemon stops: the kubelet stops
+those copies once it reaches the API server, and a restarted checkpointd
+writes the same manifests back meanwhile); their files stay until the next
+checkpointd pass after the copy stopped, or a reboot. With --all also the
+copies' files and every checkpoint, stored secret, mark, saved flannel lease
+and the last API contact. It takes the same directory flags as the daemon.
 
 Every flag can also be set with the environment variable CHECKPOINTD_<FLAG>, e.g. CHECKPOINTD_GRACE_PERIOD=30s.
 
 `)
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		if err == flag.ErrHelp {
-			return 0
-		}
-		return 2
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(os.Stderr, "checkpointd: unexpected arguments %q\n", fs.Args())
-		return 2
-	}
-	if err := envFallback(fs, os.LookupEnv); err != nil {
-		fmt.Fprintln(os.Stderr, "checkpointd:", err)
-		return 2
+	if code := parse(fs, "checkpointd", args); code >= 0 {
+		return code
 	}
 	if *showVersion {
 		fmt.Println("checkpointd", version.Version)
 		return 0
 	}
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
-		fmt.Fprintf(os.Stderr, "checkpointd: --log-level %q: %v\n", *logLevel, err)
+	var err error
+	if cfg.Log, err = newLogger(*logLevel); err != nil {
+		fmt.Fprintln(os.Stderr, "checkpointd:", err)
 		return 2
 	}
-	cfg.Log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 
 	if cleanup {
 		removed, err := daemon.Cleanup(cfg, all)
@@ -121,6 +95,67 @@ Every flag can also be set with the environment variable CHECKPOINTD_<FLAG>, e.g
 	return 0
 }
 
+// daemonFlags defines the daemon's flags on fs, filling cfg; the install
+// and uninstall commands take the same ones. It returns the log level flag.
+func daemonFlags(fs *flag.FlagSet, cfg *daemon.Config) *string {
+	fs.StringVar(&cfg.NodeName, "node-name", daemon.DefaultNodeName(), "this node's name as the API server knows it ($NODE_NAME, else the lower-cased host name)")
+	fs.StringVar(&cfg.Kubeconfig, "kubeconfig", "/etc/kubernetes/kubelet.conf", `kubeconfig to reach the API server: the kubelet's, so checkpointd reads with the node's own identity ("in-cluster" or "": the pod's service account)`)
+	fs.StringVar(&cfg.CheckpointDir, "checkpoint-dir", "/var/lib/stickyip/checkpoints", "where checkpoint records are kept (0700; persistent disk)")
+	fs.StringVar(&cfg.StaticPodDir, "static-pod-dir", "/etc/kubernetes/manifests", "the kubelet's staticPodPath (--kubelet-config overrides it)")
+	fs.StringVar(&cfg.KubeletConfig, "kubelet-config", "", "the kubelet's KubeletConfiguration file (e.g. /var/lib/kubelet/config.yaml): its staticPodPath is used")
+	fs.StringVar(&cfg.VolumeDir, "volume-dir", "/run/stickyip/checkpointd", "a restored copy's secret and configMap files and per-boot state (0700; must be tmpfs)")
+	fs.StringVar(&cfg.CRIEndpoint, "cri-endpoint", "unix:///run/containerd/containerd.sock", "container runtime CRI socket")
+	fs.StringVar(&cfg.DataDir, "data-dir", contract.DefaultDataDir, `stickyip IPAM data directory ("": no IPAM reconciliation)`)
+	fs.StringVar(&cfg.CNIConfDir, "cni-conf-dir", contract.DefaultCNIConfDir, `CNI network configs, read for pool sizes and the flannel networks; "": not read`)
+	fs.StringVar(&cfg.FlannelSubnetFile, "flannel-subnet-file", flannel.SubnetFileFromCNI, `flanneld's subnet lease, kept across reboots and put back while flanneld has not written one; "auto": the subnetFile of the flannel plugin in --cni-conf-dir (default /run/flannel/subnet.env), none without a flannel network; "": not kept`)
+	fs.StringVar(&cfg.AllowNamespaces, "allow-namespaces", "kube-system", `comma-separated namespaces whose opted-in pods may be checkpointed ("*": all)`)
+	fs.StringVar(&cfg.AllowPrivilegedNamespaces, "allow-privileged-namespaces", "", `comma-separated namespaces whose pods may fail Pod Security Standards baseline controls (privileged, hostPID/hostIPC, hostPath, capabilities, ...; never hostNetwork or host ports) ("*": all allowed namespaces)`)
+	fs.DurationVar(&cfg.Grace, "grace-period", time.Minute, "how long the API server must be unreachable before restoring, and a parent gone before its checkpoint is released")
+	fs.DurationVar(&cfg.Stable, "api-stable-period", 30*time.Second, "how long the API server must answer again before a static copy is handed back")
+	fs.DurationVar(&cfg.Interval, "interval", 5*time.Second, "reconcile period")
+	fs.DurationVar(&cfg.ProbeInterval, "api-probe-interval", 5*time.Second, "API server reachability probe period")
+	fs.DurationVar(&cfg.Timeout, "timeout", 5*time.Second, "timeout of each API request, CRI and IPAM store call (not of the long-lived pod watch)")
+	fs.DurationVar(&cfg.Refresh, "refresh", 10*time.Minute, "re-read secrets and configMaps of unchanged pods this often")
+	fs.DurationVar(&cfg.LeakMinAge, "leak-min-age", 2*time.Minute, "allocations younger than this are never treated as leaked")
+	fs.DurationVar(&cfg.RestoreTimeout, "restore-timeout", 2*time.Minute, "a restored copy whose sandbox does not run after this is reported")
+	fs.DurationVar(&cfg.CorruptRetention, "corrupt-retention", 7*24*time.Hour, "corrupt checkpoints set aside are deleted after this (0: kept)")
+	fs.StringVar(&cfg.Reservation, "restore-reservation", contract.DefaultRestoreReservation, "reservation annotation given to restored copies whose parent has none, so the parent gets the IP back")
+	fs.StringVar(&cfg.Volumes, "volumes", "copy", "secrets/configMaps: copy (saved with the checkpoint, restored as read-only host files) or drop (restored as empty dirs; no secret access needed)")
+	fs.StringVar(&cfg.ListenAddress, "listen-address", "127.0.0.1:9469", `address for /healthz and /metrics ("": disabled)`)
+	fs.BoolVar(&cfg.Placement, "placement", true, "publish this node's sticky identities as IPHold records for the placement policy (deploy/placement; needs --data-dir and the node's own credentials)")
+	return fs.String("log-level", "info", "debug, info, warn or error")
+}
+
+// parse parses args, then the CHECKPOINTD_* variables of flags not given,
+// into fs. A code >= 0 means exit with it: 0 after --help, 2 for bad input
+// (reported on stderr, prefixed with cmd).
+func parse(fs *flag.FlagSet, cmd string, args []string) int {
+	if err := fs.Parse(args); err != nil {
+		if err == flag.ErrHelp {
+			return 0
+		}
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(os.Stderr, "%s: unexpected arguments %q\n", cmd, fs.Args())
+		return 2
+	}
+	if err := envFallback(fs, os.LookupEnv); err != nil {
+		fmt.Fprintf(os.Stderr, "%s: %v\n", cmd, err)
+		return 2
+	}
+	return -1
+}
+
+// newLogger returns the text logger on stderr at level.
+func newLogger(level string) (*slog.Logger, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("--log-level %q: %v", level, err)
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: l})), nil
+}
+
 // envFallback sets every flag not given on the command line from
 // CHECKPOINTD_<NAME> (upper case, '-' as '_') when that variable is set.
 func envFallback(fs *flag.FlagSet, lookup func(string) (string, bool)) error {
@@ -131,7 +166,7 @@ func envFallback(fs *flag.FlagSet, lookup func(string) (string, bool)) error {
 		if set[f.Name] || err != nil {
 			return
 		}
-		key := "CHECKPOINTD_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
+		key := envName(f.Name)
 		if v, ok := lookup(key); ok {
 			if e := fs.Set(f.Name, v); e != nil {
 				err = fmt.Errorf("%s=%q: %v", key, v, e)

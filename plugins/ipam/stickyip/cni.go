@@ -16,11 +16,7 @@ func cmdAdd(args *skel.CmdArgs) error {
 		if err != nil {
 			return err
 		}
-		var recs []*reservation.Record
-		err = c.Store.Update(c.Conf.Name, func(tx reservation.Txn) error {
-			recs, err = c.Engine.Add(tx, req)
-			return err
-		})
+		recs, err := c.Allocate(req) // waits, unlocked, for a previous holder's DEL
 		if err != nil {
 			return err
 		}

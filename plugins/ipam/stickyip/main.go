@@ -22,7 +22,9 @@ func main() {
 }
 
 var (
-	cniFuncs          = skel.CNIFuncs{Add: cmdAdd, Del: cmdDel, Check: cmdCheck, GC: cmdGC, Status: cmdStatus}
-	supportedVersions = version.PluginSupports("0.3.0", "0.3.1", "0.4.0", "1.0.0", "1.1.0")
+	cniFuncs = skel.CNIFuncs{Add: cmdAdd, Del: cmdDel, Check: cmdCheck, GC: cmdGC, Status: cmdStatus}
+	// Every version libcni knows, as host-local: results are converted to the
+	// conflist's version by the CNI library (types/020 for 0.1.0 and 0.2.0).
+	supportedVersions = version.All
 	about             = "CNI stickyip IPAM plugin " + stickyversion.Version + " (run \"stickyip help\" for the operator tool)"
 )

@@ -105,7 +105,7 @@ func states(t *testing.T, dataDir string) map[string]reservation.State {
 }
 
 func TestVerbsForEverySpecVersion(t *testing.T) {
-	for _, ver := range []string{"0.3.1", "0.4.0", "1.0.0", "1.1.0"} {
+	for _, ver := range version.All.SupportedVersions() {
 		t.Run(ver, func(t *testing.T) {
 			dir := t.TempDir()
 			keep := netConf{ver: ver, dataDir: dir, ann: map[string]string{"io.kubernetes.cri/reserved-ip-duration": "5"}}
@@ -119,7 +119,7 @@ func TestVerbsForEverySpecVersion(t *testing.T) {
 				t.Fatalf("ADD got %v", first)
 			}
 
-			if ver != "0.3.1" { // CHECK exists from 0.4.0
+			if cmp, _ := version.GreaterThanOrEqualTo(ver, "0.4.0"); cmp { // CHECK exists from 0.4.0
 				prev := json.RawMessage(out)
 				withPrev := keep
 				withPrev.prev = prev
@@ -215,7 +215,7 @@ func TestErrorsAreCNIErrorObjects(t *testing.T) {
 		{"bad annotation", podArgs("web", "u"), netConf{ver: "1.0.0", dataDir: dir, ann: map[string]string{"io.kubernetes.cri/reserved-ip-duration": "soon"}}.bytes(), types.ErrInvalidNetworkConfig, `reserved-ip-duration="soon"`},
 		{"malformed config", podArgs("web", "u"), []byte(`{"cniVersion":"1.0.0","name":"x","ipam":`), types.ErrDecodingFailure, ""},
 		{"unknown CNI_ARGS key", "FOO=bar", netConf{ver: "1.0.0", dataDir: dir}.bytes(), types.ErrInvalidEnvironmentVariables, "FOO"},
-		{"unsupported version", podArgs("web", "u"), netConf{ver: "0.2.0", dataDir: dir}.bytes(), types.ErrIncompatibleCNIVersion, ""},
+		{"unsupported version", podArgs("web", "u"), netConf{ver: "0.0.9", dataDir: dir}.bytes(), types.ErrIncompatibleCNIVersion, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			out, e := call(t, "ADD", "c-"+strings.ReplaceAll(tc.name, " ", "-"), tc.args, tc.conf)
@@ -226,5 +226,84 @@ func TestErrorsAreCNIErrorObjects(t *testing.T) {
 				t.Fatalf("stdout carried %q besides the error", out)
 			}
 		})
+	}
+}
+
+// with returns conf with extra top-level keys (runtimeConfig entries merge).
+func with(t *testing.T, conf []byte, extra map[string]any) []byte {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal(conf, &m); err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range extra {
+		if rc, ok := v.(map[string]any); ok && k == "runtimeConfig" && m[k] != nil {
+			for rk, rv := range rc {
+				m[k].(map[string]any)[rk] = rv
+			}
+			continue
+		}
+		m[k] = v
+	}
+	b, _ := json.Marshal(m)
+	return b
+}
+
+// Every source of a requested address meets the same rules at the plugin
+// edge: the gateway (IPv4 and IPv6), network or broadcast address, or two
+// addresses in one range set are error 7; a stranger asking for a cooling
+// address is error 101; ipam.ipsAnnotation.namespaces limits the annotation.
+func TestRequestedAddressRules(t *testing.T) {
+	dir := t.TempDir()
+	plain := netConf{ver: "1.0.0", dataDir: dir}.bytes()
+	ann := func(ips string) []byte {
+		return netConf{ver: "1.0.0", dataDir: dir, ann: map[string]string{"stickyip.io/ips": ips}}.bytes()
+	}
+	for _, tc := range []struct {
+		name, args string
+		conf       []byte
+		code       uint
+		msg        string
+	}{
+		{"annotation gateway", podArgs("a", "u"), ann("10.77.0.1"), types.ErrInvalidNetworkConfig, "10.77.0.1 is the gateway of subnet 10.77.0.0/29"},
+		{"annotation IPv6 gateway", podArgs("a", "u"), ann("fd77::1"), types.ErrInvalidNetworkConfig, "fd77::1 is the gateway of subnet fd77::/125"},
+		{"CNI_ARGS IP gateway", podArgs("a", "u") + ";IP=10.77.0.1", plain, types.ErrInvalidNetworkConfig, "gateway"},
+		{"ips capability broadcast", podArgs("a", "u"), with(t, plain, map[string]any{"runtimeConfig": map[string]any{"ips": []string{"10.77.0.7/29"}}}),
+			types.ErrInvalidNetworkConfig, "10.77.0.7 is the broadcast address"},
+		{"args.cni.ips network address", podArgs("a", "u"), with(t, plain, map[string]any{"args": map[string]any{"cni": map[string]any{"ips": []string{"10.77.0.0"}}}}),
+			types.ErrInvalidNetworkConfig, "10.77.0.0 is the network address"},
+		{"two in one range set", podArgs("a", "u") + ";IP=10.77.0.3", ann("10.77.0.4"), types.ErrInvalidNetworkConfig, "same range set"},
+		{"annotation from a namespace not listed", podArgs("a", "u"),
+			with(t, ann("10.77.0.4"), map[string]any{"ipam": map[string]any{"type": "stickyip", "dataDir": dir, "hostLocalDataDir": "", "subnet": "10.77.0.0/29",
+				"ipsAnnotation": map[string]any{"namespaces": []string{"infra"}}}}),
+			types.ErrInvalidNetworkConfig, `namespace "default" may not choose`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out, e := call(t, "ADD", "c-"+strings.ReplaceAll(tc.name, " ", "-"), tc.args, tc.conf)
+			if e == nil || e.Code != tc.code || !strings.Contains(e.Msg, tc.msg) {
+				t.Fatalf("got %v (stdout %q), want code %d mentioning %q", e, out, tc.code, tc.msg)
+			}
+		})
+	}
+	if st := states(t, dir); len(st) != 0 {
+		t.Fatalf("refused ADDs left records: %v", st)
+	}
+
+	// default/a's addresses cool after its DEL (reuseDelay's default, 30s):
+	// default/b may not ask for them, default/a may.
+	out, e := call(t, "ADD", "ca", podArgs("a", "ua"), plain)
+	if e != nil {
+		t.Fatal(e)
+	}
+	v4 := strings.TrimSuffix(ipsOfResult(t, "1.0.0", out)[0], "/29")
+	if _, e := call(t, "DEL", "ca", podArgs("a", "ua"), plain); e != nil {
+		t.Fatal(e)
+	}
+	if _, e := call(t, "ADD", "cb", podArgs("b", "ub")+";IP="+v4, plain); e == nil || e.Code != 101 || !strings.Contains(e.Msg, "cooling down") || !strings.Contains(e.Msg, "default/a") {
+		t.Fatalf("a stranger asking for default/a's cooling %s: %v, want 101 naming the delay and default/a", v4, e)
+	}
+	out, e = call(t, "ADD", "ca2", podArgs("a", "ua2")+";IP="+v4, plain)
+	if e != nil || ipsOfResult(t, "1.0.0", out)[0] != v4+"/29" {
+		t.Fatalf("default/a asking for its own cooling %s: %s %v", v4, out, e)
 	}
 }

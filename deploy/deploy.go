@@ -1,0 +1,69 @@
+// Package deploy holds the manifests an operator applies: install/ (`kubectl
+// apply -f deploy/install/`: the namespace and the installer DaemonSet) and
+// kube-flannel/ (the patch of kube-flannel's CNI config). Go code reads them
+// from here (embedded), so the tests check the files operators get.
+package deploy
+
+import (
+	"bufio"
+	"bytes"
+	_ "embed"
+	"errors"
+	"fmt"
+	"io"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/yaml"
+)
+
+// InstallManifest is deploy/install/stickyip.yaml.
+//
+//go:embed install/stickyip.yaml
+var InstallManifest []byte
+
+// FlannelPatch is deploy/kube-flannel/cni-conf-patch.yaml.
+//
+//go:embed kube-flannel/cni-conf-patch.yaml
+var FlannelPatch []byte
+
+// Install decodes InstallManifest, strictly (an unknown field is an error).
+func Install() (*corev1.Namespace, *appsv1.DaemonSet, error) {
+	var ns *corev1.Namespace
+	var ds *appsv1.DaemonSet
+	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(InstallManifest)))
+	for {
+		doc, err := r.Read()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, nil, err
+		}
+		var meta metav1.TypeMeta
+		if err := yaml.Unmarshal(doc, &meta); err != nil {
+			return nil, nil, err
+		}
+		switch meta.Kind {
+		case "Namespace":
+			ns = &corev1.Namespace{}
+			err = yaml.UnmarshalStrict(doc, ns)
+		case "DaemonSet":
+			ds = &appsv1.DaemonSet{}
+			err = yaml.UnmarshalStrict(doc, ds)
+		case "":
+			continue
+		default:
+			err = fmt.Errorf("unexpected kind %q", meta.Kind)
+		}
+		if err != nil {
+			return nil, nil, fmt.Errorf("deploy/install/stickyip.yaml: %s: %w", meta.Kind, err)
+		}
+	}
+	if ns == nil || ds == nil {
+		return nil, nil, errors.New("deploy/install/stickyip.yaml: want a Namespace and a DaemonSet")
+	}
+	return ns, ds, nil
+}

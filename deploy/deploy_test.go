@@ -1,0 +1,120 @@
+package deploy
+
+import (
+	"encoding/json"
+	"os"
+	"reflect"
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/yaml"
+)
+
+func installObjects(t *testing.T) (*corev1.Namespace, *appsv1.DaemonSet) {
+	t.Helper()
+	ns, ds, err := Install()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ns, ds
+}
+
+func TestInstallManifest(t *testing.T) {
+	ns, ds := installObjects(t)
+	if ds.Namespace != ns.Name {
+		t.Errorf("DaemonSet in namespace %q, the manifest creates %q", ds.Namespace, ns.Name)
+	}
+	spec := ds.Spec.Template.Spec
+	if len(spec.Containers) != 1 {
+		t.Fatalf("%d containers, want 1", len(spec.Containers))
+	}
+	c := spec.Containers[0]
+	// The static pod runs the image the installer runs from: the two
+	// references must change together on an upgrade.
+	if want := "--image=" + c.Image; !contains(c.Args, want) {
+		t.Errorf("args %v lack %s: the static pod would run another image than the installer", c.Args, want)
+	}
+	if c.Args[0] != "install" || !contains(c.Args, "--wait") {
+		t.Errorf("args %v, want install --wait", c.Args)
+	}
+	if spec.AutomountServiceAccountToken == nil || *spec.AutomountServiceAccountToken {
+		t.Error("the installer must run without a service account token")
+	}
+	if !spec.HostNetwork {
+		t.Error("the installer must not need the pod network it installs")
+	}
+	if len(spec.Tolerations) != 1 || spec.Tolerations[0].Operator != corev1.TolerationOpExists || spec.Tolerations[0].Key != "" {
+		t.Errorf("tolerations %+v, want one that tolerates every taint", spec.Tolerations)
+	}
+	sc := c.SecurityContext
+	if sc == nil || sc.Privileged != nil && *sc.Privileged || sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation ||
+		sc.Capabilities == nil || !reflect.DeepEqual(sc.Capabilities.Drop, []corev1.Capability{"ALL"}) {
+		t.Errorf("securityContext %+v: want unprivileged, no escalation, every capability dropped", sc)
+	}
+	mounts := map[string]string{}
+	for _, v := range spec.Volumes {
+		if v.HostPath == nil {
+			t.Errorf("volume %s is not a hostPath", v.Name)
+			continue
+		}
+		mounts[v.Name] = v.HostPath.Path
+	}
+	for _, m := range c.VolumeMounts {
+		if mounts[m.Name] != m.MountPath {
+			t.Errorf("volume %s: host path %s mounted at %s; the static pod names host paths, so they must match", m.Name, mounts[m.Name], m.MountPath)
+		}
+	}
+	for _, p := range []string{"/opt/cni/bin", "/etc/kubernetes/manifests"} {
+		if !containsValue(mounts, p) {
+			t.Errorf("no hostPath volume for %s", p)
+		}
+	}
+}
+
+// TestFlannelPatch: the kube-flannel patch carries the project's flannel
+// conflist, so what the e2e tier tests with conf/ is what operators get.
+func TestFlannelPatch(t *testing.T) {
+	var patch struct {
+		Data map[string]string `json:"data"`
+	}
+	if err := yaml.UnmarshalStrict(FlannelPatch, &patch); err != nil {
+		t.Fatal(err)
+	}
+	if len(patch.Data) != 1 {
+		t.Errorf("patch changes %d keys, want only cni-conf.json (net-conf.json stays)", len(patch.Data))
+	}
+	var got, want any
+	if err := json.Unmarshal([]byte(patch.Data["cni-conf.json"]), &got); err != nil {
+		t.Fatalf("cni-conf.json: %v", err)
+	}
+	shipped, err := os.ReadFile("../conf/10-flannel-stickyip.conflist")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(shipped, &want); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("cni-conf.json in the patch differs from conf/10-flannel-stickyip.conflist:\n%s", patch.Data["cni-conf.json"])
+	}
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func containsValue(m map[string]string, v string) bool {
+	for _, x := range m {
+		if x == v || strings.TrimSuffix(x, "/") == v {
+			return true
+		}
+	}
+	return false
+}
