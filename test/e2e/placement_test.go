@@ -301,43 +301,66 @@ func (n *node) holdRecord(identity, node, ip string) *unstructured.Unstructured 
 	return u
 }
 
-func (n *node) dynamicAs(token string) dynamic.Interface {
-	c, err := dynamic.NewForConfig(n.apiClientConfig(token))
+func (cp *controlPlane) dynamicAs(token string) dynamic.Interface {
+	c, err := dynamic.NewForConfig(cp.apiClientConfig(token))
 	if err != nil {
-		n.t.Fatal(err)
+		cp.t.Fatal(err)
 	}
 	return c
+}
+
+// kubectlPath is the kubectl the e2e build made, "" when there is none
+// (E2E_K8S=1.36 builds none).
+func (cp *controlPlane) kubectlPath() string {
+	if p := filepath.Join(cp.bins.k8s, "kubectl"); fileExists(p) {
+		return p
+	}
+	return ""
+}
+
+// kubectl runs kubectl as admin against the API server, from inside the
+// control plane's network namespace, and returns its output; a failure
+// fails the test with that output.
+func (cp *controlPlane) kubectl(args ...string) string {
+	t := cp.t
+	t.Helper()
+	kubectl := cp.kubectlPath()
+	if kubectl == "" {
+		t.Fatalf("kubectl %s: no kubectl in %s (scripts/build-k8s.sh)", strings.Join(args, " "), cp.bins.k8s)
+	}
+	kc := filepath.Join(cp.dir, "admin.kubeconfig")
+	if !fileExists(kc) {
+		cp.writeKubeconfig(kc, adminUser)
+	}
+	cmd := exec.Command("nsenter", append([]string{"--net=" + cp.ns.Path, kubectl, "--kubeconfig=" + kc}, args...)...)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return string(out)
 }
 
 // applyPlacement installs deploy/placement: with kubectl (apply -k, after
 // a server-side dry run) when it is built, else the way `kubectl apply -f`
 // does it (every *.yaml file), by server-side apply through the API.
-func (n *node) applyPlacement() {
-	t := n.t
+func (cp *controlPlane) applyPlacement() {
+	t := cp.t
 	t.Helper()
 	root, err := harness.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
 	dir := filepath.Join(root, "deploy", "placement")
-	if kubectl := filepath.Join(n.bins.k8s, "kubectl"); fileExists(kubectl) {
-		kc := filepath.Join(n.dir, "admin.kubeconfig")
-		writeFile(t, kc, []byte(fmt.Sprintf("apiVersion: v1\nkind: Config\nclusters:\n- name: e2e\n  cluster: {server: 'https://%s', certificate-authority: %s}\nusers:\n- name: admin\n  user: {token: %s}\ncontexts:\n- name: e2e\n  context: {cluster: e2e, user: admin}\ncurrent-context: e2e\n",
-			n.apiAddr(), filepath.Join(n.pki(), "ca.crt"), n.adminToken)), 0o600)
+	if cp.kubectlPath() != "" {
 		for _, args := range [][]string{{"apply", "--dry-run=server", "-f", dir}, {"apply", "-k", dir}} {
-			cmd := exec.Command("nsenter", append([]string{"--net=" + n.ns.Path, kubectl, "--kubeconfig=" + kc}, args...)...)
-			out, err := cmd.CombinedOutput()
-			if err != nil {
-				t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
-			}
-			t.Logf("kubectl %s:\n%s", strings.Join(args, " "), out)
+			t.Logf("kubectl %s:\n%s", strings.Join(args, " "), cp.kubectl(args...))
 		}
 	} else {
 		files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
 		if err != nil || len(files) == 0 {
 			t.Fatalf("%s: no manifests (%v)", dir, err)
 		}
-		admin := n.dynamicAs(n.adminToken)
+		admin := cp.dynamicAs(cp.adminToken)
 		for _, f := range files {
 			data, err := os.ReadFile(f)
 			if err != nil {
@@ -361,7 +384,7 @@ func (n *node) applyPlacement() {
 		}
 	}
 	eventually(t, "IPHold CRD established", time.Minute, time.Second, func() (bool, string) {
-		_, err := n.dynamicAs(n.adminToken).Resource(placement.Resource).List(context.Background(), metav1.ListOptions{})
+		_, err := cp.dynamicAs(cp.adminToken).Resource(placement.Resource).List(context.Background(), metav1.ListOptions{})
 		return err == nil, fmt.Sprint(err)
 	})
 }

@@ -1,0 +1,395 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/stickyip/stickyip/checkpointd/placement"
+)
+
+const (
+	// placementDeletes is how often each sticky workload's pod is deleted
+	// with the placement policy in force.
+	placementDeletes = 10
+	// stickyCPU is what a sticky workload's pod requests; steerCPU what
+	// the pod that makes the holding node the scheduler's second choice
+	// requests there (both nodes' kubelets report the machine's 2 CPUs).
+	stickyCPU = "200m"
+	steerCPU  = "1"
+	// placementBindingName is the MutatingAdmissionPolicyBinding of
+	// deploy/placement/placement-policy.yaml.
+	placementBindingName = "stickyip-placement"
+)
+
+// TestClusterPlacement is issue 19 on the two-node cluster (kube-scheduler,
+// kube-controller-manager, each node's kubelet, containerd, CNI chain and
+// checkpointd with its placement publisher), with deploy/placement applied
+// by kubectl:
+//
+//  1. A StatefulSet pod (io.kubernetes.cri/reserved-ip-duration) and then a
+//     Deployment pod with stickyip.io/identity, each deleted 10 times, come
+//     back every time on the node that holds their IP, with that IP, although
+//     a CPU-hungry pod on that node makes the other node the scheduler's own
+//     choice.
+//  2. The control, on the same cluster: with the policy's binding removed
+//     (and the API server confirmed to no longer apply it), one more delete
+//     of each moves the pod to the other node and another IP.
+//  3. The other node's credentials can neither forge, change nor delete the
+//     holding node's record.
+//  4. A deleted Node's records go with it; the other node's stay.
+//
+// It prints delete → Running-with-the-same-IP times and each node's API
+// writes per sticky pod lifecycle.
+func TestClusterPlacement(t *testing.T) {
+	c := newCluster(t, "stickyip")
+	ctx := context.Background()
+	c.applyPlacement()
+	const ns = "sticky"
+	if _, err := c.client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	c.waitDefaultServiceAccount(ns)
+
+	one := int32(1)
+	// 1a. StatefulSet db: db-0 is its identity.
+	db := &appsv1.StatefulSet{
+		ObjectMeta: metav1.ObjectMeta{Name: "db", Namespace: ns},
+		Spec: appsv1.StatefulSetSpec{
+			Replicas: &one,
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "db"}},
+			Template: stickyPodTemplate("db", map[string]string{annReservation: "10m"}),
+		},
+	}
+	if _, err := c.client.AppsV1().StatefulSets(ns).Create(ctx, db, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	dbRun := c.stickyRounds(ns, "app=db", "db-0")
+
+	// 1b. Deployment cache: its pods share the identity "cache"; each
+	// replacement is created while the old pod still terminates.
+	c.remove(ns, "statefulset", "db")
+	cache := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "cache", Namespace: ns},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: &one,
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "cache"}},
+			Template: stickyPodTemplate("cache", map[string]string{annReservation: "10m", annIdentity: "cache"}),
+		},
+	}
+	if _, err := c.client.AppsV1().Deployments(ns).Create(ctx, cache, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	cacheRun := c.stickyRounds(ns, "app=cache", "cache")
+
+	// 3. Writers: the moved-from node's reserved record of "cache", as the
+	// other node sees it.
+	holder, other := c.node(cacheRun.holder), c.node(cacheRun.other)
+	rec := c.recordOf(ns, "cache", holder.name)
+	if rec == nil {
+		t.Fatalf("no record of %s/cache on %s after the control moved the pod away (its reservation lasts 10m)", ns, holder.name)
+	}
+	as := c.dynamicAs(c.tokens[nodeUser(other.name)]).Resource(placement.Resource).Namespace(ns)
+	forged := rec.DeepCopy()
+	forged.SetName("forged-" + rec.GetName())
+	forged.SetResourceVersion("")
+	forged.SetUID("")
+	changed := rec.DeepCopy()
+	_ = unstructured.SetNestedStringSlice(changed.Object, []string{"10.244.9.9"}, "spec", "ips")
+	for what, err := range map[string]error{
+		"create a record naming " + holder.name: func() error { _, err := as.Create(ctx, forged, metav1.CreateOptions{}); return err }(),
+		"update " + holder.name + "'s record":   func() error { _, err := as.Update(ctx, changed, metav1.UpdateOptions{}); return err }(),
+		"delete " + holder.name + "'s record":   as.Delete(ctx, rec.GetName(), metav1.DeleteOptions{}),
+	} {
+		if !apierrors.IsForbidden(err) {
+			t.Errorf("%s with %s's credentials: %v, want Forbidden", what, other.name, err)
+		} else {
+			t.Logf("%s with %s's credentials: Forbidden (%v)", what, other.name, err)
+		}
+	}
+	if c.recordOf(ns, "cache", holder.name) == nil {
+		t.Fatalf("%s's record of %s/cache is gone after %s's refused delete", holder.name, ns, other.name)
+	}
+
+	// Figures: API writes per sticky pod lifecycle, per node.
+	for _, n := range c.nodes {
+		var w []string
+		total := 0
+		for _, verb := range []string{"create", "update", "delete"} {
+			v, err := n.metric(`checkpointd_placement_writes_total{verb="` + verb + `"}`)
+			if err != nil {
+				v = "0"
+			}
+			k, _ := strconv.Atoi(v)
+			total += k
+			w = append(w, verb+" "+v)
+		}
+		lifecycles := dbRun.lifecyclesOn[n.name] + cacheRun.lifecyclesOn[n.name]
+		t.Logf("%s: placement API writes %v = %d for %d sticky pod lifecycles (ADD to DEL) = %.2f per lifecycle",
+			n.name, w, total, lifecycles, float64(total)/float64(max(lifecycles, 1)))
+		if total > 3*lifecycles {
+			t.Errorf("%s wrote %d times for %d sticky pod lifecycles: more than 3 per lifecycle", n.name, total, lifecycles)
+		}
+	}
+
+	// 4. A Node deleted: its records go (owner references, garbage
+	// collector); the other node's stay.
+	gone := c.node(cacheRun.other) // runs the moved cache pod: holds its record
+	stay := c.node(cacheRun.holder)
+	if len(c.recordsOn(gone.name)) == 0 || len(c.recordsOn(stay.name)) == 0 {
+		t.Fatalf("records before the Node's deletion: %s %d, %s %d; want some on each", gone.name, len(c.recordsOn(gone.name)), stay.name, len(c.recordsOn(stay.name)))
+	}
+	before := len(c.recordsOn(stay.name))
+	gone.checkpointd.stop(t, syscall.SIGTERM, 30*time.Second)
+	gone.kubelet.stop(t, syscall.SIGTERM, 30*time.Second)
+	deleted := time.Now()
+	if err := c.client.CoreV1().Nodes().Delete(ctx, gone.name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "records of deleted Node "+gone.name+" gone", 2*time.Minute, 500*time.Millisecond, func() (bool, string) {
+		l := c.recordsOn(gone.name)
+		return len(l) == 0, fmt.Sprintf("%d records of %s", len(l), gone.name)
+	})
+	t.Logf("Node %s deleted → its IPHold records garbage-collected in %s; %s keeps its %d", gone.name,
+		time.Since(deleted).Round(100*time.Millisecond), stay.name, before)
+	if got := len(c.recordsOn(stay.name)); got != before {
+		t.Errorf("%s's records: %d, was %d before %s's deletion", stay.name, got, before, gone.name)
+	}
+}
+
+// stickyPodTemplate is a pod template of app app with annotations, a CPU
+// request of stickyCPU and a 2 s grace period; nothing in it names a node.
+func stickyPodTemplate(app string, annotations map[string]string) corev1.PodTemplateSpec {
+	tmpl := clusterPodTemplate(app, annotations)
+	tmpl.Spec.Affinity = nil
+	tmpl.Spec.Containers[0].Resources.Requests = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(stickyCPU)}
+	return tmpl
+}
+
+// stickyRun is what stickyRounds saw of one workload.
+type stickyRun struct {
+	holder, other string         // the node that held the IP; the other one
+	lifecyclesOn  map[string]int // sticky pod lifecycles (ADD to DEL) per node
+}
+
+// stickyRounds runs a sticky workload's rounds: its one pod (matching
+// selector, identity identity) runs; once its node publishes the record, a
+// pod requesting steerCPU is bound there; placementDeletes deletes each
+// bring the pod back there with the same IP; then, with the policy's
+// binding removed, one more delete moves it to the other node with another
+// IP (the binding is put back at the end, the steering pod removed).
+func (c *cluster) stickyRounds(ns, selector, identity string) stickyRun {
+	t := c.t
+	t.Helper()
+	first := c.waitSticky(ns, selector, "", 3*time.Minute)
+	holder := c.node(first.Node)
+	var other *node
+	for _, n := range c.nodes {
+		if n != holder {
+			other = n
+		}
+	}
+	run := stickyRun{holder: holder.name, other: other.name, lifecyclesOn: map[string]int{}}
+	eventually(t, fmt.Sprintf("%s publishes %s/%s", holder.name, ns, identity), time.Minute, 500*time.Millisecond, func() (bool, string) {
+		r := c.recordOf(ns, identity, holder.name)
+		return r != nil, "no record"
+	})
+	c.waitHint(ns, identity, []string{holder.name})
+	steer := c.steerPod(ns, holder.name)
+	t.Logf("%s/%s runs on %s with %s; %s/%s (CPU %s) bound there makes %s the scheduler's own choice",
+		ns, first.Name, holder.name, first.IP, ns, steer, steerCPU, other.name)
+
+	var took []time.Duration
+	last := first
+	for i := 1; i <= placementDeletes; i++ {
+		start := time.Now()
+		c.deletePod(ns, last.Name)
+		next := c.waitSticky(ns, selector, last.UID, 2*time.Minute)
+		took = append(took, time.Since(start))
+		run.lifecyclesOn[holder.name]++
+		if next.Node != holder.name || next.IP != first.IP {
+			t.Fatalf("delete %d of %s/%s: its replacement %s runs on %s with %s, want %s with %s",
+				i, ns, identity, next.Name, next.Node, next.IP, holder.name, first.IP)
+		}
+		last = next
+	}
+	sort.Slice(took, func(i, j int) bool { return took[i] < took[j] })
+	t.Logf("%s/%s: %d deletes, every replacement on %s with %s; delete → Running with the same IP: min %s, median %s, max %s",
+		ns, identity, placementDeletes, holder.name, first.IP, took[0].Round(10*time.Millisecond),
+		took[len(took)/2].Round(10*time.Millisecond), took[len(took)-1].Round(10*time.Millisecond))
+
+	// 2. The control: the same delete without the policy.
+	c.kubectl("delete", "mutatingadmissionpolicybinding", placementBindingName)
+	c.waitHint(ns, identity, nil)
+	c.deletePod(ns, last.Name)
+	moved := c.waitSticky(ns, selector, last.UID, 2*time.Minute)
+	run.lifecyclesOn[holder.name]++
+	if moved.Node == holder.name || moved.IP == first.IP {
+		t.Fatalf("control without the placement policy: %s/%s's replacement runs on %s with %s — the scheduler's own choice was expected to be %s (the test proves nothing)",
+			ns, identity, moved.Node, moved.IP, other.name)
+	}
+	t.Logf("control without the policy: the replacement of %s/%s went to %s with %s (%s keeps %s reserved)",
+		ns, identity, moved.Node, moved.IP, holder.name, first.IP)
+	c.applyPlacement()
+	c.remove(ns, "pod", steer)
+	run.lifecyclesOn[other.name]++ // the moved pod's, ended by the caller or by the Node's deletion
+	return run
+}
+
+// waitSticky waits until exactly one pod of ns matching selector, other
+// than the pod with UID old, is Ready without a container restart, with an
+// IP of its node's subnet that its node's runtime reports for the pod's one
+// ready sandbox; old may still be terminating.
+func (c *cluster) waitSticky(ns, selector, old string, timeout time.Duration) placedPod {
+	t := c.t
+	t.Helper()
+	ctx := context.Background()
+	var out placedPod
+	eventually(t, fmt.Sprintf("a new pod %s in %s Ready", selector, ns), timeout, 200*time.Millisecond, func() (bool, string) {
+		pods, err := c.client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: selector})
+		if err != nil {
+			return false, err.Error()
+		}
+		var fresh []corev1.Pod
+		for _, p := range pods.Items {
+			if string(p.UID) != old && p.DeletionTimestamp == nil {
+				fresh = append(fresh, p)
+			}
+		}
+		if len(fresh) != 1 {
+			return false, fmt.Sprintf("%d new pods", len(fresh))
+		}
+		p := fresh[0]
+		if !podReady(&p) || p.Spec.NodeName == "" {
+			return false, fmt.Sprintf("pod %s on %q: phase %s", p.Name, p.Spec.NodeName, p.Status.Phase)
+		}
+		for _, cs := range p.Status.ContainerStatuses {
+			if cs.RestartCount != 0 {
+				t.Fatalf("pod %s/%s: container %s restarted %d times: %+v", ns, p.Name, cs.Name, cs.RestartCount, cs.LastTerminationState)
+			}
+		}
+		n := c.node(p.Spec.NodeName)
+		if !n.inSubnet(p.Status.PodIP) {
+			t.Fatalf("pod %s/%s on %s has IP %s, not of the node's subnet %s", ns, p.Name, n.name, p.Status.PodIP, n.subnet)
+		}
+		sbs, err := n.readySandboxes(ctx, ns, p.Name)
+		if err != nil {
+			return false, err.Error()
+		}
+		var mine []sandbox
+		for _, sb := range sbs {
+			if sb.UID == string(p.UID) {
+				mine = append(mine, sb)
+			}
+		}
+		if len(mine) != 1 || mine[0].IP != p.Status.PodIP {
+			return false, fmt.Sprintf("pod %s: API IP %s; %s's runtime: %+v", p.Name, p.Status.PodIP, n.name, sbs)
+		}
+		out = placedPod{Name: p.Name, Node: n.name, IP: p.Status.PodIP, UID: string(p.UID)}
+		return true, ""
+	})
+	return out
+}
+
+// steerPod binds a pod requesting steerCPU to node and waits until it runs;
+// it returns its name.
+func (c *cluster) steerPod(ns, node string) string {
+	t := c.t
+	t.Helper()
+	name := "steer-" + node
+	p := testPod(name, nil)
+	p.Namespace, p.Spec.NodeName = ns, node
+	p.Spec.Containers[0].Resources.Requests = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(steerCPU)}
+	if _, err := c.client.CoreV1().Pods(ns).Create(context.Background(), p, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "pod "+name+" running", 2*time.Minute, 500*time.Millisecond, func() (bool, string) {
+		got, err := c.client.CoreV1().Pods(ns).Get(context.Background(), name, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		return podReady(got), string(got.Status.Phase)
+	})
+	return name
+}
+
+// deletePod deletes a pod with its own grace period.
+func (c *cluster) deletePod(ns, name string) {
+	c.t.Helper()
+	if err := c.client.CoreV1().Pods(ns).Delete(context.Background(), name, metav1.DeleteOptions{}); err != nil {
+		c.t.Fatalf("delete pod %s/%s: %v", ns, name, err)
+	}
+}
+
+// remove deletes an object with kubectl and waits until it and what it owns
+// (foreground cascading) are gone.
+func (c *cluster) remove(ns, kind, name string) {
+	c.t.Helper()
+	c.kubectl("delete", "-n", ns, kind, name, "--cascade=foreground", "--wait=true", "--timeout=2m")
+}
+
+// waitHint waits until the API server's placement policy gives a new pod
+// of identity identity in ns (a reservation, no node) exactly the preferred
+// node affinity terms of weight placementWeight for nodes, none when nodes
+// is empty: a server-side dry-run create runs the mutating admission
+// policies and stores nothing.
+func (c *cluster) waitHint(ns, identity string, nodes []string) {
+	t := c.t
+	t.Helper()
+	ctx := context.Background()
+	want := fmt.Sprint(nodes)
+	eventually(t, fmt.Sprintf("placement hint for %s/%s = %s", ns, identity, want), time.Minute, 500*time.Millisecond, func() (bool, string) {
+		p := unboundPod(ns, "", map[string]string{annReservation: "10m", annIdentity: identity})
+		got, err := c.client.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		if err != nil {
+			return false, err.Error()
+		}
+		var hinted []string
+		if a := got.Spec.Affinity; a != nil && a.NodeAffinity != nil {
+			for _, term := range a.NodeAffinity.PreferredDuringSchedulingIgnoredDuringExecution {
+				for _, f := range term.Preference.MatchFields {
+					if term.Weight == placementWeight && f.Key == "metadata.name" && f.Operator == corev1.NodeSelectorOpIn {
+						hinted = append(hinted, f.Values...)
+					}
+				}
+			}
+		}
+		slices.Sort(hinted)
+		return fmt.Sprint(hinted) == want, fmt.Sprintf("hint %v", hinted)
+	})
+}
+
+// recordOf is node's IPHold record of identity in ns, nil when none.
+func (c *cluster) recordOf(ns, identity, node string) *unstructured.Unstructured {
+	for _, u := range c.recordsOn(node) {
+		if id, _, _ := unstructured.NestedString(u.Object, "spec", "identity"); id == identity && u.GetNamespace() == ns {
+			return &u
+		}
+	}
+	return nil
+}
+
+// recordsOn lists node's IPHold records in every namespace, as admin.
+func (c *cluster) recordsOn(node string) []unstructured.Unstructured {
+	c.t.Helper()
+	l, err := c.dynamicAs(c.adminToken).Resource(placement.Resource).List(context.Background(),
+		metav1.ListOptions{FieldSelector: placement.NodeField + "=" + node})
+	if err != nil {
+		c.t.Fatalf("list IPHold records of %s: %v", node, err)
+	}
+	return l.Items
+}
