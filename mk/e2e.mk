@@ -5,7 +5,8 @@
 #
 # E2E_K8S selects the Kubernetes release: empty for the latest (1.37), 1.36
 # for the previous one (kube-apiserver and kubelet only: the one-node
-# scenarios). test-e2e-k8s-1.36 runs the ground-floor scenarios on 1.36.
+# scenarios). test-e2e-k8s-1.36 runs the ground-floor scenarios and the
+# placement policies (MutatingAdmissionPolicy is GA since 1.36) on 1.36.
 .PHONY: test-e2e e2e-deps test-e2e-k8s-1.36
 TEST_TIERS += test-e2e test-e2e-k8s-1.36
 
@@ -22,6 +23,7 @@ test-e2e: e2e-deps build
 	E2E_STRICT=1 E2E_K8S=$(E2E_K8S) $(GO) test -tags e2e -count=1 -timeout $(E2E_TIMEOUT) -run '$(E2E_RUN)' -v ./test/e2e/
 
 # The previous Kubernetes minor still works: its kubelet and kube-apiserver
-# run the scenarios of smoke_test.go.
+# run the scenarios of smoke_test.go, and its API server admits deploy/placement
+# (TestPlacement, applied without kubectl: 1.36 builds none).
 test-e2e-k8s-1.36:
-	$(MAKE) --no-print-directory test-e2e E2E_K8S=1.36 E2E_RUN='^TestAPIPod'
+	$(MAKE) --no-print-directory test-e2e E2E_K8S=1.36 E2E_RUN='^(TestAPIPod.*|TestPlacement)$$$$'
