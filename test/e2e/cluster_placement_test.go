@@ -273,34 +273,9 @@ func (c *cluster) waitSticky(ns, selector, old string, timeout time.Duration) pl
 		if len(fresh) != 1 {
 			return false, fmt.Sprintf("%d new pods", len(fresh))
 		}
-		p := fresh[0]
-		if !podReady(&p) || p.Spec.NodeName == "" {
-			return false, fmt.Sprintf("pod %s on %q: phase %s", p.Name, p.Spec.NodeName, p.Status.Phase)
-		}
-		for _, cs := range p.Status.ContainerStatuses {
-			if cs.RestartCount != 0 {
-				t.Fatalf("pod %s/%s: container %s restarted %d times: %+v", ns, p.Name, cs.Name, cs.RestartCount, cs.LastTerminationState)
-			}
-		}
-		n := c.node(p.Spec.NodeName)
-		if !n.inSubnet(p.Status.PodIP) {
-			t.Fatalf("pod %s/%s on %s has IP %s, not of the node's subnet %s", ns, p.Name, n.name, p.Status.PodIP, n.subnet)
-		}
-		sbs, err := n.readySandboxes(ctx, ns, p.Name)
-		if err != nil {
-			return false, err.Error()
-		}
-		var mine []sandbox
-		for _, sb := range sbs {
-			if sb.UID == string(p.UID) {
-				mine = append(mine, sb)
-			}
-		}
-		if len(mine) != 1 || mine[0].IP != p.Status.PodIP {
-			return false, fmt.Sprintf("pod %s: API IP %s; %s's runtime: %+v", p.Name, p.Status.PodIP, n.name, sbs)
-		}
-		out = placedPod{Name: p.Name, Node: n.name, IP: p.Status.PodIP, UID: string(p.UID)}
-		return true, ""
+		pp, ok, why := c.placed(ctx, &fresh[0])
+		out = pp
+		return ok, why
 	})
 	return out
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/stickyip/stickyip/test/harness"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
 // clusterNode is where a cluster node lives: its name, its address on the
@@ -169,34 +170,48 @@ func (c *cluster) waitPlaced(ns, selector string, want int, timeout time.Duratio
 		}
 		got := map[string]placedPod{}
 		for _, p := range pods.Items {
-			if p.DeletionTimestamp != nil || !podReady(&p) {
-				return false, fmt.Sprintf("pod %s on %q: phase %s, conditions %v", p.Name, p.Spec.NodeName, p.Status.Phase, p.Status.Conditions)
+			pp, ok, why := c.placed(ctx, &p)
+			if !ok {
+				return false, why
 			}
-			for _, cs := range p.Status.ContainerStatuses {
-				if cs.RestartCount != 0 {
-					t.Fatalf("pod %s/%s: container %s restarted %d times (see its node's logs): %+v", ns, p.Name, cs.Name, cs.RestartCount, cs.LastTerminationState)
-				}
+			if _, dup := got[pp.Node]; dup {
+				t.Fatalf("pods %s and %s both on %s", got[pp.Node].Name, p.Name, pp.Node)
 			}
-			if _, dup := got[p.Spec.NodeName]; dup {
-				t.Fatalf("pods %s and %s both on %s", got[p.Spec.NodeName].Name, p.Name, p.Spec.NodeName)
-			}
-			n := c.node(p.Spec.NodeName)
-			if !n.inSubnet(p.Status.PodIP) {
-				t.Fatalf("pod %s/%s on %s has IP %s, not a pod address of the node's subnet %s", ns, p.Name, n.name, p.Status.PodIP, n.subnet)
-			}
-			sbs, err := n.readySandboxes(ctx, ns, p.Name)
-			if err != nil {
-				return false, err.Error()
-			}
-			if len(sbs) != 1 || sbs[0].UID != string(p.UID) || sbs[0].IP != p.Status.PodIP {
-				return false, fmt.Sprintf("pod %s: API uid %s IP %s; %s's runtime: %+v", p.Name, p.UID, p.Status.PodIP, n.name, sbs)
-			}
-			got[n.name] = placedPod{Name: p.Name, Node: n.name, IP: p.Status.PodIP, UID: string(p.UID)}
+			got[pp.Node] = pp
 		}
 		out = got
 		return true, ""
 	})
 	return out
+}
+
+// placed reports whether pod p runs on its node as the API and the node's
+// runtime agree: not terminating, Ready without a container restart (a
+// restart fails the test), with an IP of its node's subnet (else the test
+// fails) that the runtime reports for the pod's one ready sandbox. When not,
+// it says why.
+func (c *cluster) placed(ctx context.Context, p *corev1.Pod) (placedPod, bool, string) {
+	t := c.t
+	if p.DeletionTimestamp != nil || !podReady(p) || p.Spec.NodeName == "" {
+		return placedPod{}, false, fmt.Sprintf("pod %s on %q: phase %s, conditions %v", p.Name, p.Spec.NodeName, p.Status.Phase, p.Status.Conditions)
+	}
+	for _, cs := range p.Status.ContainerStatuses {
+		if cs.RestartCount != 0 {
+			t.Fatalf("pod %s/%s: container %s restarted %d times (see its node's logs): %+v", p.Namespace, p.Name, cs.Name, cs.RestartCount, cs.LastTerminationState)
+		}
+	}
+	n := c.node(p.Spec.NodeName)
+	if !n.inSubnet(p.Status.PodIP) {
+		t.Fatalf("pod %s/%s on %s has IP %s, not a pod address of the node's subnet %s", p.Namespace, p.Name, n.name, p.Status.PodIP, n.subnet)
+	}
+	sbs, err := n.readySandboxesWhere(ctx, func(sb *runtimeapi.PodSandbox) bool { return sb.GetMetadata().GetUid() == string(p.UID) })
+	if err != nil {
+		return placedPod{}, false, err.Error()
+	}
+	if len(sbs) != 1 || sbs[0].IP != p.Status.PodIP {
+		return placedPod{}, false, fmt.Sprintf("pod %s: API uid %s IP %s; %s's runtime: %+v", p.Name, p.UID, p.Status.PodIP, n.name, sbs)
+	}
+	return placedPod{Name: p.Name, Node: n.name, IP: p.Status.PodIP, UID: string(p.UID)}, true, ""
 }
 
 // podReady reports whether the pod's Ready condition is True.
