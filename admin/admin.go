@@ -58,6 +58,9 @@ type Entry struct {
 	AllocatedAt       time.Time  `json:"allocatedAt"`
 	ExpiresAt         *time.Time `json:"expiresAt,omitempty"`
 	LastContainerID   string     `json:"lastContainerID,omitempty"`
+	// LastPod is namespace/name of the last holder of a cooling address:
+	// until the cooling ends only that pod may ask for it.
+	LastPod string `json:"lastPod,omitempty"`
 }
 
 type tool struct {
@@ -187,6 +190,8 @@ func (t *tool) list(args []string) error {
 		pod := "-"
 		if e.Name != "" {
 			pod = e.Namespace + "/" + e.Name
+		} else if e.LastPod != "" {
+			pod = "(was " + e.LastPod + ")"
 		}
 		keep := orDash(e.Duration)
 		if e.Clamped {
@@ -223,6 +228,9 @@ func entryOf(network string, r *reservation.Record) Entry {
 	}
 	if r.Identity.IfName != "" {
 		e.IfName = r.Identity.IfName
+	}
+	if !r.LastIdentity.IsZero() {
+		e.LastPod = r.LastIdentity.Pod()
 	}
 	if r.Duration > 0 {
 		e.Duration = r.Duration.String()

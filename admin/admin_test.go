@@ -275,3 +275,23 @@ func TestCheckReportsRecordsOnUnassignableAddresses(t *testing.T) {
 		t.Fatalf("check --json: %v %s", err, out)
 	}
 }
+
+// A cooling address that only its last holder may ask for says who that is.
+func TestListShowsCoolingLastHolder(t *testing.T) {
+	dir := t.TempDir()
+	err := boltstore.New(dir, 0).Update("cbr0", func(tx reservation.Txn) error {
+		return tx.Put(&reservation.Record{IP: netip.MustParseAddr("10.0.0.6"), State: reservation.Cooling,
+			ReleasedAt: time.Now(), ExpiresAt: time.Now().Add(time.Minute),
+			LastIdentity: reservation.Identity{Namespace: "prod", Name: "db-0", IfName: "eth0"}})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e := listed(t, dir, "10.0.0.6"); e.State != "cooling" || e.LastPod != "prod/db-0" || e.Name != "" {
+		t.Fatalf("list --json of a cooling address: %+v, want lastPod prod/db-0 and no holder", e)
+	}
+	out, _, _ := run(t, "list", "--data-dir", dir)
+	if !strings.Contains(out, "(was prod/db-0)") {
+		t.Fatalf("list does not name the cooling address's last holder:\n%s", out)
+	}
+}
