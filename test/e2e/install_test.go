@@ -246,6 +246,9 @@ func (n *node) runInstaller(ds *appsv1.DaemonSet, img image) {
 		Spec: tmpl.Spec}
 	pod.Spec.NodeName = nodeName
 	for i := range pod.Spec.Volumes {
+		if pod.Spec.Volumes[i].EmptyDir != nil {
+			continue // the pod's own (its ready file)
+		}
 		hp := pod.Spec.Volumes[i].HostPath
 		if hp == nil || paths[hp.Path] == "" {
 			t.Fatalf("deploy/install: volume %s: no test path for %+v", pod.Spec.Volumes[i].Name, hp)
@@ -258,7 +261,7 @@ func (n *node) runInstaller(ds *appsv1.DaemonSet, img image) {
 		// `checkpointd install` writes by default (nothing the installer
 		// writes names it); every other path is named in the static pod or
 		// in checkpointd's settings, so the container sees it at the node's path.
-		if m := &c.VolumeMounts[i]; m.MountPath != "/opt/cni/bin" {
+		if m := &c.VolumeMounts[i]; m.MountPath != "/opt/cni/bin" && paths[m.MountPath] != "" {
 			m.MountPath = paths[m.MountPath]
 		}
 	}
@@ -271,8 +274,8 @@ func (n *node) runInstaller(ds *appsv1.DaemonSet, img image) {
 	}
 	env := []corev1.EnvVar{}
 	for _, e := range c.Env {
-		if !strings.HasPrefix(e.Name, "CHECKPOINTD_") {
-			env = append(env, e) // NODE_NAME from the downward API
+		if !strings.HasPrefix(e.Name, "CHECKPOINTD_") || e.Name == "CHECKPOINTD_READY_FILE" {
+			env = append(env, e) // NODE_NAME from the downward API, the installer's own ready file
 		}
 	}
 	for _, kv := range n.checkpointdEnv() {
@@ -284,12 +287,13 @@ func (n *node) runInstaller(ds *appsv1.DaemonSet, img image) {
 	}
 	c.Env = env
 	n.createPod(pod)
-	eventually(t, "installer pod Running", 3*time.Minute, time.Second, func() (bool, string) {
+	eventually(t, "installer pod Ready (done)", 3*time.Minute, time.Second, func() (bool, string) {
+		n.failIfInstallerExited()
 		p, err := n.client.CoreV1().Pods(pod.Namespace).Get(context.Background(), pod.Name, metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error()
 		}
-		return p.Status.Phase == corev1.PodRunning, string(p.Status.Phase)
+		return podReady(p), fmt.Sprintf("phase %s, conditions %v", p.Status.Phase, p.Status.Conditions)
 	})
 }
 
