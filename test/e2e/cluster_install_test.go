@@ -55,8 +55,9 @@ const shippedCheckpointdAddr = "127.0.0.1:9469"
 //     started with stickyip deleted, the DaemonSet switched to uninstall,
 //     then deleted: plugin, static pod and checkpointd's files gone from
 //     each node, the IPAM store kept. A pod started with stickyip that was
-//     left running cannot be torn down without the plugin (its address
-//     stays allocated), and is once the binary is put back.
+//     left running cannot be torn down without the plugin (it stays
+//     Terminating, FailedKillPod names the missing plugin, its address stays
+//     allocated), and is once the binary is put back.
 func TestClusterInstall(t *testing.T) {
 	imgDir := harness.ShortTempDir(t)
 	v1 := buildImage(t, imgDir, "e2e-install-v1")
@@ -275,10 +276,21 @@ func TestClusterInstall(t *testing.T) {
 	if ipOf(n2.stickyipList(t), "default/straggler") != stragglerIP {
 		t.Fatalf("default/straggler's allocation (%s) changed with no plugin installed", stragglerIP)
 	}
-	_, apiErr := cs.CoreV1().Pods("default").Get(ctx, "straggler", metav1.GetOptions{})
-	sbs, _ := n2.readySandboxes(ctx, "default", "straggler")
-	t.Logf("default/straggler (started with stickyip, %s) deleted after the uninstall: 30 s later its address is still allocated, API object: %v, ready sandboxes %d, events %v",
-		stragglerIP, apiErr, len(sbs), eventReasons(n2.podEvents(ctx, "straggler")))
+	p, err := cs.CoreV1().Pods("default").Get(ctx, "straggler", metav1.GetOptions{})
+	if err != nil || p.DeletionTimestamp == nil {
+		t.Fatalf("default/straggler 30 s after its deletion with no plugin: %v, want it still terminating", err)
+	}
+	var killFailed string
+	for _, ev := range n2.podEvents(ctx, "straggler") {
+		if ev.Reason == "FailedKillPod" && strings.Contains(ev.Message, `failed to find plugin "stickyip"`) {
+			killFailed = ev.Message
+		}
+	}
+	if killFailed == "" {
+		t.Fatalf("default/straggler: no FailedKillPod event naming the missing plugin; events %v", eventReasons(n2.podEvents(ctx, "straggler")))
+	}
+	t.Logf("default/straggler (started with stickyip, %s) deleted after the uninstall: 30 s later still Terminating, its address still allocated; events %v: %s",
+		stragglerIP, eventReasons(n2.podEvents(ctx, "straggler")), killFailed)
 	start = time.Now()
 	b, err := os.ReadFile(filepath.Join(n2.bins.project, "stickyip"))
 	if err != nil {
