@@ -282,7 +282,8 @@ func TestClusterInstall(t *testing.T) {
 	}
 	var killFailed string
 	for _, ev := range n2.podEvents(ctx, "straggler") {
-		if ev.Reason == "FailedKillPod" && strings.Contains(ev.Message, `failed to find plugin "stickyip"`) {
+		// The runtime's error, quoted inside the kubelet's: failed to find plugin \"stickyip\".
+		if ev.Reason == "FailedKillPod" && strings.Contains(ev.Message, "failed to find plugin") && strings.Contains(ev.Message, "stickyip") {
 			killFailed = ev.Message
 		}
 	}
