@@ -269,6 +269,9 @@ func TestClusterInstall(t *testing.T) {
 
 	// A pod started with stickyip and left running through the uninstall.
 	stragglerIP := ipOf(n2.stickyipList(t), "default/straggler")
+	if stragglerIP == "" {
+		t.Fatal("default/straggler has no allocation in node2's stickyip list before its deletion")
+	}
 	if err := cs.CoreV1().Pods("default").Delete(ctx, "straggler", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
