@@ -3,6 +3,7 @@ package deploy
 import (
 	"encoding/json"
 	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -53,8 +54,27 @@ func TestInstallManifest(t *testing.T) {
 		sc.Capabilities == nil || !reflect.DeepEqual(sc.Capabilities.Drop, []corev1.Capability{"ALL"}) {
 		t.Errorf("securityContext %+v: want unprivileged, no escalation, every capability dropped", sc)
 	}
+	// Ready only once done: the rollout waits for each node's install (and
+	// uninstall) before it moves on. The mark is in the pod's own emptyDir.
+	var readyFile string
+	for _, e := range c.Env {
+		if e.Name == "CHECKPOINTD_READY_FILE" {
+			readyFile = e.Value
+		}
+	}
+	if p := c.ReadinessProbe; p == nil || p.Exec == nil || !reflect.DeepEqual(p.Exec.Command, []string{"/checkpointd", "ready"}) || readyFile == "" {
+		t.Errorf("readiness probe %+v with CHECKPOINTD_READY_FILE %q: want /checkpointd ready on a ready file", c.ReadinessProbe, readyFile)
+	}
 	mounts := map[string]string{}
 	for _, v := range spec.Volumes {
+		if v.EmptyDir != nil && v.Name == "status" {
+			for _, m := range c.VolumeMounts {
+				if m.Name == v.Name && filepath.Dir(readyFile) != m.MountPath {
+					t.Errorf("CHECKPOINTD_READY_FILE %s is not in the pod's own %s", readyFile, m.MountPath)
+				}
+			}
+			continue
+		}
 		if v.HostPath == nil {
 			t.Errorf("volume %s is not a hostPath", v.Name)
 			continue
@@ -62,7 +82,7 @@ func TestInstallManifest(t *testing.T) {
 		mounts[v.Name] = v.HostPath.Path
 	}
 	for _, m := range c.VolumeMounts {
-		if mounts[m.Name] != m.MountPath {
+		if m.Name != "status" && mounts[m.Name] != m.MountPath {
 			t.Errorf("volume %s: host path %s mounted at %s; the static pod names host paths, so they must match", m.Name, mounts[m.Name], m.MountPath)
 		}
 	}

@@ -50,7 +50,8 @@ type cluster struct {
 // newCluster creates and starts the cluster with the IPAM named by ipam:
 // control plane first, then each node's containerd and kubelet, until both
 // nodes are Ready, then each node's checkpointd (with the node's
-// kubeconfig, configured as in TestCheckpointd). Logs go to _output/e2e-logs/<test>/ (the control plane)
+// kubeconfig, configured as in TestCheckpointd; none with ipam "installed":
+// the test installs it). Logs go to _output/e2e-logs/<test>/ (the control plane)
 // and its node1/ and node2/ subdirectories.
 func newCluster(t *testing.T, ipam string) *cluster {
 	t.Helper()
@@ -98,7 +99,9 @@ func newCluster(t *testing.T, ipam string) *cluster {
 		n.waitReady()
 	}
 	for _, n := range c.nodes {
-		n.startCheckpointd()
+		if ipam != "installed" { // there, deploy/install's static pod runs it
+			n.startCheckpointd()
+		}
 	}
 	t.Logf("cluster up in %s: control plane (etcd, kube-apiserver, scheduler, controller-manager) %s, then both nodes Ready %s later",
 		time.Since(start).Round(100*time.Millisecond), cpReady.Round(100*time.Millisecond), (time.Since(start) - cpReady).Round(100*time.Millisecond))

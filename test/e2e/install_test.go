@@ -36,7 +36,7 @@ import (
 func TestInstaller(t *testing.T) {
 	n := newNode(t, nodeOptions{ipam: "installed"}) // the conflist names stickyip; the bin dir lacks it
 	ctx := context.Background()
-	v1 := n.buildImage("e2e-install-v1")
+	v1 := buildImage(t, n.dir, "e2e-install-v1")
 	n.startControlPlane()
 	n.ensureNamespace("kube-system")
 	n.startContainerd()
@@ -60,7 +60,7 @@ func TestInstaller(t *testing.T) {
 	// ---- Install: the plugin lands in the CNI bin dir, checkpointd runs as a static pod.
 	start := time.Now()
 	n.runInstaller(ds, v1)
-	n.waitInstalled(v1)
+	n.waitInstalled(v1, checkpointdAddr)
 	t.Logf("install: installer pod created → plugin %s in the CNI bin dir and checkpointd's static pod healthy: %s",
 		v1.version, time.Since(start).Round(100*time.Millisecond))
 	start = time.Now()
@@ -78,7 +78,7 @@ func TestInstaller(t *testing.T) {
 	before := n.stickyipList(t)
 
 	// ---- Upgrade to a second build while pods are being created.
-	v2 := n.buildImage("e2e-install-v2")
+	v2 := buildImage(t, n.dir, "e2e-install-v2")
 	v2.importInto(n)
 	var wg sync.WaitGroup
 	var created []string
@@ -100,7 +100,7 @@ func TestInstaller(t *testing.T) {
 	upgradeStart := time.Now()
 	n.deletePodGracefullyIn(ds.Namespace, installerPodName, time.Minute) // what the rollout does, node by node
 	n.runInstaller(ds, v2)
-	n.waitInstalled(v2)
+	n.waitInstalled(v2, checkpointdAddr)
 	upgradeEnd := time.Now()
 	wg.Wait()
 	during := 0
@@ -156,7 +156,8 @@ func TestInstaller(t *testing.T) {
 
 const (
 	installerPodName   = "stickyip-install-" + nodeName
-	installerNamespace = "stickyip" // deploy/install's
+	installerNamespace = "stickyip"                                // deploy/install's
+	installerSelector  = "app.kubernetes.io/name=stickyip-install" // its DaemonSet's pods
 	imageRefBase       = "localhost/stickyip/stickyip:"
 )
 
@@ -166,15 +167,14 @@ type image struct {
 }
 
 // buildImage builds stickyip and checkpointd with version v and packs them
-// with image/cmd/mkimage, as make image does.
-func (n *node) buildImage(v string) image {
-	t := n.t
+// with image/cmd/mkimage, as make image does, in a directory below parent.
+func buildImage(t *testing.T, parent, v string) image {
 	t.Helper()
 	root, err := harness.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := filepath.Join(n.dir, "image-"+v)
+	dir := filepath.Join(parent, "image-"+v)
 	ldflags := "-s -w -X github.com/stickyip/stickyip/version.Version=" + v
 	for name, pkg := range map[string]string{"stickyip": "./plugins/ipam/stickyip", "checkpointd": "./checkpointd/cmd/checkpointd",
 		"mkimage": "./image/cmd/mkimage"} {
@@ -246,6 +246,9 @@ func (n *node) runInstaller(ds *appsv1.DaemonSet, img image) {
 		Spec: tmpl.Spec}
 	pod.Spec.NodeName = nodeName
 	for i := range pod.Spec.Volumes {
+		if pod.Spec.Volumes[i].EmptyDir != nil {
+			continue // the pod's own (its ready file)
+		}
 		hp := pod.Spec.Volumes[i].HostPath
 		if hp == nil || paths[hp.Path] == "" {
 			t.Fatalf("deploy/install: volume %s: no test path for %+v", pod.Spec.Volumes[i].Name, hp)
@@ -258,7 +261,7 @@ func (n *node) runInstaller(ds *appsv1.DaemonSet, img image) {
 		// `checkpointd install` writes by default (nothing the installer
 		// writes names it); every other path is named in the static pod or
 		// in checkpointd's settings, so the container sees it at the node's path.
-		if m := &c.VolumeMounts[i]; m.MountPath != "/opt/cni/bin" {
+		if m := &c.VolumeMounts[i]; m.MountPath != "/opt/cni/bin" && paths[m.MountPath] != "" {
 			m.MountPath = paths[m.MountPath]
 		}
 	}
@@ -271,8 +274,8 @@ func (n *node) runInstaller(ds *appsv1.DaemonSet, img image) {
 	}
 	env := []corev1.EnvVar{}
 	for _, e := range c.Env {
-		if !strings.HasPrefix(e.Name, "CHECKPOINTD_") {
-			env = append(env, e) // NODE_NAME from the downward API
+		if !strings.HasPrefix(e.Name, "CHECKPOINTD_") || e.Name == "CHECKPOINTD_READY_FILE" {
+			env = append(env, e) // NODE_NAME from the downward API, the installer's own ready file
 		}
 	}
 	for _, kv := range n.checkpointdEnv() {
@@ -284,56 +287,89 @@ func (n *node) runInstaller(ds *appsv1.DaemonSet, img image) {
 	}
 	c.Env = env
 	n.createPod(pod)
-	eventually(t, "installer pod Running", 3*time.Minute, time.Second, func() (bool, string) {
+	eventually(t, "installer pod Ready (done)", 3*time.Minute, time.Second, func() (bool, string) {
+		n.failIfInstallerExited()
 		p, err := n.client.CoreV1().Pods(pod.Namespace).Get(context.Background(), pod.Name, metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error()
 		}
-		return p.Status.Phase == corev1.PodRunning, string(p.Status.Phase)
+		return podReady(p), fmt.Sprintf("phase %s, conditions %v", p.Status.Phase, p.Status.Conditions)
 	})
 }
 
 // waitInstalled waits until the node runs img's plugin and img's
-// checkpointd as a static pod answering on its health endpoint.
-func (n *node) waitInstalled(img image) {
-	t := n.t
-	t.Helper()
-	plugin := filepath.Join(n.cniBinDir, install.PluginName)
-	eventually(t, "plugin "+img.version+" installed", 2*time.Minute, time.Second, func() (bool, string) {
-		n.failIfInstallerExited()
-		out, err := harness.Run(nil, plugin, "version")
-		return err == nil && strings.Contains(out, img.version), fmt.Sprintf("%s version: %q %v", plugin, out, err)
-	})
-	if st, err := os.Lstat(plugin); err != nil || !st.Mode().IsRegular() {
-		t.Fatalf("installed plugin %s: %v %v, want a regular file", plugin, st, err)
-	}
-	hc := n.httpClient()
-	eventually(t, "checkpointd "+img.version+" runs as a static pod", 3*time.Minute, 2*time.Second, func() (bool, string) {
-		p, err := n.client.CoreV1().Pods(install.PodNamespace).Get(context.Background(), install.PodName+"-"+nodeName, metav1.GetOptions{})
-		if err != nil {
-			return false, "mirror pod: " + err.Error()
-		}
-		if p.Spec.Containers[0].Image != img.ref || p.Status.Phase != corev1.PodRunning {
-			return false, fmt.Sprintf("mirror pod image %s phase %s", p.Spec.Containers[0].Image, p.Status.Phase)
-		}
-		resp, err := hc.Get("http://" + checkpointdAddr + "/healthz")
-		if err != nil {
-			return false, err.Error()
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK, resp.Status
+// checkpointd as a static pod answering on its health endpoint at healthAddr.
+func (n *node) waitInstalled(img image, healthAddr string) {
+	n.t.Helper()
+	eventually(n.t, img.version+" installed on "+n.name, 3*time.Minute, time.Second, func() (bool, string) {
+		return n.installed(img, healthAddr)
 	})
 }
 
+// installed reports whether the node's CNI bin dir holds img's plugin (a
+// regular file that runs) and img's checkpointd runs as the node's static
+// pod, Running and healthy at healthAddr; it fails the test with the
+// installer's output when the installer container exited.
+func (n *node) installed(img image, healthAddr string) (bool, string) {
+	n.t.Helper()
+	n.failIfInstallerExited()
+	plugin := filepath.Join(n.cniBinDir, install.PluginName)
+	if v, err := pluginVersion(plugin); err != nil || !strings.Contains(v, img.version) {
+		return false, fmt.Sprintf("%s version: %q %v", plugin, v, err)
+	}
+	p, err := n.client.CoreV1().Pods(install.PodNamespace).Get(context.Background(), install.PodName+"-"+n.name, metav1.GetOptions{})
+	if err != nil {
+		return false, "mirror pod: " + err.Error()
+	}
+	if p.Spec.Containers[0].Image != img.ref || p.Status.Phase != corev1.PodRunning {
+		return false, fmt.Sprintf("mirror pod image %s phase %s", p.Spec.Containers[0].Image, p.Status.Phase)
+	}
+	resp, err := n.httpClient().Get("http://" + healthAddr + "/healthz")
+	if err != nil {
+		return false, err.Error()
+	}
+	resp.Body.Close()
+	return resp.StatusCode == http.StatusOK, "checkpointd /healthz: " + resp.Status
+}
+
+// pluginVersion runs `stickyip version` of the plugin at path, which must
+// be a regular file (the installer renames a complete file into place).
+func pluginVersion(path string) (string, error) {
+	if st, err := os.Lstat(path); err != nil {
+		return "", err
+	} else if !st.Mode().IsRegular() {
+		return "", fmt.Errorf("%s: mode %s, want a regular file", path, st.Mode())
+	}
+	return harness.Run(nil, path, "version")
+}
+
 // failIfInstallerExited fails the test with the installer container's own
-// output (read through the API with the admin credentials) once it has
-// exited: `install --wait` exits only when the install failed.
+// output (read through the API with the admin credentials) once the
+// installer pod on this node has exited: `install --wait` exits only when
+// the install failed.
 func (n *node) failIfInstallerExited() {
 	t := n.t
 	t.Helper()
 	ctx := context.Background()
-	p, err := n.client.CoreV1().Pods(installerNamespace).Get(ctx, installerPodName, metav1.GetOptions{})
-	if err != nil || len(p.Status.ContainerStatuses) == 0 {
+	pods, err := n.client.CoreV1().Pods(installerNamespace).List(ctx, metav1.ListOptions{
+		LabelSelector: installerSelector, FieldSelector: "spec.nodeName=" + n.name})
+	if err != nil {
+		return
+	}
+	for i := range pods.Items {
+		if pods.Items[i].DeletionTimestamp == nil { // a rollout's old pod stops on SIGTERM
+			n.failIfExited(&pods.Items[i])
+		}
+	}
+}
+
+// failIfExited fails the test with the output of installer pod p's
+// container once it has exited.
+func (n *node) failIfExited(p *corev1.Pod) {
+	t := n.t
+	t.Helper()
+	ctx := context.Background()
+	if len(p.Status.ContainerStatuses) == 0 {
 		return
 	}
 	cs := p.Status.ContainerStatuses[0]

@@ -99,7 +99,7 @@ func missing(t *testing.T, format string, args ...any) {
 
 // nodeOptions choose what the node runs.
 type nodeOptions struct {
-	ipam string // "stickyip" or "host-local"
+	ipam string // "stickyip", "host-local", or "installed" (the conflist names stickyip, deploy/install puts it in the bin dir)
 	// cni, when set, writes the node's CNI config instead of the flannel
 	// conflist and returns extra binaries for the CNI bin dir.
 	cni func(n *node) []string

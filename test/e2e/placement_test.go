@@ -7,7 +7,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -316,28 +315,6 @@ func (cp *controlPlane) kubectlPath() string {
 		return p
 	}
 	return ""
-}
-
-// kubectl runs kubectl as admin against the API server, from inside the
-// control plane's network namespace, and returns its output; a failure
-// fails the test with that output.
-func (cp *controlPlane) kubectl(args ...string) string {
-	t := cp.t
-	t.Helper()
-	kubectl := cp.kubectlPath()
-	if kubectl == "" {
-		t.Fatalf("kubectl %s: no kubectl in %s (scripts/build-k8s.sh)", strings.Join(args, " "), cp.bins.k8s)
-	}
-	kc := filepath.Join(cp.dir, "admin.kubeconfig")
-	if !fileExists(kc) {
-		cp.writeKubeconfig(kc, adminUser)
-	}
-	cmd := exec.Command("nsenter", append([]string{"--net=" + cp.ns.Path, kubectl, "--kubeconfig=" + kc}, args...)...)
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
-	}
-	return string(out)
 }
 
 // applyPlacement installs deploy/placement: with kubectl (apply -k, after

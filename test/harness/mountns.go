@@ -58,16 +58,33 @@ func NewMountNS(t testing.TB, binds map[string]string) *MountNS {
 		t.Fatalf("harness: mount namespace: %v", err)
 	}
 	for target, source := range binds {
-		for _, d := range []string{target, source} {
-			if err := os.MkdirAll(d, 0o755); err != nil {
-				t.Fatal(err)
-			}
+		if err := os.MkdirAll(source, 0o755); err != nil {
+			t.Fatal(err)
 		}
-		if _, err := Run(nil, "nsenter", "--mount="+m.Path, "mount", "--bind", source, target); err != nil {
-			t.Fatalf("harness: mount namespace: %v", err)
-		}
+		m.Bind(t, target, source)
 	}
 	return m
+}
+
+// Bind bind-mounts source (a directory, a file or a socket) on target inside
+// the namespace, for the node's daemons and the containers they start. A
+// missing target (a directory, or an empty file when source is not a
+// directory) is created from inside the namespace: below a target bound
+// earlier it lands in that bound directory; elsewhere on the host's file
+// system, empty.
+func (m *MountNS) Bind(t testing.TB, target, source string) {
+	t.Helper()
+	fi, err := os.Stat(source)
+	if err != nil {
+		t.Fatalf("harness: bind %s: %v", target, err)
+	}
+	mk := `mkdir -p "$1"`
+	if !fi.IsDir() {
+		mk = `mkdir -p "$(dirname "$1")" && { [ -e "$1" ] || : > "$1"; }`
+	}
+	if _, err := Run(nil, "nsenter", "--mount="+m.Path, "sh", "-c", mk+` && mount --bind "$2" "$1"`, "bind", target, source); err != nil {
+		t.Fatalf("harness: mount namespace: bind %s on %s: %v", source, target, err)
+	}
 }
 
 func (m *MountNS) stop() {

@@ -31,6 +31,7 @@ func runInstall(cmd string, args []string) int {
 	staticPod := fs.Bool("static-pod", true, "run checkpointd as a static pod (false: the operator runs the systemd unit)")
 	wait := fs.Bool("wait", false, "after installing, wait for SIGTERM (the DaemonSet's container keeps running, and so keeps the image on the node)")
 	stopWait := fs.Duration("stop-timeout", 2*time.Minute, "uninstall: how long to wait for the kubelet to stop checkpointd")
+	readyFile := fs.String("ready-file", "", "once done, create this file (checked by checkpointd ready, the DaemonSet's readiness probe: a rollout moves on to the next node only once this one is done)")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), `Usage: checkpointd install --image=REF [flags]
        checkpointd uninstall [flags]
@@ -95,6 +96,12 @@ cleanup --all and removes the plugin; the IPAM store stays.
 		log.Error(cmd+" failed", "err", err)
 		return 1
 	}
+	if *readyFile != "" {
+		if err := os.WriteFile(*readyFile, []byte(cmd+" done\n"), 0o644); err != nil {
+			log.Error(cmd+" done, but not marked ready", "err", err)
+			return 1
+		}
+	}
 	if *wait {
 		log.Info(cmd + " done; waiting for SIGTERM")
 		<-ctx.Done()
@@ -124,4 +131,24 @@ func staticPodFor(fs *flag.FlagSet, daemonSet map[string]bool, cfg daemon.Config
 // envName is the CHECKPOINTD_* variable of flag name.
 func envName(name string) string {
 	return "CHECKPOINTD_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))
+}
+
+// runReady runs `checkpointd ready`, the readiness probe of deploy/install's
+// DaemonSet: it exits 0 once the install or uninstall of this pod has
+// created its --ready-file (CHECKPOINTD_READY_FILE), else 1.
+func runReady(args []string) int {
+	fs := flag.NewFlagSet("checkpointd ready", flag.ContinueOnError)
+	readyFile := fs.String("ready-file", "", "the file that checkpointd install or uninstall --ready-file creates once done")
+	if code := parse(fs, "checkpointd ready", args); code >= 0 {
+		return code
+	}
+	if *readyFile == "" {
+		fmt.Fprintln(os.Stderr, "checkpointd ready: --ready-file (or CHECKPOINTD_READY_FILE) is required")
+		return 2
+	}
+	if _, err := os.Stat(*readyFile); err != nil {
+		fmt.Fprintln(os.Stderr, "checkpointd ready: not done yet:", err)
+		return 1
+	}
+	return 0
 }

@@ -144,3 +144,44 @@ current-context: x
 		t.Errorf("uninstall touched the IPAM store: %v", err)
 	}
 }
+
+// TestReadyFile: install and uninstall create --ready-file only once they
+// succeeded, and `checkpointd ready` (the DaemonSet's readiness probe, given
+// the file by CHECKPOINTD_READY_FILE as the manifest does) answers 0 only then.
+func TestReadyFile(t *testing.T) {
+	root := t.TempDir()
+	p := func(s string) string { return filepath.Join(root, s) }
+	ready := p("ready")
+	t.Setenv("CHECKPOINTD_READY_FILE", ready)
+	if code := run([]string{"ready"}); code != 1 {
+		t.Errorf("ready before any install: exit %d, want 1", code)
+	}
+	if err := os.WriteFile(p("stickyip"), []byte("plugin"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"--plugin=" + p("stickyip"), "--cni-bin-dir=" + p("bin"), "--static-pod=false", "--static-pod-dir=" + p("manifests")}
+	if code := run(append([]string{"install", "--plugin=" + p("missing")}, args[1:]...)); code != 1 {
+		t.Fatalf("install of a missing plugin: exit %d, want 1", code)
+	}
+	if code := run([]string{"ready"}); code != 1 {
+		t.Errorf("ready after a failed install: exit %d, want 1", code)
+	}
+	if code := run(append([]string{"install"}, args...)); code != 0 {
+		t.Fatalf("install: exit %d", code)
+	}
+	if code := run([]string{"ready"}); code != 0 {
+		t.Errorf("ready after the install: exit %d, want 0", code)
+	}
+	if err := os.Remove(ready); err != nil {
+		t.Fatal(err)
+	}
+	if code := run(append([]string{"uninstall", "--listen-address=", "--checkpoint-dir=" + p("ckpt"), "--volume-dir=" + p("vol"), "--data-dir=", "--cni-conf-dir="}, args...)); code != 0 {
+		t.Fatalf("uninstall: exit %d", code)
+	}
+	if code := run([]string{"ready", "--ready-file=" + ready}); code != 0 {
+		t.Errorf("ready after the uninstall: exit %d, want 0", code)
+	}
+	if _, err := os.Stat(p("bin/stickyip")); !os.IsNotExist(err) {
+		t.Errorf("plugin after the uninstall: %v", err)
+	}
+}

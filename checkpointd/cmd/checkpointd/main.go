@@ -3,7 +3,8 @@
 // environment fallback, CHECKPOINTD_<FLAG_NAME>) to daemon.Run, or, as
 // `checkpointd cleanup [--all]`, to daemon.Cleanup, or, as `checkpointd
 // install` and `checkpointd uninstall` (what the DaemonSet of deploy/install
-// runs on every node), to package install.
+// runs on every node; `checkpointd ready` is its readiness probe), to
+// package install.
 package main
 
 import (
@@ -34,6 +35,8 @@ func run(args []string) int {
 			cleanup, args = true, args[1:]
 		case "install", "uninstall":
 			return runInstall(args[0], args[1:])
+		case "ready":
+			return runReady(args[1:])
 		}
 	}
 	fs := flag.NewFlagSet("checkpointd", flag.ContinueOnError)
@@ -47,6 +50,7 @@ func run(args []string) int {
 		fmt.Fprintf(fs.Output(), `Usage: checkpointd [flags]
        checkpointd cleanup [--all] [flags]
        checkpointd install|uninstall [flags]   (see checkpointd install --help)
+       checkpointd ready --ready-file=FILE     (the installer DaemonSet's readiness probe)
 
 cleanup removes the manifest of every static copy checkpointd placed on this
 node (the systemd unit runs it whenever the daemon stops: the kubelet stops
