@@ -329,8 +329,16 @@ func (cp *controlPlane) applyPlacement() {
 	}
 	dir := filepath.Join(root, "deploy", "placement")
 	if cp.kubectlPath() != "" {
-		for _, args := range [][]string{{"apply", "--dry-run=server", "-f", dir}, {"apply", "-k", dir}} {
-			t.Logf("kubectl %s:\n%s", strings.Join(args, " "), cp.kubectl(args...))
+		t.Logf("kubectl apply --dry-run=server -f %s:\n%s", dir, cp.kubectl("apply", "--dry-run=server", "-f", dir))
+		out := cp.kubectl("apply", "-k", dir)
+		t.Logf("kubectl apply -k %s:\n%s", dir, out)
+		// Applying the manifests again changes nothing: every field the API
+		// server would default is spelled out (a list such as resourceRules is
+		// atomic, so a defaulted field in it made kubectl rewrite it each time).
+		for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+			if strings.HasSuffix(line, " configured") {
+				t.Errorf("kubectl apply -k of unchanged manifests changed %s", strings.TrimSuffix(line, " configured"))
+			}
 		}
 	} else {
 		files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
