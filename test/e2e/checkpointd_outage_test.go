@@ -65,13 +65,8 @@ func (n *node) reads(ctx context.Context, containerID, file string) error {
 //   - checkpointd disabled while copies run: once the API server is back
 //     the parents are not blocked beyond the kubelet's own delay.
 func TestCheckpointdOutage(t *testing.T) {
-	n := newCheckpointdNode(t)
+	n := runningCheckpointdNode(t)
 	ctx := context.Background()
-	n.startControlPlane()
-	n.ensureNamespace("kube-system")
-	n.startContainerd()
-	n.startKubelet(true)
-	n.startCheckpointd()
 
 	cs := n.client.CoreV1()
 	if _, err := cs.Secrets("kube-system").Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "cred", Namespace: "kube-system"},

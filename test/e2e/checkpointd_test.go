@@ -90,6 +90,20 @@ func newCheckpointdNode(t *testing.T) *node {
 	return n
 }
 
+// runningCheckpointdNode is newCheckpointdNode with everything running:
+// the control plane (and namespace kube-system), containerd, a Ready
+// kubelet and checkpointd.
+func runningCheckpointdNode(t *testing.T) *node {
+	t.Helper()
+	n := newCheckpointdNode(t)
+	n.startControlPlane()
+	n.ensureNamespace("kube-system")
+	n.startContainerd()
+	n.startKubelet(true)
+	n.startCheckpointd()
+	return n
+}
+
 // startCheckpointd starts checkpointd in the node's netns, configured the
 // systemd-unit way (environment, the kubelet's kubeconfig, then extra
 // CHECKPOINTD_* settings as /etc/default/checkpointd would override them),

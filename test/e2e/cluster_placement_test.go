@@ -99,9 +99,9 @@ func TestClusterPlacement(t *testing.T) {
 	// 3. Writers: the moved-from node's reserved record of "cache", as the
 	// other node sees it.
 	holder, other := c.node(cacheRun.holder), c.node(cacheRun.other)
-	rec := c.recordOf(ns, "cache", holder.name)
-	if rec == nil {
-		t.Fatalf("no record of %s/cache on %s after the control moved the pod away (its reservation lasts 10m)", ns, holder.name)
+	rec, err := c.recordOf(ns, "cache", holder.name)
+	if err != nil || rec == nil {
+		t.Fatalf("no record of %s/cache on %s after the control moved the pod away (its reservation lasts 10m): %v", ns, holder.name, err)
 	}
 	as := c.dynamicAs(c.tokens[nodeUser(other.name)]).Resource(placement.Resource).Namespace(ns)
 	forged := rec.DeepCopy()
@@ -121,8 +121,8 @@ func TestClusterPlacement(t *testing.T) {
 			t.Logf("%s with %s's credentials: Forbidden (%v)", what, other.name, err)
 		}
 	}
-	if c.recordOf(ns, "cache", holder.name) == nil {
-		t.Fatalf("%s's record of %s/cache is gone after %s's refused delete", holder.name, ns, other.name)
+	if r, err := c.recordOf(ns, "cache", holder.name); err != nil || r == nil {
+		t.Fatalf("%s's record of %s/cache is gone after %s's refused delete: %v", holder.name, ns, other.name, err)
 	}
 
 	// Figures: API writes per sticky pod lifecycle, per node.
@@ -150,10 +150,18 @@ func TestClusterPlacement(t *testing.T) {
 	// collector); the other node's stay.
 	gone := c.node(cacheRun.other) // runs the moved cache pod: holds its record
 	stay := c.node(cacheRun.holder)
-	if len(c.recordsOn(gone.name)) == 0 || len(c.recordsOn(stay.name)) == 0 {
-		t.Fatalf("records before the Node's deletion: %s %d, %s %d; want some on each", gone.name, len(c.recordsOn(gone.name)), stay.name, len(c.recordsOn(stay.name)))
+	goneHeld, err := c.records("", gone.name)
+	if err != nil {
+		t.Fatal(err)
 	}
-	before := len(c.recordsOn(stay.name))
+	stayHeld, err := c.records("", stay.name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(goneHeld) == 0 || len(stayHeld) == 0 {
+		t.Fatalf("records before the Node's deletion: %s %d, %s %d; want some on each", gone.name, len(goneHeld), stay.name, len(stayHeld))
+	}
+	before := len(stayHeld)
 	gone.checkpointd.stop(t, syscall.SIGTERM, 30*time.Second)
 	gone.kubelet.stop(t, syscall.SIGTERM, 30*time.Second)
 	deleted := time.Now()
@@ -161,13 +169,13 @@ func TestClusterPlacement(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, "records of deleted Node "+gone.name+" gone", 2*time.Minute, 500*time.Millisecond, func() (bool, string) {
-		l := c.recordsOn(gone.name)
-		return len(l) == 0, fmt.Sprintf("%d records of %s", len(l), gone.name)
+		l, err := c.records("", gone.name)
+		return err == nil && len(l) == 0, fmt.Sprintf("%d records of %s %v", len(l), gone.name, err)
 	})
 	t.Logf("Node %s deleted → its IPHold records garbage-collected in %s; %s keeps its %d", gone.name,
 		time.Since(deleted).Round(100*time.Millisecond), stay.name, before)
-	if got := len(c.recordsOn(stay.name)); got != before {
-		t.Errorf("%s's records: %d, was %d before %s's deletion", stay.name, got, before, gone.name)
+	if l, err := c.records("", stay.name); err != nil || len(l) != before {
+		t.Errorf("%s's records: %d (%v), was %d before %s's deletion", stay.name, len(l), err, before, gone.name)
 	}
 }
 
@@ -205,8 +213,8 @@ func (c *cluster) stickyRounds(ns, selector, identity string) stickyRun {
 	}
 	run := stickyRun{holder: holder.name, other: other.name, lifecyclesOn: map[string]int{}}
 	eventually(t, fmt.Sprintf("%s publishes %s/%s", holder.name, ns, identity), time.Minute, 500*time.Millisecond, func() (bool, string) {
-		r := c.recordOf(ns, identity, holder.name)
-		return r != nil, "no record"
+		r, err := c.recordOf(ns, identity, holder.name)
+		return r != nil, fmt.Sprint("no record ", err)
 	})
 	c.waitHint(ns, identity, []string{holder.name})
 	steer := c.steerPod(ns, holder.name)
@@ -292,13 +300,7 @@ func (c *cluster) steerPod(ns, node string) string {
 	if _, err := c.client.CoreV1().Pods(ns).Create(context.Background(), p, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "pod "+name+" running", 2*time.Minute, 500*time.Millisecond, func() (bool, string) {
-		got, err := c.client.CoreV1().Pods(ns).Get(context.Background(), name, metav1.GetOptions{})
-		if err != nil {
-			return false, err.Error()
-		}
-		return podReady(got), string(got.Status.Phase)
-	})
+	c.node(node).waitPodRunningIn(ns, name, 2*time.Minute)
 	return name
 }
 
@@ -346,25 +348,4 @@ func (c *cluster) waitHint(ns, identity string, nodes []string) {
 		slices.Sort(hinted)
 		return fmt.Sprint(hinted) == want, fmt.Sprintf("hint %v", hinted)
 	})
-}
-
-// recordOf is node's IPHold record of identity in ns, nil when none.
-func (c *cluster) recordOf(ns, identity, node string) *unstructured.Unstructured {
-	for _, u := range c.recordsOn(node) {
-		if id, _, _ := unstructured.NestedString(u.Object, "spec", "identity"); id == identity && u.GetNamespace() == ns {
-			return &u
-		}
-	}
-	return nil
-}
-
-// recordsOn lists node's IPHold records in every namespace, as admin.
-func (c *cluster) recordsOn(node string) []unstructured.Unstructured {
-	c.t.Helper()
-	l, err := c.dynamicAs(c.adminToken).Resource(placement.Resource).List(context.Background(),
-		metav1.ListOptions{FieldSelector: placement.NodeField + "=" + node})
-	if err != nil {
-		c.t.Fatalf("list IPHold records of %s: %v", node, err)
-	}
-	return l.Items
 }

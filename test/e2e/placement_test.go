@@ -189,20 +189,6 @@ func TestPlacement(t *testing.T) {
 
 	// ---- The publisher: checkpointd on node1 with the real CNI chain.
 	n.startCheckpointd()
-	admin := n.dynamicAs(n.adminToken).Resource(placement.Resource)
-	mine := metav1.ListOptions{FieldSelector: placement.NodeField + "=" + nodeName}
-	recordOf := func(ns, identity string) (*unstructured.Unstructured, error) {
-		l, err := admin.Namespace(ns).List(ctx, mine)
-		if err != nil {
-			return nil, err
-		}
-		for i := range l.Items {
-			if id, _, _ := unstructured.NestedString(l.Items[i].Object, "spec", "identity"); id == identity {
-				return &l.Items[i], nil
-			}
-		}
-		return nil, nil
-	}
 	const reserve = 20 * time.Second
 	start := time.Now()
 	n.createPod(testPod("web", map[string]string{annReservation: reserve.String()}))
@@ -211,7 +197,7 @@ func TestPlacement(t *testing.T) {
 	n.waitAPIPodRunning("plain", 2*time.Minute)
 	var created2 time.Duration
 	eventually(t, "record of default/web", 30*time.Second, 200*time.Millisecond, func() (bool, string) {
-		u, err := recordOf("default", "web")
+		u, err := n.recordOf("default", "web", nodeName)
 		if err != nil || u == nil {
 			return false, fmt.Sprint("no record yet ", err)
 		}
@@ -224,14 +210,14 @@ func TestPlacement(t *testing.T) {
 		return true, ""
 	})
 	t.Logf("publisher: record of default/web (%s) allocated, %s after the pod's creation", ip, created2.Round(100*time.Millisecond))
-	if u, err := recordOf("default", "plain"); err != nil || u != nil {
+	if u, err := n.recordOf("default", "plain", nodeName); err != nil || u != nil {
 		t.Errorf("a pod without reservation got a record: %v %v", u, err)
 	}
 	n.deletePodGracefully("web", time.Minute)
 	deleted := time.Now()
 	var expires time.Time
 	eventually(t, "record of default/web reserved", 30*time.Second, 200*time.Millisecond, func() (bool, string) {
-		u, err := recordOf("default", "web")
+		u, err := n.recordOf("default", "web", nodeName)
 		if err != nil || u == nil {
 			return false, fmt.Sprint("no record ", err)
 		}
@@ -247,7 +233,7 @@ func TestPlacement(t *testing.T) {
 	}
 	t.Logf("publisher: record reserved until %s, %s after the delete", expires.Format(time.RFC3339), time.Since(deleted).Round(100*time.Millisecond))
 	eventually(t, "record of default/web deleted at expiry", reserve+30*time.Second, time.Second, func() (bool, string) {
-		u, err := recordOf("default", "web")
+		u, err := n.recordOf("default", "web", nodeName)
 		return err == nil && u == nil, fmt.Sprint(u, err)
 	})
 	t.Logf("publisher: record deleted %s after expiry", time.Since(expires).Round(100*time.Millisecond))
@@ -306,6 +292,32 @@ func (cp *controlPlane) dynamicAs(token string) dynamic.Interface {
 		cp.t.Fatal(err)
 	}
 	return c
+}
+
+// records lists node's IPHold records in namespace ns ("": every
+// namespace), as admin.
+func (cp *controlPlane) records(ns, node string) ([]unstructured.Unstructured, error) {
+	l, err := cp.dynamicAs(cp.adminToken).Resource(placement.Resource).Namespace(ns).List(context.Background(),
+		metav1.ListOptions{FieldSelector: placement.NodeField + "=" + node})
+	if err != nil {
+		return nil, err
+	}
+	return l.Items, nil
+}
+
+// recordOf is node's IPHold record of identity in namespace ns, nil when it
+// has none.
+func (cp *controlPlane) recordOf(ns, identity, node string) (*unstructured.Unstructured, error) {
+	l, err := cp.records(ns, node)
+	if err != nil {
+		return nil, err
+	}
+	for i := range l {
+		if id, _, _ := unstructured.NestedString(l[i].Object, "spec", "identity"); id == identity {
+			return &l[i], nil
+		}
+	}
+	return nil, nil
 }
 
 // kubectlPath is the kubectl the e2e build made, "" when there is none

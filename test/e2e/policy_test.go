@@ -29,13 +29,8 @@ import (
 // refuses them; unsafe sysctls are rejected by the kubelet before
 // checkpointd sees the pod running: unit tests cover those.)
 func TestCheckpointdPolicy(t *testing.T) {
-	n := newCheckpointdNode(t)
+	n := runningCheckpointdNode(t)
 	ctx := context.Background()
-	n.startControlPlane()
-	n.ensureNamespace("kube-system")
-	n.startContainerd()
-	n.startKubelet(true)
-	n.startCheckpointd()
 
 	optIn := map[string]string{annCheckpoint: "true"}
 	yes := true
