@@ -45,6 +45,12 @@ func Unframe(format string, data []byte) ([]byte, error) {
 	if h.Format != format {
 		return nil, fmt.Errorf("unknown format %q: %w", h.Format, ErrCorrupt)
 	}
+	// Frame writes exactly one spelling of a header; anything else (keys in
+	// another case or order, spaces, repeated or unknown keys) was not
+	// written by it, even when its checksum matches.
+	if canonical, _ := json.Marshal(h); !bytes.Equal(line, canonical) {
+		return nil, fmt.Errorf("header is not as written (%.80q): %w", line, ErrCorrupt)
+	}
 	if len(payload) != h.Length {
 		return nil, fmt.Errorf("payload is %d bytes, header says %d (truncated or extended): %w", len(payload), h.Length, ErrCorrupt)
 	}

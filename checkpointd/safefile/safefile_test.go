@@ -1,6 +1,7 @@
 package safefile
 
 import (
+	"bytes"
 	"errors"
 	"os"
 	"path/filepath"
@@ -36,8 +37,17 @@ func TestUnframeRefusesWhatFrameDidNotWrite(t *testing.T) {
 	}
 	flipped := append([]byte(nil), good...)
 	flipped[len(flipped)-1] ^= 1
+	// A header Go's JSON decoder reads as the same values, but that Frame
+	// never writes (CI's fuzzer found the key case first).
+	respelled := func(old, new string) []byte {
+		return bytes.Replace(good, []byte(old), []byte(new), 1)
+	}
 	for name, data := range map[string][]byte{
 		"other format": good, "flipped byte": flipped, "truncated": good[:len(good)-1], "no header": []byte("payload"),
+		"key case":     respelled(`"format"`, `"Format"`),
+		"space":        respelled(`{"format"`, `{ "format"`),
+		"repeated key": respelled(`"length"`, `"length":0,"length"`),
+		"unknown key":  respelled(`{"format"`, `{"x":1,"format"`),
 	} {
 		format := "f/v1"
 		if name == "other format" {
