@@ -1,5 +1,5 @@
 // Package deploy holds the manifests an operator applies: install/ (`kubectl
-// apply -f deploy/install/`: the namespace and the installer DaemonSet) and
+// apply -f deploy/install/`: the installer DaemonSet, in kube-system) and
 // kube-flannel/ (the patch of kube-flannel's CNI config). Go code reads them
 // from here (embedded), so the tests check the files operators get.
 package deploy
@@ -13,7 +13,6 @@ import (
 	"io"
 
 	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
@@ -29,9 +28,9 @@ var InstallManifest []byte
 //go:embed kube-flannel/cni-conf-patch.yaml
 var FlannelPatch []byte
 
-// Install decodes InstallManifest, strictly (an unknown field is an error).
-func Install() (*corev1.Namespace, *appsv1.DaemonSet, error) {
-	var ns *corev1.Namespace
+// Install decodes InstallManifest, strictly (an unknown field is an error):
+// one DaemonSet and nothing else.
+func Install() (*appsv1.DaemonSet, error) {
 	var ds *appsv1.DaemonSet
 	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(InstallManifest)))
 	for {
@@ -40,30 +39,27 @@ func Install() (*corev1.Namespace, *appsv1.DaemonSet, error) {
 			break
 		}
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 		var meta metav1.TypeMeta
 		if err := yaml.Unmarshal(doc, &meta); err != nil {
-			return nil, nil, err
+			return nil, err
 		}
-		switch meta.Kind {
-		case "Namespace":
-			ns = &corev1.Namespace{}
-			err = yaml.UnmarshalStrict(doc, ns)
-		case "DaemonSet":
+		switch {
+		case meta.Kind == "":
+			continue
+		case meta.Kind == "DaemonSet" && ds == nil:
 			ds = &appsv1.DaemonSet{}
 			err = yaml.UnmarshalStrict(doc, ds)
-		case "":
-			continue
 		default:
-			err = fmt.Errorf("unexpected kind %q", meta.Kind)
+			err = fmt.Errorf("unexpected object (the manifest is one DaemonSet)")
 		}
 		if err != nil {
-			return nil, nil, fmt.Errorf("deploy/install/stickyip.yaml: %s: %w", meta.Kind, err)
+			return nil, fmt.Errorf("deploy/install/stickyip.yaml: %s: %w", meta.Kind, err)
 		}
 	}
-	if ns == nil || ds == nil {
-		return nil, nil, errors.New("deploy/install/stickyip.yaml: want a Namespace and a DaemonSet")
+	if ds == nil {
+		return nil, errors.New("deploy/install/stickyip.yaml: want a DaemonSet")
 	}
-	return ns, ds, nil
+	return ds, nil
 }

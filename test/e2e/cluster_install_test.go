@@ -35,10 +35,9 @@ const shippedCheckpointdAddr = "127.0.0.1:9469"
 // scheduler places the pods):
 //
 //  1. The image (two builds) imported into each node's containerd;
-//     `kubectl apply --dry-run=server -f deploy/install/` refuses nothing
-//     but the DaemonSet's missing namespace on a fresh cluster, and passes
-//     whole once it exists; deploy/install is applied with kubectl, exactly
-//     as shipped but for the image reference. Each
+//     `kubectl apply --dry-run=server -f deploy/install/` passes whole on
+//     the fresh cluster and again once installed; deploy/install is applied
+//     with kubectl, exactly as shipped but for the image reference. Each
 //     node's own directories are bound, in its mount namespace, on the host
 //     paths the manifest names, so the DaemonSet and checkpointd's static pod
 //     run unchanged.
@@ -74,21 +73,8 @@ func TestClusterInstall(t *testing.T) {
 		t.Fatal(err)
 	}
 	shipped := filepath.Join(root, "deploy", "install")
-	// A server dry run creates nothing, so on a cluster without the
-	// namespace every namespaced object of the manifest is refused
-	// (kubernetes/kubernetes#83562): that refusal, and no other error.
-	if out, err := c.kubectlErr("apply", "--dry-run=server", "-f", shipped); err != nil {
-		var errs []string
-		for _, l := range strings.Split(out, "\n") {
-			if strings.HasPrefix(l, "Error") || strings.HasPrefix(l, "error") {
-				errs = append(errs, l)
-			}
-		}
-		if len(errs) != 1 || !strings.Contains(errs[0], `namespaces "`+installerNamespace+`" not found`) {
-			t.Fatalf("kubectl apply --dry-run=server -f deploy/install/ on a fresh cluster: %v\n%s", err, out)
-		}
-		t.Logf("kubectl apply --dry-run=server -f deploy/install/ on a fresh cluster (the namespace does not exist yet):\n%s", out)
-	}
+	// The whole manifest, on a cluster that has never seen it.
+	t.Logf("kubectl apply --dry-run=server -f deploy/install/ on the fresh cluster:\n%s", c.kubectl("apply", "--dry-run=server", "-f", shipped))
 
 	// ---- 1-2. Install.
 	start := time.Now()
@@ -98,6 +84,14 @@ func TestClusterInstall(t *testing.T) {
 	t.Logf("kubectl apply --dry-run=server -f deploy/install/ once installed:\n%s", c.kubectl("apply", "--dry-run=server", "-f", shipped))
 	t.Logf("install: kubectl apply → plugin %s in each node's CNI bin dir and checkpointd's static pod healthy: node1 %s, node2 %s; rollout complete %s",
 		v1.version, took["node1"].Round(100*time.Millisecond), took["node2"].Round(100*time.Millisecond), time.Since(start).Round(100*time.Millisecond))
+
+	// kube-flannel's ConfigMap patched with the README's command; each
+	// node's conflist is then what kube-flannel's pods copy from it.
+	c.createFlannelConfig()
+	t.Logf("kubectl patch of kube-flannel's ConfigMap: %s", c.kubectl("-n", flannelNamespace, "patch", "configmap", flannelConfigMap, "--patch-file", flannelPatchFile(t)))
+	for _, n := range c.nodes {
+		n.writeFlannelConflist(c.flannelCNIConfig())
+	}
 
 	two := int32(2)
 	web := &appsv1.Deployment{
@@ -188,11 +182,16 @@ func TestClusterInstall(t *testing.T) {
 		upEnd.Sub(upStart).Round(100*time.Millisecond), seen.looks, len(created), during["node1"], during["node2"], reserved)
 
 	// ---- 4. Uninstall, as docs/install.md says.
-	// 1. The conflist back to host-local (what kube-flannel's pods write
-	// after the ConfigMap patch and their restart).
+	// 1. The conflist back to host-local: kube-flannel's original
+	// cni-conf.json patched back into its ConfigMap, and copied to each
+	// node as kube-flannel's restarted pods do.
+	orig, err := json.Marshal(map[string]any{"data": map[string]string{"cni-conf.json": flannelCNIConf}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.kubectl("-n", flannelNamespace, "patch", "configmap", flannelConfigMap, "--type=merge", "-p", string(orig))
 	for _, n := range c.nodes {
-		n.opts.ipam = "host-local"
-		n.writeCNIConfig()
+		n.writeFlannelConflist(c.flannelCNIConfig())
 	}
 	n1, n2 := c.nodes[0], c.nodes[1]
 	n1.createPod(n1.podOn("after-switch", nil))
@@ -260,8 +259,11 @@ func TestClusterInstall(t *testing.T) {
 			return apierrors.IsNotFound(err), fmt.Sprint(err)
 		})
 	}
-	if _, err := cs.CoreV1().Namespaces().Get(ctx, installerNamespace, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
-		t.Errorf("namespace %s after kubectl delete: %v, want it gone", installerNamespace, err)
+	if _, err := cs.AppsV1().DaemonSets(installerNamespace).Get(ctx, "stickyip", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("DaemonSet %s/stickyip after kubectl delete: %v, want it gone", installerNamespace, err)
+	}
+	if ns, err := cs.CoreV1().Namespaces().Get(ctx, installerNamespace, metav1.GetOptions{}); err != nil || ns.DeletionTimestamp != nil {
+		t.Errorf("namespace %s after kubectl delete -f deploy/install/: %v, want it untouched", installerNamespace, err)
 	}
 	n1.waitAPIPodRunning("after-switch", 10*time.Second)
 	t.Logf("uninstall: DaemonSet switched to uninstall and rolled out on both nodes %s, deleted %s later: plugin, static pod, checkpointd's files gone from both nodes, IPAM store kept; default/after-switch (host-local) runs on",
@@ -321,7 +323,7 @@ func (n *node) podOn(name string, annotations map[string]string) *corev1.Pod {
 // --image), nothing else; it returns the directory to apply.
 func manifestFor(t *testing.T, parent string, img image) string {
 	t.Helper()
-	_, ds, err := deploy.Install()
+	ds, err := deploy.Install()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -347,9 +349,10 @@ func manifestFor(t *testing.T, parent string, img image) string {
 // deploy/install and checkpointd's static pod name, so both run as shipped:
 // the kubelet's static pod directory and kubeconfig, the CNI bin and config
 // directories, checkpointd's directories, the IPAM data directory, flannel's
-// /run/flannel and the CRI socket. The node's conflist then uses the
-// default paths (kube-flannel's ConfigMap with deploy/kube-flannel's patch
-// names none), which these binds make the node's own. The empty mount
+// /run/flannel, the CRI socket, flannel's and host-local's data
+// directories. A conflist from kube-flannel's ConfigMap (with or without
+// deploy/kube-flannel's patch) uses the default paths, which these binds
+// make the node's own (writeFlannelConflist). The empty mount
 // points it creates on the machine are removed at cleanup.
 func (n *node) bindNodePaths() {
 	t := n.t
@@ -366,6 +369,11 @@ func (n *node) bindNodePaths() {
 		{"/run/flannel", filepath.Dir(n.subnetFile())},
 		{"/run/containerd", filepath.Join(n.dir, "run-containerd")},
 		{"/run/containerd/containerd.sock", n.ctd.Address},
+		// flannel's own state and host-local's store (also where stickyip
+		// imports host-local's allocations from): kube-flannel's conflist
+		// names no path
+		{"/var/lib/cni/flannel", filepath.Join(n.dir, "flannel", "data")},
+		{"/var/lib/cni/networks", filepath.Join(n.dir, "host-local")},
 	}
 	for _, b := range binds {
 		if _, err := os.Stat(b.source); errors.Is(err, fs.ErrNotExist) {
@@ -382,23 +390,6 @@ func (n *node) bindNodePaths() {
 	for _, b := range binds {
 		n.mnt.Bind(t, b.target, b.source)
 	}
-	path := filepath.Join(n.cniConfDir(), "10-flannel.conflist")
-	raw, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var conflist map[string]any
-	if err := json.Unmarshal(raw, &conflist); err != nil {
-		t.Fatal(err)
-	}
-	flannel := conflist["plugins"].([]any)[0].(map[string]any)
-	delete(flannel, "subnetFile")                       // /run/flannel/subnet.env
-	delete(flannel["ipam"].(map[string]any), "dataDir") // contract.DefaultDataDir
-	js, err := json.MarshalIndent(conflist, "", "  ")
-	if err != nil {
-		t.Fatal(err)
-	}
-	writeFile(t, path, js, 0o644)
 }
 
 // hostMountPoint creates the missing directories of path on the machine

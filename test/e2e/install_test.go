@@ -43,19 +43,15 @@ func TestInstaller(t *testing.T) {
 	v1.importInto(n)
 	n.startKubelet(true)
 
-	ns, ds, err := deploy.Install()
+	ds, err := deploy.Install()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := n.client.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil {
-		t.Fatalf("namespace of deploy/install: %v", err)
-	}
-	n.ensureNamespace(ns.Name) // its default service account (no controller-manager)
 	dry := metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}
 	if _, err := n.client.AppsV1().DaemonSets(ds.Namespace).Create(ctx, ds, dry); err != nil {
 		t.Fatalf("deploy/install DaemonSet, server-side dry run: %v", err)
 	}
-	t.Log("deploy/install: Namespace created, DaemonSet accepted by a server-side dry run")
+	t.Log("deploy/install: DaemonSet accepted by a server-side dry run")
 
 	// ---- Install: the plugin lands in the CNI bin dir, checkpointd runs as a static pod.
 	start := time.Now()
@@ -156,7 +152,7 @@ func TestInstaller(t *testing.T) {
 
 const (
 	installerPodName   = "stickyip-install-" + nodeName
-	installerNamespace = "stickyip"                                // deploy/install's
+	installerNamespace = metav1.NamespaceSystem                    // deploy/install's
 	installerSelector  = "app.kubernetes.io/name=stickyip-install" // its DaemonSet's pods
 	imageRefBase       = "localhost/stickyip/stickyip:"
 )
