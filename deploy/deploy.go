@@ -52,7 +52,7 @@ func Install() (*appsv1.DaemonSet, error) {
 			ds = &appsv1.DaemonSet{}
 			err = yaml.UnmarshalStrict(doc, ds)
 		default:
-			err = fmt.Errorf("unexpected object (the manifest is one DaemonSet)")
+			err = errors.New("unexpected object (the manifest is one DaemonSet)")
 		}
 		if err != nil {
 			return nil, fmt.Errorf("deploy/install/stickyip.yaml: %s: %w", meta.Kind, err)

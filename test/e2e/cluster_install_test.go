@@ -88,10 +88,9 @@ func TestClusterInstall(t *testing.T) {
 	// kube-flannel's ConfigMap patched with the README's command; each
 	// node's conflist is then what kube-flannel's pods copy from it.
 	c.createFlannelConfig()
-	t.Logf("kubectl patch of kube-flannel's ConfigMap: %s", c.kubectl("-n", flannelNamespace, "patch", "configmap", flannelConfigMap, "--patch-file", flannelPatchFile(t)))
-	for _, n := range c.nodes {
-		n.writeFlannelConflist(c.flannelCNIConfig())
-	}
+	t.Logf("kubectl patch of kube-flannel's ConfigMap: %s", c.kubectl("-n", flannelNamespace, "patch", "configmap", flannelConfigMap,
+		"--patch-file", filepath.Join(root, "deploy", "kube-flannel", "cni-conf-patch.yaml")))
+	c.copyFlannelConfig()
 
 	two := int32(2)
 	web := &appsv1.Deployment{
@@ -190,9 +189,7 @@ func TestClusterInstall(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.kubectl("-n", flannelNamespace, "patch", "configmap", flannelConfigMap, "--type=merge", "-p", string(orig))
-	for _, n := range c.nodes {
-		n.writeFlannelConflist(c.flannelCNIConfig())
-	}
+	c.copyFlannelConfig()
 	n1, n2 := c.nodes[0], c.nodes[1]
 	n1.createPod(n1.podOn("after-switch", nil))
 	if ip := n1.waitAPIPodRunning("after-switch", 2*time.Minute); ipOf(n1.stickyipList(t), "default/after-switch") != "" {
@@ -352,7 +349,7 @@ func manifestFor(t *testing.T, parent string, img image) string {
 // /run/flannel, the CRI socket, flannel's and host-local's data
 // directories. A conflist from kube-flannel's ConfigMap (with or without
 // deploy/kube-flannel's patch) uses the default paths, which these binds
-// make the node's own (writeFlannelConflist). The empty mount
+// make the node's own (copyFlannelConfig). The empty mount
 // points it creates on the machine are removed at cleanup.
 func (n *node) bindNodePaths() {
 	t := n.t

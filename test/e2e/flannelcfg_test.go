@@ -6,9 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"path/filepath"
-	"testing"
 
-	"github.com/stickyip/stickyip/test/harness"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -84,38 +82,24 @@ func (c *cluster) flannelCNIConfig() string {
 	return cm.Data["cni-conf.json"]
 }
 
-// writeFlannelConflist writes cniConf as the node's conflist, as
-// kube-flannel's install-cni container copies the ConfigMap's cni-conf.json
-// to /etc/cni/net.d/10-flannel.conflist. Every path it names by default is
-// the node's own through bindNodePaths but stickyip's logFile, moved into
-// the node's log directory (the machine's /var/log is shared).
-func (n *node) writeFlannelConflist(cniConf string) {
-	t := n.t
+// copyFlannelConfig writes the ConfigMap's cni-conf.json as every node's
+// conflist, as kube-flannel's install-cni container copies it to
+// /etc/cni/net.d/10-flannel.conflist. Every path it names by default is the
+// node's own through bindNodePaths but stickyip's logFile, moved into the
+// node's log directory (the machine's /var/log is shared).
+func (c *cluster) copyFlannelConfig() {
+	t := c.t
 	t.Helper()
-	var conflist map[string]any
-	if err := json.Unmarshal([]byte(cniConf), &conflist); err != nil {
-		t.Fatalf("cni-conf.json of %s/%s: %v\n%s", flannelNamespace, flannelConfigMap, err, cniConf)
+	cniConf := c.flannelCNIConfig()
+	for _, n := range c.nodes {
+		var conflist map[string]any
+		if err := json.Unmarshal([]byte(cniConf), &conflist); err != nil {
+			t.Fatalf("cni-conf.json of %s/%s: %v\n%s", flannelNamespace, flannelConfigMap, err, cniConf)
+		}
+		flannel := conflist["plugins"].([]any)[0].(map[string]any)
+		if ipam, ok := flannel["ipam"].(map[string]any); ok && ipam["logFile"] != nil {
+			ipam["logFile"] = filepath.Join(n.logDir, "stickyip.log")
+		}
+		n.writeConflist(conflist)
 	}
-	if name := conflist["name"]; name != cniNetwork {
-		t.Fatalf("cni-conf.json names network %v, want %s", name, cniNetwork)
-	}
-	flannel := conflist["plugins"].([]any)[0].(map[string]any)
-	if ipam, ok := flannel["ipam"].(map[string]any); ok && ipam["logFile"] != nil {
-		ipam["logFile"] = filepath.Join(n.logDir, "stickyip.log")
-	}
-	js, err := json.MarshalIndent(conflist, "", "  ")
-	if err != nil {
-		t.Fatal(err)
-	}
-	writeFile(t, filepath.Join(n.cniConfDir(), "10-flannel.conflist"), js, 0o644)
-}
-
-// flannelPatchFile is the README's patch of kube-flannel's ConfigMap.
-func flannelPatchFile(t *testing.T) string {
-	t.Helper()
-	root, err := harness.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return filepath.Join(root, "deploy", "kube-flannel", "cni-conf-patch.yaml")
 }

@@ -269,8 +269,16 @@ func (n *node) writeCNIConfig() {
 	if n.opts.ipam == "host-local" {
 		flannel["ipam"] = map[string]any{"type": "host-local", "dataDir": filepath.Join(n.dir, "host-local")}
 	}
+	n.writeConflist(conflist)
+}
+
+// writeConflist writes conflist as the node's flannel conflist; it must name
+// the network kube-flannel names.
+func (n *node) writeConflist(conflist map[string]any) {
+	t := n.t
+	t.Helper()
 	if name := conflist["name"]; name != cniNetwork {
-		t.Fatalf("conf/10-flannel-stickyip.conflist: network name %v, want %s", name, cniNetwork)
+		t.Fatalf("conflist names network %v, want %s", name, cniNetwork)
 	}
 	js, err := json.MarshalIndent(conflist, "", "  ")
 	if err != nil {
