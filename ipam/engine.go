@@ -112,6 +112,8 @@ type AddRequest struct {
 	// namespace/name and ifname; zero for a call without pod arguments.
 	Identity reservation.Identity
 	UID      string
+	// PodName is the pod's own name (K8S_POD_NAME), recorded for placement.
+	PodName string
 	// Duration is the clamped reservation to apply at DEL; RequestedDuration
 	// and Clamped record what the annotation asked for.
 	Duration          time.Duration
@@ -208,7 +210,7 @@ func (e *Engine) Add(tx reservation.Txn, req AddRequest) ([]*reservation.Record,
 		rec := &reservation.Record{
 			IP: ip, RangeSet: i, State: reservation.Allocated,
 			ContainerID: req.ContainerID, IfName: req.IfName, Netns: req.Netns, BootID: e.env.BootID,
-			Identity: req.Identity, UID: req.UID,
+			Identity: req.Identity, UID: req.UID, PodName: req.PodName,
 			Duration: req.Duration, RequestedDuration: req.RequestedDuration, Clamped: req.Clamped,
 			AllocatedAt: now,
 		}

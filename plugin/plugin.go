@@ -117,6 +117,7 @@ func (c *Call) AddRequest() (ipam.AddRequest, error) {
 	}
 	if ns != "" {
 		req.Identity = reservation.Identity{Namespace: ns, Name: name, IfName: a.IfName}
+		req.PodName = c.Conf.Args.Name
 	}
 	if viaCheckpoint {
 		c.Log.Info("restored static pod: using its parent's identity", "parent", req.Identity.Pod(),

@@ -67,6 +67,12 @@ type Record struct {
 	// Identity is the pod the address belongs to (zero without pod arguments).
 	Identity Identity `json:"identity,omitzero"`
 	UID      string   `json:"uid,omitempty"` // K8S_POD_UID of the holder
+	// PodName is the holder's own name (K8S_POD_NAME at ADD), which differs
+	// from Identity.Name for a pod with stickyip.io/identity and for a
+	// restored static pod. Placement publishes it: the API server lets a node
+	// claim an identity only for a pod bound to it. Older binaries ignore
+	// the field, so it needs no schema step.
+	PodName string `json:"podName,omitempty"`
 
 	// Duration is how long the IP stays reserved after DEL (already clamped).
 	Duration time.Duration `json:"duration,omitempty"`

@@ -242,6 +242,7 @@ func Run(ctx context.Context, cfg Config) error {
 	var pub *placement.Publisher
 	if cfg.Placement && ipamStore != nil {
 		pub, err = placement.New(rc, placement.Options{Node: cfg.NodeName, Store: ipamStore, Interval: cfg.Interval,
+			WrittenFile: filepath.Join(cfg.CheckpointDir, placement.WrittenFileName),
 			Timeout: cfg.Timeout, Registry: m.Registry, Log: log.With("component", "placement")})
 		if err != nil {
 			return fmt.Errorf("placement client: %w", err)

@@ -4,20 +4,18 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
+	"net/netip"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/cache"
 
 	"github.com/stickyip/stickyip/reservation"
 )
@@ -33,10 +31,20 @@ type Options struct {
 	Node string
 	// Store is the node's IPAM store.
 	Store Entries
-	// Interval is how often the store is compared with the records (default 5s).
+	// InRange, when set, says whether an address is in the node's current
+	// pod ranges; no other address is ever published.
+	InRange func(netip.Addr) bool
+	// WrittenFile keeps the list of shards holding the node's entries
+	// across restarts ("": not kept).
+	WrittenFile string
+	// Interval is how often the store is compared with the shards (default 5s).
 	Interval time.Duration
 	// Timeout bounds each API request (default 5s).
 	Timeout time.Duration
+	// Resync is how long a shard as last seen is trusted before it is read
+	// again (default 5m): a shard changed by someone else (an administrator,
+	// the garbage collector) is repaired within that time.
+	Resync time.Duration
 	// Registry receives the publisher's metrics (nil: not exported).
 	Registry prometheus.Registerer
 	// Log receives every write and every new kind of failure.
@@ -45,58 +53,60 @@ type Options struct {
 	Now func() time.Time
 }
 
-// settle is how long a key is left alone after a write while the watch has
-// not yet shown it, so one change is written once.
-const settle = 10 * time.Second
-
-var nodesResource = schema.GroupVersionResource{Version: "v1", Resource: "nodes"}
-
-// Publisher keeps the node's IPHold records equal to its IPAM store.
+// Publisher keeps the node's entries in its namespaces' placement index
+// equal to what its IPAM store holds.
 type Publisher struct {
-	opts     Options
-	client   dynamic.Interface
-	informer cache.SharedIndexInformer
+	opts    Options
+	api     API
+	written *written
 
-	writes  *prometheus.CounterVec
-	errs    *prometheus.CounterVec
-	records prometheus.Gauge
+	writes     *prometheus.CounterVec
+	errs       *prometheus.CounterVec
+	records    prometheus.Gauge
+	superseded prometheus.Gauge
 
-	nodeUID types.UID              // the Node's UID, read before each create
-	expect  map[string]expectation // keys written and not yet seen by the watch
-	logged  map[string]string      // last failure logged per step
-	mu      sync.Mutex             // guards logged (the watch error handler runs elsewhere)
+	shards  map[shardRef]view // each shard as the API server last showed it
+	nodeUID types.UID         // the Node's UID, the shards' owner
+	uidAt   time.Time         // when nodeUID was read
+	refused map[refusal]bool  // claims the API server refused
+	lost    map[Key]string    // identities another node claimed later, by that node
+	logged  map[string]string // last failure logged per step
+	mu      sync.Mutex        // guards logged
 }
 
-type expectation struct {
-	rv   string // resourceVersion the write returned; "" for a delete
-	gone bool
-	at   time.Time
+type view struct {
+	shard *Shard
+	at    time.Time
+}
+
+// refusal is a claim the API server refused: not tried again for the same
+// pod and ADD (the pod is not, or no longer, bound to this node).
+type refusal struct {
+	key   Key
+	pod   string
+	since time.Time
 }
 
 // New returns a publisher that reaches the API server with cfg (the node's
-// own kubeconfig). Requests use cfg's timeout; the watch uses none.
+// own kubeconfig).
 func New(cfg *rest.Config, opts Options) (*Publisher, error) {
-	req, err := dynamic.NewForConfig(cfg)
+	c, err := dynamic.NewForConfig(cfg)
 	if err != nil {
 		return nil, err
 	}
-	wc := rest.CopyConfig(cfg)
-	wc.Timeout = 0
-	watch, err := dynamic.NewForConfig(wc)
-	if err != nil {
-		return nil, err
-	}
-	return NewWithClients(req, watch, opts), nil
+	return NewWithAPI(NewAPI(c, opts.Node), opts), nil
 }
 
-// NewWithClients is New with given clients (req for requests, watch for the
-// list+watch).
-func NewWithClients(req, watch dynamic.Interface, opts Options) *Publisher {
+// NewWithAPI is New on a given API.
+func NewWithAPI(api API, opts Options) *Publisher {
 	if opts.Interval <= 0 {
 		opts.Interval = 5 * time.Second
 	}
 	if opts.Timeout <= 0 {
 		opts.Timeout = 5 * time.Second
+	}
+	if opts.Resync <= 0 {
+		opts.Resync = 5 * time.Minute
 	}
 	if opts.Log == nil {
 		opts.Log = slog.Default()
@@ -104,32 +114,34 @@ func NewWithClients(req, watch dynamic.Interface, opts Options) *Publisher {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	sel := fields.OneTermEqualSelector(NodeField, opts.Node).String()
 	p := &Publisher{
-		opts: opts, client: req,
-		informer: dynamicinformer.NewFilteredDynamicInformer(watch, Resource, metav1.NamespaceAll, 0, cache.Indexers{},
-			func(o *metav1.ListOptions) { o.FieldSelector = sel }).Informer(),
+		opts: opts, api: api,
 		writes: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "checkpointd", Name: "placement_writes_total",
-			Help: "IPHold records written to the API server, by verb (create at ADD, update at DEL, delete at expiry or release)."}, []string{"verb"}),
+			Help: "Writes to the placement index (IPHoldShards), by kind: claim (at ADD), update (at DEL), release (at expiry, release or take-over)."}, []string{"kind"}),
 		errs: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "checkpointd", Name: "placement_errors_total",
-			Help: "Failed placement steps, by step (store, node, create, update, delete, watch)."}, []string{"step"}),
+			Help: "Failed placement steps, by step (store, written, node, get, apply, refused)."}, []string{"step"}),
 		records: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "checkpointd", Name: "placement_records",
-			Help: "IPHold records this node means to have (its sticky identities)."}),
-		expect: map[string]expectation{},
-		logged: map[string]string{},
+			Help: "Sticky identities this node holds and publishes."}),
+		superseded: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "checkpointd", Name: "placement_superseded",
+			Help: "Sticky identities this node holds that another node claimed later (it ran their pod since)."}),
+		shards:  map[shardRef]view{},
+		refused: map[refusal]bool{},
+		lost:    map[Key]string{},
+		logged:  map[string]string{},
 	}
 	if opts.Registry != nil {
-		opts.Registry.MustRegister(p.writes, p.errs, p.records)
+		opts.Registry.MustRegister(p.writes, p.errs, p.records, p.superseded)
 	}
-	_ = p.informer.SetWatchErrorHandler(func(_ *cache.Reflector, err error) {
-		p.fail("watch", "", err)
-	})
+	w, err := loadWritten(opts.WrittenFile)
+	if err != nil {
+		p.fail("written", "", err)
+	}
+	p.written = w
 	return p
 }
 
 // Run publishes until ctx is done.
 func (p *Publisher) Run(ctx context.Context) {
-	go p.informer.Run(ctx.Done())
 	t := time.NewTicker(p.opts.Interval)
 	defer t.Stop()
 	for {
@@ -142,13 +154,8 @@ func (p *Publisher) Run(ctx context.Context) {
 	}
 }
 
-// Pass compares the store with the records once and writes the difference.
-// Until the first list has answered it writes nothing (it cannot know what
-// exists).
+// Pass compares the store with the shards once and writes the difference.
 func (p *Publisher) Pass(ctx context.Context) {
-	if !p.informer.HasSynced() {
-		return
-	}
 	entries, err := p.opts.Store.Entries()
 	if err != nil {
 		p.fail("store", "", err)
@@ -156,138 +163,157 @@ func (p *Publisher) Pass(ctx context.Context) {
 	}
 	p.ok("store")
 	now := p.opts.Now()
-	want := Desired(p.opts.Node, entries, now)
+	want := Desired(p.opts.Node, entries, now, p.opts.InRange)
 	p.records.Set(float64(len(want)))
-	have := map[string]*unstructured.Unstructured{}
-	for _, o := range p.informer.GetStore().List() {
-		if u, ok := o.(*unstructured.Unstructured); ok {
-			if s, _ := specOf(u); s.NodeName == p.opts.Node {
-				have[u.GetNamespace()+"/"+u.GetName()] = u
-			}
+	byShard := map[shardRef]map[string]Hold{}
+	for k, h := range want {
+		ref := shardRef{k.Namespace, ShardOf(k.Identity)}
+		if byShard[ref] == nil {
+			byShard[ref] = map[string]Hold{}
+		}
+		byShard[ref][k.Identity] = h
+	}
+	refs := slices.Collect(maps.Keys(byShard))
+	for ref := range p.written.set {
+		if byShard[ref] == nil {
+			refs = append(refs, ref)
 		}
 	}
-	for key, w := range want {
-		if p.settling(key, have[key], now) {
-			continue
-		}
-		h := have[key]
-		if h == nil {
-			p.create(ctx, key, w, now)
-			continue
-		}
-		s, err := specOf(h)
-		if err == nil && s.Equal(w.Spec) && (p.nodeUID == "" || ownedBy(h, p.nodeUID)) {
-			continue
-		}
-		p.update(ctx, key, w, h, now)
+	slices.SortFunc(refs, func(a, b shardRef) int {
+		return strings.Compare(a.Namespace+"/"+a.Name, b.Namespace+"/"+b.Name)
+	})
+	lost := map[Key]string{}
+	for _, ref := range refs {
+		p.publish(ctx, ref, byShard[ref], now, lost)
 	}
-	for key, h := range have {
-		if _, ok := want[key]; ok || p.settling(key, h, now) {
-			continue
+	p.noteLost(lost)
+	p.superseded.Set(float64(len(lost)))
+	for r := range p.refused {
+		if h, ok := want[r.key]; !ok || h.Pod != r.pod || !h.Since.Equal(r.since) {
+			delete(p.refused, r)
 		}
-		p.delete(ctx, key, h, now)
 	}
 }
 
-// settling reports whether key was written less than settle ago and the
-// watch does not show that write yet.
-func (p *Publisher) settling(key string, h *unstructured.Unstructured, now time.Time) bool {
-	e, ok := p.expect[key]
-	if !ok {
+// publish brings one shard to want, the node's entries there.
+func (p *Publisher) publish(ctx context.Context, ref shardRef, want map[string]Hold, now time.Time, lost map[Key]string) {
+	skip := func(id string, h Hold) bool { return p.refused[refusal{Key{ref.Namespace, id}, h.Pod, h.Since}] }
+	s, fresh, err := p.shard(ctx, ref, now, false)
+	if err != nil {
+		p.fail("get", ref.Namespace+"/"+ref.Name, err)
+		return
+	}
+	steps, superseded := Plan(p.opts.Node, want, s, skip)
+	if len(steps) > 0 && steps[0].Claim != "" && !fresh {
+		// A claim decides on another node's entry: on the shard as it is now.
+		if s, _, err = p.shard(ctx, ref, now, true); err != nil {
+			p.fail("get", ref.Namespace+"/"+ref.Name, err)
+			return
+		}
+		steps, superseded = Plan(p.opts.Node, want, s, skip)
+	}
+	p.ok("get")
+	for _, id := range superseded {
+		lost[Key{ref.Namespace, id}] = s.Holds[id].Node
+	}
+	for _, st := range steps {
+		if !p.apply(ctx, ref, st, now) {
+			return
+		}
+	}
+}
+
+// shard returns ref as last seen, reading it again when that is older than
+// Resync or when reread; fresh reports whether it was read now.
+func (p *Publisher) shard(ctx context.Context, ref shardRef, now time.Time, reread bool) (*Shard, bool, error) {
+	if v, ok := p.shards[ref]; ok && !reread && now.Sub(v.at) < p.opts.Resync {
+		return v.shard, false, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, p.opts.Timeout)
+	defer cancel()
+	s, err := p.api.Get(ctx, ref.Namespace, ref.Name)
+	if err != nil {
+		delete(p.shards, ref)
+		return nil, false, err
+	}
+	p.shards[ref] = view{shard: s, at: now}
+	return s, true, nil
+}
+
+// apply makes one write and reports whether it was made.
+func (p *Publisher) apply(ctx context.Context, ref shardRef, st Step, now time.Time) bool {
+	name := ref.Namespace + "/" + ref.Name
+	ctx, cancel := context.WithTimeout(ctx, p.opts.Timeout)
+	defer cancel()
+	if len(st.Mine) > 0 && (p.nodeUID == "" || now.Sub(p.uidAt) >= p.opts.Resync) {
+		uid, err := p.api.NodeUID(ctx)
+		if err != nil {
+			p.fail("node", name, fmt.Errorf("read Node %s (the shards' owner): %w", p.opts.Node, err))
+			return false
+		}
+		p.ok("node")
+		p.nodeUID, p.uidAt = uid, now
+	}
+	s, err := p.api.Apply(ctx, ref.Namespace, ref.Name, p.nodeUID, st.Mine, st.Force)
+	if err != nil {
+		delete(p.shards, ref) // read it again before the next write
+		if st.Claim != "" && (apierrors.IsForbidden(err) || apierrors.IsInvalid(err)) {
+			h := st.Mine[st.Claim]
+			p.refused[refusal{Key{ref.Namespace, st.Claim}, h.Pod, h.Since}] = true
+			p.errs.WithLabelValues("refused").Inc()
+			p.opts.Log.Warn("placement claim refused by the API server; not tried again for this pod",
+				"identity", ref.Namespace+"/"+st.Claim, "pod", h.Pod, "shard", name, "err", err.Error())
+			return false
+		}
+		p.fail("apply", name, err)
 		return false
 	}
-	seen := (e.gone && h == nil) || (!e.gone && h != nil && h.GetResourceVersion() == e.rv)
-	if seen || now.Sub(e.at) >= settle {
-		delete(p.expect, key)
-		return false
+	p.ok("apply")
+	p.shards[ref] = view{shard: s, at: now}
+	p.writes.WithLabelValues(st.Kind).Inc()
+	if err := p.written.mark(ref, len(st.Mine) > 0); err != nil {
+		p.fail("written", name, err)
 	}
+	args := []any{"shard", name, "entries", len(st.Mine)}
+	if st.Claim != "" {
+		h := st.Mine[st.Claim]
+		args = append(args, "identity", ref.Namespace+"/"+st.Claim, "pod", h.Pod, "ips", h.IPs, "takeover", st.Force)
+	}
+	if got := s.Own(p.opts.Node); !holdsEqual(got, st.Mine) {
+		p.opts.Log.Warn("placement shard shows other entries of this node than it applied", append(args, "shows", len(got))...)
+	}
+	p.opts.Log.Info("placement "+st.Kind+" written", args...)
 	return true
 }
 
-func (p *Publisher) create(ctx context.Context, key string, w Record, now time.Time) {
-	ctx, cancel := context.WithTimeout(ctx, p.opts.Timeout)
-	defer cancel()
-	node, err := p.client.Resource(nodesResource).Get(ctx, p.opts.Node, metav1.GetOptions{})
-	if err != nil {
-		p.fail("node", key, fmt.Errorf("read Node %s (the records' owner): %w", p.opts.Node, err))
-		return
+// noteLost logs each identity another node claimed later, once.
+func (p *Publisher) noteLost(now map[Key]string) {
+	for k, n := range now {
+		if p.lost[k] != n {
+			p.opts.Log.Info("identity claimed later by another node (it ran the pod since); its entry is left to it",
+				"identity", k.Namespace+"/"+k.Identity, "node", n)
+		}
 	}
-	p.ok("node")
-	p.nodeUID = node.GetUID()
-	u, err := p.client.Resource(Resource).Namespace(w.Namespace).Create(ctx, w.object(p.nodeUID), metav1.CreateOptions{})
-	if apierrors.IsAlreadyExists(err) {
-		return // the watch has not shown it yet
-	}
-	p.wrote("create", key, w, u, err, now)
-}
-
-func (p *Publisher) update(ctx context.Context, key string, w Record, h *unstructured.Unstructured, now time.Time) {
-	ctx, cancel := context.WithTimeout(ctx, p.opts.Timeout)
-	defer cancel()
-	uid := p.nodeUID
-	if uid == "" && len(h.GetOwnerReferences()) == 1 {
-		uid = h.GetOwnerReferences()[0].UID
-	}
-	o := w.object(uid)
-	o.SetResourceVersion(h.GetResourceVersion())
-	u, err := p.client.Resource(Resource).Namespace(w.Namespace).Update(ctx, o, metav1.UpdateOptions{})
-	p.wrote("update", key, w, u, err, now)
-}
-
-func (p *Publisher) delete(ctx context.Context, key string, h *unstructured.Unstructured, now time.Time) {
-	ctx, cancel := context.WithTimeout(ctx, p.opts.Timeout)
-	defer cancel()
-	uid := h.GetUID()
-	err := p.client.Resource(Resource).Namespace(h.GetNamespace()).Delete(ctx, h.GetName(),
-		metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
-	if apierrors.IsNotFound(err) {
-		err = nil // gone already (its Node's deletion, an operator)
-	} else if err == nil {
-		p.writes.WithLabelValues("delete").Inc()
-		s, _ := specOf(h)
-		p.opts.Log.Info("placement record deleted", "record", key, "identity", h.GetNamespace()+"/"+s.Identity)
-	}
-	if err != nil {
-		p.fail("delete", key, err)
-		return
-	}
-	p.ok("delete")
-	p.expect[key] = expectation{gone: true, at: now}
-}
-
-// wrote accounts for a create or an update.
-func (p *Publisher) wrote(verb, key string, w Record, u *unstructured.Unstructured, err error, now time.Time) {
-	if err != nil {
-		p.fail(verb, key, err)
-		return
-	}
-	p.ok(verb)
-	p.writes.WithLabelValues(verb).Inc()
-	p.expect[key] = expectation{rv: u.GetResourceVersion(), at: now}
-	args := []any{"record", key, "identity", w.Namespace + "/" + w.Spec.Identity, "ips", w.Spec.IPs, "state", w.Spec.State}
-	if !w.Spec.ExpiresAt.IsZero() {
-		args = append(args, "expiresAt", w.Spec.ExpiresAt.UTC().Format(time.RFC3339))
-	}
-	p.opts.Log.Info("placement record "+verb+"d", args...)
+	p.lost = now
 }
 
 // fail counts a failed step and logs it when it differs from the step's last
 // logged failure (the API server being away fails every pass alike).
-func (p *Publisher) fail(step, key string, err error) {
+func (p *Publisher) fail(step, what string, err error) {
 	p.errs.WithLabelValues(step).Inc()
 	msg := err.Error()
-	if step == "watch" && apierrors.IsNotFound(err) {
-		msg = "the IPHold resource is not installed (kubectl apply -k deploy/placement): " + msg
+	if step == "apply" && apierrors.IsNotFound(err) {
+		msg = "the IPHoldShard resource is not installed (kubectl apply -k deploy/placement): " + msg
 	}
 	p.mu.Lock()
 	same := p.logged[step] == msg
 	p.logged[step] = msg
 	p.mu.Unlock()
 	if same {
-		p.opts.Log.Debug("placement step failed again", "step", step, "record", key, "err", msg)
+		p.opts.Log.Debug("placement step failed again", "step", step, "what", what, "err", msg)
 		return
 	}
-	p.opts.Log.Warn("placement step failed; retried every interval", "step", step, "record", key, "err", msg)
+	p.opts.Log.Warn("placement step failed; retried every interval", "step", step, "what", what, "err", msg)
 }
 
 // ok forgets a step's last failure, so the next one is logged.

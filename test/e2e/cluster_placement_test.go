@@ -17,7 +17,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/stickyip/stickyip/checkpointd/placement"
 )
@@ -36,22 +35,28 @@ const (
 	placementBindingName = "stickyip-placement"
 )
 
-// TestClusterPlacement is issue 19 on the two-node cluster (kube-scheduler,
-// kube-controller-manager, each node's kubelet, containerd, CNI chain and
-// checkpointd with its placement publisher), with deploy/placement applied
-// by kubectl:
+// TestClusterPlacement is issues 19 and 25 on the two-node cluster
+// (kube-scheduler, kube-controller-manager, each node's kubelet, containerd,
+// CNI chain and checkpointd with its placement publisher), with
+// deploy/placement applied by kubectl:
 //
 //  1. A StatefulSet pod (io.kubernetes.cri/reserved-ip-duration) and then a
 //     Deployment pod with stickyip.io/identity, each deleted 10 times, come
 //     back every time on the node that holds their IP, with that IP, although
 //     a CPU-hungry pod on that node makes the other node the scheduler's own
-//     choice.
+//     choice. Before the deletes, the other node's credentials try to claim
+//     the identity for the pod running on the holder, and for a pod that
+//     never ran: both refused by the API server, nothing stored, and the
+//     deletes show the pod is not pulled.
 //  2. The control, on the same cluster: with the policy's binding removed
 //     (and the API server confirmed to no longer apply it), one more delete
 //     of each moves the pod to the other node and another IP.
-//  3. The other node's credentials can neither forge, change nor delete the
-//     holding node's record.
-//  4. A deleted Node's records go with it; the other node's stay.
+//  3. The tie: both nodes now hold the identity (the old node's reservation
+//     has not expired); with the policy back, the hint names only the node
+//     that ran the pod last, and the next delete brings the pod back there
+//     with its newest IP.
+//  4. A deleted Node's entries stop counting: the garbage collector drops
+//     its owner reference from the shards; the other node's stay.
 //
 // It prints delete → Running-with-the-same-IP times and each node's API
 // writes per sticky pod lifecycle.
@@ -96,47 +101,18 @@ func TestClusterPlacement(t *testing.T) {
 	}
 	cacheRun := c.stickyRounds(ns, "app=cache", "cache")
 
-	// 3. Writers: the moved-from node's reserved record of "cache", as the
-	// other node sees it.
-	holder, other := c.node(cacheRun.holder), c.node(cacheRun.other)
-	rec, err := c.recordOf(ns, "cache", holder.name)
-	if err != nil || rec == nil {
-		t.Fatalf("no record of %s/cache on %s after the control moved the pod away (its reservation lasts 10m): %v", ns, holder.name, err)
-	}
-	as := c.dynamicAs(c.tokens[nodeUser(other.name)]).Resource(placement.Resource).Namespace(ns)
-	forged := rec.DeepCopy()
-	forged.SetName("forged-" + rec.GetName())
-	forged.SetResourceVersion("")
-	forged.SetUID("")
-	changed := rec.DeepCopy()
-	_ = unstructured.SetNestedStringSlice(changed.Object, []string{"10.244.9.9"}, "spec", "ips")
-	for what, err := range map[string]error{
-		"create a record naming " + holder.name: func() error { _, err := as.Create(ctx, forged, metav1.CreateOptions{}); return err }(),
-		"update " + holder.name + "'s record":   func() error { _, err := as.Update(ctx, changed, metav1.UpdateOptions{}); return err }(),
-		"delete " + holder.name + "'s record":   as.Delete(ctx, rec.GetName(), metav1.DeleteOptions{}),
-	} {
-		if !apierrors.IsForbidden(err) {
-			t.Errorf("%s with %s's credentials: %v, want Forbidden", what, other.name, err)
-		} else {
-			t.Logf("%s with %s's credentials: Forbidden (%v)", what, other.name, err)
-		}
-	}
-	if r, err := c.recordOf(ns, "cache", holder.name); err != nil || r == nil {
-		t.Fatalf("%s's record of %s/cache is gone after %s's refused delete: %v", holder.name, ns, other.name, err)
-	}
-
 	// Figures: API writes per sticky pod lifecycle, per node.
 	for _, n := range c.nodes {
 		var w []string
 		total := 0
-		for _, verb := range []string{"create", "update", "delete"} {
-			v, err := n.metric(`checkpointd_placement_writes_total{verb="` + verb + `"}`)
+		for _, kind := range []string{placement.WriteClaim, placement.WriteUpdate, placement.WriteRelease} {
+			v, err := n.metric(`checkpointd_placement_writes_total{kind="` + kind + `"}`)
 			if err != nil {
 				v = "0"
 			}
 			k, _ := strconv.Atoi(v)
 			total += k
-			w = append(w, verb+" "+v)
+			w = append(w, kind+" "+v)
 		}
 		lifecycles := dbRun.lifecyclesOn[n.name] + cacheRun.lifecyclesOn[n.name]
 		t.Logf("%s: placement API writes %v = %d for %d sticky pod lifecycles (ADD to DEL) = %.2f per lifecycle",
@@ -146,36 +122,35 @@ func TestClusterPlacement(t *testing.T) {
 		}
 	}
 
-	// 4. A Node deleted: its records go (owner references, garbage
-	// collector); the other node's stay.
-	gone := c.node(cacheRun.other) // runs the moved cache pod: holds its record
+	// 4. A Node deleted: the garbage collector drops its owner reference
+	// from every shard, so its entries no longer count; the other node's
+	// stay.
+	gone := c.node(cacheRun.other) // runs the moved cache pod: holds its entry
 	stay := c.node(cacheRun.holder)
-	goneHeld, err := c.records("", gone.name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	stayHeld, err := c.records("", stay.name)
-	if err != nil {
-		t.Fatal(err)
-	}
+	goneHeld, stayHeld := c.heldBy(gone.name), c.heldBy(stay.name)
 	if len(goneHeld) == 0 || len(stayHeld) == 0 {
-		t.Fatalf("records before the Node's deletion: %s %d, %s %d; want some on each", gone.name, len(goneHeld), stay.name, len(stayHeld))
+		t.Fatalf("entries before the Node's deletion: %s %v, %s %v; want some on each", gone.name, goneHeld, stay.name, stayHeld)
 	}
-	before := len(stayHeld)
 	gone.checkpointd.stop(t, syscall.SIGTERM, 30*time.Second)
 	gone.kubelet.stop(t, syscall.SIGTERM, 30*time.Second)
 	deleted := time.Now()
 	if err := c.client.CoreV1().Nodes().Delete(ctx, gone.name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "records of deleted Node "+gone.name+" gone", 2*time.Minute, 500*time.Millisecond, func() (bool, string) {
-		l, err := c.records("", gone.name)
-		return err == nil && len(l) == 0, fmt.Sprintf("%d records of %s %v", len(l), gone.name, err)
+	eventually(t, "shards no longer owned by deleted Node "+gone.name, 2*time.Minute, 500*time.Millisecond, func() (bool, string) {
+		held := c.heldBy(gone.name)
+		for _, owned := range held {
+			if owned {
+				return false, fmt.Sprintf("%s still owns the shards of %v", gone.name, held)
+			}
+		}
+		return true, ""
 	})
-	t.Logf("Node %s deleted → its IPHold records garbage-collected in %s; %s keeps its %d", gone.name,
-		time.Since(deleted).Round(100*time.Millisecond), stay.name, before)
-	if l, err := c.records("", stay.name); err != nil || len(l) != before {
-		t.Errorf("%s's records: %d (%v), was %d before %s's deletion", stay.name, len(l), err, before, gone.name)
+	t.Logf("Node %s deleted → its owner references garbage-collected in %s; its entries no longer count",
+		gone.name, time.Since(deleted).Round(100*time.Millisecond))
+	c.waitHint(ns, "cache", nil)
+	if held := c.heldBy(stay.name); fmt.Sprint(held) != fmt.Sprint(stayHeld) {
+		t.Errorf("%s's entries: %v, were %v before %s's deletion", stay.name, held, stayHeld, gone.name)
 	}
 }
 
@@ -213,13 +188,14 @@ func (c *cluster) stickyRounds(ns, selector, identity string) stickyRun {
 	}
 	run := stickyRun{holder: holder.name, other: other.name, lifecyclesOn: map[string]int{}}
 	eventually(t, fmt.Sprintf("%s publishes %s/%s", holder.name, ns, identity), time.Minute, 500*time.Millisecond, func() (bool, string) {
-		r, err := c.recordOf(ns, identity, holder.name)
-		return r != nil, fmt.Sprint("no record ", err)
+		h, ok := c.holdOf(ns, identity)
+		return ok && h.Node == holder.name && h.Pod == first.Name, fmt.Sprintf("entry %+v", h)
 	})
 	c.waitHint(ns, identity, []string{holder.name})
 	steer := c.steerPod(ns, holder.name)
 	t.Logf("%s/%s runs on %s with %s; %s/%s (CPU %s) bound there makes %s the scheduler's own choice",
 		ns, first.Name, holder.name, first.IP, ns, steer, steerCPU, other.name)
+	c.forgeClaims(other, ns, identity, first.Name)
 
 	var took []time.Duration
 	last := first
@@ -254,8 +230,55 @@ func (c *cluster) stickyRounds(ns, selector, identity string) stickyRun {
 		ns, identity, moved.Node, moved.IP, holder.name, first.IP)
 	c.applyPlacement()
 	c.remove(ns, "pod", steer)
-	run.lifecyclesOn[other.name]++ // the moved pod's, ended by the caller or by the Node's deletion
+
+	// 3. The tie: both nodes hold the identity now; the one that ran the
+	// pod last wins.
+	if h, ok := c.holdOf(ns, identity); !ok || h.Node != other.name || h.Pod != moved.Name {
+		t.Fatalf("%s/%s after the move: entry %+v, want %s's for %s", ns, identity, h, other.name, moved.Name)
+	}
+	c.waitHint(ns, identity, []string{other.name})
+	c.deletePod(ns, moved.Name)
+	back := c.waitSticky(ns, selector, moved.UID, 2*time.Minute)
+	run.lifecyclesOn[other.name]++
+	if back.Node != other.name || back.IP != moved.IP {
+		t.Fatalf("after the move %s/%s's replacement runs on %s with %s, want %s (which ran it last) with %s",
+			ns, identity, back.Node, back.IP, other.name, moved.IP)
+	}
+	t.Logf("tie: %s and %s both hold %s/%s; the hint names %s, which ran it last, and the replacement runs there with %s",
+		holder.name, other.name, ns, identity, other.name, moved.IP)
+	run.lifecyclesOn[other.name]++ // the last pod's, ended by the caller or by the Node's deletion
 	return run
+}
+
+// forgeClaims tries, with node n's credentials, to claim identity in ns for
+// pod (which runs on another node) and for a pod that never ran: the API
+// server must refuse both (the Node authorizer knows neither pod as n's)
+// and store nothing.
+func (c *cluster) forgeClaims(n *node, ns, identity, pod string) {
+	t := c.t
+	t.Helper()
+	ctx := context.Background()
+	before, _ := c.holdOf(ns, identity)
+	ownersBefore := c.ownersOf(ns, placement.ShardOf(identity))
+	api := placement.NewAPI(c.dynamicAs(c.tokens[nodeUser(n.name)]), n.name)
+	uid, err := api.NodeUID(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{pod, identity + "-never-ran"} {
+		forged := placement.Hold{Node: n.name, Pod: p, IPs: []string{"10.244.9.9"}, State: placement.StateAllocated, Since: time.Now()}
+		_, err := api.Apply(ctx, ns, placement.ShardOf(identity), uid, map[string]placement.Hold{identity: forged}, true)
+		if !apierrors.IsForbidden(err) {
+			t.Fatalf("%s claiming %s/%s for pod %s: %v, want Forbidden", n.name, ns, identity, p, err)
+		}
+		t.Logf("%s claiming %s/%s for pod %s: Forbidden (%v)", n.name, ns, identity, p, err)
+	}
+	if after, ok := c.holdOf(ns, identity); !ok || !after.Equal(before) {
+		t.Fatalf("%s/%s after %s's refused claims: %+v, was %+v", ns, identity, n.name, after, before)
+	}
+	if owners := c.ownersOf(ns, placement.ShardOf(identity)); !slices.Equal(owners, ownersBefore) {
+		t.Fatalf("shard %s/%s owned by %v after %s's refused claims, was %v", ns, placement.ShardOf(identity), owners, n.name, ownersBefore)
+	}
 }
 
 // waitSticky waits until exactly one pod of ns matching selector, other

@@ -32,11 +32,13 @@ const placementWeight = 100
 
 // TestPlacement applies deploy/placement to a real kube-apiserver
 // (Node,RBAC authorization, NodeRestriction) and checks, with the nodes'
-// own credentials, who may write IPHold records; that the placement policy
-// prefers the holding node for a re-created pod with a reservation and
-// leaves every other pod alone; and that checkpointd on the node (real
-// kubelet, containerd and CNI chain) publishes a sticky pod's record at ADD,
-// updates it at DEL and deletes it at expiry, three writes in all.
+// own credentials, who may write what in the placement index (IPHoldShard):
+// a node claims an identity only for a pod bound to it, writes only its own
+// entries and owner reference; that the placement policy prefers the
+// holding node for a re-created pod with a reservation and leaves every
+// other pod alone; and that checkpointd on the node (real kubelet,
+// containerd and CNI chain) claims a sticky pod's identity at ADD, marks it
+// reserved at DEL and releases it at expiry, three writes in all.
 func TestPlacement(t *testing.T) {
 	n := newCheckpointdNode(t)
 	ctx := context.Background()
@@ -45,81 +47,147 @@ func TestPlacement(t *testing.T) {
 	n.applyPlacement()
 	n.startContainerd()
 	n.startKubelet(true)
-	// node2 exists only as a Node object and a credential.
+	// node2 exists only as a Node object, a credential and the pods bound
+	// to it (which nothing runs).
 	if _, err := n.client.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node2Name}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	node1, node2 := n.dynamicAs(n.nodeToken()), n.dynamicAs(n.tokens[nodeUser(node2Name)])
-	holds := func(c dynamic.Interface) dynamic.ResourceInterface {
-		return c.Resource(placement.Resource).Namespace("db")
-	}
-
-	// ---- Who may write.
-	rec := n.holdRecord("db-0", nodeName, "10.244.1.50")
-	eventually(t, "writer policy in force (node2's forged record for node1 denied)", time.Minute, time.Second, func() (bool, string) {
-		_, err := holds(node2).Create(ctx, n.holdRecord("db-0", nodeName, "10.244.1.50"), metav1.CreateOptions{})
-		if err == nil {
-			_ = holds(n.dynamicAs(n.adminToken)).Delete(ctx, rec.GetName(), metav1.DeleteOptions{})
-			return false, "created"
+	for _, p := range []*corev1.Pod{testPod("db-0", nil), testPod("queue-7d9f8-b", nil)} {
+		p.Namespace = "db"
+		if p.Name == "queue-7d9f8-b" {
+			p.Spec.NodeName = node2Name
 		}
-		return apierrors.IsForbidden(err) && strings.Contains(err.Error(), "may write only its own"), err.Error()
-	})
-	forged := n.holdRecord("cache", node2Name, "10.244.1.51")
-	forged.SetOwnerReferences(rec.GetOwnerReferences()) // node2's record owned by node1's Node
-	if _, err := holds(node2).Create(ctx, forged, metav1.CreateOptions{}); !apierrors.IsForbidden(err) {
-		t.Errorf("node2 creating its record owned by Node node1: %v, want Forbidden", err)
+		if _, err := n.client.CoreV1().Pods("db").Create(ctx, p, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
 	}
-	created, err := holds(node1).Create(ctx, rec, metav1.CreateOptions{})
+	n.waitPodRunningIn("db", "db-0", 2*time.Minute)
+	node1 := placement.NewAPI(n.dynamicAs(n.nodeToken()), nodeName)
+	node2 := placement.NewAPI(n.dynamicAs(n.tokens[nodeUser(node2Name)]), node2Name)
+	uid1, err := node1.NodeUID(ctx)
 	if err != nil {
-		t.Fatalf("node1 creating its own record: %v", err)
-	}
-	if err := unstructured.SetNestedField(created.Object, "reserved", "spec", "state"); err != nil {
 		t.Fatal(err)
 	}
-	_ = unstructured.SetNestedField(created.Object, time.Now().Add(time.Hour).UTC().Format(time.RFC3339), "spec", "expiresAt")
-	if created, err = holds(node1).Update(ctx, created, metav1.UpdateOptions{}); err != nil {
-		t.Fatalf("node1 updating its own record: %v", err)
+	uid2, err := node2.NodeUID(ctx)
+	if err != nil {
+		t.Fatal(err)
 	}
-	moved := created.DeepCopy()
-	_ = unstructured.SetNestedField(moved.Object, node2Name, "spec", "nodeName")
-	if _, err := holds(node1).Update(ctx, moved, metav1.UpdateOptions{}); err == nil {
-		t.Error("node1 moved its record to node2: nodeName must be immutable")
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	hold := func(node, pod, ip string) placement.Hold {
+		return placement.Hold{Node: node, Pod: pod, IPs: []string{ip}, State: placement.StateAllocated, Since: now}
 	}
-	if _, err := holds(node2).Update(ctx, created, metav1.UpdateOptions{}); !apierrors.IsForbidden(err) {
-		t.Errorf("node2 updating node1's record: %v, want Forbidden", err)
+	dbShard, queueShard := placement.ShardOf("db-0"), placement.ShardOf("queue")
+	if dbShard == queueShard {
+		t.Fatalf("db-0 and queue share %s: the test needs them apart", dbShard)
 	}
-	if err := holds(node2).Delete(ctx, created.GetName(), metav1.DeleteOptions{}); !apierrors.IsForbidden(err) {
-		t.Errorf("node2 deleting node1's record: %v, want Forbidden", err)
-	}
-	t.Log("writes: node1 created and updated its record; node2 was denied forging, changing and deleting it")
 
-	// ---- The hint. db-0 (a StatefulSet pod's name) and, with an identity,
-	// a Deployment-style pod (generateName) in db, where node1 holds both.
-	if _, err := holds(node1).Create(ctx, n.holdRecord("cache", nodeName, "10.244.1.52"), metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	// A second record of db-0 on node1 (another network): still one term.
-	second := n.holdRecord("db-0", nodeName, "10.244.2.50")
-	second.SetName(placement.ObjectName(nodeName, "cbr1", "db-0", "eth0"))
-	_ = unstructured.SetNestedField(second.Object, "cbr1", "spec", "network")
-	if _, err := holds(node1).Create(ctx, second, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, "placement policy in force", time.Minute, time.Second, func() (bool, string) {
-		p, err := n.client.CoreV1().Pods("db").Create(ctx, unboundPod("db", "cache", map[string]string{annReservation: "10"}), metav1.CreateOptions{})
-		if err != nil {
-			return false, err.Error()
+	// ---- Who may write. First what the writer policy refuses, once it is
+	// in force: node2 claiming db-0, a pod bound to node1.
+	eventually(t, "writer policy in force (node2's claim of node1's pod denied)", time.Minute, time.Second, func() (bool, string) {
+		_, err := node2.Apply(ctx, "db", dbShard, uid2, map[string]placement.Hold{"db-0": hold(node2Name, "db-0", "10.244.2.9")}, false)
+		if err == nil {
+			n.adminDeleteShard("db", dbShard)
+			return false, "accepted"
 		}
-		zero := int64(0)
-		_ = n.client.CoreV1().Pods("db").Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero})
-		return p.Spec.Affinity != nil, fmt.Sprintf("affinity %v", p.Spec.Affinity)
+		return apierrors.IsForbidden(err) && strings.Contains(err.Error(), "only for a pod bound to it"), err.Error()
+	})
+	refused := map[string]func() error{
+		"claim db-0, a pod bound to node1": func() error {
+			_, err := node2.Apply(ctx, "db", dbShard, uid2, map[string]placement.Hold{"db-0": hold(node2Name, "db-0", "10.244.2.9")}, true)
+			return err
+		},
+		"claim web-0, a pod that never ran": func() error {
+			_, err := node2.Apply(ctx, "db", placement.ShardOf("web-0"), uid2, map[string]placement.Hold{"web-0": hold(node2Name, "web-0", "10.244.2.9")}, true)
+			return err
+		},
+		"write an entry naming node1": func() error {
+			_, err := node2.Apply(ctx, "db", dbShard, uid2, map[string]placement.Hold{"db-0": hold(nodeName, "db-0", "10.244.1.9")}, true)
+			return err
+		},
+		"write a shard outside shard-0 … shard-f": func() error {
+			_, err := node2.Apply(ctx, "db", "shard-10", uid2, map[string]placement.Hold{"queue": hold(node2Name, "queue-7d9f8-b", "10.244.2.9")}, true)
+			return err
+		},
+	}
+	for what, f := range refused {
+		if err := f(); !apierrors.IsForbidden(err) {
+			t.Errorf("node2: %s: %v, want Forbidden", what, err)
+		} else {
+			t.Logf("node2: %s: Forbidden (%v)", what, err)
+		}
+	}
+	if l := n.shardsIn("db"); len(l) != 0 {
+		t.Fatalf("refused writes stored something: %+v", l)
+	}
+	// node1 claims db-0 (its pod), node2 queue (a Deployment pod bound to
+	// it, whose identity is not its name).
+	if _, err := node1.Apply(ctx, "db", dbShard, uid1, map[string]placement.Hold{"db-0": hold(nodeName, "db-0", "10.244.1.50")}, false); err != nil {
+		t.Fatalf("node1 claiming db-0, its own pod: %v", err)
+	}
+	if _, err := node2.Apply(ctx, "db", queueShard, uid2, map[string]placement.Hold{"queue": hold(node2Name, "queue-7d9f8-b", "10.244.2.51")}, false); err != nil {
+		t.Fatalf("node2 claiming queue for its pod queue-7d9f8-b: %v", err)
+	}
+	two := map[string]placement.Hold{"db-0": hold(nodeName, "db-0", "10.244.1.50")}
+	for _, id := range []string{"x1", "x2", "x3", "x4", "x5", "x6", "x7", "x8"} { // some share db-0's shard
+		if placement.ShardOf(id) == dbShard {
+			two[id] = hold(nodeName, "db-0", "10.244.1.51")
+		}
+	}
+	if len(two) >= 3 {
+		if _, err := node1.Apply(ctx, "db", dbShard, uid1, two, false); !apierrors.IsForbidden(err) {
+			t.Errorf("node1 claiming %d identities in one write: %v, want Forbidden (one claim per write)", len(two)-1, err)
+		}
+	}
+	reserved := hold(nodeName, "db-0", "10.244.1.50")
+	reserved.State, reserved.ExpiresAt = placement.StateReserved, now.Add(time.Hour)
+	if _, err := node1.Apply(ctx, "db", dbShard, uid1, map[string]placement.Hold{"db-0": reserved}, false); err != nil {
+		t.Fatalf("node1 marking its entry reserved: %v", err)
+	}
+	// Raw writes the publisher never makes: removing or re-pointing another
+	// node's entry, its owner reference, labels.
+	raw := n.dynamicAs(n.tokens[nodeUser(node2Name)]).Resource(placement.Resource).Namespace("db")
+	for what, patch := range map[string]string{
+		"remove node1's entry":             `{"spec":{"holds":{"db-0":null}}}`,
+		"point node1's entry at itself":    `{"spec":{"holds":{"db-0":{"node":"` + node2Name + `"}}}}`,
+		"label the shard":                  `{"metadata":{"labels":{"x":"y"}}}`,
+		"drop node1's owner reference":     `{"metadata":{"ownerReferences":[]}}`,
+		"own node1's shard without an entry there": `{"metadata":{"ownerReferences":[{"apiVersion":"v1","kind":"Node","name":"` + nodeName + `","uid":"` + string(uid1) + `"},{"apiVersion":"v1","kind":"Node","name":"` + node2Name + `","uid":"` + string(uid2) + `"}]}}`,
+	} {
+		_, err := raw.Patch(ctx, dbShard, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+		if !apierrors.IsForbidden(err) {
+			t.Errorf("node2: %s (merge patch): %v, want Forbidden", what, err)
+		}
+	}
+	// On its own shard: hang it on node1's Node.
+	{
+		patch := `{"metadata":{"ownerReferences":[{"apiVersion":"v1","kind":"Node","name":"` + node2Name + `","uid":"` + string(uid2) + `"},{"apiVersion":"v1","kind":"Node","name":"` + nodeName + `","uid":"` + string(uid1) + `"}]}}`
+		if _, err := raw.Patch(ctx, queueShard, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); !apierrors.IsForbidden(err) {
+			t.Errorf("node2: add node1's Node as an owner of its shard (merge patch): %v, want Forbidden", err)
+		}
+	}
+	if err := raw.Delete(ctx, dbShard, metav1.DeleteOptions{}); !apierrors.IsForbidden(err) {
+		t.Errorf("node2 deleting a shard: %v, want Forbidden", err)
+	}
+	if h, ok := n.holdOf("db", "db-0"); !ok || !h.Equal(reserved) {
+		t.Fatalf("db/db-0 after node2's refused writes: %+v (%v), want node1's %+v", h, ok, reserved)
+	}
+	t.Log("writes: node1 claimed db-0 and marked it reserved, node2 claimed queue for its own pod; node2 was denied every other write")
+
+	// ---- The hint. db-0 (a StatefulSet pod's name) is held by node1, queue
+	// (an identity) by node2.
+	eventually(t, "placement policy in force", time.Minute, time.Second, func() (bool, string) {
+		terms := n.hintFor(unboundPod("db", "", map[string]string{annReservation: "10", annIdentity: "db-0"}))
+		return len(terms) == 1, fmt.Sprint(terms)
 	})
 	own := corev1.PreferredSchedulingTerm{Weight: 7, Preference: corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{
 		{Key: "topology.kubernetes.io/zone", Operator: corev1.NodeSelectorOpIn, Values: []string{"a"}}}}}
 	required := &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{
 		{Key: "kubernetes.io/os", Operator: corev1.NodeSelectorOpIn, Values: []string{"linux"}}}}}}
-	ours := corev1.PreferredSchedulingTerm{Weight: placementWeight, Preference: corev1.NodeSelectorTerm{MatchFields: []corev1.NodeSelectorRequirement{
-		{Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: []string{nodeName}}}}}
+	term := func(node string) corev1.PreferredSchedulingTerm {
+		return corev1.PreferredSchedulingTerm{Weight: placementWeight, Preference: corev1.NodeSelectorTerm{MatchFields: []corev1.NodeSelectorRequirement{
+			{Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: []string{node}}}}}
+	}
+	ours, theirs := term(nodeName), term(node2Name)
 	withOwn := func(p *corev1.Pod) *corev1.Pod {
 		p.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
 			RequiredDuringSchedulingIgnoredDuringExecution: required, PreferredDuringSchedulingIgnoredDuringExecution: []corev1.PreferredSchedulingTerm{own}}}
@@ -134,6 +202,15 @@ func TestPlacement(t *testing.T) {
 		p.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: required}}
 		return p
 	}
+	// db-0 is deleted, as a StatefulSet pod is before its re-creation.
+	zero := int64(0)
+	if err := n.client.CoreV1().Pods("db").Delete(ctx, "db-0", metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "pod db/db-0 gone", time.Minute, 200*time.Millisecond, func() (bool, string) {
+		_, err := n.client.CoreV1().Pods("db").Get(ctx, "db-0", metav1.GetOptions{})
+		return apierrors.IsNotFound(err), fmt.Sprint(err)
+	})
 	cases := []struct {
 		name string
 		pod  *corev1.Pod
@@ -144,48 +221,33 @@ func TestPlacement(t *testing.T) {
 		{"pod anti-affinity only, kept", antiOnly(unboundPod("db", "db-0", map[string]string{annReservation: "10"})), []corev1.PreferredSchedulingTerm{ours}},
 		{"required node affinity only, kept", requiredOnly(unboundPod("db", "db-0", map[string]string{annReservation: "10"})), []corev1.PreferredSchedulingTerm{ours}},
 		{"no affinity of its own", unboundPod("db", "db-0", map[string]string{annReservation: "90s"}), []corev1.PreferredSchedulingTerm{ours}},
-		{"identity, generateName", unboundPod("db", "", map[string]string{annReservation: "5m", "stickyip.io/identity": "cache"}),
-			[]corev1.PreferredSchedulingTerm{ours}},
+		{"identity, generateName, held by node2", unboundPod("db", "", map[string]string{annReservation: "5m", annIdentity: "queue"}),
+			[]corev1.PreferredSchedulingTerm{theirs}},
+		{"a pod named as the identity, without the annotation: node2's entry names another pod", unboundPod("db", "queue", map[string]string{annReservation: "90s"}), nil},
 		{"no reservation annotation", withOwn(unboundPod("db", "db-0", nil)), []corev1.PreferredSchedulingTerm{own}},
 		{"reservation 0", unboundPod("db", "db-0", map[string]string{annReservation: "0"}), nil},
 		{"reservation 0s", unboundPod("db", "db-0", map[string]string{annReservation: "0s"}), nil},
 		{"another identity", unboundPod("db", "db-1", map[string]string{annReservation: "10"}), nil},
-		{"identity annotation wins over the name", unboundPod("db", "db-0", map[string]string{annReservation: "10", "stickyip.io/identity": "other"}), nil},
+		{"identity annotation wins over the name", unboundPod("db", "db-0", map[string]string{annReservation: "10", annIdentity: "other"}), nil},
 		{"same name, another namespace", unboundPod("default", "db-0", map[string]string{annReservation: "10"}), nil},
 	}
 	for _, c := range cases {
-		got, err := n.client.CoreV1().Pods(c.pod.Namespace).Create(ctx, c.pod, metav1.CreateOptions{})
-		if err != nil {
-			t.Errorf("%s: create: %v", c.name, err)
-			continue
-		}
-		var terms []corev1.PreferredSchedulingTerm
-		if a := got.Spec.Affinity; a != nil && a.NodeAffinity != nil {
-			terms = a.NodeAffinity.PreferredDuringSchedulingIgnoredDuringExecution
-		}
-		if own := c.pod.Spec.Affinity; own != nil {
-			a := got.Spec.Affinity
-			if a == nil || fmt.Sprint(a.PodAntiAffinity) != fmt.Sprint(own.PodAntiAffinity) || fmt.Sprint(requiredOf(a)) != fmt.Sprint(requiredOf(own)) {
-				t.Errorf("%s: the pod's own affinity changed: %v, was %v", c.name, a, own)
-			}
-		}
-		if fmt.Sprint(terms) != fmt.Sprint(c.want) || (c.want == nil && got.Spec.Affinity != nil) {
-			t.Errorf("%s: preferred terms %v (affinity %v), want %v", c.name, terms, got.Spec.Affinity, c.want)
-		} else {
-			t.Logf("hint: %s: preferred terms %v", c.name, terms)
-		}
-		zero := int64(0)
-		_ = n.client.CoreV1().Pods(got.Namespace).Delete(ctx, got.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero})
-		eventually(t, "pod "+got.Name+" gone", 30*time.Second, 200*time.Millisecond, func() (bool, string) {
-			_, err := n.client.CoreV1().Pods(got.Namespace).Get(ctx, got.Name, metav1.GetOptions{})
-			return apierrors.IsNotFound(err), fmt.Sprint(err)
-		})
+		n.checkHint(c.name, c.pod, c.want)
 	}
-	for _, name := range []string{created.GetName(), second.GetName(), placement.ObjectName(nodeName, "cbr0", "cache", "eth0")} {
-		if err := holds(node1).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
-			t.Errorf("node1 deleting its own record %s: %v", name, err)
-		}
+	// A Node that is gone: the garbage collector drops its owner reference
+	// (done by hand here: no controller-manager runs), and its entries stop
+	// counting at once.
+	admin := n.dynamicAs(n.adminToken).Resource(placement.Resource).Namespace("db")
+	if _, err := admin.Patch(ctx, queueShard, types.MergePatchType, []byte(`{"metadata":{"ownerReferences":null}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
 	}
+	eventually(t, "no hint from a node that no longer owns the shard", 30*time.Second, 500*time.Millisecond, func() (bool, string) {
+		terms := n.hintFor(unboundPod("db", "", map[string]string{annReservation: "5m", annIdentity: "queue"}))
+		return len(terms) == 0, fmt.Sprint(terms)
+	})
+	t.Log("hint: identity of a node that no longer owns the shard: none")
+	n.adminDeleteShard("db", dbShard)
+	n.adminDeleteShard("db", queueShard)
 
 	// ---- The publisher: checkpointd on node1 with the real CNI chain.
 	n.startCheckpointd()
@@ -195,60 +257,97 @@ func TestPlacement(t *testing.T) {
 	n.createPod(testPod("plain", nil))
 	ip := n.waitAPIPodRunning("web", 2*time.Minute)
 	n.waitAPIPodRunning("plain", 2*time.Minute)
-	var created2 time.Duration
-	eventually(t, "record of default/web", 30*time.Second, 200*time.Millisecond, func() (bool, string) {
-		u, err := n.recordOf("default", "web", nodeName)
-		if err != nil || u == nil {
-			return false, fmt.Sprint("no record yet ", err)
+	var claimed time.Duration
+	eventually(t, "entry of default/web", 30*time.Second, 200*time.Millisecond, func() (bool, string) {
+		h, ok := n.holdOf("default", "web")
+		if !ok {
+			return false, "no entry yet"
 		}
-		created2 = time.Since(start)
-		s, _, _ := unstructured.NestedMap(u.Object, "spec")
-		refs := u.GetOwnerReferences()
-		if fmt.Sprint(s["ips"]) != "["+ip+"]" || s["state"] != "allocated" || len(refs) != 1 || refs[0].Name != nodeName {
-			return false, fmt.Sprintf("record %v, owners %v", s, refs)
+		claimed = time.Since(start)
+		owners := n.ownersOf("default", placement.ShardOf("web"))
+		if h.Node != nodeName || h.Pod != "web" || fmt.Sprint(h.IPs) != "["+ip+"]" || h.State != placement.StateAllocated || fmt.Sprint(owners) != "["+nodeName+"]" {
+			return false, fmt.Sprintf("entry %+v, owners %v", h, owners)
 		}
 		return true, ""
 	})
-	t.Logf("publisher: record of default/web (%s) allocated, %s after the pod's creation", ip, created2.Round(100*time.Millisecond))
-	if u, err := n.recordOf("default", "plain", nodeName); err != nil || u != nil {
-		t.Errorf("a pod without reservation got a record: %v %v", u, err)
+	t.Logf("publisher: default/web (%s) claimed, %s after the pod's creation", ip, claimed.Round(100*time.Millisecond))
+	if h, ok := n.holdOf("default", "plain"); ok {
+		t.Errorf("a pod without reservation got an entry: %+v", h)
 	}
 	n.deletePodGracefully("web", time.Minute)
 	deleted := time.Now()
 	var expires time.Time
-	eventually(t, "record of default/web reserved", 30*time.Second, 200*time.Millisecond, func() (bool, string) {
-		u, err := n.recordOf("default", "web", nodeName)
-		if err != nil || u == nil {
-			return false, fmt.Sprint("no record ", err)
+	eventually(t, "entry of default/web reserved", 30*time.Second, 200*time.Millisecond, func() (bool, string) {
+		h, ok := n.holdOf("default", "web")
+		if !ok || h.State != placement.StateReserved {
+			return false, fmt.Sprintf("%+v", h)
 		}
-		s, _, _ := unstructured.NestedMap(u.Object, "spec")
-		if s["state"] != "reserved" {
-			return false, fmt.Sprint(s)
-		}
-		expires, err = time.Parse(time.RFC3339, fmt.Sprint(s["expiresAt"]))
-		return err == nil, fmt.Sprint(s, err)
+		expires = h.ExpiresAt
+		return true, ""
 	})
 	if d := expires.Sub(deleted); d < reserve-5*time.Second || d > reserve+5*time.Second {
-		t.Errorf("record expires %s after the DEL, want about %s", d, reserve)
+		t.Errorf("entry expires %s after the DEL, want about %s", d, reserve)
 	}
-	t.Logf("publisher: record reserved until %s, %s after the delete", expires.Format(time.RFC3339), time.Since(deleted).Round(100*time.Millisecond))
-	eventually(t, "record of default/web deleted at expiry", reserve+30*time.Second, time.Second, func() (bool, string) {
-		u, err := n.recordOf("default", "web", nodeName)
-		return err == nil && u == nil, fmt.Sprint(u, err)
+	t.Logf("publisher: entry reserved until %s, %s after the delete", expires.Format(time.RFC3339), time.Since(deleted).Round(100*time.Millisecond))
+	eventually(t, "entry of default/web released at expiry", reserve+30*time.Second, time.Second, func() (bool, string) {
+		h, ok := n.holdOf("default", "web")
+		owners := n.ownersOf("default", placement.ShardOf("web"))
+		return !ok && len(owners) == 0, fmt.Sprintf("%+v owners %v", h, owners)
 	})
-	t.Logf("publisher: record deleted %s after expiry", time.Since(expires).Round(100*time.Millisecond))
+	t.Logf("publisher: entry and owner reference released %s after expiry", time.Since(expires).Round(100*time.Millisecond))
 	writes := map[string]string{}
-	for _, verb := range []string{"create", "update", "delete"} {
-		v, err := n.metric(`checkpointd_placement_writes_total{verb="` + verb + `"}`)
+	for _, kind := range []string{placement.WriteClaim, placement.WriteUpdate, placement.WriteRelease} {
+		v, err := n.metric(`checkpointd_placement_writes_total{kind="` + kind + `"}`)
 		if err != nil {
 			t.Fatal(err)
 		}
-		writes[verb] = v
+		writes[kind] = v
 	}
-	if writes["create"] != "1" || writes["update"] != "1" || writes["delete"] != "1" {
-		t.Errorf("API writes for one sticky pod's lifecycle and one plain pod: %v, want one create, one update, one delete", writes)
+	if writes[placement.WriteClaim] != "1" || writes[placement.WriteUpdate] != "1" || writes[placement.WriteRelease] != "1" {
+		t.Errorf("API writes for one sticky pod's lifecycle and one plain pod: %v, want one claim, one update, one release", writes)
 	}
 	t.Logf("publisher: API writes for one sticky pod lifecycle (ADD, DEL, expiry) and one plain pod: %v", writes)
+}
+
+// hintFor returns the preferred node affinity terms pod gets from the
+// mutating admission policies (a server-side dry-run create).
+func (n *node) hintFor(pod *corev1.Pod) []corev1.PreferredSchedulingTerm {
+	got, err := n.client.CoreV1().Pods(pod.Namespace).Create(context.Background(), pod, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+	if err != nil {
+		n.t.Fatalf("dry-run create of %s/%s%s: %v", pod.Namespace, pod.Name, pod.GenerateName, err)
+	}
+	if a := got.Spec.Affinity; a != nil && a.NodeAffinity != nil {
+		return a.NodeAffinity.PreferredDuringSchedulingIgnoredDuringExecution
+	}
+	return nil
+}
+
+// checkHint creates pod through the API (a server-side dry run: the
+// mutating admission policies run, nothing is stored) and checks the
+// preferred node affinity terms it gets, and that its own affinity is kept.
+func (n *node) checkHint(name string, pod *corev1.Pod, want []corev1.PreferredSchedulingTerm) {
+	t := n.t
+	t.Helper()
+	got, err := n.client.CoreV1().Pods(pod.Namespace).Create(context.Background(), pod, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+	if err != nil {
+		t.Errorf("%s: create: %v", name, err)
+		return
+	}
+	var terms []corev1.PreferredSchedulingTerm
+	if a := got.Spec.Affinity; a != nil && a.NodeAffinity != nil {
+		terms = a.NodeAffinity.PreferredDuringSchedulingIgnoredDuringExecution
+	}
+	if own := pod.Spec.Affinity; own != nil {
+		a := got.Spec.Affinity
+		if a == nil || fmt.Sprint(a.PodAntiAffinity) != fmt.Sprint(own.PodAntiAffinity) || fmt.Sprint(requiredOf(a)) != fmt.Sprint(requiredOf(own)) {
+			t.Errorf("%s: the pod's own affinity changed: %v, was %v", name, a, own)
+		}
+	}
+	if fmt.Sprint(terms) != fmt.Sprint(want) || (want == nil && got.Spec.Affinity != nil) {
+		t.Errorf("%s: preferred terms %v (affinity %v), want %v", name, terms, got.Spec.Affinity, want)
+	} else {
+		t.Logf("hint: %s: preferred terms %v", name, terms)
+	}
 }
 
 // unboundPod is a pod no node runs (no scheduler here): for admission only.
@@ -269,23 +368,6 @@ func requiredOf(a *corev1.Affinity) *corev1.NodeSelector {
 	return a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution
 }
 
-// holdRecord is an IPHold of identity held by node (owned by its Node).
-func (n *node) holdRecord(identity, node, ip string) *unstructured.Unstructured {
-	no, err := n.client.CoreV1().Nodes().Get(context.Background(), node, metav1.GetOptions{})
-	uid := types.UID("")
-	if err == nil {
-		uid = no.UID
-	}
-	u := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": placement.Resource.GroupVersion().String(), "kind": placement.Kind,
-		"spec": map[string]any{"identity": identity, "network": "cbr0", "ifName": "eth0", "nodeName": node,
-			"ips": []any{ip}, "state": "allocated"},
-	}}
-	u.SetName(placement.ObjectName(node, "cbr0", identity, "eth0"))
-	u.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: node, UID: uid}})
-	return u
-}
-
 func (cp *controlPlane) dynamicAs(token string) dynamic.Interface {
 	c, err := dynamic.NewForConfig(cp.apiClientConfig(token))
 	if err != nil {
@@ -294,30 +376,64 @@ func (cp *controlPlane) dynamicAs(token string) dynamic.Interface {
 	return c
 }
 
-// records lists node's IPHold records in namespace ns ("": every
-// namespace), as admin.
-func (cp *controlPlane) records(ns, node string) ([]unstructured.Unstructured, error) {
-	l, err := cp.dynamicAs(cp.adminToken).Resource(placement.Resource).Namespace(ns).List(context.Background(),
-		metav1.ListOptions{FieldSelector: placement.NodeField + "=" + node})
+// shardsIn returns the IPHoldShards of namespace ns ("": every namespace)
+// by namespace/name, as admin.
+func (cp *controlPlane) shardsIn(ns string) map[string]*placement.Shard {
+	t := cp.t
+	t.Helper()
+	l, err := cp.dynamicAs(cp.adminToken).Resource(placement.Resource).Namespace(ns).List(context.Background(), metav1.ListOptions{})
 	if err != nil {
-		return nil, err
+		t.Fatalf("list IPHoldShards: %v", err)
 	}
-	return l.Items, nil
+	out := map[string]*placement.Shard{}
+	for i := range l.Items {
+		s, err := placement.DecodeShard(&l.Items[i])
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[l.Items[i].GetNamespace()+"/"+l.Items[i].GetName()] = s
+	}
+	return out
 }
 
-// recordOf is node's IPHold record of identity in namespace ns, nil when it
-// has none.
-func (cp *controlPlane) recordOf(ns, identity, node string) (*unstructured.Unstructured, error) {
-	l, err := cp.records(ns, node)
-	if err != nil {
-		return nil, err
+// holdOf is the entry of identity in namespace ns's placement index, as
+// admin reads it.
+func (cp *controlPlane) holdOf(ns, identity string) (placement.Hold, bool) {
+	s := cp.shardsIn(ns)[ns+"/"+placement.ShardOf(identity)]
+	if s == nil {
+		return placement.Hold{}, false
 	}
-	for i := range l {
-		if id, _, _ := unstructured.NestedString(l[i].Object, "spec", "identity"); id == identity {
-			return &l[i], nil
+	h, ok := s.Holds[identity]
+	return h, ok
+}
+
+// ownersOf names the Nodes that own shard ns/name.
+func (cp *controlPlane) ownersOf(ns, name string) []string {
+	if s := cp.shardsIn(ns)[ns+"/"+name]; s != nil {
+		return s.Owners
+	}
+	return nil
+}
+
+// heldBy returns the identities (namespace/identity) whose entry names node
+// in every namespace, and whether node still owns the shard each is in.
+func (cp *controlPlane) heldBy(node string) map[string]bool {
+	out := map[string]bool{}
+	for key, s := range cp.shardsIn("") {
+		ns, _, _ := strings.Cut(key, "/")
+		for id := range s.Own(node) {
+			out[ns+"/"+id] = s.OwnedBy(node)
 		}
 	}
-	return nil, nil
+	return out
+}
+
+// adminDeleteShard deletes shard ns/name as admin (gone already is fine).
+func (cp *controlPlane) adminDeleteShard(ns, name string) {
+	err := cp.dynamicAs(cp.adminToken).Resource(placement.Resource).Namespace(ns).Delete(context.Background(), name, metav1.DeleteOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		cp.t.Fatal(err)
+	}
 }
 
 // kubectlPath is the kubectl the e2e build made, "" when there is none
@@ -380,7 +496,7 @@ func (cp *controlPlane) applyPlacement() {
 			}
 		}
 	}
-	eventually(t, "IPHold CRD established", time.Minute, time.Second, func() (bool, string) {
+	eventually(t, "IPHoldShard CRD established", time.Minute, time.Second, func() (bool, string) {
 		_, err := cp.dynamicAs(cp.adminToken).Resource(placement.Resource).List(context.Background(), metav1.ListOptions{})
 		return err == nil, fmt.Sprint(err)
 	})

@@ -1,0 +1,93 @@
+package placement
+
+import (
+	"net/netip"
+	"slices"
+	"time"
+
+	"github.com/stickyip/stickyip/reservation"
+)
+
+// Hold states, as the store names them.
+const (
+	StateAllocated = string(reservation.Allocated)
+	StateReserved  = string(reservation.Reserved)
+)
+
+// Hold is one entry of a shard: the node holding an identity's addresses.
+type Hold struct {
+	Node  string   // the node that holds the addresses
+	Pod   string   // the pod that holds, or last held, them there
+	IPs   []string // sorted
+	State string   // StateAllocated or StateReserved
+	// Since is when the pod got the addresses on the node (its ADD): of two
+	// nodes holding one identity, the later claim wins.
+	Since     time.Time
+	ExpiresAt time.Time // StateReserved only
+}
+
+// Equal reports whether two holds say the same, times to the millisecond
+// (as they are written).
+func (h Hold) Equal(o Hold) bool {
+	return h.Node == o.Node && h.Pod == o.Pod && slices.Equal(h.IPs, o.IPs) && h.State == o.State &&
+		h.Since.Truncate(time.Millisecond).Equal(o.Since.Truncate(time.Millisecond)) &&
+		h.ExpiresAt.Truncate(time.Millisecond).Equal(o.ExpiresAt.Truncate(time.Millisecond))
+}
+
+// Key names an identity in a namespace.
+type Key struct{ Namespace, Identity string }
+
+// Desired returns the entries node should have, by identity: one per
+// identity (namespace/name) holding, in any network and on any interface,
+// an allocation with a reservation duration or a reservation that has not
+// expired at now. Allocations without a duration, cooling addresses and
+// anonymous records are not sticky. inRange, when set, says which addresses
+// are in the node's current pod ranges: the others are never published
+// (a node re-registered with another podCIDR), and an identity left with
+// none has no entry.
+func Desired(node string, entries []reservation.Entry, now time.Time, inRange func(netip.Addr) bool) map[Key]Hold {
+	out := map[Key]Hold{}
+	for _, e := range entries {
+		id := e.Identity
+		if id.IsZero() {
+			continue
+		}
+		switch {
+		case e.State == reservation.Allocated && e.Duration > 0:
+		case e.State == reservation.Reserved && !e.Expired(now):
+		default:
+			continue
+		}
+		if inRange != nil && !inRange(e.IP) {
+			continue
+		}
+		k := Key{id.Namespace, id.Name}
+		h, seen := out[k]
+		if !seen {
+			h = Hold{Node: node, State: StateReserved}
+		}
+		h.IPs = append(h.IPs, e.IP.String())
+		if !seen || e.AllocatedAt.After(h.Since) {
+			h.Since = e.AllocatedAt
+			h.Pod = e.PodName
+		}
+		if e.State == reservation.Allocated {
+			h.State = StateAllocated
+		} else if e.ExpiresAt.After(h.ExpiresAt) {
+			h.ExpiresAt = e.ExpiresAt
+		}
+		out[k] = h
+	}
+	for k, h := range out {
+		if h.State == StateAllocated {
+			h.ExpiresAt = time.Time{}
+		}
+		if h.Pod == "" { // recorded by a stickyip before PodName: the name is the identity
+			h.Pod = k.Identity
+		}
+		slices.SortFunc(h.IPs, func(a, b string) int { return netip.MustParseAddr(a).Compare(netip.MustParseAddr(b)) })
+		h.IPs = slices.Compact(h.IPs)
+		out[k] = h
+	}
+	return out
+}

@@ -1,0 +1,84 @@
+package placement
+
+import (
+	"cmp"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"maps"
+	"os"
+	"slices"
+	"strings"
+
+	"github.com/stickyip/stickyip/checkpointd/safefile"
+)
+
+// WrittenFileName is the file, in checkpointd's checkpoint directory, that
+// lists the shards holding this node's entries, so that after a restart the
+// publisher also visits the shards whose entries ended meanwhile.
+const WrittenFileName = "placement-shards.json"
+
+const writtenFormat = "stickyip-placement-shards/v1"
+
+// shardRef names a shard.
+type shardRef struct{ Namespace, Name string }
+
+// written is the set of shards holding the node's entries, kept in a file.
+type written struct {
+	path string // "": not kept
+	set  map[shardRef]bool
+}
+
+// loadWritten reads the set from path; a missing file is an empty set, a
+// damaged one an error (with the empty set: the publisher then only misses
+// entries that ended while it was down, as if the file were lost).
+func loadWritten(path string) (*written, error) {
+	w := &written{path: path, set: map[shardRef]bool{}}
+	if path == "" {
+		return w, nil
+	}
+	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return w, nil
+	}
+	if err != nil {
+		return w, err
+	}
+	payload, err := safefile.Unframe(writtenFormat, data)
+	if err != nil {
+		return w, fmt.Errorf("%s: %w", path, err)
+	}
+	var refs []shardRef
+	if err := json.Unmarshal(payload, &refs); err != nil {
+		return w, fmt.Errorf("%s: %w", path, err)
+	}
+	for _, r := range refs {
+		w.set[r] = true
+	}
+	return w, nil
+}
+
+// mark records whether ref holds the node's entries and saves the set when
+// that changed.
+func (w *written) mark(ref shardRef, holds bool) error {
+	if w.set[ref] == holds {
+		return nil
+	}
+	if holds {
+		w.set[ref] = true
+	} else {
+		delete(w.set, ref)
+	}
+	if w.path == "" {
+		return nil
+	}
+	refs := slices.SortedFunc(maps.Keys(w.set), func(a, b shardRef) int {
+		return cmp.Or(strings.Compare(a.Namespace, b.Namespace), strings.Compare(a.Name, b.Name))
+	})
+	payload, err := json.Marshal(refs)
+	if err != nil {
+		return err
+	}
+	return safefile.Write(w.path, safefile.Frame(writtenFormat, payload), 0o600)
+}
