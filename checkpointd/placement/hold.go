@@ -8,30 +8,33 @@ import (
 	"github.com/stickyip/stickyip/reservation"
 )
 
-// Hold states, as the store names them.
-const (
-	StateAllocated = string(reservation.Allocated)
-	StateReserved  = string(reservation.Reserved)
-)
-
 // Hold is one entry of a shard: the node holding an identity's addresses.
+// It changes only when a pod of the identity gets its addresses (ADD):
+// whether that pod still runs, and how long the reservation after it
+// lasts, are the node's business, so a DEL writes nothing.
 type Hold struct {
-	Node  string   // the node that holds the addresses
-	Pod   string   // the pod that holds, or last held, them there
-	IPs   []string // sorted
-	State string   // StateAllocated or StateReserved
+	Node string   // the node that holds the addresses
+	Pod  string   // the pod that holds, or last held, them there
+	IPs  []string // sorted
 	// Since is when the pod got the addresses on the node (its ADD): of two
 	// nodes holding one identity, the later claim wins.
-	Since     time.Time
-	ExpiresAt time.Time // StateReserved only
+	Since time.Time
 }
 
 // Equal reports whether two holds say the same, times to the millisecond
 // (as they are written).
 func (h Hold) Equal(o Hold) bool {
-	return h.Node == o.Node && h.Pod == o.Pod && slices.Equal(h.IPs, o.IPs) && h.State == o.State &&
-		h.Since.Truncate(time.Millisecond).Equal(o.Since.Truncate(time.Millisecond)) &&
-		h.ExpiresAt.Truncate(time.Millisecond).Equal(o.ExpiresAt.Truncate(time.Millisecond))
+	return h.Node == o.Node && h.Pod == o.Pod && slices.Equal(h.IPs, o.IPs) &&
+		h.Since.Truncate(time.Millisecond).Equal(o.Since.Truncate(time.Millisecond))
+}
+
+// Want is the entry a node means to have for an identity it holds.
+type Want struct {
+	Hold
+	// Running reports whether a sandbox holds the addresses now (an
+	// allocation, not only a reservation): only then may the node take the
+	// identity over from another node's older claim.
+	Running bool
 }
 
 // Key names an identity in a namespace.
@@ -45,8 +48,8 @@ type Key struct{ Namespace, Identity string }
 // are in the node's current pod ranges: the others are never published
 // (a node re-registered with another podCIDR), and an identity left with
 // none has no entry.
-func Desired(node string, entries []reservation.Entry, now time.Time, inRange func(netip.Addr) bool) map[Key]Hold {
-	out := map[Key]Hold{}
+func Desired(node string, entries []reservation.Entry, now time.Time, inRange func(netip.Addr) bool) map[Key]Want {
+	out := map[Key]Want{}
 	for _, e := range entries {
 		id := e.Identity
 		if id.IsZero() {
@@ -64,7 +67,7 @@ func Desired(node string, entries []reservation.Entry, now time.Time, inRange fu
 		k := Key{id.Namespace, id.Name}
 		h, seen := out[k]
 		if !seen {
-			h = Hold{Node: node, State: StateReserved}
+			h = Want{Hold: Hold{Node: node}}
 		}
 		h.IPs = append(h.IPs, e.IP.String())
 		if !seen || e.AllocatedAt.After(h.Since) {
@@ -72,16 +75,11 @@ func Desired(node string, entries []reservation.Entry, now time.Time, inRange fu
 			h.Pod = e.PodName
 		}
 		if e.State == reservation.Allocated {
-			h.State = StateAllocated
-		} else if e.ExpiresAt.After(h.ExpiresAt) {
-			h.ExpiresAt = e.ExpiresAt
+			h.Running = true
 		}
 		out[k] = h
 	}
 	for k, h := range out {
-		if h.State == StateAllocated {
-			h.ExpiresAt = time.Time{}
-		}
 		if h.Pod == "" { // recorded by a stickyip before PodName: the name is the identity
 			h.Pod = k.Identity
 		}

@@ -74,16 +74,16 @@ func TestDesired(t *testing.T) {
 		return netip.MustParsePrefix("10.244.1.0/24").Contains(a) || netip.MustParsePrefix("fd00::/64").Contains(a)
 	}
 	got := Desired("node1", entries, now, inRange)
-	want := map[Key]Hold{
-		{"db", "db-0"}:   {Node: "node1", Pod: "db-0", IPs: []string{"10.244.1.5", "fd00::5"}, State: StateAllocated, Since: t0},
-		{"db", "cache"}:  {Node: "node1", Pod: "cache-7d9f8-a", IPs: []string{"10.244.1.6"}, State: StateReserved, Since: t0, ExpiresAt: now.Add(time.Minute)},
-		{"db", "legacy"}: {Node: "node1", Pod: "legacy", IPs: []string{"10.244.1.10"}, State: StateReserved, Since: t0, ExpiresAt: now.Add(time.Minute)},
+	want := map[Key]Want{
+		{"db", "db-0"}:   {Hold{Node: "node1", Pod: "db-0", IPs: []string{"10.244.1.5", "fd00::5"}, Since: t0}, true},
+		{"db", "cache"}:  {Hold{Node: "node1", Pod: "cache-7d9f8-a", IPs: []string{"10.244.1.6"}, Since: t0}, false},
+		{"db", "legacy"}: {Hold{Node: "node1", Pod: "legacy", IPs: []string{"10.244.1.10"}, Since: t0}, false},
 	}
 	if len(got) != len(want) {
 		t.Fatalf("Desired: %d entries %+v, want %d", len(got), got, len(want))
 	}
 	for k, w := range want {
-		if g, ok := got[k]; !ok || !g.Equal(w) {
+		if g, ok := got[k]; !ok || !g.Equal(w.Hold) || g.Running != w.Running {
 			t.Errorf("Desired[%v] = %+v, want %+v", k, g, w)
 		}
 	}

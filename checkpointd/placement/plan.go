@@ -7,9 +7,9 @@ import (
 
 // Write kinds, as the writes metric counts them.
 const (
-	WriteClaim   = "claim"   // an identity added, taken over or pointed at another pod
-	WriteUpdate  = "update"  // the node's entries changed otherwise (a DEL's reservation, an address)
-	WriteRelease = "release" // entries removed only (expiry, release, take-over by another node)
+	WriteClaim   = "claim"   // an identity added, taken over or pointed at another pod (ADD)
+	WriteUpdate  = "update"  // the node's entries changed otherwise (the same pod's ADD again)
+	WriteRelease = "release" // entries removed only (expiry, release)
 )
 
 // Step is one write to a shard: the node's whole set of entries there after
@@ -30,7 +30,7 @@ type Step struct {
 // than that node's claim: the node that ran the pod last keeps it. The
 // others are returned as superseded and left alone. skip, when set, names
 // claims not to try again (refused before, for the same pod and ADD).
-func Plan(node string, want map[string]Hold, s *Shard, skip func(id string, h Hold) bool) (steps []Step, superseded []string) {
+func Plan(node string, want map[string]Want, s *Shard, skip func(id string, h Hold) bool) (steps []Step, superseded []string) {
 	cur := s.Own(node)
 	base := map[string]Hold{}
 	var claims []string
@@ -39,10 +39,10 @@ func Plan(node string, want map[string]Hold, s *Shard, skip func(id string, h Ho
 		c, held := s.Holds[id]
 		switch {
 		case held && c.Node == node && c.Pod == w.Pod:
-			base[id] = w
-		case held && c.Node != node && !(w.State == StateAllocated && w.Since.After(c.Since)):
+			base[id] = w.Hold
+		case held && c.Node != node && !(w.Running && w.Since.After(c.Since)):
 			superseded = append(superseded, id)
-		case skip != nil && skip(id, w):
+		case skip != nil && skip(id, w.Hold):
 			if held && c.Node == node {
 				base[id] = c // keep what is there rather than remove it
 			}
@@ -69,7 +69,7 @@ func Plan(node string, want map[string]Hold, s *Shard, skip func(id string, h Ho
 	}
 	mine := maps.Clone(base)
 	for _, id := range claims {
-		mine[id] = want[id]
+		mine[id] = want[id].Hold
 		c, held := s.Holds[id]
 		steps = append(steps, Step{Mine: maps.Clone(mine), Claim: id, Force: held && c.Node != node, Kind: WriteClaim})
 	}

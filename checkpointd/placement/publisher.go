@@ -117,7 +117,7 @@ func NewWithAPI(api API, opts Options) *Publisher {
 	p := &Publisher{
 		opts: opts, api: api,
 		writes: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "checkpointd", Name: "placement_writes_total",
-			Help: "Writes to the placement index (IPHoldShards), by kind: claim (at ADD), update (at DEL), release (at expiry, release or take-over)."}, []string{"kind"}),
+			Help: "Writes to the placement index (IPHoldShards), by kind: claim (an ADD), update (an ADD of the same pod again), release (expiry or release)."}, []string{"kind"}),
 		errs: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "checkpointd", Name: "placement_errors_total",
 			Help: "Failed placement steps, by step (store, written, node, get, apply, refused)."}, []string{"step"}),
 		records: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "checkpointd", Name: "placement_records",
@@ -128,6 +128,9 @@ func NewWithAPI(api API, opts Options) *Publisher {
 		refused: map[refusal]bool{},
 		lost:    map[Key]string{},
 		logged:  map[string]string{},
+	}
+	for _, k := range []string{WriteClaim, WriteUpdate, WriteRelease} {
+		p.writes.WithLabelValues(k) // exported as 0 before the first write
 	}
 	if opts.Registry != nil {
 		opts.Registry.MustRegister(p.writes, p.errs, p.records, p.superseded)
@@ -165,11 +168,11 @@ func (p *Publisher) Pass(ctx context.Context) {
 	now := p.opts.Now()
 	want := Desired(p.opts.Node, entries, now, p.opts.InRange)
 	p.records.Set(float64(len(want)))
-	byShard := map[shardRef]map[string]Hold{}
+	byShard := map[shardRef]map[string]Want{}
 	for k, h := range want {
 		ref := shardRef{k.Namespace, ShardOf(k.Identity)}
 		if byShard[ref] == nil {
-			byShard[ref] = map[string]Hold{}
+			byShard[ref] = map[string]Want{}
 		}
 		byShard[ref][k.Identity] = h
 	}
@@ -196,7 +199,7 @@ func (p *Publisher) Pass(ctx context.Context) {
 }
 
 // publish brings one shard to want, the node's entries there.
-func (p *Publisher) publish(ctx context.Context, ref shardRef, want map[string]Hold, now time.Time, lost map[Key]string) {
+func (p *Publisher) publish(ctx context.Context, ref shardRef, want map[string]Want, now time.Time, lost map[Key]string) {
 	skip := func(id string, h Hold) bool { return p.refused[refusal{Key{ref.Namespace, id}, h.Pod, h.Since}] }
 	s, fresh, err := p.shard(ctx, ref, now, false)
 	if err != nil {

@@ -11,7 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 )
 
-// timeFormat is how Since and ExpiresAt are written: RFC 3339 in UTC, to
+// timeFormat is how Since is written: RFC 3339 in UTC, to
 // the millisecond (two claims of one identity a second apart must compare).
 const timeFormat = "2006-01-02T15:04:05.000Z07:00"
 
@@ -67,22 +67,15 @@ func DecodeShard(u *unstructured.Unstructured) (*Shard, error) {
 func decodeHold(m map[string]any) (Hold, error) {
 	var h Hold
 	str := func(k string) string { v, _ := m[k].(string); return v }
-	h.Node, h.Pod, h.State = str("node"), str("pod"), str("state")
+	h.Node, h.Pod = str("node"), str("pod")
 	ips, _, _ := unstructured.NestedStringSlice(m, "ips")
 	h.IPs = ips
-	for _, f := range []struct {
-		key string
-		to  *time.Time
-	}{{"since", &h.Since}, {"expiresAt", &h.ExpiresAt}} {
-		v := str(f.key)
-		if v == "" {
-			continue
-		}
+	if v := str("since"); v != "" {
 		t, err := time.Parse(time.RFC3339Nano, v)
 		if err != nil {
-			return h, fmt.Errorf("%s %q: %w", f.key, v, err)
+			return h, fmt.Errorf("since %q: %w", v, err)
 		}
-		*f.to = t
+		h.Since = t
 	}
 	if h.Node == "" || h.Pod == "" {
 		return h, fmt.Errorf("no node or pod")
@@ -96,12 +89,7 @@ func encodeHold(h Hold) map[string]any {
 	for i, ip := range h.IPs {
 		ips[i] = ip
 	}
-	m := map[string]any{"node": h.Node, "pod": h.Pod, "ips": ips, "state": h.State,
-		"since": h.Since.UTC().Format(timeFormat)}
-	if !h.ExpiresAt.IsZero() {
-		m["expiresAt"] = h.ExpiresAt.UTC().Format(timeFormat)
-	}
-	return m
+	return map[string]any{"node": h.Node, "pod": h.Pod, "ips": ips, "since": h.Since.UTC().Format(timeFormat)}
 }
 
 // applyConfig is what node applies to shard ns/name: exactly its entries

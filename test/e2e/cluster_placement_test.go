@@ -5,9 +5,11 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -124,9 +126,22 @@ func TestClusterPlacement(t *testing.T) {
 
 	// 4. A Node deleted: the garbage collector drops its owner reference
 	// from every shard, so its entries no longer count; the other node's
-	// stay.
-	gone := c.node(cacheRun.other) // runs the moved cache pod: holds its entry
+	// stay. cache's Deployment goes first (its pod would be re-created on
+	// the remaining node, which would claim it anew), and a sticky pod bound
+	// to the remaining node gives that node an entry to keep.
+	c.remove(ns, "deployment", "cache")
+	gone := c.node(cacheRun.other) // ran the cache pod last: holds its entry
 	stay := c.node(cacheRun.holder)
+	keep := testPod("keep", map[string]string{annReservation: "10m"})
+	keep.Namespace, keep.Spec.NodeName = ns, stay.name
+	if _, err := c.client.CoreV1().Pods(ns).Create(ctx, keep, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	stay.waitPodRunningIn(ns, "keep", 2*time.Minute)
+	eventually(t, stay.name+" publishes "+ns+"/keep", time.Minute, 500*time.Millisecond, func() (bool, string) {
+		h, ok := c.holdOf(ns, "keep")
+		return ok && h.Node == stay.name, fmt.Sprintf("entry %+v", h)
+	})
 	goneHeld, stayHeld := c.heldBy(gone.name), c.heldBy(stay.name)
 	if len(goneHeld) == 0 || len(stayHeld) == 0 {
 		t.Fatalf("entries before the Node's deletion: %s %v, %s %v; want some on each", gone.name, goneHeld, stay.name, stayHeld)
@@ -146,12 +161,16 @@ func TestClusterPlacement(t *testing.T) {
 		}
 		return true, ""
 	})
-	t.Logf("Node %s deleted → its owner references garbage-collected in %s; its entries no longer count",
-		gone.name, time.Since(deleted).Round(100*time.Millisecond))
-	c.waitHint(ns, "cache", nil)
+	t.Logf("Node %s deleted → its owner references garbage-collected in %s; its entries %v no longer count",
+		gone.name, time.Since(deleted).Round(100*time.Millisecond), slices.Sorted(maps.Keys(goneHeld)))
+	for key := range goneHeld {
+		_, id, _ := strings.Cut(key, "/")
+		c.waitHint(ns, id, nil)
+	}
 	if held := c.heldBy(stay.name); fmt.Sprint(held) != fmt.Sprint(stayHeld) {
 		t.Errorf("%s's entries: %v, were %v before %s's deletion", stay.name, held, stayHeld, gone.name)
 	}
+	c.waitHint(ns, "keep", []string{stay.name})
 }
 
 // stickyPodTemplate is a pod template of app app with annotations, a CPU
@@ -266,7 +285,7 @@ func (c *cluster) forgeClaims(n *node, ns, identity, pod string) {
 		t.Fatal(err)
 	}
 	for _, p := range []string{pod, identity + "-never-ran"} {
-		forged := placement.Hold{Node: n.name, Pod: p, IPs: []string{"10.244.9.9"}, State: placement.StateAllocated, Since: time.Now()}
+		forged := placement.Hold{Node: n.name, Pod: p, IPs: []string{"10.244.9.9"}, Since: time.Now()}
 		_, err := api.Apply(ctx, ns, placement.ShardOf(identity), uid, map[string]placement.Hold{identity: forged}, true)
 		if !apierrors.IsForbidden(err) {
 			t.Fatalf("%s claiming %s/%s for pod %s: %v, want Forbidden", n.name, ns, identity, p, err)
