@@ -22,3 +22,14 @@ bench-tools: $(HOST_LOCAL_STAMP)
 bench: build bench-tools
 	$(BENCH_GOBIN)/ipambench -stickyip $(BIN)/stickyip -host-local $(BENCH_GOBIN)/host-local \
 		-work $(BENCH_DIR)/work -results results $(BENCH_FLAGS)
+
+# The placement policy's cost at scale (issue 25): pod creations against a
+# real kube-apiserver with deploy/placement applied, at 0, 1,000 and 10,000
+# identities in one namespace and 50,000 across 100, the policy's binding in
+# place and removed, side by side. Needs root and the e2e build
+# (scripts/build-k8s.sh, run by e2e-deps). About 5 minutes.
+.PHONY: bench-placement
+bench-placement: e2e-deps build
+	@mkdir -p results
+	E2E_STRICT=1 $(GO) test -tags e2e -count=1 -run '^$$' -bench '^BenchmarkPlacementAdmission$$' -benchtime 1x \
+		-timeout 40m -v ./test/e2e/ | tee results/bench-placement-$$(date -u +%Y%m%dT%H%M%SZ).txt

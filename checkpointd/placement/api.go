@@ -5,9 +5,8 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
 )
 
 // API is what the publisher asks of the API server, with the node's own
@@ -25,43 +24,39 @@ type API interface {
 	Apply(ctx context.Context, ns, name string, uid types.UID, mine map[string]Hold, force bool) (*Shard, error)
 }
 
-var nodesResource = schema.GroupVersionResource{Version: "v1", Resource: "nodes"}
-
-// dynamicAPI is API on a dynamic client.
-type dynamicAPI struct {
-	client dynamic.Interface
+// clientAPI is API on a client.
+type clientAPI struct {
+	client kubernetes.Interface
 	node   string
 }
 
 // NewAPI returns the API of node through client.
-func NewAPI(client dynamic.Interface, node string) API {
-	return &dynamicAPI{client: client, node: node}
-}
+func NewAPI(client kubernetes.Interface, node string) API { return &clientAPI{client: client, node: node} }
 
-func (a *dynamicAPI) NodeUID(ctx context.Context) (types.UID, error) {
-	n, err := a.client.Resource(nodesResource).Get(ctx, a.node, metav1.GetOptions{})
+func (a *clientAPI) NodeUID(ctx context.Context) (types.UID, error) {
+	n, err := a.client.CoreV1().Nodes().Get(ctx, a.node, metav1.GetOptions{})
 	if err != nil {
 		return "", err
 	}
-	return n.GetUID(), nil
+	return n.UID, nil
 }
 
-func (a *dynamicAPI) Get(ctx context.Context, ns, name string) (*Shard, error) {
-	u, err := a.client.Resource(Resource).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
+func (a *clientAPI) Get(ctx context.Context, ns, name string) (*Shard, error) {
+	cm, err := a.client.CoreV1().ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return &Shard{Holds: map[string]Hold{}}, nil
 	}
 	if err != nil {
 		return nil, err
 	}
-	return DecodeShard(u)
+	return DecodeShard(cm)
 }
 
-func (a *dynamicAPI) Apply(ctx context.Context, ns, name string, uid types.UID, mine map[string]Hold, force bool) (*Shard, error) {
-	u, err := a.client.Resource(Resource).Namespace(ns).Apply(ctx, name, applyConfig(ns, name, a.node, uid, mine),
+func (a *clientAPI) Apply(ctx context.Context, ns, name string, uid types.UID, mine map[string]Hold, force bool) (*Shard, error) {
+	cm, err := a.client.CoreV1().ConfigMaps(ns).Apply(ctx, applyConfig(ns, name, a.node, uid, mine),
 		metav1.ApplyOptions{FieldManager: FieldManager(a.node), Force: force})
 	if err != nil {
 		return nil, err
 	}
-	return DecodeShard(u)
+	return DecodeShard(cm)
 }

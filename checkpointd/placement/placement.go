@@ -1,20 +1,24 @@
 // Package placement publishes the node's sticky identities into its
 // namespaces' placement index (deploy/placement): for every identity this
 // node holds an address for (an allocation with a reservation duration, or a
-// live reservation), one entry in the IPHoldShard of the identity's shard,
-// written with the node's own credentials by server-side apply under the
-// node's own field manager. The stickyip-placement MutatingAdmissionPolicy
-// looks the identity up there to prefer this node for a re-created pod.
+// live reservation), one entry in the index shard of the identity, written
+// with the node's own credentials by server-side apply under the node's own
+// field manager. The stickyip-placement MutatingAdmissionPolicy looks the
+// identity up there to prefer this node for a re-created pod.
 //
-// The index of a namespace is ShardCount objects, shard-0 … shard-f; an
-// identity's shard is ShardOf(identity). Each shard maps identities to one
-// Hold: the node that claimed the identity last (the one that ran its pod
-// last). A node writes only its own entries and claims an identity only for
-// a pod bound to it (the stickyip-iphold-writer ValidatingAdmissionPolicy
-// asks the Node authorizer). A Publisher compares what the IPAM store
-// implies (Desired) with what the API server last showed of each shard and
-// applies the difference: a claim at ADD, an update at DEL (reserved, with
-// the expiry), a release at expiry, release or take-over. Nothing on the
+// The index of a namespace is at most ShardCount ConfigMaps,
+// stickyip-placement-0 … stickyip-placement-f, labelled IndexLabel; an
+// identity's shard is ShardOf(identity). ConfigMaps rather than a custom
+// resource because the API server hands a typed parameter object to the
+// policy's CEL without copying it: a lookup costs the same whatever the size
+// of the index, where a custom resource is converted whole for every pod
+// creation. Each shard maps identities to one Hold: the node that claimed
+// the identity last (the one that ran its pod last). A node writes only its
+// own entries and claims an identity only for a pod bound to it (the
+// stickyip-placement-index ValidatingAdmissionPolicy asks the Node
+// authorizer). A Publisher compares what the IPAM store implies (Desired)
+// with what the API server last showed of each shard and applies the
+// difference: a claim at ADD, a release at expiry or release. Nothing on the
 // node waits for the API server.
 package placement
 
@@ -22,23 +26,25 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-
-	"k8s.io/apimachinery/pkg/runtime/schema"
+	"strings"
 )
 
-// Resource is the IPHoldShard resource (deploy/placement/crd.yaml).
-var Resource = schema.GroupVersionResource{Group: "stickyip.io", Version: "v1alpha1", Resource: "ipholdshards"}
+// IndexLabel marks the ConfigMaps of the placement index; its value is the
+// shard's number in hex. The placement policy's binding selects its
+// parameters by it.
+const IndexLabel = "stickyip.io/placement-index"
 
-// Kind is the IPHoldShard kind.
-const Kind = "IPHoldShard"
+// ShardPrefix starts the name of every shard.
+const ShardPrefix = "stickyip-placement-"
 
-// ShardCount is the number of IPHoldShards of a namespace. The writer
-// policy accepts exactly the names ShardName gives (shard-0 … shard-f); a
-// change here is a change of the index layout, and of that policy.
+// ShardCount is the number of shards of a namespace's index. The writer
+// policy and RBAC accept exactly the names ShardName gives
+// (stickyip-placement-0 … stickyip-placement-f); a change here is a change
+// of the index layout, and of deploy/placement.
 const ShardCount = 16
 
 // ShardOf returns the name of the shard that holds identity's entry:
-// "shard-" and the high four bits of the identity's SHA-256, in hex
+// ShardPrefix and the high four bits of the identity's SHA-256, in hex
 // (uniform for names as alike as a StatefulSet's).
 func ShardOf(identity string) string {
 	sum := sha256.Sum256([]byte(identity))
@@ -46,7 +52,10 @@ func ShardOf(identity string) string {
 }
 
 // ShardName is the name of shard i (0 ≤ i < ShardCount).
-func ShardName(i int) string { return fmt.Sprintf("shard-%x", i) }
+func ShardName(i int) string { return fmt.Sprintf("%s%x", ShardPrefix, i) }
+
+// shardNumber is the IndexLabel value of the shard named name.
+func shardNumber(name string) string { return strings.TrimPrefix(name, ShardPrefix) }
 
 // FieldManager is the server-side apply field manager of node's writes:
 // "stickyip/<node>", or, for a node name too long for a field manager (128

@@ -13,7 +13,8 @@ import (
 // it must never change between releases.
 func TestShardOfIsStable(t *testing.T) {
 	// SHA-256("") starts e3…, SHA-256("a") ca…
-	golden := map[string]string{"": "shard-e", "a": "shard-c", "db-0": "shard-5", "cache": "shard-5", "web-7d9f8-x2x4q": "shard-d"}
+	golden := map[string]string{"": "stickyip-placement-e", "a": "stickyip-placement-c", "db-0": "stickyip-placement-5",
+		"cache": "stickyip-placement-5", "web-7d9f8-x2x4q": "stickyip-placement-d"}
 	for id, want := range golden {
 		if got := ShardOf(id); got != want {
 			t.Errorf("ShardOf(%q) = %s, want %s (the index layout changed: every node must agree on it)", id, got, want)
@@ -89,5 +90,50 @@ func TestDesired(t *testing.T) {
 	}
 	if all := Desired("node1", entries, now, nil); len(all) != 4 {
 		t.Errorf("without a range filter: %d entries, want 4 (the old subnet's reservation too)", len(all))
+	}
+}
+
+func TestHoldRoundTrip(t *testing.T) {
+	h := Hold{Node: "node1", Pod: "web-7d9f8-x2x4q", IPs: []string{"10.244.1.5", "fd00::5"}, Since: t0.Add(1234 * time.Millisecond)}
+	got, err := ParseHold(h.String())
+	if err != nil || !got.Equal(h) {
+		t.Fatalf("ParseHold(%q) = %+v, %v; want %+v", h.String(), got, err, h)
+	}
+	for _, bad := range []string{"", "node1", "node1 pod", "node1 pod 2026-11-25T00:00:00Z", "node1 pod yesterday 10.0.0.1",
+		"node1  2026-11-25T00:00:00Z 10.0.0.1", "node1 pod 2026-11-25T00:00:00Z 10.0.0.1 extra"} {
+		if _, err := ParseHold(bad); err == nil {
+			t.Errorf("ParseHold(%q) accepted", bad)
+		}
+	}
+}
+
+func FuzzParseHold(f *testing.F) {
+	f.Add("node1 db-0 2026-11-25T00:00:00.000Z 10.244.1.5")
+	f.Add("n p 2026-11-25T00:00:00Z a,b")
+	f.Fuzz(func(t *testing.T, v string) {
+		h, err := ParseHold(v)
+		if err != nil {
+			return
+		}
+		again, err := ParseHold(h.String())
+		if err != nil || !again.Equal(h) {
+			t.Fatalf("%q read as %+v, written as %q, read back as %+v (%v)", v, h, h.String(), again, err)
+		}
+	})
+}
+
+// Every write carries the index label, a release too: the index policy
+// refuses a node's write of a shard without it (a release once removed the
+// label with the node's last entry, and was refused forever).
+func TestApplyConfigKeepsTheLabel(t *testing.T) {
+	name := ShardOf("db-0")
+	for _, mine := range []map[string]Hold{nil, {"db-0": {Node: "node1", Pod: "db-0", IPs: []string{"10.244.1.5"}, Since: t0}}} {
+		cm := applyConfig("db", name, "node1", "uid-1", mine)
+		if got := cm.Labels[IndexLabel]; got != name[len(ShardPrefix):] {
+			t.Errorf("%d entries: label %s=%q, want %q", len(mine), IndexLabel, got, name[len(ShardPrefix):])
+		}
+		if (len(cm.OwnerReferences) == 1) != (len(mine) > 0) || len(cm.Data) != len(mine) {
+			t.Errorf("%d entries: owner references %v, data %v", len(mine), cm.OwnerReferences, cm.Data)
+		}
 	}
 }

@@ -14,7 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
 	"github.com/stickyip/stickyip/reservation"
@@ -90,7 +90,7 @@ type refusal struct {
 // New returns a publisher that reaches the API server with cfg (the node's
 // own kubeconfig).
 func New(cfg *rest.Config, opts Options) (*Publisher, error) {
-	c, err := dynamic.NewForConfig(cfg)
+	c, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -117,7 +117,7 @@ func NewWithAPI(api API, opts Options) *Publisher {
 	p := &Publisher{
 		opts: opts, api: api,
 		writes: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "checkpointd", Name: "placement_writes_total",
-			Help: "Writes to the placement index (IPHoldShards), by kind: claim (an ADD), update (an ADD of the same pod again), release (expiry or release)."}, []string{"kind"}),
+			Help: "Writes to the placement index (its ConfigMaps), by kind: claim (an ADD), update (an ADD of the same pod again), release (expiry or release)."}, []string{"kind"}),
 		errs: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "checkpointd", Name: "placement_errors_total",
 			Help: "Failed placement steps, by step (store, written, node, get, apply, refused)."}, []string{"step"}),
 		records: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "checkpointd", Name: "placement_records",
@@ -305,8 +305,8 @@ func (p *Publisher) noteLost(now map[Key]string) {
 func (p *Publisher) fail(step, what string, err error) {
 	p.errs.WithLabelValues(step).Inc()
 	msg := err.Error()
-	if step == "apply" && apierrors.IsNotFound(err) {
-		msg = "the IPHoldShard resource is not installed (kubectl apply -k deploy/placement): " + msg
+	if step == "apply" && apierrors.IsForbidden(err) && strings.Contains(msg, "cannot patch") {
+		msg = "deploy/placement is not installed (kubectl apply -k deploy/placement): " + msg
 	}
 	p.mu.Lock()
 	same := p.logged[step] == msg

@@ -93,7 +93,7 @@ func (a *fakeNodeAPI) Apply(_ context.Context, ns, name string, uid types.UID, m
 	if f.down {
 		return nil, errDown
 	}
-	gr := schema.GroupResource{Group: Resource.Group, Resource: Resource.Resource}
+	gr := schema.GroupResource{Resource: "configmaps"}
 	ref := shardRef{ns, name}
 	s := f.shards[ref]
 	if s == nil {
@@ -439,11 +439,11 @@ func TestWrittenFileDamaged(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := w.mark(shardRef{"db", "shard-5"}, true); err != nil {
+	if err := w.mark(shardRef{"db", ShardName(5)}, true); err != nil {
 		t.Fatal(err)
 	}
 	w2, err := loadWritten(p)
-	if err != nil || !w2.set[shardRef{"db", "shard-5"}] {
+	if err != nil || !w2.set[shardRef{"db", ShardName(5)}] {
 		t.Fatalf("reloaded: %v %v", w2.set, err)
 	}
 	if err := writeFile(p, []byte("garbage")); err != nil {

@@ -4,18 +4,20 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
 )
 
-// timeFormat is how Since is written: RFC 3339 in UTC, to
-// the millisecond (two claims of one identity a second apart must compare).
+// timeFormat is how Since is written: RFC 3339 in UTC, to the millisecond
+// (two claims of one identity a second apart must compare).
 const timeFormat = "2006-01-02T15:04:05.000Z07:00"
 
-// Shard is an IPHoldShard as the API server showed it.
+// Shard is a shard of the index as the API server showed it.
 type Shard struct {
 	Exists bool            // false: no such object (yet)
 	Holds  map[string]Hold // by identity
@@ -36,80 +38,58 @@ func (s *Shard) Own(node string) map[string]Hold {
 // OwnedBy reports whether node has an ownerReference on the shard.
 func (s *Shard) OwnedBy(node string) bool { return slices.Contains(s.Owners, node) }
 
-// DecodeShard reads an IPHoldShard. An entry that cannot be read is an
-// error: the publisher then leaves the shard alone rather than decide on
-// part of it.
-func DecodeShard(u *unstructured.Unstructured) (*Shard, error) {
+// DecodeShard reads a shard. An entry that cannot be read is an error: the
+// publisher then leaves the shard alone rather than decide on part of it.
+func DecodeShard(cm *corev1.ConfigMap) (*Shard, error) {
 	s := &Shard{Exists: true, Holds: map[string]Hold{}}
-	for _, r := range u.GetOwnerReferences() {
+	for _, r := range cm.OwnerReferences {
 		if r.Kind == "Node" {
 			s.Owners = append(s.Owners, r.Name)
 		}
 	}
-	holds, _, err := unstructured.NestedMap(u.Object, "spec", "holds")
-	if err != nil {
-		return nil, fmt.Errorf("IPHoldShard %s/%s: spec.holds: %w", u.GetNamespace(), u.GetName(), err)
-	}
-	for id, v := range holds {
-		m, ok := v.(map[string]any)
-		if !ok {
-			return nil, fmt.Errorf("IPHoldShard %s/%s: spec.holds[%q] is not an object", u.GetNamespace(), u.GetName(), id)
-		}
-		h, err := decodeHold(m)
+	for id, v := range cm.Data {
+		h, err := ParseHold(v)
 		if err != nil {
-			return nil, fmt.Errorf("IPHoldShard %s/%s: spec.holds[%q]: %w", u.GetNamespace(), u.GetName(), id, err)
+			return nil, fmt.Errorf("ConfigMap %s/%s: %s: %w", cm.Namespace, cm.Name, id, err)
 		}
 		s.Holds[id] = h
 	}
 	return s, nil
 }
 
-func decodeHold(m map[string]any) (Hold, error) {
-	var h Hold
-	str := func(k string) string { v, _ := m[k].(string); return v }
-	h.Node, h.Pod = str("node"), str("pod")
-	ips, _, _ := unstructured.NestedStringSlice(m, "ips")
-	h.IPs = ips
-	if v := str("since"); v != "" {
-		t, err := time.Parse(time.RFC3339Nano, v)
-		if err != nil {
-			return h, fmt.Errorf("since %q: %w", v, err)
-		}
-		h.Since = t
+// ParseHold reads an entry: "<node> <pod> <since> <ip>[,<ip>…]", the form
+// the placement policy splits.
+func ParseHold(v string) (Hold, error) {
+	f := strings.Split(v, " ")
+	if len(f) != 4 || f[0] == "" || f[1] == "" || f[3] == "" {
+		return Hold{}, fmt.Errorf("entry %q: want \"<node> <pod> <since> <ip>[,<ip>…]\"", v)
 	}
-	if h.Node == "" || h.Pod == "" {
-		return h, fmt.Errorf("no node or pod")
+	since, err := time.Parse(time.RFC3339Nano, f[2])
+	if err != nil {
+		return Hold{}, fmt.Errorf("entry %q: since: %w", v, err)
 	}
-	return h, nil
+	return Hold{Node: f[0], Pod: f[1], Since: since, IPs: strings.Split(f[3], ",")}, nil
 }
 
-// encodeHold renders h as a spec.holds value.
-func encodeHold(h Hold) map[string]any {
-	ips := make([]any, len(h.IPs))
-	for i, ip := range h.IPs {
-		ips[i] = ip
-	}
-	return map[string]any{"node": h.Node, "pod": h.Pod, "ips": ips, "since": h.Since.UTC().Format(timeFormat)}
+// String renders h as an entry.
+func (h Hold) String() string {
+	return strings.Join([]string{h.Node, h.Pod, h.Since.UTC().Format(timeFormat), strings.Join(h.IPs, ",")}, " ")
 }
 
-// applyConfig is what node applies to shard ns/name: exactly its entries
-// mine, and, while it has any, its ownerReference to its Node (uid). An
-// empty mine applies nothing but the name: the API server then removes
-// every entry and the ownerReference the node applied before.
-func applyConfig(ns, name, node string, uid types.UID, mine map[string]Hold) *unstructured.Unstructured {
-	u := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": Resource.GroupVersion().String(), "kind": Kind,
-	}}
-	u.SetNamespace(ns)
-	u.SetName(name)
+// applyConfig is what node applies to shard ns/name: the index label,
+// exactly its entries mine and, while it has any entry, its ownerReference
+// to its Node (uid). With an empty mine the API server removes every entry
+// and the ownerReference the node applied before; the label stays (the
+// shard's other writers apply it too).
+func applyConfig(ns, name, node string, uid types.UID, mine map[string]Hold) *corev1ac.ConfigMapApplyConfiguration {
+	cm := corev1ac.ConfigMap(name, ns).WithLabels(map[string]string{IndexLabel: shardNumber(name)})
 	if len(mine) == 0 {
-		return u
+		return cm
 	}
-	u.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: node, UID: uid}})
-	holds := map[string]any{}
+	data := map[string]string{}
 	for _, id := range slices.Sorted(maps.Keys(mine)) {
-		holds[id] = encodeHold(mine[id])
+		data[id] = mine[id].String()
 	}
-	u.Object["spec"] = map[string]any{"holds": holds}
-	return u
+	return cm.WithOwnerReferences(metav1ac.OwnerReference().WithAPIVersion("v1").WithKind("Node").WithName(node).WithUID(uid)).
+		WithData(data)
 }

@@ -22,7 +22,7 @@ import (
 // writeServingCert writes a self-signed certificate (its own CA) for
 // 127.0.0.1, localhost and the addresses ips to dir/serving.{crt,key} and
 // returns the certificate's PEM, which clients trust as their CA.
-func writeServingCert(t *testing.T, dir string, ips ...net.IP) []byte {
+func writeServingCert(t testing.TB, dir string, ips ...net.IP) []byte {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -56,7 +56,7 @@ func writeServingCert(t *testing.T, dir string, ips ...net.IP) []byte {
 
 // writeServiceAccountKeys writes the key pair the API server signs and
 // verifies service-account tokens with: dir/sa.key and dir/sa.pub.
-func writeServiceAccountKeys(t *testing.T, dir string) {
+func writeServiceAccountKeys(t testing.TB, dir string) {
 	t.Helper()
 	key, err := rsa.GenerateKey(rand.Reader, 2048)
 	if err != nil {
@@ -71,7 +71,7 @@ func writeServiceAccountKeys(t *testing.T, dir string) {
 }
 
 // randomToken returns a fresh bearer token.
-func randomToken(t *testing.T) string {
+func randomToken(t testing.TB) string {
 	t.Helper()
 	b := make([]byte, 16)
 	if _, err := rand.Read(b); err != nil {
@@ -80,7 +80,7 @@ func randomToken(t *testing.T) string {
 	return hex.EncodeToString(b)
 }
 
-func writeFile(t *testing.T, path string, data []byte, mode os.FileMode) {
+func writeFile(t testing.TB, path string, data []byte, mode os.FileMode) {
 	t.Helper()
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		t.Fatal(err)

@@ -81,7 +81,7 @@ func (n *node) checkpointdEnv() []string {
 // newCheckpointdNode is newNode for a stickyip node that also runs
 // checkpointd (make build), skipping or failing as newNode does when it is
 // missing.
-func newCheckpointdNode(t *testing.T) *node {
+func newCheckpointdNode(t testing.TB) *node {
 	t.Helper()
 	n := newNode(t, nodeOptions{ipam: "stickyip"})
 	if _, err := os.Stat(filepath.Join(n.bins.project, "checkpointd")); err != nil {
@@ -93,7 +93,7 @@ func newCheckpointdNode(t *testing.T) *node {
 // runningCheckpointdNode is newCheckpointdNode with everything running:
 // the control plane (and namespace kube-system), containerd, a Ready
 // kubelet and checkpointd.
-func runningCheckpointdNode(t *testing.T) *node {
+func runningCheckpointdNode(t testing.TB) *node {
 	t.Helper()
 	n := newCheckpointdNode(t)
 	n.startControlPlane()

@@ -318,7 +318,7 @@ func (n *node) podOn(name string, annotations map[string]string) *corev1.Pod {
 // manifestFor writes deploy/install as an operator edits it for img: the
 // image reference replaced in both places (the container's image and
 // --image), nothing else; it returns the directory to apply.
-func manifestFor(t *testing.T, parent string, img image) string {
+func manifestFor(t testing.TB, parent string, img image) string {
 	t.Helper()
 	ds, err := deploy.Install()
 	if err != nil {
@@ -392,7 +392,7 @@ func (n *node) bindNodePaths() {
 // hostMountPoint creates the missing directories of path on the machine
 // (a mount point in a node's mount namespace) and removes them, if still
 // empty, at cleanup.
-func hostMountPoint(t *testing.T, path string) {
+func hostMountPoint(t testing.TB, path string) {
 	t.Helper()
 	var made []string
 	for p := path; ; p = filepath.Dir(p) {
@@ -417,7 +417,7 @@ func (n *node) checkpointdDirs() []string {
 }
 
 // filesUnder lists the files (not directories) below dirs.
-func filesUnder(t *testing.T, dirs ...string) []string {
+func filesUnder(t testing.TB, dirs ...string) []string {
 	t.Helper()
 	var files []string
 	for _, d := range dirs {

@@ -279,7 +279,7 @@ func (c *cluster) forgeClaims(n *node, ns, identity, pod string) {
 	ctx := context.Background()
 	before, _ := c.holdOf(ns, identity)
 	ownersBefore := c.ownersOf(ns, placement.ShardOf(identity))
-	api := placement.NewAPI(c.dynamicAs(c.tokens[nodeUser(n.name)]), n.name)
+	api := placement.NewAPI(c.clientAs(c.tokens[nodeUser(n.name)]), n.name)
 	uid, err := api.NodeUID(ctx)
 	if err != nil {
 		t.Fatal(err)

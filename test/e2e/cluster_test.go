@@ -53,7 +53,7 @@ type cluster struct {
 // kubeconfig, configured as in TestCheckpointd; none with ipam "installed":
 // the test installs it). Logs go to _output/e2e-logs/<test>/ (the control plane)
 // and its node1/ and node2/ subdirectories.
-func newCluster(t *testing.T, ipam string) *cluster {
+func newCluster(t testing.TB, ipam string) *cluster {
 	t.Helper()
 	b := findBins(t)
 	b.require(t, "kube-scheduler", "kube-controller-manager")

@@ -42,7 +42,7 @@ func nodeUser(name string) string { return "system:node:" + name }
 // host:6443 with token-file authentication, Node and RBAC authorization and
 // NodeRestriction.
 type controlPlane struct {
-	t        *testing.T
+	t        testing.TB
 	bins     bins
 	dir      string // pki/, etcd data, the API server's cert dir
 	logDir   string
@@ -64,7 +64,7 @@ type controlPlane struct {
 // newControlPlane prepares a control plane in the namespace n (handle h),
 // serving on host, with identities for the nodes named; its files go to
 // dir and its logs to logDir. Nothing runs before startControlPlane.
-func newControlPlane(t *testing.T, b bins, dir, logDir string, n *harness.Netns, h ns.NetNS, host string, nodes ...string) *controlPlane {
+func newControlPlane(t testing.TB, b bins, dir, logDir string, n *harness.Netns, h ns.NetNS, host string, nodes ...string) *controlPlane {
 	t.Helper()
 	cp := &controlPlane{t: t, bins: b, dir: dir, logDir: logDir, ns: n, nsHandle: h, host: host, tokens: map[string]string{}}
 	t.Cleanup(cp.printLogsOnFailure)

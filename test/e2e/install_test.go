@@ -164,7 +164,7 @@ type image struct {
 
 // buildImage builds stickyip and checkpointd with version v and packs them
 // with image/cmd/mkimage, as make image does, in a directory below parent.
-func buildImage(t *testing.T, parent, v string) image {
+func buildImage(t testing.TB, parent, v string) image {
 	t.Helper()
 	root, err := harness.RepoRoot()
 	if err != nil {
@@ -189,7 +189,7 @@ func buildImage(t *testing.T, parent, v string) image {
 
 // goBuild builds the static binary of pkg, as make build does (no
 // harness.Run: a link on a busy machine can take longer than its bound).
-func goBuild(t *testing.T, root, ldflags, out, pkg string) {
+func goBuild(t testing.TB, root, ldflags, out, pkg string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()

@@ -63,7 +63,7 @@ func k8sBinDir() string {
 }
 
 // findBins skips the test unless it runs as root with every component built.
-func findBins(t *testing.T) bins {
+func findBins(t testing.TB) bins {
 	t.Helper()
 	harness.RequireRoot(t)
 	root, err := harness.RepoRoot()
@@ -77,7 +77,7 @@ func findBins(t *testing.T) bins {
 
 // require skips (or, with E2E_STRICT, fails) the test unless the
 // Kubernetes binaries names are built.
-func (b bins) require(t *testing.T, names ...string) {
+func (b bins) require(t testing.TB, names ...string) {
 	t.Helper()
 	for _, n := range names {
 		if _, err := os.Stat(filepath.Join(b.k8s, n)); err != nil {
@@ -89,7 +89,7 @@ func (b bins) require(t *testing.T, names ...string) {
 // missing skips the test for a missing component, or fails it when
 // E2E_STRICT is set (make test-e2e builds everything, so there a missing
 // binary is a bug, not a reason to skip).
-func missing(t *testing.T, format string, args ...any) {
+func missing(t testing.TB, format string, args ...any) {
 	t.Helper()
 	if os.Getenv("E2E_STRICT") != "" {
 		t.Fatalf("e2e: "+format, args...)
@@ -116,7 +116,7 @@ type node struct {
 	// and tokens are the test's way into the API.
 	*controlPlane
 
-	t        *testing.T
+	t        testing.TB
 	bins     bins
 	opts     nodeOptions
 	name     string // the Node's name; the kubelet is system:node:<name>
@@ -142,7 +142,7 @@ type node struct {
 // newNode creates a node named node1 with its control plane in one network
 // namespace, and its directories, and registers the cleanup of everything
 // the node will start.
-func newNode(t *testing.T, opts nodeOptions) *node {
+func newNode(t testing.TB, opts nodeOptions) *node {
 	t.Helper()
 	b := findBins(t)
 	logDir := testLogDir(t)
@@ -171,7 +171,7 @@ func (n *node) init() {
 }
 
 // testLogDir is _output/e2e-logs/<test>, emptied.
-func testLogDir(t *testing.T) string {
+func testLogDir(t testing.TB) string {
 	t.Helper()
 	d := filepath.Join(harness.OutputDir(), "e2e-logs", strings.ReplaceAll(t.Name(), "/", "_"))
 	if err := os.RemoveAll(d); err != nil {
@@ -185,7 +185,7 @@ func testLogDir(t *testing.T) string {
 
 // newNetns creates a network namespace (removed at cleanup) and opens a
 // handle to it (closed at cleanup).
-func newNetns(t *testing.T, prefix string) (*harness.Netns, ns.NetNS) {
+func newNetns(t testing.TB, prefix string) (*harness.Netns, ns.NetNS) {
 	t.Helper()
 	n := harness.NewNetns(t, prefix)
 	h, err := ns.GetNS(n.Path)
@@ -221,7 +221,7 @@ func (n *node) start(name string, env []string, argv ...string) *proc {
 func (n *node) nodeToken() string { return n.tokens[nodeUser(n.name)] }
 
 // unmountUnder lazily unmounts every mount point below dir, deepest first.
-func unmountUnder(t *testing.T, dir string) {
+func unmountUnder(t testing.TB, dir string) {
 	b, err := os.ReadFile("/proc/self/mountinfo")
 	if err != nil {
 		t.Errorf("cleanup: %v", err)
@@ -406,7 +406,7 @@ func (n *node) waitReady() {
 
 // checkKubeletVersion fails the test unless the node's kubelet is of the
 // release the run selected (E2E_K8S), so a run never passes on other binaries.
-func checkKubeletVersion(t *testing.T, cs kubernetes.Interface, name string) {
+func checkKubeletVersion(t testing.TB, cs kubernetes.Interface, name string) {
 	t.Helper()
 	no, err := cs.CoreV1().Nodes().Get(context.Background(), name, metav1.GetOptions{})
 	if err != nil {

@@ -13,13 +13,16 @@ import (
 	"testing"
 	"time"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/yaml"
 
 	"github.com/stickyip/stickyip/checkpointd/placement"
@@ -62,8 +65,8 @@ func TestPlacement(t *testing.T) {
 		}
 	}
 	n.waitPodRunningIn("db", "db-0", 2*time.Minute)
-	node1 := placement.NewAPI(n.dynamicAs(n.nodeToken()), nodeName)
-	node2 := placement.NewAPI(n.dynamicAs(n.tokens[nodeUser(node2Name)]), node2Name)
+	node1 := placement.NewAPI(n.clientAs(n.nodeToken()), nodeName)
+	node2 := placement.NewAPI(n.clientAs(n.tokens[nodeUser(node2Name)]), node2Name)
 	uid1, err := node1.NodeUID(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -144,13 +147,14 @@ func TestPlacement(t *testing.T) {
 		t.Fatalf("node1 updating its entry: %v", err)
 	}
 	// Raw writes the publisher never makes: removing or re-pointing another
-	// node's entry, its owner reference, labels.
-	raw := n.dynamicAs(n.tokens[nodeUser(node2Name)]).Resource(placement.Resource).Namespace("db")
+	// node's entry, its owner reference, labels, another ConfigMap.
+	raw := n.clientAs(n.tokens[nodeUser(node2Name)]).CoreV1().ConfigMaps("db")
 	for what, patch := range map[string]string{
-		"remove node1's entry":             `{"spec":{"holds":{"db-0":null}}}`,
-		"point node1's entry at itself":    `{"spec":{"holds":{"db-0":{"node":"` + node2Name + `"}}}}`,
-		"label the shard":                  `{"metadata":{"labels":{"x":"y"}}}`,
-		"drop node1's owner reference":     `{"metadata":{"ownerReferences":[]}}`,
+		"remove node1's entry":                   `{"data":{"db-0":null}}`,
+		"point node1's entry at itself":          `{"data":{"db-0":"` + node2Name + ` db-0 2026-11-25T00:00:00.000Z 10.244.2.9"}}`,
+		"label the shard":                        `{"metadata":{"labels":{"x":"y"}}}`,
+		"make the shard immutable":               `{"immutable":true}`,
+		"drop node1's owner reference":           `{"metadata":{"ownerReferences":[]}}`,
 		"own node1's shard without an entry there": `{"metadata":{"ownerReferences":[{"apiVersion":"v1","kind":"Node","name":"` + nodeName + `","uid":"` + string(uid1) + `"},{"apiVersion":"v1","kind":"Node","name":"` + node2Name + `","uid":"` + string(uid2) + `"}]}}`,
 	} {
 		_, err := raw.Patch(ctx, dbShard, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
@@ -159,14 +163,38 @@ func TestPlacement(t *testing.T) {
 		}
 	}
 	// On its own shard: hang it on node1's Node.
-	{
-		patch := `{"metadata":{"ownerReferences":[{"apiVersion":"v1","kind":"Node","name":"` + node2Name + `","uid":"` + string(uid2) + `"},{"apiVersion":"v1","kind":"Node","name":"` + nodeName + `","uid":"` + string(uid1) + `"}]}}`
-		if _, err := raw.Patch(ctx, queueShard, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); !apierrors.IsForbidden(err) {
-			t.Errorf("node2: add node1's Node as an owner of its shard (merge patch): %v, want Forbidden", err)
-		}
+	patch := `{"metadata":{"ownerReferences":[{"apiVersion":"v1","kind":"Node","name":"` + node2Name + `","uid":"` + string(uid2) + `"},{"apiVersion":"v1","kind":"Node","name":"` + nodeName + `","uid":"` + string(uid1) + `"}]}}`
+	if _, err := raw.Patch(ctx, queueShard, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); !apierrors.IsForbidden(err) {
+		t.Errorf("node2: add node1's Node as an owner of its shard (merge patch): %v, want Forbidden", err)
 	}
 	if err := raw.Delete(ctx, dbShard, metav1.DeleteOptions{}); !apierrors.IsForbidden(err) {
 		t.Errorf("node2 deleting a shard: %v, want Forbidden", err)
+	}
+	other := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "kube-proxy", Namespace: "db"}, Data: map[string]string{"x": "y"}}
+	if _, err := raw.Create(ctx, other, metav1.CreateOptions{}); !apierrors.IsForbidden(err) {
+		t.Errorf("node2 creating another ConfigMap: %v, want Forbidden", err)
+	}
+	// The namespace's own users cannot write the index either: a service
+	// account with edit rights in db.
+	editor := n.namespaceEditor("db")
+	forged := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: placement.ShardOf("web-0"), Namespace: "db",
+		Labels: map[string]string{placement.IndexLabel: strings.TrimPrefix(placement.ShardOf("web-0"), placement.ShardPrefix)}},
+		Data: map[string]string{"web-0": node2Name + " web-0 2026-11-25T00:00:00.000Z 10.244.2.9"}}
+	byPolicy := func(err error) bool {
+		return apierrors.IsForbidden(err) && strings.Contains(err.Error(), "is written by the nodes")
+	}
+	if _, err := editor.CoreV1().ConfigMaps("db").Create(ctx, forged, metav1.CreateOptions{}); !byPolicy(err) {
+		t.Errorf("an editor of namespace db creating an index shard: %v, want Forbidden by the index policy", err)
+	}
+	if _, err := editor.CoreV1().ConfigMaps("db").Patch(ctx, dbShard, types.MergePatchType, []byte(`{"data":{"db-0":null}}`), metav1.PatchOptions{}); !byPolicy(err) {
+		t.Errorf("an editor of namespace db removing an entry: %v, want Forbidden by the index policy", err)
+	}
+	if _, err := editor.CoreV1().ConfigMaps("db").Patch(ctx, dbShard, types.MergePatchType, []byte(`{"metadata":{"labels":null}}`), metav1.PatchOptions{}); !byPolicy(err) {
+		t.Errorf("an editor of namespace db unlabelling a shard: %v, want Forbidden by the index policy", err)
+	}
+	plainCM := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "app-config", Namespace: "db"}, Data: map[string]string{"k": "v"}}
+	if _, err := editor.CoreV1().ConfigMaps("db").Create(ctx, plainCM, metav1.CreateOptions{}); err != nil {
+		t.Errorf("an editor of namespace db creating an ordinary ConfigMap: %v", err)
 	}
 	if h, ok := n.holdOf("db", "db-0"); !ok || !h.Equal(reserved) {
 		t.Fatalf("db/db-0 after node2's refused writes: %+v (%v), want node1's %+v", h, ok, reserved)
@@ -237,8 +265,7 @@ func TestPlacement(t *testing.T) {
 	// A Node that is gone: the garbage collector drops its owner reference
 	// (done by hand here: no controller-manager runs), and its entries stop
 	// counting at once.
-	admin := n.dynamicAs(n.adminToken).Resource(placement.Resource).Namespace("db")
-	if _, err := admin.Patch(ctx, queueShard, types.MergePatchType, []byte(`{"metadata":{"ownerReferences":null}}`), metav1.PatchOptions{}); err != nil {
+	if _, err := n.client.CoreV1().ConfigMaps("db").Patch(ctx, queueShard, types.MergePatchType, []byte(`{"metadata":{"ownerReferences":null}}`), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, "no hint from a node that no longer owns the shard", 30*time.Second, 500*time.Millisecond, func() (bool, string) {
@@ -368,14 +395,53 @@ func (cp *controlPlane) dynamicAs(token string) dynamic.Interface {
 	return c
 }
 
-// shardsIn returns the IPHoldShards of namespace ns ("": every namespace)
-// by namespace/name, as admin.
+// clientAs is a client with token's identity.
+func (cp *controlPlane) clientAs(token string) kubernetes.Interface {
+	c, err := kubernetes.NewForConfig(cp.apiClientConfig(token))
+	if err != nil {
+		cp.t.Fatal(err)
+	}
+	return c
+}
+
+// namespaceEditor returns a client for a service account of ns that may
+// create, read and change the namespace's ConfigMaps: a user of the
+// namespace, no administrator.
+func (cp *controlPlane) namespaceEditor(ns string) kubernetes.Interface {
+	t := cp.t
+	t.Helper()
+	ctx := context.Background()
+	sa, err := cp.client.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "editor"}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "configmap-editor", Namespace: ns},
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"},
+			Verbs: []string{"get", "list", "create", "update", "patch", "delete"}}}}
+	if _, err := cp.client.RbacV1().Roles(ns).Create(ctx, role, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	rb := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "editor", Namespace: ns},
+		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: role.Name},
+		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: sa.Name, Namespace: ns}}}
+	if _, err := cp.client.RbacV1().RoleBindings(ns).Create(ctx, rb, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	tok, err := cp.client.CoreV1().ServiceAccounts(ns).CreateToken(ctx, sa.Name, &authenticationv1.TokenRequest{}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cp.clientAs(tok.Status.Token)
+}
+
+// shardsIn returns the placement index shards of namespace ns ("": every
+// namespace) by namespace/name, as admin.
 func (cp *controlPlane) shardsIn(ns string) map[string]*placement.Shard {
 	t := cp.t
 	t.Helper()
-	l, err := cp.dynamicAs(cp.adminToken).Resource(placement.Resource).Namespace(ns).List(context.Background(), metav1.ListOptions{})
+	l, err := cp.client.CoreV1().ConfigMaps(ns).List(context.Background(), metav1.ListOptions{LabelSelector: placement.IndexLabel})
 	if err != nil {
-		t.Fatalf("list IPHoldShards: %v", err)
+		t.Fatalf("list the placement index: %v", err)
 	}
 	out := map[string]*placement.Shard{}
 	for i := range l.Items {
@@ -383,7 +449,7 @@ func (cp *controlPlane) shardsIn(ns string) map[string]*placement.Shard {
 		if err != nil {
 			t.Fatal(err)
 		}
-		out[l.Items[i].GetNamespace()+"/"+l.Items[i].GetName()] = s
+		out[l.Items[i].Namespace+"/"+l.Items[i].Name] = s
 	}
 	return out
 }
@@ -422,7 +488,7 @@ func (cp *controlPlane) heldBy(node string) map[string]bool {
 
 // adminDeleteShard deletes shard ns/name as admin (gone already is fine).
 func (cp *controlPlane) adminDeleteShard(ns, name string) {
-	err := cp.dynamicAs(cp.adminToken).Resource(placement.Resource).Namespace(ns).Delete(context.Background(), name, metav1.DeleteOptions{})
+	err := cp.client.CoreV1().ConfigMaps(ns).Delete(context.Background(), name, metav1.DeleteOptions{})
 	if err != nil && !apierrors.IsNotFound(err) {
 		cp.t.Fatal(err)
 	}
@@ -488,15 +554,15 @@ func (cp *controlPlane) applyPlacement() {
 			}
 		}
 	}
-	eventually(t, "IPHoldShard CRD established", time.Minute, time.Second, func() (bool, string) {
-		_, err := cp.dynamicAs(cp.adminToken).Resource(placement.Resource).List(context.Background(), metav1.ListOptions{})
+	eventually(t, "placement policies in the API", time.Minute, time.Second, func() (bool, string) {
+		_, err := cp.client.AdmissionregistrationV1().MutatingAdmissionPolicyBindings().Get(context.Background(), placementBindingName, metav1.GetOptions{})
 		return err == nil, fmt.Sprint(err)
 	})
 }
 
 // resourceOf maps the kinds deploy/placement ships to their resources (all
 // cluster-scoped).
-func resourceOf(t *testing.T, u *unstructured.Unstructured) schema.GroupVersionResource {
+func resourceOf(t testing.TB, u *unstructured.Unstructured) schema.GroupVersionResource {
 	gv, err := schema.ParseGroupVersion(u.GetAPIVersion())
 	if err != nil {
 		t.Fatal(err)

@@ -34,7 +34,7 @@ type proc struct {
 // switches namespaces and then execs, so the PID is the component's own),
 // with env added to its environment. The process is killed at test cleanup
 // if it is still running.
-func startProc(t *testing.T, logDir, netnsPath string, mnt *harness.MountNS, env []string, name string, argv ...string) *proc {
+func startProc(t testing.TB, logDir, netnsPath string, mnt *harness.MountNS, env []string, name string, argv ...string) *proc {
 	t.Helper()
 	logPath := filepath.Join(logDir, name+".log")
 	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
@@ -74,7 +74,7 @@ func (p *proc) running() bool {
 
 // stop sends sig to the process (by PID), waits up to timeout, then kills it.
 // Safe to call more than once.
-func (p *proc) stop(t *testing.T, sig syscall.Signal, timeout time.Duration) {
+func (p *proc) stop(t testing.TB, sig syscall.Signal, timeout time.Duration) {
 	t.Helper()
 	if !p.running() {
 		return
@@ -106,7 +106,7 @@ func (p *proc) exited() error {
 
 // printTails logs the end of the log of every process given that was
 // started (nil ones are skipped), for a failed test.
-func printTails(t *testing.T, procs ...*proc) {
+func printTails(t testing.TB, procs ...*proc) {
 	for _, p := range procs {
 		if p != nil {
 			t.Logf("---- last lines of %s (%s)\n%s", p.name, p.logPath, tail(p.logPath, 40))
@@ -137,7 +137,7 @@ func tail(path string, n int) string {
 }
 
 // run runs a short command and fails the test when it fails.
-func run(t *testing.T, argv ...string) string {
+func run(t testing.TB, argv ...string) string {
 	t.Helper()
 	out, err := runErr(argv...)
 	if err != nil {
@@ -171,7 +171,7 @@ func runErr(argv ...string) (string, error) {
 
 // eventually polls cond every interval until it returns true or timeout
 // passes; then it fails the test with what cond last reported.
-func eventually(t *testing.T, what string, timeout, interval time.Duration, cond func() (bool, string)) {
+func eventually(t testing.TB, what string, timeout, interval time.Duration, cond func() (bool, string)) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	var last string

@@ -270,7 +270,7 @@ func eventReasons(events []corev1.Event) []string {
 }
 
 // stickyipList runs the operator tool's list on the node's store.
-func (n *node) stickyipList(t *testing.T) []admin.Entry {
+func (n *node) stickyipList(t testing.TB) []admin.Entry {
 	t.Helper()
 	return (&harness.Plugin{Path: filepath.Join(n.bins.project, "stickyip")}).List(t, n.stickyipDataDir())
 }
@@ -289,7 +289,7 @@ func countStates(entries []admin.Entry) (reserved, allocated int) {
 }
 
 // countCalls counts the recorded CNI calls of verb.
-func countCalls(t *testing.T, calls, verb string) int {
+func countCalls(t testing.TB, calls, verb string) int {
 	t.Helper()
 	all, err := harness.RecordedCalls(calls)
 	if err != nil {

@@ -1,0 +1,301 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	admissionv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/stickyip/stickyip/checkpointd/placement"
+	"github.com/stickyip/stickyip/test/harness"
+)
+
+// Placement benchmark (make bench-placement): what the placement policy adds
+// to a pod creation as the placement index grows, on a real kube-apiserver
+// (Node,RBAC, NodeRestriction) with deploy/placement applied.
+const (
+	benchNamespace  = "bench"     // the namespace measured; it holds the identities db-0 … db-<n-1>
+	benchNamespaces = 100         // namespaces holding identities at the last level
+	benchNodes      = 100         // Node objects the entries name
+	benchRounds     = 3           // alternations of policy on and off per level
+	benchPods       = 40          // pod creations per kind, round and setting
+	benchPodLabel   = "bench=pod" // every pod the benchmark creates
+)
+
+// benchLevels are the index sizes measured: identities in the measured
+// namespace and in the whole cluster.
+var benchLevels = []struct{ inNamespace, total int }{{0, 0}, {1000, 1000}, {10000, 10000}, {10000, 50000}}
+
+// BenchmarkPlacementAdmission prints the median time of a pod creation
+// (POST, from the client) with the placement policy's binding in place and
+// removed, on the same API server in the same run, for a pod that reserves
+// its IP and whose identity has an entry (held), one that reserves its IP
+// without an entry (not held), and a pod without any stickyip annotation
+// (plain), at 0, 1,000, 10,000 identities in the measured namespace and
+// 50,000 across 100 namespaces. Every held pod created with the policy on
+// must get exactly the preferred term for its entry's node: the benchmark
+// fails otherwise (a fast wrong answer is no answer).
+func BenchmarkPlacementAdmission(b *testing.B) {
+	bins := findBins(b)
+	netns, h := newNetns(b, "bench")
+	cp := newControlPlane(b, bins, harness.ShortTempDir(b), testLogDir(b), netns, h, "127.0.0.1")
+	cp.startControlPlane()
+	cp.applyPlacement()
+	ctx := context.Background()
+	// No client-side rate limit: the figures are the server's.
+	cfg := cp.apiClientConfig(cp.adminToken)
+	cfg.QPS, cfg.Burst = -1, 0
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	nodes := make([]types.UID, benchNodes)
+	for i := range nodes {
+		n, err := cs.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: benchNode(i)}}, metav1.CreateOptions{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		nodes[i] = n.UID
+	}
+	for i := range benchNamespaces {
+		cp.ensureNamespace(benchNS(i))
+	}
+	binding, err := cs.AdmissionregistrationV1().MutatingAdmissionPolicyBindings().Get(ctx, placementBindingName, metav1.GetOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	bench := &placementBench{b: b, cs: cs, nodes: nodes, binding: binding}
+
+	type row struct {
+		level      int
+		total      int
+		off, on    map[string][]time.Duration
+		wrongHints int
+	}
+	var rows []row
+	filled := map[int]int{} // namespace index → identities written
+	for _, lv := range benchLevels {
+		start := time.Now()
+		bench.fill(ctx, 0, lv.inNamespace, filled)
+		for i := 1; lv.total > lv.inNamespace && i < benchNamespaces; i++ {
+			rest := lv.total - lv.inNamespace
+			bench.fill(ctx, i, rest/(benchNamespaces-1)+min(1, max(0, rest%(benchNamespaces-1)-i+1)), filled)
+		}
+		total := 0
+		for _, k := range filled {
+			total += k
+		}
+		b.Logf("index: %d identities in %s, %d in the cluster (written in %s)", lv.inNamespace, benchNamespace, total,
+			time.Since(start).Round(time.Millisecond))
+		r := row{level: lv.inNamespace, total: total, off: map[string][]time.Duration{}, on: map[string][]time.Duration{}}
+		for round := range benchRounds {
+			for _, on := range []bool{round%2 == 0, round%2 != 0} {
+				bench.setPolicy(ctx, on, lv.inNamespace)
+				got := r.off
+				if on {
+					got = r.on
+				}
+				for kind, d := range bench.measure(ctx, lv.inNamespace, on, &r.wrongHints) {
+					got[kind] = append(got[kind], d...)
+				}
+			}
+		}
+		bench.setPolicy(ctx, true, lv.inNamespace)
+		rows = append(rows, r)
+	}
+
+	var out strings.Builder
+	fmt.Fprintf(&out, "\nPod creation (POST, client round trip) on kube-apiserver %s, median of %d per cell; policy off = its binding removed, same server, same run\n\n",
+		k8sRelease(), benchRounds*benchPods)
+	fmt.Fprintf(&out, "| identities (namespace / cluster) | kind | policy off | policy on | added |\n|---|---|---|---|---|\n")
+	for _, r := range rows {
+		for _, kind := range []string{"held", "not held", "plain"} {
+			off, on := median(r.off[kind]), median(r.on[kind])
+			fmt.Fprintf(&out, "| %d / %d | %s | %.2f ms | %.2f ms | %+.2f ms |\n", r.level, r.total, kind, ms(off), ms(on), ms(on-off))
+			if kind != "held" || r.level > 0 {
+				b.ReportMetric(ms(on-off), fmt.Sprintf("ms-added-%s-%d", strings.ReplaceAll(kind, " ", ""), r.total))
+			}
+		}
+		if r.wrongHints > 0 {
+			b.Errorf("%d identities in %s: %d held pods did not get exactly the term of their entry's node", r.level, benchNamespace, r.wrongHints)
+		}
+	}
+	b.Log(out.String())
+}
+
+type placementBench struct {
+	b       *testing.B
+	cs      *kubernetes.Clientset
+	nodes   []types.UID
+	binding *admissionv1.MutatingAdmissionPolicyBinding
+	serial  int
+}
+
+func benchNode(i int) string { return fmt.Sprintf("bnode-%02d", i) }
+
+// benchSince is the entries' claim time.
+var benchSince = time.Date(2026, 11, 25, 0, 0, 0, 0, time.UTC)
+
+func benchNS(i int) string {
+	if i == 0 {
+		return benchNamespace
+	}
+	return fmt.Sprintf("%s-%02d", benchNamespace, i)
+}
+
+// holderOf is the node that holds identity db-<i>.
+func holderOf(i int) int { return i % benchNodes }
+
+// fill gives namespace i the identities db-0 … db-<n-1> (as the nodes
+// would: each entry naming its node, each shard owned by the nodes it has
+// entries of), written as admin by server-side apply, one write per shard.
+func (pb *placementBench) fill(ctx context.Context, i, n int, filled map[int]int) {
+	if filled[i] >= n {
+		return
+	}
+	ns := benchNS(i)
+	shards := map[string]map[string]string{}
+	owners := map[string]map[int]bool{}
+	for k := range n {
+		id := fmt.Sprintf("db-%d", k)
+		s := placement.ShardOf(id)
+		if shards[s] == nil {
+			shards[s], owners[s] = map[string]string{}, map[int]bool{}
+		}
+		shards[s][id] = placement.Hold{Node: benchNode(holderOf(k)), Pod: id, Since: benchSince,
+			IPs: []string{fmt.Sprintf("10.%d.%d.%d", 100+i%100, k/250, k%250+1)}}.String()
+		owners[s][holderOf(k)] = true
+	}
+	for _, s := range slices.Sorted(maps.Keys(shards)) {
+		cm := corev1ac.ConfigMap(s, ns).WithLabels(map[string]string{placement.IndexLabel: strings.TrimPrefix(s, placement.ShardPrefix)}).
+			WithData(shards[s])
+		for _, o := range slices.Sorted(maps.Keys(owners[s])) {
+			cm.WithOwnerReferences(metav1ac.OwnerReference().WithAPIVersion("v1").WithKind("Node").WithName(benchNode(o)).WithUID(pb.nodes[o]))
+		}
+		if _, err := pb.cs.CoreV1().ConfigMaps(ns).Apply(ctx, cm, metav1.ApplyOptions{FieldManager: "bench", Force: true}); err != nil {
+			pb.b.Fatalf("write %s/%s: %v", ns, s, err)
+		}
+	}
+	filled[i] = n
+}
+
+// setPolicy puts the placement policy's binding in place or removes it, and
+// waits until the API server acts accordingly: a held pod (db-<n-1>, or
+// with no identity a pod the policy sees nothing for) gets the hint, or not.
+func (pb *placementBench) setPolicy(ctx context.Context, on bool, n int) {
+	b := pb.b
+	bindings := pb.cs.AdmissionregistrationV1().MutatingAdmissionPolicyBindings()
+	if on {
+		nb := pb.binding.DeepCopy()
+		nb.ResourceVersion, nb.UID = "", ""
+		if _, err := bindings.Create(ctx, nb, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			b.Fatal(err)
+		}
+	} else if err := bindings.Delete(ctx, placementBindingName, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		b.Fatal(err)
+	}
+	if n == 0 {
+		time.Sleep(2 * time.Second) // nothing to see the policy by: give the API server its usual delay
+		return
+	}
+	id := fmt.Sprintf("db-%d", n-1)
+	eventually(b, fmt.Sprintf("placement policy %s", map[bool]string{true: "on", false: "off"}[on]), time.Minute, 200*time.Millisecond, func() (bool, string) {
+		p := pb.pod("held", id, true)
+		got, err := pb.cs.CoreV1().Pods(benchNamespace).Create(ctx, p, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		if err != nil {
+			return false, err.Error()
+		}
+		hinted := got.Spec.Affinity != nil
+		return hinted == on, fmt.Sprintf("hint %v", got.Spec.Affinity)
+	})
+}
+
+// pod is a pod of kind (held, not held, plain) for identity id, unbound,
+// created under a unique name.
+func (pb *placementBench) pod(kind, id string, dryRun bool) *corev1.Pod {
+	pb.serial++
+	p := testPod(fmt.Sprintf("p-%d", pb.serial), nil)
+	p.Namespace, p.Spec.NodeName = benchNamespace, ""
+	p.Labels = map[string]string{"bench": "pod"}
+	switch kind {
+	case "held", "not held":
+		p.Annotations = map[string]string{annReservation: "10m", annIdentity: id}
+	}
+	if dryRun {
+		p.Name = ""
+		p.GenerateName = "dry-"
+	}
+	return p
+}
+
+// measure creates benchPods pods of each kind and returns the time each
+// creation took; with the policy on, each held pod must carry exactly the
+// term of its entry's node (counted in wrong otherwise).
+func (pb *placementBench) measure(ctx context.Context, n int, on bool, wrong *int) map[string][]time.Duration {
+	b := pb.b
+	out := map[string][]time.Duration{}
+	pods := pb.cs.CoreV1().Pods(benchNamespace)
+	for i := range benchPods {
+		for _, kind := range []string{"held", "not held", "plain"} {
+			if kind == "held" && n == 0 {
+				continue
+			}
+			k := (i*7919 + pb.serial) % max(n, 1)
+			id := fmt.Sprintf("db-%d", k)
+			if kind == "not held" {
+				id = fmt.Sprintf("gone-%d", k)
+			}
+			p := pb.pod(kind, id, false)
+			start := time.Now()
+			got, err := pods.Create(ctx, p, metav1.CreateOptions{})
+			d := time.Since(start)
+			if err != nil {
+				b.Fatalf("create %s: %v", p.Name, err)
+			}
+			out[kind] = append(out[kind], d)
+			if kind != "held" || !on {
+				continue
+			}
+			var terms []corev1.PreferredSchedulingTerm
+			if a := got.Spec.Affinity; a != nil && a.NodeAffinity != nil {
+				terms = a.NodeAffinity.PreferredDuringSchedulingIgnoredDuringExecution
+			}
+			if len(terms) != 1 || terms[0].Weight != placementWeight || len(terms[0].Preference.MatchFields) != 1 ||
+				fmt.Sprint(terms[0].Preference.MatchFields[0].Values) != "["+benchNode(holderOf(k))+"]" {
+				*wrong++
+				b.Logf("held pod of %s: terms %v, want one for %s", id, terms, benchNode(holderOf(k)))
+			}
+		}
+	}
+	zero := int64(0)
+	if err := pods.DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: &zero},
+		metav1.ListOptions{LabelSelector: benchPodLabel}); err != nil {
+		b.Fatal(err)
+	}
+	return out
+}
+
+func median(ds []time.Duration) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
