@@ -232,6 +232,7 @@ func (c *cluster) flanneldWithoutAPI(n *node) string {
 	if id == "" {
 		t.Fatalf("%s: no kube-flannel container in %+v", n.name, pod.Status.ContainerStatuses)
 	}
+	first, _ := c.flanneldAttempts(n, pod, 0)
 	if n.checkpointd != nil {
 		n.checkpointd.stop(t, syscall.SIGTERM, 10*time.Second)
 		n.checkpointd = nil
@@ -255,15 +256,21 @@ func (c *cluster) flanneldWithoutAPI(n *node) string {
 		}
 		time.Sleep(time.Second)
 	}
-	attempts, exits := c.flanneldAttempts(n, pod)
-	if attempts < 2 {
-		t.Fatalf("%s: the kubelet did not start flanneld again during the %s outage (%d attempts)", n.name, outage, attempts)
+	last, exits := c.flanneldAttempts(n, pod, first)
+	failed := false
+	for _, code := range exits {
+		failed = failed || code == 1
 	}
+	if last <= first || !failed {
+		t.Fatalf("%s: flanneld (attempt %d stopped) during the %s outage: last attempt %d, exit codes %v; want it started again and failing (exit 1)",
+			n.name, first, outage, last, exits)
+	}
+	attempts := last - first
 	logs := flanneldErrors(t, n, pod)
 	if logs == "" {
 		t.Fatalf("%s: flanneld logged no error with the API server away", n.name)
 	}
-	t.Logf("%s: API server away %s: flanneld started %d times, exit codes %v, subnet.env not written; its errors:\n%s", n.name, outage, attempts, exits, logs)
+	t.Logf("%s: API server away %s: the kubelet started flanneld %d times, exit codes %v (of the containers it keeps), subnet.env not written; flanneld's errors:\n%s", n.name, outage, attempts, exits, logs)
 	apiStart := time.Now()
 	c.startControlPlane()
 	apiUp := time.Now()
@@ -271,13 +278,15 @@ func (c *cluster) flanneldWithoutAPI(n *node) string {
 	if after.raw != before.raw {
 		t.Fatalf("%s: subnet.env after the outage:\n%s\nbefore:\n%s", n.name, after.raw, before.raw)
 	}
-	return fmt.Sprintf("%s: with the API server away %s flanneld exited %d times and wrote nothing; API server started → ready %s → same subnet.env written %s later",
-		n.name, outage, len(exits), apiUp.Sub(apiStart).Round(100*time.Millisecond), time.Since(apiUp).Round(100*time.Millisecond))
+	return fmt.Sprintf("%s: with the API server away %s the kubelet started flanneld %d times, it exited (code 1) and wrote nothing; API server started → ready %s → same subnet.env written %s later",
+		n.name, outage, attempts, apiUp.Sub(apiStart).Round(100*time.Millisecond), time.Since(apiUp).Round(100*time.Millisecond))
 }
 
-// flanneldAttempts counts the kube-flannel containers the runtime has for
-// pod's sandbox on n and returns the exit codes of the exited ones.
-func (c *cluster) flanneldAttempts(n *node, pod *corev1.Pod) (int, []int32) {
+// flanneldAttempts returns the highest attempt number (CRI metadata: the
+// kubelet's restart count) of pod's kube-flannel containers on n, and the
+// exit codes of those of them that exited after attempt since (the kubelet
+// keeps only the last dead container of a pod).
+func (c *cluster) flanneldAttempts(n *node, pod *corev1.Pod, since uint32) (uint32, []int32) {
 	t := c.t
 	t.Helper()
 	ctx := context.Background()
@@ -285,7 +294,7 @@ func (c *cluster) flanneldAttempts(n *node, pod *corev1.Pod) (int, []int32) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	attempts := 0
+	var last uint32
 	var exits []int32
 	for _, sb := range sbs {
 		if sb.GetMetadata().GetUid() != string(pod.UID) {
@@ -296,13 +305,14 @@ func (c *cluster) flanneldAttempts(n *node, pod *corev1.Pod) (int, []int32) {
 			t.Fatal(err)
 		}
 		for _, st := range cs["kube-flannel"] {
-			attempts++
-			if st.State == runtimeapi.ContainerState_CONTAINER_EXITED {
+			a := st.GetMetadata().GetAttempt()
+			last = max(last, a)
+			if a > since && st.State == runtimeapi.ContainerState_CONTAINER_EXITED {
 				exits = append(exits, st.ExitCode)
 			}
 		}
 	}
-	return attempts, exits
+	return last, exits
 }
 
 // flanneldErrors returns flanneld's error lines from the kubelet's logs of
