@@ -41,7 +41,7 @@ const (
 // kubeFlannelImages are the images kube-flannel.yml names and the offline
 // images that replace them.
 var kubeFlannelImages = map[string]string{
-	"ghcr.io/flannel-io/flannel:" + harness.FlannelVersion:     harness.FlannelImage,
+	"ghcr.io/flannel-io/flannel:" + harness.FlannelVersion:  harness.FlannelImage,
 	"ghcr.io/flannel-io/flannel-cni-plugin:v1.9.1-flannel3": harness.FlannelCNIPluginImage,
 }
 
