@@ -75,6 +75,11 @@ func bootCluster(t *testing.T, opts nodeOptions) *cluster {
 	b.require(t, "kube-scheduler", "kube-controller-manager")
 	if opts.flannel {
 		b.require(t, "kube-proxy", "kubectl")
+		for _, f := range []string{"flanneld", "install-conf"} {
+			if _, err := os.Stat(filepath.Join(harness.FlannelBinDir(), f)); err != nil {
+				missing(t, "%s missing (run scripts/build-flannel.sh, or make test-e2e)", filepath.Join(harness.FlannelBinDir(), f))
+			}
+		}
 	}
 	start := time.Now()
 	logDir := testLogDir(t)
