@@ -1,5 +1,6 @@
 # End-to-end test on real components (issue 4): etcd and Kubernetes built
 # from the Go module proxy (scripts/build-k8s.sh, cached under _output/k8s/),
+# flanneld (scripts/build-flannel.sh, cached under _output/flannel/),
 # containerd with the flannel → bridge → stickyip chain, checkpointd. Needs
 # root. Logs of every component: _output/e2e-logs/<test>/.
 #
@@ -17,6 +18,7 @@ E2E_K8S     ?=
 e2e-deps:
 	scripts/install-deps.sh
 	GO=$(GO) E2E_K8S=$(E2E_K8S) scripts/build-k8s.sh
+	GO=$(GO) scripts/build-flannel.sh
 
 # E2E_STRICT: a component that is missing fails the test instead of skipping it.
 test-e2e: e2e-deps build

@@ -6,7 +6,11 @@
 # Kubernetes release (E2E_K8S):
 #   unset or 1.37  test/e2e/k8sbuild/kube (1.37.x): kube-apiserver,
 #                  kube-controller-manager, kube-scheduler, kubectl, kubelet
-#                  into _output/k8s/bin
+#                  into _output/k8s/bin; kube-proxy (the two-node cluster's
+#                  Services, for flanneld's in-cluster config) from
+#                  test/e2e/k8sbuild/kube-proxy, which must require the same
+#                  k8s.io/kubernetes (a module of its own so that adding it
+#                  changed none of the other binaries' stamps)
 #   1.36           test/e2e/k8sbuild/kube-1.36 (1.36.x): the older release the
 #                  project still supports; kube-apiserver and kubelet (what the
 #                  one-node scenarios run) into _output/k8s/1.36/bin
@@ -27,6 +31,7 @@ case ${E2E_K8S:-} in
 	kube=$root/test/e2e/k8sbuild/kube
 	OUT=${OUT:-$root/_output/k8s/bin}
 	kbins=(kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet)
+	proxy=$root/test/e2e/k8sbuild/kube-proxy
 	;;
 1.36)
 	kube=$root/test/e2e/k8sbuild/kube-1.36
@@ -64,8 +69,12 @@ build() {
 	echo "build-k8s: built $name in $((SECONDS - start))s"
 }
 
-kver=$(awk '$1 == "require" && $2 == "k8s.io/kubernetes" {print $3}' "$kube/go.mod")
-kver=${kver:-$(awk '$1 == "k8s.io/kubernetes" {print $2; exit}' "$kube/go.mod")}
+kube_version() { # module dir -> the k8s.io/kubernetes version it requires
+	local v
+	v=$(awk '$1 == "require" && $2 == "k8s.io/kubernetes" {print $3}' "$1/go.mod")
+	echo "${v:-$(awk '$1 == "k8s.io/kubernetes" {print $2; exit}' "$1/go.mod")}"
+}
+kver=$(kube_version "$kube")
 kmajor=${kver#v}; kmajor=${kmajor%%.*}
 kminor=${kver#v*.}; kminor=${kminor%%.*}
 vpkg=k8s.io/component-base/version
@@ -75,3 +84,10 @@ build etcd "$root/test/e2e/k8sbuild/etcd" .
 for b in "${kbins[@]}"; do
 	build "$b" "$kube" "k8s.io/kubernetes/cmd/$b" "$kldflags"
 done
+if [[ -n ${proxy:-} ]]; then
+	if [[ $(kube_version "$proxy") != "$kver" ]]; then
+		echo "build-k8s: $proxy requires k8s.io/kubernetes $(kube_version "$proxy"), $kube $kver: move both" >&2
+		exit 1
+	fi
+	build kube-proxy "$proxy" k8s.io/kubernetes/cmd/kube-proxy "$kldflags"
+fi

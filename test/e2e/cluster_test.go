@@ -17,7 +17,8 @@ import (
 )
 
 // clusterNode is where a cluster node lives: its name, its address on the
-// link between the nodes, and its flannel subnet (gateway first).
+// link between the nodes, and its flannel subnet (gateway first) when the
+// flanneld stand-in writes it (real flanneld leases the Node's podCIDR).
 type clusterNode struct{ name, ip, subnet string }
 
 // clusterNodes are the cluster's two nodes. The control plane runs on the
@@ -45,6 +46,10 @@ const devicePluginDir = "/var/lib/kubelet/device-plugins"
 type cluster struct {
 	*controlPlane
 	nodes []*node
+
+	// flannelImages are the offline images kube-flannel.yml runs (real
+	// flannel only): flannel's and the CNI plugin's.
+	flannelImages []harness.OfflineImage
 }
 
 // newCluster creates and starts the cluster with the IPAM named by ipam:
@@ -52,18 +57,40 @@ type cluster struct {
 // nodes are Ready, then each node's checkpointd (with the node's
 // kubeconfig, configured as in TestCheckpointd; none with ipam "installed":
 // the test installs it). Logs go to _output/e2e-logs/<test>/ (the control plane)
-// and its node1/ and node2/ subdirectories.
+// and its node1/ and node2/ subdirectories. Each node's flannel subnet is
+// written by the flanneld stand-in (clusterNodes); newFlannelCluster runs
+// real flannel instead.
 func newCluster(t testing.TB, ipam string) *cluster {
+	t.Helper()
+	return bootCluster(t, nodeOptions{ipam: ipam})
+}
+
+// bootCluster is newCluster with the nodes' options; with opts.flannel the
+// controller-manager allocates the Nodes' podCIDRs, each node runs
+// kube-proxy, and kube-flannel.yml is applied before the nodes can be Ready
+// (startKubeFlannel).
+func bootCluster(t testing.TB, opts nodeOptions) *cluster {
 	t.Helper()
 	b := findBins(t)
 	b.require(t, "kube-scheduler", "kube-controller-manager")
+	if opts.flannel {
+		b.require(t, "kube-proxy", "kubectl")
+		for _, f := range []string{"flanneld", "install-conf"} {
+			if _, err := os.Stat(filepath.Join(harness.FlannelBinDir(), f)); err != nil {
+				missing(t, "%s missing (run scripts/build-flannel.sh, or make test-e2e)", filepath.Join(harness.FlannelBinDir(), f))
+			}
+		}
+	}
 	start := time.Now()
 	logDir := testLogDir(t)
 	c := &cluster{}
 	for _, cn := range clusterNodes {
 		netns, h := newNetns(t, cn.name)
-		n := &node{t: t, bins: b, opts: nodeOptions{ipam: ipam}, name: cn.name, ip: cn.ip, dir: harness.ShortTempDir(t),
+		n := &node{t: t, bins: b, opts: opts, name: cn.name, ip: cn.ip, dir: harness.ShortTempDir(t),
 			logDir: filepath.Join(logDir, cn.name), ns: netns, nsHandle: h, subnet: cn.subnet}
+		if opts.flannel {
+			n.subnet = "" // flanneld's lease, once written
+		}
 		if err := os.MkdirAll(n.logDir, 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -80,6 +107,12 @@ func newCluster(t testing.TB, ipam string) *cluster {
 		names = append(names, cn.name)
 	}
 	c.controlPlane = newControlPlane(t, b, harness.ShortTempDir(t), logDir, n1.ns, n1.nsHandle, n1.ip, names...)
+	if opts.flannel {
+		c.clusterCIDR = podNetwork
+		var images [2]harness.OfflineImage
+		images[0], images[1] = harness.BuildFlannelImages(t, harness.ShortTempDir(t))
+		c.flannelImages = images[:]
+	}
 	for _, n := range c.nodes {
 		n.controlPlane = c.controlPlane
 		n.init()
@@ -93,13 +126,19 @@ func newCluster(t testing.TB, ipam string) *cluster {
 	cpReady := time.Since(start)
 	for _, n := range c.nodes {
 		n.startContainerd()
+		if opts.flannel {
+			n.prepareFlannel(c.flannelImages)
+		}
 		n.startKubelet(false)
+	}
+	if opts.flannel {
+		c.startKubeFlannel()
 	}
 	for _, n := range c.nodes {
 		n.waitReady()
 	}
 	for _, n := range c.nodes {
-		if ipam != "installed" { // there, deploy/install's static pod runs it
+		if opts.ipam != "installed" { // there, deploy/install's static pod runs it
 			n.startCheckpointd()
 		}
 	}

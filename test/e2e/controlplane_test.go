@@ -30,6 +30,14 @@ const (
 	adminUser             = "admin" // in system:masters
 	schedulerUser         = "system:kube-scheduler"
 	controllerManagerUser = "system:kube-controller-manager"
+	kubeProxyUser         = "system:kube-proxy" // the RBAC bootstrap policy's system:node-proxier
+
+	// serviceCIDR is the API server's --service-cluster-ip-range;
+	// kubernetesServiceIP, its first address, the "kubernetes" Service's
+	// ClusterIP (KUBERNETES_SERVICE_HOST of in-cluster clients such as
+	// flanneld), which the serving certificate names.
+	serviceCIDR         = "10.96.0.0/24"
+	kubernetesServiceIP = "10.96.0.1"
 )
 
 // nodeUser is the identity of node name's kubelet (and checkpointd), which
@@ -51,14 +59,19 @@ type controlPlane struct {
 	host     string // the API server's address in that namespace
 
 	// tokens maps each user of the token file to its bearer token: admin,
-	// system:node:<name> for every node name given, the scheduler and the
-	// controller-manager.
+	// system:node:<name> for every node name given, the scheduler, the
+	// controller-manager and kube-proxy.
 	tokens     map[string]string
 	adminToken string
 	caPEM      []byte
 	client     *kubernetes.Clientset // as admin
 
 	etcd, apiserver, scheduler, controllerManager *proc
+
+	// clusterCIDR, when set, makes the controller-manager allocate each
+	// Node's spec.podCIDR from it (--allocate-node-cidrs), as flanneld with
+	// --kube-subnet-mgr needs.
+	clusterCIDR string
 }
 
 // newControlPlane prepares a control plane in the namespace n (handle h),
@@ -69,7 +82,7 @@ func newControlPlane(t testing.TB, b bins, dir, logDir string, n *harness.Netns,
 	cp := &controlPlane{t: t, bins: b, dir: dir, logDir: logDir, ns: n, nsHandle: h, host: host, tokens: map[string]string{}}
 	t.Cleanup(cp.printLogsOnFailure)
 	pki := cp.pki()
-	cp.caPEM = writeServingCert(t, pki, net.ParseIP(host))
+	cp.caPEM = writeServingCert(t, pki, net.ParseIP(host), net.ParseIP(kubernetesServiceIP))
 	writeFile(t, filepath.Join(pki, "ca.crt"), cp.caPEM, 0o644)
 	writeServiceAccountKeys(t, pki)
 	var lines strings.Builder
@@ -88,6 +101,7 @@ func newControlPlane(t testing.TB, b bins, dir, logDir string, n *harness.Netns,
 	}
 	line(schedulerUser, "")
 	line(controllerManagerUser, "")
+	line(kubeProxyUser, "")
 	writeFile(t, filepath.Join(pki, "tokens.csv"), []byte(lines.String()), 0o600)
 	cp.adminToken = cp.tokens[adminUser]
 	cs, err := kubernetes.NewForConfig(cp.apiClientConfig(cp.adminToken))
@@ -231,7 +245,7 @@ func (cp *controlPlane) startAPIServer() {
 		"--service-account-issuer=https://kubernetes.default.svc",
 		"--service-account-key-file=" + filepath.Join(pki, "sa.pub"),
 		"--service-account-signing-key-file=" + filepath.Join(pki, "sa.key"),
-		"--service-cluster-ip-range=10.96.0.0/24",
+		"--service-cluster-ip-range=" + serviceCIDR,
 		"--cert-dir=" + filepath.Join(cp.dir, "apiserver-certs"),
 		"--allow-privileged=true",
 		"--v=1"}, extra...)...)
@@ -262,7 +276,8 @@ func (cp *controlPlane) startScheduler() {
 
 // startControllerManager starts kube-controller-manager with its default
 // controllers (ReplicaSet, Deployment, StatefulSet, DaemonSet, garbage
-// collector, pod GC, node lifecycle, service accounts, ...), as
+// collector, pod GC, node lifecycle, service accounts, ...; with
+// clusterCIDR, the node IPAM controller), as
 // system:kube-controller-manager, each controller with its own service
 // account's credentials, and waits until the service-account controller
 // has made kube-system's default service account.
@@ -272,12 +287,18 @@ func (cp *controlPlane) startControllerManager() {
 	cp.bins.require(t, "kube-controller-manager")
 	kc := filepath.Join(cp.dir, "controller-manager.kubeconfig")
 	cp.writeKubeconfig(kc, controllerManagerUser)
-	cp.controllerManager = cp.start("kube-controller-manager", filepath.Join(cp.bins.k8s, "kube-controller-manager"),
-		"--kubeconfig="+kc, "--leader-elect=false", "--secure-port=0",
+	args := []string{filepath.Join(cp.bins.k8s, "kube-controller-manager"),
+		"--kubeconfig=" + kc, "--leader-elect=false", "--secure-port=0",
 		"--use-service-account-credentials=true",
-		"--service-account-private-key-file="+filepath.Join(cp.pki(), "sa.key"),
-		"--root-ca-file="+filepath.Join(cp.pki(), "ca.crt"),
-		"--v=1")
+		"--service-account-private-key-file=" + filepath.Join(cp.pki(), "sa.key"),
+		"--root-ca-file=" + filepath.Join(cp.pki(), "ca.crt"),
+		"--v=1"}
+	if cp.clusterCIDR != "" {
+		// A /24 per Node (the default --node-cidr-mask-size), in the
+		// order the Nodes register.
+		args = append(args, "--allocate-node-cidrs=true", "--cluster-cidr="+cp.clusterCIDR)
+	}
+	cp.controllerManager = cp.start("kube-controller-manager", args...)
 	cp.waitDefaultServiceAccount("kube-system")
 }
 

@@ -103,6 +103,11 @@ type nodeOptions struct {
 	// cni, when set, writes the node's CNI config instead of the flannel
 	// conflist and returns extra binaries for the CNI bin dir.
 	cni func(n *node) []string
+	// flannel: real flannel installs the node's network (kube-flannel.yml,
+	// see newFlannelCluster): the node starts with no CNI config, no flannel
+	// plugin in its CNI bin dir and no subnet.env (no stand-in); its
+	// subnet is flanneld's lease once written.
+	flannel bool
 }
 
 // node is a simulated Kubernetes node: its kubelet, containerd (from
@@ -135,8 +140,10 @@ type node struct {
 
 	kubelet, checkpointd *proc
 
-	subnet   string // the node's flannel lease (FLANNEL_SUBNET)
-	flanneld *flanneld
+	subnet   string    // the node's flannel lease (FLANNEL_SUBNET)
+	flanneld *flanneld // the stand-in; nil when real flannel runs (opts.flannel)
+
+	kubeProxy *proc // real flannel's clusters only
 }
 
 // newNode creates a node named node1 with its control plane in one network
@@ -336,15 +343,26 @@ func (n *node) startContainerd() {
 	if n.opts.ipam == "stickyip" {
 		extra = append(extra, filepath.Join(n.bins.project, "stickyip"))
 	}
-	if n.opts.cni != nil {
+	switch {
+	case n.opts.flannel: // kube-flannel's pods install the plugin and the config
+	case n.opts.cni != nil:
 		extra = append(extra, n.opts.cni(n)...)
-	} else {
+	default:
 		n.writeCNIConfig()
 		n.startFlanneld()
 	}
 	n.cniBinDir = harness.CNIBinDir(t, extra...)
+	if n.opts.flannel {
+		if err := os.Remove(filepath.Join(n.cniBinDir, "flannel")); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.MkdirAll(n.cniConfDir(), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
 	n.ctd = harness.StartContainerd(t, harness.ContainerdConfig{
 		Node: n.ns, MountNS: n.mnt, CNIBinDir: n.cniBinDir, CNIConfDir: n.cniConfDir(),
+		NetworkLater: n.opts.flannel,
 	})
 	// The harness removes containerd's directory at cleanup; keep its log
 	// with the others (this runs before that removal).
@@ -355,6 +373,9 @@ func (n *node) startContainerd() {
 	})
 	n.cri = n.ctd.CRI(t)
 	n.writeKubeletConfig()
+	if n.opts.flannel {
+		return // the network is ready once kube-flannel has installed it
+	}
 	eventually(t, "containerd network ready", time.Minute, 500*time.Millisecond, func() (bool, string) {
 		err := n.cri.Ready(context.Background())
 		return err == nil, fmt.Sprint(err)
@@ -430,7 +451,12 @@ func (n *node) powerOff() {
 		n.checkpointd.stop(t, syscall.SIGKILL, 10*time.Second)
 	}
 	n.kubelet.stop(t, syscall.SIGKILL, 10*time.Second)
-	n.flanneld.stop()
+	if n.kubeProxy != nil {
+		n.kubeProxy.stop(t, syscall.SIGKILL, 10*time.Second)
+	}
+	if n.flanneld != nil {
+		n.flanneld.stop()
+	}
 	n.ctd.Crash(t)
 	if _, err := n.ns.Exec(nil, "ip", "link", "del", "cni0"); err != nil {
 		t.Logf("power off: %v", err)
@@ -440,12 +466,18 @@ func (n *node) powerOff() {
 }
 
 // powerOn boots the node again: containerd, the kubelet (not waiting for
-// the API) and, when the test runs it, checkpointd.
+// the API) and, when the test runs it, checkpointd. The flanneld stand-in
+// starts too; real flanneld is a pod the kubelet starts.
 func (n *node) powerOn() {
 	t := n.t
 	t.Helper()
-	n.startFlanneld()
+	if !n.opts.flannel {
+		n.startFlanneld()
+	}
 	n.ctd.Restart(t)
+	if n.kubeProxy != nil {
+		n.startKubeProxy()
+	}
 	n.startKubelet(false)
 	if n.checkpointd != nil {
 		n.startCheckpointd()

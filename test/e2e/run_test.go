@@ -39,8 +39,9 @@ func (n *node) clearRun() {
 	}
 }
 
-// flanneld stands in for flanneld with --kube-subnet-mgr (which does not
-// build from the Go module proxy): once the API server answers, it writes
+// flanneld stands in for flanneld with --kube-subnet-mgr where real flannel
+// does not run (the one-node scenarios, newCluster; newFlannelCluster runs
+// flanneld itself from kube-flannel.yml): once the API server answers, it writes
 // the node's lease to the subnet file, as flanneld does at start (a
 // temporary file renamed into place), and then does nothing more. While the
 // API server is away it writes nothing.

@@ -37,6 +37,10 @@ type ContainerdConfig struct {
 	// sandbox_image on 1.6). Default PauseImage, which the harness builds and
 	// imports; any other image must be imported by the caller.
 	SandboxImage string
+	// NetworkLater: the CNI config dir starts empty and a pod installs the
+	// config (kube-flannel's install-cni): the start waits for RuntimeReady
+	// only, not NetworkReady.
+	NetworkLater bool
 	// ExtraTOML is appended to the generated config (e.g. more plugin keys).
 	// Its keys must suit the config version of the running containerd
 	// (Containerd.Major): 4 for 2.x, 2 for 1.6.
@@ -166,6 +170,7 @@ func StartContainerd(t testing.TB, cfg ContainerdConfig) *Containerd {
 	if major >= 2 && len(filepath.Join(c.State, "s")) <= maxShimSocketDir {
 		c.shimSockets = filepath.Join(c.State, "s")
 	}
+	c.networkLater = cfg.NetworkLater
 	t.Cleanup(func() { c.shutdown(t) })
 	c.start(t)
 	t.Logf("containerd %s (%s) ready at %s", c.Version, c.Bin, c.Address)

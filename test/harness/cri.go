@@ -55,11 +55,22 @@ func (c *CRIClient) Close() error { return c.conn.Close() }
 // the two conditions the kubelet requires (containerd 2.x adds others, e.g.
 // ContainerdHasNoDeprecationWarnings, false on a cgroup v1 host).
 func (c *CRIClient) Ready(ctx context.Context) error {
+	return c.conditionsTrue(ctx, runtimeapi.RuntimeReady, runtimeapi.NetworkReady)
+}
+
+// RuntimeReady returns nil when the runtime reports RuntimeReady, whatever
+// its network: a node whose CNI config a pod installs later (kube-flannel).
+func (c *CRIClient) RuntimeReady(ctx context.Context) error {
+	return c.conditionsTrue(ctx, runtimeapi.RuntimeReady)
+}
+
+// conditionsTrue returns nil when each of the conditions types is true.
+func (c *CRIClient) conditionsTrue(ctx context.Context, types ...string) error {
 	conds, err := c.Conditions(ctx)
 	if err != nil {
 		return err
 	}
-	for _, typ := range []string{runtimeapi.RuntimeReady, runtimeapi.NetworkReady} {
+	for _, typ := range types {
 		cond, ok := conds[typ]
 		if !ok {
 			return fmt.Errorf("CRI Status reports no %s condition", typ)

@@ -75,15 +75,45 @@ func buildCommand(t testing.TB, pkg, out string) {
 // pauseLayout packs exe as an OCI image layout archive (oci-layout,
 // index.json, blobs/sha256/*) with one uncompressed layer.
 func pauseLayout(exe []byte, ref string) ([]byte, error) {
+	return ociArchive(ref, []LayerEntry{{Path: "pause", Mode: 0o755, Data: exe}},
+		map[string]any{"Entrypoint": []string{"/pause"}, "User": "0:0"})
+}
+
+// LayerEntry is one entry of an image's single layer: a regular file (Data),
+// a symlink (Link, its target as written) or, with neither, a directory.
+type LayerEntry struct {
+	Path string // inside the image, without a leading slash
+	Mode int64  // permission bits (files and directories)
+	Data []byte
+	Link string
+}
+
+// ociArchive packs entries as one uncompressed layer of an OCI image layout
+// archive (oci-layout, index.json, blobs/sha256/*) named ref, whose image
+// config's "config" (Entrypoint, Env, ...) is cfg. Every timestamp is the
+// epoch, so the same entries give the same archive.
+func ociArchive(ref string, entries []LayerEntry, cfg map[string]any) ([]byte, error) {
 	epoch := time.Unix(0, 0).UTC()
 	var layer bytes.Buffer
 	lw := tar.NewWriter(&layer)
-	if err := lw.WriteHeader(&tar.Header{Name: "pause", Mode: 0o755, Size: int64(len(exe)),
-		Typeflag: tar.TypeReg, ModTime: epoch, Format: tar.FormatPAX}); err != nil {
-		return nil, err
-	}
-	if _, err := lw.Write(exe); err != nil {
-		return nil, err
+	for _, e := range entries {
+		h := &tar.Header{Name: e.Path, Mode: e.Mode, ModTime: epoch, Format: tar.FormatPAX}
+		switch {
+		case e.Link != "":
+			h.Typeflag, h.Linkname, h.Mode = tar.TypeSymlink, e.Link, 0o777
+		case e.Data == nil:
+			h.Typeflag, h.Name = tar.TypeDir, e.Path+"/"
+		default:
+			h.Typeflag, h.Size = tar.TypeReg, int64(len(e.Data))
+		}
+		if err := lw.WriteHeader(h); err != nil {
+			return nil, err
+		}
+		if h.Typeflag == tar.TypeReg {
+			if _, err := lw.Write(e.Data); err != nil {
+				return nil, err
+			}
+		}
 	}
 	if err := lw.Close(); err != nil {
 		return nil, err
@@ -94,7 +124,7 @@ func pauseLayout(exe []byte, ref string) ([]byte, error) {
 		"architecture": runtime.GOARCH,
 		"os":           "linux",
 		"created":      epoch.Format(time.RFC3339),
-		"config":       map[string]any{"Entrypoint": []string{"/pause"}, "User": "0:0"},
+		"config":       cfg,
 		"rootfs":       map[string]any{"type": "layers", "diff_ids": []string{layerDesc.Digest}},
 	})
 	if err != nil {

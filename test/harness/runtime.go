@@ -16,13 +16,16 @@ import (
 type daemon struct {
 	cmd  *exec.Cmd
 	done chan struct{}
+	// networkLater: the start waits for RuntimeReady only (the network's
+	// CNI config comes later, from a pod).
+	networkLater bool
 }
 
 // startDaemon starts argv inside the network namespace at netns and, when
 // mnt is not nil, the mount namespace mnt (nsenter execs in place: the PID
 // is the daemon's), with env added to the environment and its output
 // appended to logPath, and waits until CRI on address reports the runtime
-// and the network ready.
+// and the network ready (the runtime only with networkLater).
 func (d *daemon) startDaemon(t testing.TB, netns string, mnt *MountNS, logPath, address string, env []string, argv ...string) {
 	t.Helper()
 	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
@@ -52,6 +55,9 @@ func (d *daemon) startDaemon(t testing.TB, netns string, mnt *MountNS, logPath, 
 		defer cri.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
+		if d.networkLater {
+			return cri.RuntimeReady(ctx)
+		}
 		return cri.Ready(ctx)
 	})
 	if err != nil {
