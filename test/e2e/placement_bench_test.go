@@ -124,6 +124,9 @@ func BenchmarkPlacementAdmission(b *testing.B) {
 	fmt.Fprintf(&out, "| identities (namespace / cluster) | kind | policy off | policy on | added |\n|---|---|---|---|---|\n")
 	for _, r := range rows {
 		for _, kind := range []string{"held", "not held", "plain"} {
+			if len(r.on[kind]) == 0 {
+				continue // no identity held yet
+			}
 			off, on := median(r.off[kind]), median(r.on[kind])
 			fmt.Fprintf(&out, "| %d / %d | %s | %.2f ms | %.2f ms | %+.2f ms |\n", r.level, r.total, kind, ms(off), ms(on), ms(on-off))
 			if kind != "held" || r.level > 0 {
