@@ -453,6 +453,9 @@ type PoolStatus struct {
 	Sets       []ipam.SetSummary `json:"rangeSets"`
 	// Outside counts records in no configured range (the ranges changed).
 	Outside int `json:"outside,omitempty"`
+	// NodeRanges are the Node's pod CIDRs as checkpointd recorded them
+	// (absent without checkpointd): a retired one is no longer the node's.
+	NodeRanges *ipam.NodeRanges `json:"nodeRanges,omitempty"`
 }
 
 // status prints how full each stickyip network's range sets are. The ranges
@@ -487,7 +490,13 @@ func (t *tool) status(args []string) error {
 		st := PoolStatus{Network: n, DataDir: c.DataDir, ConfigFile: c.File}
 		e := ipam.NewEngine(c.Config, ipam.Env{})
 		err := boltstore.New(c.DataDir, 0).View(n, func(tx reservation.Txn) (err error) {
-			st.Sets, st.Outside, err = e.Summary(tx, now)
+			if st.Sets, st.Outside, err = e.Summary(tx, now); err != nil {
+				return err
+			}
+			nr, err := ipam.ReadNodeRanges(tx)
+			if len(nr.Current) > 0 {
+				st.NodeRanges = &nr
+			}
 			return err
 		})
 		if err != nil {
@@ -508,7 +517,15 @@ func (t *tool) status(args []string) error {
 			fmt.Fprintf(w, "%s\t-\toutside the configured ranges\t-\t%d records\t\t\t\n", p.Network, p.Outside)
 		}
 	}
-	return w.Flush()
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	for _, p := range out {
+		if p.NodeRanges != nil && len(p.NodeRanges.Retired) > 0 {
+			fmt.Fprintf(t.stdout, "%s: node %s: no address of %v is handed out, reserved or published\n", p.Network, p.NodeRanges, p.NodeRanges.Retired)
+		}
+	}
+	return nil
 }
 
 func (t *tool) version([]string) error {

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stickyip/stickyip/ipam"
 	"github.com/stickyip/stickyip/reservation"
 	"github.com/stickyip/stickyip/reservation/boltstore"
 )
@@ -293,5 +294,37 @@ func TestListShowsCoolingLastHolder(t *testing.T) {
 	out, _, _ := run(t, "list", "--data-dir", dir)
 	if !strings.Contains(out, "(was prod/db-0)") {
 		t.Fatalf("list does not name the cooling address's last holder:\n%s", out)
+	}
+}
+
+// After the node's pod CIDR changed, `stickyip status` says which range is
+// no longer the node's (as recorded by checkpointd), in the table and in
+// --json.
+func TestStatusShowsRetiredNodeRange(t *testing.T) {
+	dir := t.TempDir()
+	confDir := writeConf(t, dir, `"reservation":{}`)
+	conf, err := ipam.LoadConfig([]byte(`{"cniVersion":"1.0.0","name":"cbr0","ipam":{"type":"stickyip","subnet":"10.0.0.0/28"}}`), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := ipam.NewEngine(conf, ipam.Env{})
+	for _, cidr := range []string{"10.0.0.0/28", "10.0.3.0/28"} {
+		err := boltstore.New(dir, 0).Update("cbr0", func(tx reservation.Txn) error {
+			_, _, err := e.SetNodeRanges(tx, []netip.Prefix{netip.MustParsePrefix(cidr)})
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	table, _, code := run(t, "status", "--cni-conf-dir", confDir)
+	if code != 0 || !strings.Contains(table, "no longer [10.0.0.0/28]") {
+		t.Errorf("status table does not name the retired range:\n%s", table)
+	}
+	out, _, _ := run(t, "status", "--cni-conf-dir", confDir, "--json")
+	var pools []PoolStatus
+	if err := json.Unmarshal([]byte(out), &pools); err != nil || len(pools) != 1 || pools[0].NodeRanges == nil ||
+		len(pools[0].NodeRanges.Retired) != 1 || pools[0].NodeRanges.Retired[0].String() != "10.0.0.0/28" {
+		t.Errorf("status --json: %s (%v)", out, err)
 	}
 }

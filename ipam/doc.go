@@ -27,6 +27,10 @@ var (
 	// ErrHolderAlive: the identity's address is held by another sandbox that
 	// may still be running; the runtime should try again later.
 	ErrHolderAlive = errors.New("the pod's reserved IP is still held by another sandbox")
+	// ErrRangeRetired: the network's range lies in a pod CIDR the node no
+	// longer has (its Node was registered again with another one) and its
+	// configuration has not caught up yet; the runtime should try again later.
+	ErrRangeRetired = errors.New("the network's range is no longer the node's")
 	// ErrNoAllocation: CHECK found no allocation for the container.
 	ErrNoAllocation = errors.New("no IP allocation recorded for this container")
 	// ErrNoNetworkConfig: a network has records in a store but no stickyip

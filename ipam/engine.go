@@ -131,6 +131,9 @@ func (e *Engine) Add(tx reservation.Txn, req AddRequest) ([]*reservation.Record,
 	if _, err := e.Housekeep(tx, now); err != nil {
 		return nil, err
 	}
+	if err := e.refuseRetired(tx); err != nil {
+		return nil, err
+	}
 	requested, err := e.requestedBySet(req.Requested)
 	if err != nil {
 		return nil, err
@@ -362,6 +365,13 @@ func (e *Engine) release(tx reservation.Txn, r *reservation.Record, at time.Time
 	if never := e.unassignables().why(r.IP); never != "" {
 		e.log().Warn("dropping an allocation of an address never given to a pod (recorded by an earlier stickyip)", "ip", r.IP,
 			"is", never, "container", r.LastContainerID, "pod", r.Identity.Pod(), "why", why)
+		return tx.Delete(r.IP)
+	}
+	if n, err := ReadNodeRanges(tx); err != nil {
+		return err
+	} else if n.Retires(r.IP) {
+		e.log().Warn("freeing an address of a pod CIDR the node no longer has: it is neither reserved nor handed out again", "ip", r.IP,
+			"container", r.LastContainerID, "pod", r.Identity.Pod(), "nodeRanges", n.String(), "why", why)
 		return tx.Delete(r.IP)
 	}
 	reserve, err := e.mayReserve(tx, r)

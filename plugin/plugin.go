@@ -264,6 +264,8 @@ func ToCNIError(err error) *types.Error {
 		code = types.ErrInvalidEnvironmentVariables
 	case errors.Is(err, ipam.ErrHolderAlive):
 		code = types.ErrTryAgainLater
+	case errors.Is(err, ipam.ErrRangeRetired):
+		code, hint = types.ErrTryAgainLater, "the node's pod CIDR changed; the kubelet retries until the network's configuration has the new range"
 	case errors.Is(err, reservation.ErrLocked):
 		code, hint = types.ErrTryAgainLater, "another stickyip process holds the store; raise ipam.lockTimeout if this persists"
 	case errors.Is(err, ipam.ErrPoolExhausted):

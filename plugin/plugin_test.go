@@ -19,6 +19,7 @@ func TestToCNIErrorCodes(t *testing.T) {
 		{ipam.ErrInvalidConfig, types.ErrInvalidNetworkConfig},
 		{ipam.ErrInvalidArgs, types.ErrInvalidEnvironmentVariables},
 		{ipam.ErrHolderAlive, types.ErrTryAgainLater},
+		{ipam.ErrRangeRetired, types.ErrTryAgainLater},
 		{reservation.ErrLocked, types.ErrTryAgainLater},
 		{ipam.ErrPoolExhausted, CodePoolExhausted},
 		{ipam.ErrIPUnavailable, CodeIPUnavailable},

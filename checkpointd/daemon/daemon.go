@@ -35,6 +35,7 @@ import (
 	"github.com/stickyip/stickyip/checkpointd/policy"
 	"github.com/stickyip/stickyip/checkpointd/reconcile"
 	"github.com/stickyip/stickyip/contract"
+	"github.com/stickyip/stickyip/reservation"
 )
 
 // Config is every setting of the daemon (see cmd/checkpointd for flags and defaults).
@@ -63,7 +64,7 @@ type Config struct {
 	Reservation               string
 	Volumes                   string // "copy" or "drop"
 	ListenAddress             string // "" disables the HTTP endpoints
-	Placement                 bool   // publish the node's sticky identities as IPHold records (needs DataDir)
+	Placement                 bool   // publish the node's sticky identities in the placement index (needs DataDir)
 	Log                       *slog.Logger
 }
 
@@ -217,8 +218,10 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	defer runtime.Close()
 	var ipamStore reconcile.IPAM
+	var holds func() (func(reservation.Entry) bool, error)
 	if cfg.DataDir != "" {
-		ipamStore = ipamstore.New(cfg.DataDir, cfg.Timeout, log.With("component", "ipam")).WithCNIConfDir(cfg.CNIConfDir)
+		s := ipamstore.New(cfg.DataDir, cfg.Timeout, log.With("component", "ipam")).WithCNIConfDir(cfg.CNIConfDir)
+		ipamStore, holds = s, s.NodeHolds
 	}
 	var lease *flannel.Keeper
 	if cfg.FlannelSubnetFile != "" {
@@ -241,9 +244,9 @@ func Run(ctx context.Context, cfg Config) error {
 	})
 	var pub *placement.Publisher
 	if cfg.Placement && ipamStore != nil {
-		pub, err = placement.New(rc, placement.Options{Node: cfg.NodeName, Store: ipamStore, Interval: cfg.Interval,
+		pub, err = placement.New(rc, placement.Options{Node: cfg.NodeName, Store: ipamStore, Holds: holds, Interval: cfg.Interval,
 			WrittenFile: filepath.Join(cfg.CheckpointDir, placement.WrittenFileName),
-			Timeout: cfg.Timeout, Registry: m.Registry, Log: log.With("component", "placement")})
+			Timeout:     cfg.Timeout, Registry: m.Registry, Log: log.With("component", "placement")})
 		if err != nil {
 			return fmt.Errorf("placement client: %w", err)
 		}
@@ -324,8 +327,10 @@ func Run(ctx context.Context, cfg Config) error {
 // keeps running until it reaches the API server, and go with the next
 // checkpointd's first pass, a reboot (tmpfs) or --all); with all, also the
 // copies' files, every checkpoint, stored secret, absence mark, corrupt
-// record, the saved flannel lease, the last API contact and the per-boot
-// files. It never touches a file it did not write. It returns the paths it
+// record, the saved flannel lease, the last API contact, the list of
+// placement shards written and the per-boot files. It never touches a file
+// it did not write (nor the placement index in the API: an administrator
+// removes it with kubectl). It returns the paths it
 // removed.
 func Cleanup(cfg Config, all bool) ([]string, error) {
 	if cfg.KubeletConfig != "" {
@@ -343,7 +348,7 @@ func Cleanup(cfg Config, all bool) ([]string, error) {
 		return removed, err
 	}
 	store := checkpoint.Open(cfg.CheckpointDir)
-	more, err := store.Purge(flannel.SavedFileName, contact.FileName)
+	more, err := store.Purge(flannel.SavedFileName, contact.FileName, placement.WrittenFileName)
 	removed = append(removed, more...)
 	if err != nil {
 		return removed, err

@@ -31,5 +31,11 @@ func (r *Recorder) Event(pod *corev1.Pod, eventType, reason, message string) {
 	r.rec.Event(ref, eventType, reason, message)
 }
 
+// NodeEvent posts an Event on node (only its reference is used).
+func (r *Recorder) NodeEvent(node *corev1.Node, eventType, reason, message string) {
+	ref := &corev1.ObjectReference{Kind: "Node", APIVersion: "v1", Name: node.Name, UID: node.UID}
+	r.rec.Event(ref, eventType, reason, message)
+}
+
 // Stop flushes and stops the broadcaster.
 func (r *Recorder) Stop() { r.stop() }

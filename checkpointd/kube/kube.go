@@ -2,7 +2,8 @@
 // node (a client-go informer whose list/watch is filtered by the field
 // selector spec.nodeName=<node>, so the API server pushes changes instead of
 // being polled; the watch is long-lived, on a client without a request
-// timeout), whether the API server is reachable, the secrets and configMaps a
+// timeout), its own Node (watched the same way, for its pod CIDRs), whether
+// the API server is reachable, the secrets and configMaps a
 // checkpoint needs (read one by one, as the Node authorizer allows a node to),
 // and Events on pods.
 package kube
@@ -52,6 +53,8 @@ type Client struct {
 	opts     Options
 	informer cache.SharedIndexInformer
 	factory  informers.SharedInformerFactory
+	nodes    cache.SharedIndexInformer // the node's own Node
+	nodeFact informers.SharedInformerFactory
 
 	mu        sync.Mutex
 	reachable bool
@@ -86,6 +89,14 @@ func New(cs kubernetes.Interface, opts Options) *Client {
 	c.factory = informers.NewSharedInformerFactoryWithOptions(watch, 0,
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.FieldSelector = sel }))
 	c.informer = c.factory.Core().V1().Pods().Informer()
+	c.nodeFact = nodeFactory(watch, opts.Node)
+	c.nodes = c.nodeFact.Core().V1().Nodes().Informer()
+	_ = c.nodes.SetWatchErrorHandler(func(_ *cache.Reflector, err error) {
+		var status apierrors.APIStatus
+		if errors.As(err, &status) {
+			c.opts.Log.Warn("Node watch refused by the API server", "err", err)
+		}
+	})
 	_ = c.informer.SetWatchErrorHandler(func(_ *cache.Reflector, err error) {
 		var status apierrors.APIStatus
 		switch {
@@ -114,6 +125,7 @@ func (c *Client) readyz(ctx context.Context) error {
 // Run starts the informer and the probe loop; it returns when ctx is done.
 func (c *Client) Run(ctx context.Context) {
 	c.factory.Start(ctx.Done())
+	c.nodeFact.Start(ctx.Done())
 	t := time.NewTicker(c.opts.ProbeInterval)
 	defer t.Stop()
 	for {
@@ -121,6 +133,7 @@ func (c *Client) Run(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			c.factory.Shutdown()
+			c.nodeFact.Shutdown()
 			return
 		case <-t.C:
 		}

@@ -31,6 +31,7 @@ type Metrics struct {
 	ReconciledLeaks  prometheus.Counter
 	LeaseRestores    prometheus.Counter
 	LeaseErrors      prometheus.Counter
+	NodeRangeChanges prometheus.Counter
 	ReconcileErrors  prometheus.Counter
 	LastReconcileUTC prometheus.Gauge
 }
@@ -72,6 +73,7 @@ func New() *Metrics {
 		ReconciledLeaks:  c("ipam_reconciled_leaks_total", "Allocations whose sandbox no longer existed, handled as DEL."),
 		LeaseRestores:    c("flannel_lease_restores_total", "Times the saved flannel subnet lease was put back because flanneld had not written one this boot."),
 		LeaseErrors:      c("flannel_lease_errors_total", "Flannel lease rounds that failed (unreadable, invalid, or not matching the IPAM)."),
+		NodeRangeChanges: c("node_pod_cidr_changes_total", "Times the Node's pod CIDRs changed (registered again with another podCIDR); the old ranges are retired."),
 		ReconcileErrors:  c("reconcile_errors_total", "Reconcile passes that could not observe the node (runtime or disk unreadable)."),
 		LastReconcileUTC: g("last_reconcile_timestamp_seconds", "Unix time of the last successful reconcile pass."),
 	}
@@ -81,7 +83,7 @@ func New() *Metrics {
 		m.Checkpoints, m.CorruptTotal, m.SavesTotal, m.Refusals, m.RestoresActive, m.RestoresTotal,
 		m.RestoreFailures, m.RestoreSeconds, m.HandBacksTotal, m.CopiesRemoved, m.ReleasesTotal, m.PodErrors,
 		m.APIReachable, m.Allocations, m.Reservations, m.Cooling, m.FreeIPs, m.ReconciledLeaks, m.LeaseRestores,
-		m.LeaseErrors, m.ReconcileErrors, m.LastReconcileUTC,
+		m.LeaseErrors, m.NodeRangeChanges, m.ReconcileErrors, m.LastReconcileUTC,
 	)
 	return m
 }

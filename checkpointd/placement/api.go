@@ -31,7 +31,9 @@ type clientAPI struct {
 }
 
 // NewAPI returns the API of node through client.
-func NewAPI(client kubernetes.Interface, node string) API { return &clientAPI{client: client, node: node} }
+func NewAPI(client kubernetes.Interface, node string) API {
+	return &clientAPI{client: client, node: node}
+}
 
 func (a *clientAPI) NodeUID(ctx context.Context) (types.UID, error) {
 	n, err := a.client.CoreV1().Nodes().Get(ctx, a.node, metav1.GetOptions{})

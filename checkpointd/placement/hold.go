@@ -44,11 +44,11 @@ type Key struct{ Namespace, Identity string }
 // identity (namespace/name) holding, in any network and on any interface,
 // an allocation with a reservation duration or a reservation that has not
 // expired at now. Allocations without a duration, cooling addresses and
-// anonymous records are not sticky. inRange, when set, says which addresses
-// are in the node's current pod ranges: the others are never published
-// (a node re-registered with another podCIDR), and an identity left with
-// none has no entry.
-func Desired(node string, entries []reservation.Entry, now time.Time, inRange func(netip.Addr) bool) map[Key]Want {
+// anonymous records are not sticky. holds, when set, says which addresses
+// the node holds now (in its network's ranges, in no pod CIDR the node no
+// longer has): the others are never published (a node registered again
+// with another podCIDR), and an identity left with none has no entry.
+func Desired(node string, entries []reservation.Entry, now time.Time, holds func(reservation.Entry) bool) map[Key]Want {
 	out := map[Key]Want{}
 	for _, e := range entries {
 		id := e.Identity
@@ -61,7 +61,7 @@ func Desired(node string, entries []reservation.Entry, now time.Time, inRange fu
 		default:
 			continue
 		}
-		if inRange != nil && !inRange(e.IP) {
+		if holds != nil && !holds(e) {
 			continue
 		}
 		k := Key{id.Namespace, id.Name}

@@ -65,14 +65,14 @@ func TestDesired(t *testing.T) {
 		v6,
 		rec("10.244.1.6", reservation.Reserved, "db", "cache", "cache-7d9f8-a", time.Hour, t0, now.Add(time.Minute)),
 		rec("10.244.1.7", reservation.Reserved, "db", "old", "old", time.Hour, t0, now.Add(-time.Second)), // expired
-		rec("10.244.1.8", reservation.Allocated, "db", "plain", "plain", 0, t0, time.Time{}),           // no duration
+		rec("10.244.1.8", reservation.Allocated, "db", "plain", "plain", 0, t0, time.Time{}),              // no duration
 		rec("10.244.1.9", reservation.Cooling, "", "", "", 0, t0, now.Add(time.Minute)),
-		rec("10.244.1.10", reservation.Reserved, "db", "legacy", "", time.Hour, t0, now.Add(time.Minute)), // before PodName
+		rec("10.244.1.10", reservation.Reserved, "db", "legacy", "", time.Hour, t0, now.Add(time.Minute)),    // before PodName
 		rec("10.244.9.3", reservation.Reserved, "db", "moved", "moved", time.Hour, t0, now.Add(time.Minute)), // old subnet
 	}
 	entries[5].Identity = reservation.Identity{}
-	inRange := func(a netip.Addr) bool {
-		return netip.MustParsePrefix("10.244.1.0/24").Contains(a) || netip.MustParsePrefix("fd00::/64").Contains(a)
+	inRange := func(e reservation.Entry) bool {
+		return netip.MustParsePrefix("10.244.1.0/24").Contains(e.IP) || netip.MustParsePrefix("fd00::/64").Contains(e.IP)
 	}
 	got := Desired("node1", entries, now, inRange)
 	want := map[Key]Want{

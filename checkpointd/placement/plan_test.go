@@ -75,7 +75,7 @@ func TestPlan(t *testing.T) {
 			shard:      shard([]string{"node2"}, map[string]Hold{"db-0": theirs("db-0", t1)}),
 			superseded: []string{"db-0"}},
 		{name: "one claim per write, the first carries the other changes",
-			want: map[string]Want{"a": want("a", running, t2), "b": want("b", running, t2), "c": want("c", reserved, t1)},
+			want:  map[string]Want{"a": want("a", running, t2), "b": want("b", running, t2), "c": want("c", reserved, t1)},
 			shard: shard([]string{"node1"}, map[string]Hold{"c": mine("c", t1), "gone": mine("gone", t1)}),
 			steps: []step{{claim: "a", kind: WriteClaim, ids: []string{"a", "c"}}, {claim: "b", kind: WriteClaim, ids: []string{"a", "b", "c"}}}},
 		{name: "a refused claim is not tried again; the old entry stays until then",

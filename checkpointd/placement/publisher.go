@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
-	"net/netip"
 	"slices"
 	"strings"
 	"sync"
@@ -31,9 +30,10 @@ type Options struct {
 	Node string
 	// Store is the node's IPAM store.
 	Store Entries
-	// InRange, when set, says whether an address is in the node's current
-	// pod ranges; no other address is ever published.
-	InRange func(netip.Addr) bool
+	// Holds, when set, is asked once per pass for the test of whether an
+	// entry's address is one the node holds now (ipamstore.Store.NodeHolds);
+	// no other address is ever published.
+	Holds func() (func(reservation.Entry) bool, error)
 	// WrittenFile keeps the list of shards holding the node's entries
 	// across restarts ("": not kept).
 	WrittenFile string
@@ -66,8 +66,7 @@ type Publisher struct {
 	superseded prometheus.Gauge
 
 	shards  map[shardRef]view // each shard as the API server last showed it
-	nodeUID types.UID         // the Node's UID, the shards' owner
-	uidAt   time.Time         // when nodeUID was read
+	nodeUID types.UID         // the Node's UID (the shards' owner), read once per pass that writes
 	refused map[refusal]bool  // claims the API server refused
 	lost    map[Key]string    // identities another node claimed later, by that node
 	logged  map[string]string // last failure logged per step
@@ -164,9 +163,20 @@ func (p *Publisher) Pass(ctx context.Context) {
 		p.fail("store", "", err)
 		return
 	}
+	var holds func(reservation.Entry) bool
+	if p.opts.Holds != nil {
+		if holds, err = p.opts.Holds(); err != nil {
+			p.fail("store", "", err)
+			return
+		}
+	}
 	p.ok("store")
+	// The Node may have been deleted and registered again since the last
+	// pass (a new UID): an owner reference to the old one would be dropped
+	// by the garbage collector.
+	p.nodeUID = ""
 	now := p.opts.Now()
-	want := Desired(p.opts.Node, entries, now, p.opts.InRange)
+	want := Desired(p.opts.Node, entries, now, holds)
 	p.records.Set(float64(len(want)))
 	byShard := map[shardRef]map[string]Want{}
 	for k, h := range want {
@@ -248,14 +258,14 @@ func (p *Publisher) apply(ctx context.Context, ref shardRef, st Step, now time.T
 	name := ref.Namespace + "/" + ref.Name
 	ctx, cancel := context.WithTimeout(ctx, p.opts.Timeout)
 	defer cancel()
-	if len(st.Mine) > 0 && (p.nodeUID == "" || now.Sub(p.uidAt) >= p.opts.Resync) {
+	if len(st.Mine) > 0 && p.nodeUID == "" {
 		uid, err := p.api.NodeUID(ctx)
 		if err != nil {
 			p.fail("node", name, fmt.Errorf("read Node %s (the shards' owner): %w", p.opts.Node, err))
 			return false
 		}
 		p.ok("node")
-		p.nodeUID, p.uidAt = uid, now
+		p.nodeUID = uid
 	}
 	s, err := p.api.Apply(ctx, ref.Namespace, ref.Name, p.nodeUID, st.Mine, st.Force)
 	if err != nil {

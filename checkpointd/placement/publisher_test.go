@@ -30,7 +30,8 @@ import (
 type fakeAPI struct {
 	mu     sync.Mutex
 	shards map[shardRef]*fakeShard
-	bound  map[string]string // namespace/pod → node
+	bound  map[string]string    // namespace/pod → node
+	uids   map[string]types.UID // node → its Node's UID (default uid-<node>)
 	down   bool
 	gets   int
 	writes int
@@ -59,6 +60,9 @@ type fakeNodeAPI struct {
 func (a *fakeNodeAPI) NodeUID(context.Context) (types.UID, error) {
 	if a.f.down {
 		return "", errDown
+	}
+	if uid, ok := a.f.uids[a.node]; ok {
+		return uid, nil
 	}
 	return types.UID("uid-" + a.node), nil
 }
@@ -390,7 +394,9 @@ func TestPublisherAPIAway(t *testing.T) {
 func TestPublisherInRange(t *testing.T) {
 	r := newRig(t)
 	cur := netip.MustParsePrefix("10.244.1.0/24")
-	r.p.opts.InRange = func(a netip.Addr) bool { return cur.Contains(a) }
+	r.p.opts.Holds = func() (func(reservation.Entry) bool, error) {
+		return func(e reservation.Entry) bool { return cur.Contains(e.IP) }, nil
+	}
 	r.api.bound["db/db-0"] = "node1"
 	r.store.set(reservedAt("10.244.1.5", "db", "db-0", "db-0", t0, t0.Add(time.Hour)))
 	r.pass()
@@ -404,20 +410,25 @@ func TestPublisherInRange(t *testing.T) {
 	}
 }
 
-// The Node's UID is read once, not before every write.
-func TestPublisherReadsNodeOnce(t *testing.T) {
+// The Node's UID is read once per pass that writes, not before every write
+// (and not at all in a pass that writes nothing): a Node registered again
+// (new UID) owns the shards written after.
+func TestPublisherReadsNodeOncePerPass(t *testing.T) {
 	r := newRig(t)
 	calls := 0
 	api := r.api.as("node1")
 	r.p.api = countingAPI{api, &calls}
+	var es []reservation.Entry
 	for i := range 3 {
 		id := fmt.Sprintf("p%d", i)
 		r.api.bound["db/"+id] = "node1"
-		r.store.set(allocated(fmt.Sprintf("10.244.1.%d", 10+i), "db", id, id, t0))
-		r.pass()
+		es = append(es, allocated(fmt.Sprintf("10.244.1.%d", 10+i), "db", id, id, t0))
 	}
-	if calls != 1 {
-		t.Errorf("Node read %d times for 3 claims, want 1", calls)
+	r.store.set(es...)
+	r.pass()
+	r.pass()
+	if calls != 1 || r.writes(WriteClaim) != 3 {
+		t.Errorf("Node read %d times for 3 claims in one pass and a pass without writes, want 1", calls)
 	}
 }
 
@@ -429,6 +440,27 @@ type countingAPI struct {
 func (c countingAPI) NodeUID(ctx context.Context) (types.UID, error) {
 	*c.calls++
 	return c.API.NodeUID(ctx)
+}
+
+// A Node deleted and registered again has a new UID: the garbage collector
+// drops the owner reference to the old one, and the next pass owns the
+// shard again with the new one.
+func TestPublisherNodeRegisteredAgain(t *testing.T) {
+	r := newRig(t)
+	r.api.bound["db/db-0"] = "node1"
+	r.store.set(allocated("10.244.1.5", "db", "db-0", "db-0", t0))
+	r.pass()
+	ref := shardRef{"db", ShardOf("db-0")}
+	if got := r.api.shards[ref].owners["node1"]; got != "uid-node1" {
+		t.Fatalf("owner %q", got)
+	}
+	r.api.uids = map[string]types.UID{"node1": "uid-node1-again"}
+	delete(r.api.shards[ref].owners, "node1") // the garbage collector
+	r.now = r.now.Add(6 * time.Minute)        // the shard is read again
+	r.pass()
+	if got := r.api.shards[ref].owners["node1"]; got != "uid-node1-again" {
+		t.Errorf("after the Node was registered again: owner %q, want uid-node1-again", got)
+	}
 }
 
 // A damaged file of written shards is reported and replaced, never trusted.

@@ -53,6 +53,17 @@ func LeaseCheck(ipam IPAM, networks func() ([]string, error)) func(subnetenv.Lea
 				last = e
 			}
 		}
+		if rk, ok := ipam.(RangeKeeper); ok {
+			n, err := rk.NodeRanges()
+			if err != nil {
+				return fmt.Errorf("reading the node's pod ranges: %w", err)
+			}
+			for _, p := range l.Subnets() {
+				if n.Retires(p.Addr()) {
+					return fmt.Errorf("the lease's subnet %s is in a pod CIDR the node no longer has (%s)", p, n)
+				}
+			}
+		}
 		if last == nil || l.Contains(last.IP) {
 			return nil
 		}

@@ -8,8 +8,11 @@
 //  2. track: record the API contact (kept across reboots), update what the
 //     API server last said about each parent, and which parents the kubelet
 //     knows this boot (track.go);
-//  3. keep the flannel lease (lease.go; put back only when the API server has
-//     been unreachable for the grace period, before any copy is written);
+//  3. record the Node's pod CIDRs in the IPAM store (noderanges.go: a node
+//     registered again with another podCIDR retires the old range) and keep
+//     the flannel lease (lease.go; put back only when the API server has
+//     been unreachable for the grace period, before any copy is written,
+//     and never a lease of a retired range);
 //  4. decide and act, per pod identity: state.Decide on the snapshot's
 //     inputs, then carry out exactly the actions it returns: save (save.go),
 //     refuse (report.go), write files and restore (restore.go), remove
@@ -192,6 +195,7 @@ func (r *Reconciler) Reconcile(ctx context.Context) error {
 	}
 	r.reportCorrupt(snap)
 	r.track(snap)
+	r.nodeRanges()
 	r.keepLease(snap) // before restores: a restored copy's ADD needs the lease
 	for _, id := range snap.ids() {
 		r.pod(ctx, snap, id)

@@ -150,11 +150,11 @@ func TestPlacement(t *testing.T) {
 	// node's entry, its owner reference, labels, another ConfigMap.
 	raw := n.clientAs(n.tokens[nodeUser(node2Name)]).CoreV1().ConfigMaps("db")
 	for what, patch := range map[string]string{
-		"remove node1's entry":                   `{"data":{"db-0":null}}`,
-		"point node1's entry at itself":          `{"data":{"db-0":"` + node2Name + ` db-0 2026-11-25T00:00:00.000Z 10.244.2.9"}}`,
-		"label the shard":                        `{"metadata":{"labels":{"x":"y"}}}`,
-		"make the shard immutable":               `{"immutable":true}`,
-		"drop node1's owner reference":           `{"metadata":{"ownerReferences":[]}}`,
+		"remove node1's entry":                     `{"data":{"db-0":null}}`,
+		"point node1's entry at itself":            `{"data":{"db-0":"` + node2Name + ` db-0 2026-11-25T00:00:00.000Z 10.244.2.9"}}`,
+		"label the shard":                          `{"metadata":{"labels":{"x":"y"}}}`,
+		"make the shard immutable":                 `{"immutable":true}`,
+		"drop node1's owner reference":             `{"metadata":{"ownerReferences":[]}}`,
 		"own node1's shard without an entry there": `{"metadata":{"ownerReferences":[{"apiVersion":"v1","kind":"Node","name":"` + nodeName + `","uid":"` + string(uid1) + `"},{"apiVersion":"v1","kind":"Node","name":"` + node2Name + `","uid":"` + string(uid2) + `"}]}}`,
 	} {
 		_, err := raw.Patch(ctx, dbShard, types.MergePatchType, []byte(patch), metav1.PatchOptions{})

@@ -126,7 +126,7 @@ func daemonFlags(fs *flag.FlagSet, cfg *daemon.Config) *string {
 	fs.StringVar(&cfg.Reservation, "restore-reservation", contract.DefaultRestoreReservation, "reservation annotation given to restored copies whose parent has none, so the parent gets the IP back")
 	fs.StringVar(&cfg.Volumes, "volumes", "copy", "secrets/configMaps: copy (saved with the checkpoint, restored as read-only host files) or drop (restored as empty dirs; no secret access needed)")
 	fs.StringVar(&cfg.ListenAddress, "listen-address", "127.0.0.1:9469", `address for /healthz and /metrics ("": disabled)`)
-	fs.BoolVar(&cfg.Placement, "placement", true, "publish this node's sticky identities as IPHold records for the placement policy (deploy/placement; needs --data-dir and the node's own credentials)")
+	fs.BoolVar(&cfg.Placement, "placement", true, "publish this node's sticky identities in the placement index (ConfigMaps stickyip-placement-*) for the placement policy (deploy/placement; needs --data-dir and the node's own credentials)")
 	return fs.String("log-level", "info", "debug, info, warn or error")
 }
 
