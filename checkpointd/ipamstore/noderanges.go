@@ -72,20 +72,30 @@ func (s *Store) NodeRanges() (ipam.NodeRanges, error) {
 
 // NodeHolds returns the test of whether an entry's address is one the node
 // holds now, for this moment's configs and node ranges
-// (ipam.Engine.NodeHolds). A network without a readable config holds
-// nothing: no record is better than a wrong one.
+// (ipam.Engine.NodeHolds). A network without a usable config holds
+// nothing (no record is better than a wrong one): the error then names it,
+// along with a test that still answers for the other networks.
 func (s *Store) NodeHolds() (func(reservation.Entry) bool, error) {
 	n, err := s.NodeRanges()
 	if err != nil {
 		return nil, err
 	}
+	nets, err := s.store.Networks()
+	if err != nil {
+		return nil, err
+	}
 	engines := map[string]*ipam.Engine{}
-	return func(e reservation.Entry) bool {
-		eng, seen := engines[e.Network]
-		if !seen {
-			eng, _ = ipam.NetworkEngine(s.confDir, e.Network, s.store.Dir(), s.env)
-			engines[e.Network] = eng
+	var problems []error
+	for _, network := range nets {
+		eng, err := ipam.NetworkEngine(s.confDir, network, s.store.Dir(), s.env)
+		if err != nil {
+			problems = append(problems, err)
+			continue
 		}
+		engines[network] = eng
+	}
+	return func(e reservation.Entry) bool {
+		eng := engines[e.Network]
 		return eng != nil && eng.NodeHolds(n, e.IP)
-	}, nil
+	}, errors.Join(problems...)
 }

@@ -32,7 +32,9 @@ type Options struct {
 	Store Entries
 	// Holds, when set, is asked once per pass for the test of whether an
 	// entry's address is one the node holds now (ipamstore.Store.NodeHolds);
-	// no other address is ever published.
+	// no other address is ever published. An error with a test names the
+	// networks it cannot answer for (logged; their entries are not
+	// published); an error without one skips the pass.
 	Holds func() (func(reservation.Entry) bool, error)
 	// WrittenFile keeps the list of shards holding the node's entries
 	// across restarts ("": not kept).
@@ -118,7 +120,7 @@ func NewWithAPI(api API, opts Options) *Publisher {
 		writes: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "checkpointd", Name: "placement_writes_total",
 			Help: "Writes to the placement index (its ConfigMaps), by kind: claim (an ADD), update (an ADD of the same pod again), release (expiry or release)."}, []string{"kind"}),
 		errs: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "checkpointd", Name: "placement_errors_total",
-			Help: "Failed placement steps, by step (store, written, node, get, apply, refused)."}, []string{"step"}),
+			Help: "Failed placement steps, by step (store, ranges, written, node, get, apply, refused)."}, []string{"step"}),
 		records: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "checkpointd", Name: "placement_records",
 			Help: "Sticky identities this node holds and publishes."}),
 		superseded: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "checkpointd", Name: "placement_superseded",
@@ -165,9 +167,15 @@ func (p *Publisher) Pass(ctx context.Context) {
 	}
 	var holds func(reservation.Entry) bool
 	if p.opts.Holds != nil {
-		if holds, err = p.opts.Holds(); err != nil {
-			p.fail("store", "", err)
+		holds, err = p.opts.Holds()
+		switch {
+		case err != nil && holds == nil:
+			p.fail("ranges", "", err)
 			return
+		case err != nil: // some networks only: theirs are not published
+			p.fail("ranges", "", err)
+		default:
+			p.ok("ranges")
 		}
 	}
 	p.ok("store")

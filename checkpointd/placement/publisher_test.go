@@ -488,3 +488,27 @@ func TestWrittenFileDamaged(t *testing.T) {
 }
 
 func writeFile(p string, data []byte) error { return os.WriteFile(p, data, 0o600) }
+
+// A network whose config cannot be read publishes nothing, and says so; the
+// other networks publish.
+func TestPublisherNetworkWithoutConfig(t *testing.T) {
+	r := newRig(t)
+	r.api.bound["db/db-0"] = "node1"
+	r.api.bound["db/web"] = "node1"
+	other := allocated("10.99.0.5", "db", "web", "web", t0)
+	other.Network = "broken"
+	r.store.set(allocated("10.244.1.5", "db", "db-0", "db-0", t0), other)
+	r.p.opts.Holds = func() (func(reservation.Entry) bool, error) {
+		return func(e reservation.Entry) bool { return e.Network == "cbr0" }, errors.New("no stickyip config for the network: network broken")
+	}
+	r.pass()
+	if _, ok := r.api.hold("db", "db-0"); !ok {
+		t.Error("cbr0's identity not published")
+	}
+	if h, ok := r.api.hold("db", "web"); ok {
+		t.Errorf("the network without config published %+v", h)
+	}
+	if !strings.Contains(r.logs.String(), "network broken") || r.errors("ranges") != 1 {
+		t.Errorf("the network without config not reported (errors %d):\n%s", r.errors("ranges"), r.logs)
+	}
+}

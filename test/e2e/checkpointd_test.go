@@ -26,6 +26,8 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/stickyip/stickyip/admin"
+	"github.com/stickyip/stickyip/contract"
+	"github.com/stickyip/stickyip/subnetenv"
 	"github.com/stickyip/stickyip/test/harness"
 )
 
@@ -56,6 +58,10 @@ func (n *node) checkpointFile(namespace, name string) string {
 // systemd unit passes it (CHECKPOINTD_* variables): the daemon and `checkpointd
 // cleanup` read the same.
 func (n *node) checkpointdEnv() []string {
+	dataDir, confDir, subnetFile := n.stickyipDataDir(), n.cniConfDir(), n.subnetFile()
+	if n.shippedPaths { // as the systemd unit's defaults, the same files
+		dataDir, confDir, subnetFile = contract.DefaultDataDir, contract.DefaultCNIConfDir, subnetenv.DefaultPath
+	}
 	return []string{
 		"CHECKPOINTD_NODE_NAME=" + n.name,
 		// The kubelet's own kubeconfig: checkpointd acts as system:node:<name>.
@@ -65,9 +71,9 @@ func (n *node) checkpointdEnv() []string {
 		"CHECKPOINTD_KUBELET_CONFIG=" + filepath.Join(n.dir, "kubelet.yaml"),
 		"CHECKPOINTD_CRI_ENDPOINT=unix://" + n.ctd.Address,
 		"CHECKPOINTD_VOLUME_DIR=" + filepath.Join(n.runDir(), "stickyip", "checkpointd"),
-		"CHECKPOINTD_DATA_DIR=" + n.stickyipDataDir(),
-		"CHECKPOINTD_CNI_CONF_DIR=" + n.cniConfDir(),
-		"CHECKPOINTD_FLANNEL_SUBNET_FILE=" + n.subnetFile(),
+		"CHECKPOINTD_DATA_DIR=" + dataDir,
+		"CHECKPOINTD_CNI_CONF_DIR=" + confDir,
+		"CHECKPOINTD_FLANNEL_SUBNET_FILE=" + subnetFile,
 		"CHECKPOINTD_ALLOW_NAMESPACES=kube-system",
 		"CHECKPOINTD_GRACE_PERIOD=" + checkpointdGrace.String(),
 		"CHECKPOINTD_API_STABLE_PERIOD=" + checkpointdStable.String(),

@@ -387,6 +387,7 @@ func (n *node) bindNodePaths() {
 	for _, b := range binds {
 		n.mnt.Bind(t, b.target, b.source)
 	}
+	n.shippedPaths = true
 }
 
 // hostMountPoint creates the missing directories of path on the machine

@@ -124,6 +124,11 @@ type node struct {
 	t        testing.TB
 	bins     bins
 	opts     nodeOptions
+	// shippedPaths: the shipped host paths (/etc/cni/net.d,
+	// /var/lib/cni/stickyip, /run/flannel, ...) are the node's own in its
+	// mount namespace (bindNodePaths), so its components use them as a real
+	// node's do.
+	shippedPaths bool
 	name     string // the Node's name; the kubelet is system:node:<name>
 	ip       string // the kubelet's --node-ip
 	dir      string // kubelet root, CNI config and data, checkpoints
