@@ -121,20 +121,20 @@ type node struct {
 	// and tokens are the test's way into the API.
 	*controlPlane
 
-	t        testing.TB
-	bins     bins
-	opts     nodeOptions
+	t    testing.TB
+	bins bins
+	opts nodeOptions
 	// shippedPaths: the shipped host paths (/etc/cni/net.d,
 	// /var/lib/cni/stickyip, /run/flannel, ...) are the node's own in its
 	// mount namespace (bindNodePaths), so its components use them as a real
 	// node's do.
 	shippedPaths bool
-	name     string // the Node's name; the kubelet is system:node:<name>
-	ip       string // the kubelet's --node-ip
-	dir      string // kubelet root, CNI config and data, checkpoints
-	logDir   string
-	ns       *harness.Netns
-	nsHandle ns.NetNS
+	name         string // the Node's name; the kubelet is system:node:<name>
+	ip           string // the kubelet's --node-ip
+	dir          string // kubelet root, CNI config and data, checkpoints
+	logDir       string
+	ns           *harness.Netns
+	nsHandle     ns.NetNS
 	// mnt is the node's own mount namespace (cluster nodes), shared by its
 	// containerd, kubelet and checkpointd; nil: the host's.
 	mnt *harness.MountNS
