@@ -6,18 +6,17 @@
 # Kubernetes release (E2E_K8S):
 #   unset or 1.37  test/e2e/k8sbuild/kube (1.37.x): kube-apiserver,
 #                  kube-controller-manager, kube-scheduler, kubectl, kubelet
-#                  into _output/k8s/bin; kube-proxy (the two-node cluster's
-#                  Services, for flanneld's in-cluster config) from
-#                  test/e2e/k8sbuild/kube-proxy, which must require the same
-#                  k8s.io/kubernetes (a module of its own so that adding it
-#                  changed none of the other binaries' stamps)
+#                  and kube-proxy (the two-node cluster's Services, for
+#                  flanneld's in-cluster config) into _output/k8s/bin
 #   1.36           test/e2e/k8sbuild/kube-1.36 (1.36.x): the older release the
 #                  project still supports; kube-apiserver and kubelet (what the
 #                  one-node scenarios run) into _output/k8s/1.36/bin
 # etcd is built into the same directory either way.
 #
-# A binary is rebuilt only when the stamp next to it (the sha256 of its
-# module's go.mod and go.sum plus the Go version) changes, so reruns take a
+# The binaries of a module that need building are built by one go build,
+# which compiles what they share once and links them in parallel. A binary
+# is rebuilt only when the stamp next to it (the sha256 of its module's
+# go.mod and go.sum plus the Go version) changes, so reruns take a
 # second.
 #
 # Environment: GO (default go), E2E_K8S (above), OUT (default as above),
@@ -30,8 +29,7 @@ case ${E2E_K8S:-} in
 '' | 1.37)
 	kube=$root/test/e2e/k8sbuild/kube
 	OUT=${OUT:-$root/_output/k8s/bin}
-	kbins=(kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet)
-	proxy=$root/test/e2e/k8sbuild/kube-proxy
+	kbins=(kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet kube-proxy)
 	;;
 1.36)
 	kube=$root/test/e2e/k8sbuild/kube-1.36
@@ -53,20 +51,41 @@ stamp_of() { # module dir -> stamp text
 	(cat "$1/go.mod" "$1/go.sum"; "$GO" version) | sha256sum | cut -d' ' -f1
 }
 
-# build NAME MODULE_DIR PACKAGE [LDFLAGS]
+# fresh NAME MODULE_DIR: true when NAME was built from the module as it is.
+fresh() {
+	[[ -z ${FORCE:-} && -x $OUT/$1 && -f $OUT/$1.stamp && $(cat "$OUT/$1.stamp") == "$(stamp_of "$2")" ]]
+}
+
+# build MODULE_DIR LDFLAGS NAME...: every NAME (k8s.io/kubernetes/cmd/NAME,
+# or . for etcd's module) that is not fresh, in one go build: the packages
+# they share are compiled once and the binaries link in parallel.
 build() {
-	local name=$1 dir=$2 pkg=$3 ldflags=${4:-} stamp
-	stamp=$(stamp_of "$dir")
-	if [[ -z ${FORCE:-} && -x $OUT/$name && -f $OUT/$name.stamp && $(cat "$OUT/$name.stamp") == "$stamp" ]]; then
-		echo "build-k8s: $name up to date"
-		return
-	fi
-	echo "build-k8s: building $name ($pkg)"
+	local dir=$1 ldflags=$2 todo=() pkgs=() name stamp
+	shift 2
+	for name in "$@"; do
+		if fresh "$name" "$dir"; then
+			echo "build-k8s: $name up to date"
+		else
+			todo+=("$name")
+		fi
+	done
+	[[ ${#todo[@]} -gt 0 ]] || return 0
+	for name in "${todo[@]}"; do
+		rm -f "$OUT/$name.stamp"
+		if [[ $name == etcd ]]; then pkgs+=(.); else pkgs+=("k8s.io/kubernetes/cmd/$name"); fi
+	done
+	echo "build-k8s: building ${todo[*]}"
 	local start=$SECONDS
-	rm -f "$OUT/$name.stamp"
-	(cd "$dir" && "$GO" build -trimpath -ldflags "-s -w $ldflags" -o "$OUT/$name" "$pkg")
-	echo "$stamp" >"$OUT/$name.stamp"
-	echo "build-k8s: built $name in $((SECONDS - start))s"
+	if [[ ${#todo[@]} -eq 1 ]]; then
+		(cd "$dir" && "$GO" build -trimpath -ldflags "-s -w $ldflags" -o "$OUT/${todo[0]}" "${pkgs[@]}")
+	else
+		(cd "$dir" && "$GO" build -trimpath -ldflags "-s -w $ldflags" -o "$OUT/" "${pkgs[@]}")
+	fi
+	stamp=$(stamp_of "$dir")
+	for name in "${todo[@]}"; do
+		echo "$stamp" >"$OUT/$name.stamp"
+	done
+	echo "build-k8s: built ${todo[*]} in $((SECONDS - start))s"
 }
 
 kube_version() { # module dir -> the k8s.io/kubernetes version it requires
@@ -80,14 +99,5 @@ kminor=${kver#v*.}; kminor=${kminor%%.*}
 vpkg=k8s.io/component-base/version
 kldflags="-X $vpkg.gitVersion=$kver -X $vpkg.gitMajor=$kmajor -X $vpkg.gitMinor=$kminor -X $vpkg.gitTreeState=clean"
 
-build etcd "$root/test/e2e/k8sbuild/etcd" .
-for b in "${kbins[@]}"; do
-	build "$b" "$kube" "k8s.io/kubernetes/cmd/$b" "$kldflags"
-done
-if [[ -n ${proxy:-} ]]; then
-	if [[ $(kube_version "$proxy") != "$kver" ]]; then
-		echo "build-k8s: $proxy requires k8s.io/kubernetes $(kube_version "$proxy"), $kube $kver: move both" >&2
-		exit 1
-	fi
-	build kube-proxy "$proxy" k8s.io/kubernetes/cmd/kube-proxy "$kldflags"
-fi
+build "$root/test/e2e/k8sbuild/etcd" "" etcd
+build "$kube" "$kldflags" "${kbins[@]}"
