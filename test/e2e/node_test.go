@@ -115,7 +115,7 @@ type nodeOptions struct {
 // subnet and, when a test starts it, checkpointd, all inside a network
 // namespace the test creates. The one-node tests (newNode) run the control
 // plane in the same namespace, on its loopback; a cluster's nodes
-// (newCluster) each have their own namespace and mount namespace.
+// (newFlannelCluster) each have their own namespace and mount namespace.
 type node struct {
 	// The control plane the node registers with; its client (admin), CA
 	// and tokens are the test's way into the API.
