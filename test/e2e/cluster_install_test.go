@@ -29,6 +29,10 @@ import (
 // leaves it (the daemon's default): each node's, in its network namespace.
 const shippedCheckpointdAddr = "127.0.0.1:9469"
 
+// shippedCRISocket is containerd's socket where checkpointd's static pod
+// and the kubelet's default look for it; bindNodePaths binds the node's there.
+const shippedCRISocket = "/run/containerd/containerd.sock"
+
 // installJourney is issue 18 the way an operator does it, on the two-node
 // cluster running kube-flannel as kube-flannel.yml installed it, with no
 // stickyip on the nodes yet (kube-controller-manager rolls the DaemonSet
@@ -390,7 +394,8 @@ func manifestFor(t testing.TB, parent string, img image) string {
 // directories. A conflist from kube-flannel's ConfigMap (with or without
 // deploy/kube-flannel's patch), as kube-flannel's install-cni copies it,
 // uses the default paths, which these binds make the node's own. The empty
-// mount points it creates on the machine are removed at cleanup.
+// mount points it creates on the machine are removed at cleanup; a power cut
+// binds them again (MountNS.Reboot).
 func (n *node) bindNodePaths() {
 	t := n.t
 	t.Helper()
@@ -405,7 +410,7 @@ func (n *node) bindNodePaths() {
 		{"/run/stickyip", filepath.Join(n.runDir(), "stickyip")},
 		{"/run/flannel", filepath.Dir(n.subnetFile())},
 		{"/run/containerd", filepath.Join(n.dir, "run-containerd")},
-		{"/run/containerd/containerd.sock", n.ctd.Address},
+		{shippedCRISocket, n.ctd.Address},
 		// flannel's own state and host-local's store (also where stickyip
 		// imports host-local's allocations from): kube-flannel's conflist
 		// names no path

@@ -34,11 +34,14 @@ import (
 //     vxlan, then over host-gw (acrossBackends).
 //  5. flanneld-api-away: flanneld started with the API server away exits
 //     and writes nothing (flanneldWithoutAPI).
-//  6. workloads: a Deployment and a StatefulSet through the scheduler and
+//  6. power-cut: node2 loses power while the API server is away and boots:
+//     checkpointd's kept lease and restored pod, then flanneld's own lease
+//     and the hand-back when the API server returns (powerCut).
+//  7. workloads: a Deployment and a StatefulSet through the scheduler and
 //     the controllers (workloads).
-//  7. placement: deploy/placement with sticky pods deleted again and again,
+//  8. placement: deploy/placement with sticky pods deleted again and again,
 //     the control, the tie, the forged claims (placement).
-//  8. node-deleted: the node that ran the cache pod last goes and its Node
+//  9. node-deleted: the node that ran the cache pod last goes and its Node
 //     is deleted: placement's and the workloads' last checks (nodeDeleted).
 //
 // One step alone: go test -tags e2e -run '^TestCluster$/^(kube-flannel|stickyip|placement)$'
@@ -56,13 +59,14 @@ func TestCluster(t *testing.T) {
 	s.run("stickyip", []string{"kube-flannel", "install?"}, func() { echo = c.stickyipNodes() })
 	s.run("vxlan-then-host-gw", []string{"stickyip"}, func() { c.acrossBackends(echo) })
 	// The steps from here on need the ones before them that change the
-	// whole cluster (the backend, the API server) to have
+	// whole cluster (the backend, the API server, a node's power) to have
 	// passed, if they ran.
 	s.run("flanneld-api-away", []string{"kube-flannel", "install?", "vxlan-then-host-gw?"}, func() { c.flanneldWithoutAPI(c.nodes[1]) })
+	s.run("power-cut", []string{"stickyip", "vxlan-then-host-gw?", "flanneld-api-away?"}, c.powerCut)
 	var w *workloadsRun
-	s.run("workloads", []string{"stickyip", "vxlan-then-host-gw?", "flanneld-api-away?"}, func() { w = c.workloads() })
+	s.run("workloads", []string{"stickyip", "vxlan-then-host-gw?", "flanneld-api-away?", "power-cut?"}, func() { w = c.workloads() })
 	var p *placementRun
-	s.run("placement", []string{"stickyip", "vxlan-then-host-gw?", "flanneld-api-away?", "workloads?"}, func() { p = c.placement() })
+	s.run("placement", []string{"stickyip", "vxlan-then-host-gw?", "flanneld-api-away?", "power-cut?", "workloads?"}, func() { p = c.placement() })
 	s.run("node-deleted", []string{"placement"}, func() {
 		if !s.passed("workloads") {
 			w = nil
