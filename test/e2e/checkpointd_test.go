@@ -669,6 +669,30 @@ func (n *node) poolGaugesMatchStatus() {
 // that contains substr (slog's time=... field); the test fails without one.
 func (n *node) logTime(p *proc, from time.Time, substr string) time.Time {
 	n.t.Helper()
+	at, ok := n.findLogTime(p, from, substr)
+	if !ok {
+		n.t.Fatalf("%s: no line with %q after %s", p.logPath, substr, from.Format(time.RFC3339))
+	}
+	return at
+}
+
+// waitLogTime is logTime for a line that may come later: it waits up to
+// timeout for it.
+func (n *node) waitLogTime(p *proc, from time.Time, substr string, timeout time.Duration) time.Time {
+	n.t.Helper()
+	var at time.Time
+	eventually(n.t, fmt.Sprintf("%s: a line with %q after %s", p.logPath, substr, from.Format(time.RFC3339)), timeout, 500*time.Millisecond, func() (bool, string) {
+		var ok bool
+		at, ok = n.findLogTime(p, from, substr)
+		return ok, "not logged yet"
+	})
+	return at
+}
+
+// findLogTime returns the time of the first line of p's log at or after
+// from that contains substr.
+func (n *node) findLogTime(p *proc, from time.Time, substr string) (time.Time, bool) {
+	n.t.Helper()
 	f, err := os.Open(p.logPath)
 	if err != nil {
 		n.t.Fatal(err)
@@ -683,11 +707,10 @@ func (n *node) logTime(p *proc, from time.Time, substr string) time.Time {
 			continue
 		}
 		if at, err := time.Parse(time.RFC3339Nano, ts); err == nil && !at.Before(from) {
-			return at
+			return at, true
 		}
 	}
-	n.t.Fatalf("%s: no line with %q after %s", p.logPath, substr, from.Format(time.RFC3339))
-	return time.Time{}
+	return time.Time{}, false
 }
 
 // waitHandedBack waits until no copy of ns/name runs and its API pod runs

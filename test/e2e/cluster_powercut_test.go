@@ -110,7 +110,10 @@ func (c *cluster) powerCut() {
 		t.Fatalf("%s: flanneld's subnet.env after the outage:\n%s\nbefore:\n%s", n2.name, own.raw, before.raw)
 	}
 	c.flannelPod(n2)
-	owned := n2.logTime(n2.checkpointd, apiStart, "flanneld wrote its own subnet lease: it owns the file again")
+	// checkpointd looks at the lease on its loop's period: the line may
+	// come a moment after flanneld's file (a run on a loaded machine read
+	// the log first).
+	owned := n2.waitLogTime(n2.checkpointd, apiStart, "flanneld wrote its own subnet lease: it owns the file again", time.Minute)
 	n2.waitHandedBack(ctx, ns, name, ip, 3*time.Minute)
 	handedBack := time.Since(apiStart)
 	if ev := n2.eventTexts(ctx, ns, name); !strings.Contains(strings.Join(ev, "\n"), "CheckpointHandedBack") {

@@ -135,8 +135,8 @@ type node struct {
 	logDir       string
 	ns           *harness.Netns
 	nsHandle     ns.NetNS
-	// mnt is the node's own mount namespace (cluster nodes), shared by its
-	// containerd, kubelet and checkpointd; nil: the host's.
+	// mnt is the node's own mount namespace, shared by its containerd,
+	// kubelet and checkpointd.
 	mnt *harness.MountNS
 
 	ctd       *harness.Containerd
@@ -163,6 +163,10 @@ func newNode(t testing.TB, opts nodeOptions) *node {
 		logDir: logDir, ns: netns, nsHandle: h, subnet: nodeSubnet}
 	n.controlPlane = newControlPlane(t, b, n.dir, logDir, netns, h, "127.0.0.1", nodeName, node2Name)
 	n.init()
+	// Its own mount namespace, as a cluster node's: the kubelet's
+	// device-plugin directory is the node's, so one-node scenarios run side
+	// by side (scripts/run-e2e.sh).
+	n.mnt = harness.NewMountNS(t, map[string]string{devicePluginDir: filepath.Join(n.dir, "device-plugins")})
 	return n
 }
 
