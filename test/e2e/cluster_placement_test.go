@@ -79,17 +79,7 @@ func (c *cluster) placement() *placementRun {
 
 	one := int32(1)
 	// 1a. StatefulSet db: db-0 is its identity.
-	db := &appsv1.StatefulSet{
-		ObjectMeta: metav1.ObjectMeta{Name: "db", Namespace: ns},
-		Spec: appsv1.StatefulSetSpec{
-			Replicas: &one,
-			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "db"}},
-			Template: stickyPodTemplate("db", map[string]string{annReservation: "10m"}),
-		},
-	}
-	if _, err := c.client.AppsV1().StatefulSets(ns).Create(ctx, db, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	c.createStickyDB(ns)
 	dbRun := c.stickyRounds(ns, "app=db", "db-0")
 
 	// 1b. Deployment cache: its pods share the identity "cache"; each
@@ -243,6 +233,24 @@ func (c *cluster) nodeDeleted(p *placementRun, w *workloadsRun) {
 		w.checkNodeDeleted(c, gone, stay, deleted)
 	} else {
 		t.Log("the workloads step did not pass: its Node deletion checks are left out")
+	}
+}
+
+// createStickyDB creates StatefulSet db in ns: one replica of
+// stickyPodTemplate with a 10-minute IP reservation.
+func (c *cluster) createStickyDB(ns string) {
+	c.t.Helper()
+	one := int32(1)
+	db := &appsv1.StatefulSet{
+		ObjectMeta: metav1.ObjectMeta{Name: "db", Namespace: ns},
+		Spec: appsv1.StatefulSetSpec{
+			Replicas: &one,
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "db"}},
+			Template: stickyPodTemplate("db", map[string]string{annReservation: "10m"}),
+		},
+	}
+	if _, err := c.client.AppsV1().StatefulSets(ns).Create(context.Background(), db, metav1.CreateOptions{}); err != nil {
+		c.t.Fatal(err)
 	}
 }
 

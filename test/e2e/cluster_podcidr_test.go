@@ -14,7 +14,6 @@ import (
 	"testing"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -76,18 +75,7 @@ func (c *cluster) podCIDRChange() {
 
 	// 1. db-0 on node1 (node2 cordoned while it is scheduled).
 	c.kubectl("cordon", n2.name)
-	one := int32(1)
-	db := &appsv1.StatefulSet{
-		ObjectMeta: metav1.ObjectMeta{Name: "db", Namespace: ns},
-		Spec: appsv1.StatefulSetSpec{
-			Replicas: &one,
-			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "db"}},
-			Template: stickyPodTemplate("db", map[string]string{annReservation: "10m"}),
-		},
-	}
-	if _, err := c.client.AppsV1().StatefulSets(ns).Create(ctx, db, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	c.createStickyDB(ns)
 	first := c.waitSticky(ns, "app=db", "", 3*time.Minute)
 	c.kubectl("uncordon", n2.name)
 	if first.Node != n1.name || !oldCIDR.Contains(netip.MustParseAddr(first.IP)) {
