@@ -1,8 +1,8 @@
-// Package plugin is the CNI edge of stickyip: it turns one plugin invocation
+// Package cni is the CNI edge of stickyip: it turns one plugin invocation
 // into a loaded config, a logger, a store and an engine, builds the CNI result,
 // and maps the engine's and store's errors to CNI error codes. Nothing here
 // writes to stdout except the result printed by the caller.
-package plugin
+package cni
 
 import (
 	"encoding/json"
