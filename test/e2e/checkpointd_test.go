@@ -25,8 +25,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/stickyip/stickyip/admin"
 	"github.com/stickyip/stickyip/contract"
+	"github.com/stickyip/stickyip/plugins/ipam/stickyip/admin"
 	"github.com/stickyip/stickyip/subnetenv"
 	"github.com/stickyip/stickyip/test/harness"
 )

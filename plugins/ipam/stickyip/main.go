@@ -10,7 +10,7 @@ import (
 	"github.com/containernetworking/cni/pkg/skel"
 	"github.com/containernetworking/cni/pkg/version"
 
-	"github.com/stickyip/stickyip/admin"
+	"github.com/stickyip/stickyip/plugins/ipam/stickyip/admin"
 	stickyversion "github.com/stickyip/stickyip/version"
 )
 
