@@ -15,9 +15,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stickyip/stickyip/checkpointd/install"
 	"github.com/stickyip/stickyip/contract"
 	"github.com/stickyip/stickyip/deploy"
-	"github.com/stickyip/stickyip/install"
 	"github.com/stickyip/stickyip/reservation/boltstore"
 	"github.com/stickyip/stickyip/test/harness"
 	appsv1 "k8s.io/api/apps/v1"

@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stickyip/stickyip/checkpointd/install"
 	"github.com/stickyip/stickyip/deploy"
-	"github.com/stickyip/stickyip/install"
 	"github.com/stickyip/stickyip/plugins/ipam/stickyip/admin"
 	"github.com/stickyip/stickyip/test/harness"
 	appsv1 "k8s.io/api/apps/v1"

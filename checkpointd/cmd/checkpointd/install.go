@@ -14,7 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/stickyip/stickyip/checkpointd/daemon"
-	"github.com/stickyip/stickyip/install"
+	"github.com/stickyip/stickyip/checkpointd/install"
 )
 
 // runInstall runs `checkpointd install` or `checkpointd uninstall` (cmd):
