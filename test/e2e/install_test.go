@@ -24,7 +24,7 @@ import (
 )
 
 // TestInstaller is issue 18 on a real node: the image built by
-// image/cmd/mkimage and imported into the node's containerd, the installer
+// deploy/image/cmd/mkimage and imported into the node's containerd, the installer
 // pod of deploy/install (the DaemonSet's own pod template, bound to the node:
 // no kube-controller-manager runs here to create the DaemonSet's pods),
 // a pod that then gets its IP through the installed plugin, an upgrade to a
@@ -163,7 +163,7 @@ type image struct {
 }
 
 // buildImage builds stickyip and checkpointd with version v and packs them
-// with image/cmd/mkimage, as make image does, in a directory below parent.
+// with deploy/image/cmd/mkimage, as make image does, in a directory below parent.
 func buildImage(t testing.TB, parent, v string) image {
 	t.Helper()
 	root, err := harness.RepoRoot()
@@ -173,7 +173,7 @@ func buildImage(t testing.TB, parent, v string) image {
 	dir := filepath.Join(parent, "image-"+v)
 	ldflags := "-s -w -X github.com/stickyip/stickyip/version.Version=" + v
 	for name, pkg := range map[string]string{"stickyip": "./plugins/ipam/stickyip", "checkpointd": "./checkpointd/cmd/checkpointd",
-		"mkimage": "./image/cmd/mkimage"} {
+		"mkimage": "./deploy/image/cmd/mkimage"} {
 		goBuild(t, root, ldflags, filepath.Join(dir, name), pkg)
 	}
 	img := image{version: v, ref: imageRefBase + v, archive: filepath.Join(dir, "image.tar")}
