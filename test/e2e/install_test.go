@@ -171,7 +171,7 @@ func buildImage(t testing.TB, parent, v string) image {
 		t.Fatal(err)
 	}
 	dir := filepath.Join(parent, "image-"+v)
-	ldflags := "-s -w -X github.com/stickyip/stickyip/version.Version=" + v
+	ldflags := "-s -w -X github.com/stickyip/stickyip/contract.Version=" + v
 	for name, pkg := range map[string]string{"stickyip": "./plugins/ipam/stickyip", "checkpointd": "./checkpointd/cmd/checkpointd",
 		"mkimage": "./deploy/image/cmd/mkimage"} {
 		goBuild(t, root, ldflags, filepath.Join(dir, name), pkg)

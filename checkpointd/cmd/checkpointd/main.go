@@ -20,7 +20,6 @@ import (
 	"github.com/stickyip/stickyip/checkpointd/daemon"
 	"github.com/stickyip/stickyip/checkpointd/flannel"
 	"github.com/stickyip/stickyip/contract"
-	"github.com/stickyip/stickyip/version"
 )
 
 func main() {
@@ -69,7 +68,7 @@ Every flag can also be set with the environment variable CHECKPOINTD_<FLAG>, e.g
 		return code
 	}
 	if *showVersion {
-		fmt.Println("checkpointd", version.Version)
+		fmt.Println("checkpointd", contract.Version)
 		return 0
 	}
 	var err error

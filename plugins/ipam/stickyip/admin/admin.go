@@ -22,7 +22,6 @@ import (
 	"github.com/stickyip/stickyip/ipam"
 	"github.com/stickyip/stickyip/reservation"
 	"github.com/stickyip/stickyip/reservation/boltstore"
-	"github.com/stickyip/stickyip/version"
 )
 
 const usage = `stickyip — operator tool for the stickyip IPAM store
@@ -529,7 +528,7 @@ func (t *tool) status(args []string) error {
 }
 
 func (t *tool) version([]string) error {
-	fmt.Fprintf(t.stdout, "stickyip %s (store schema %d)\n", version.Version, boltstore.SchemaVersion)
+	fmt.Fprintf(t.stdout, "stickyip %s (store schema %d)\n", contract.Version, boltstore.SchemaVersion)
 	return nil
 }
 
