@@ -9,7 +9,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/stickyip/stickyip/subnetenv"
+	"github.com/stickyip/stickyip/contract"
 )
 
 // ConfPlugin is one plugin entry of a CNI network config, as far as stickyip
@@ -138,12 +138,12 @@ func pluginConfig(n ConfNetwork, p ConfPlugin) (*Config, error) {
 	_, hasRanges := ipam["ranges"]
 	_, hasSubnet := ipam["subnet"]
 	if p.Type == "flannel" && !hasRanges && !hasSubnet {
-		file := cmp.Or(p.SubnetFile, subnetenv.DefaultPath)
+		file := cmp.Or(p.SubnetFile, contract.DefaultPath)
 		data, err := os.ReadFile(file)
 		if err != nil {
 			return nil, fmt.Errorf("flannel's subnet file: %w", err)
 		}
-		lease, err := subnetenv.Parse(data)
+		lease, err := contract.Parse(data)
 		if err != nil {
 			return nil, err
 		}

@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stickyip/stickyip/subnetenv"
+	"github.com/stickyip/stickyip/contract"
 	"github.com/stickyip/stickyip/test/harness"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -249,7 +249,7 @@ func flannelModuleDir(t testing.TB) string {
 
 // flannelLease is a node's subnet.env as flanneld wrote it.
 type flannelLease struct {
-	subnetenv.Lease
+	contract.Lease
 	MTU    string // FLANNEL_MTU
 	IPMasq string // FLANNEL_IPMASQ
 	raw    string
@@ -262,7 +262,7 @@ func (n *node) lease() (flannelLease, error) {
 	if err != nil {
 		return flannelLease{}, err
 	}
-	l, err := subnetenv.Parse(b)
+	l, err := contract.Parse(b)
 	if err != nil {
 		return flannelLease{}, err
 	}

@@ -1,4 +1,4 @@
-package subnetenv
+package contract
 
 import (
 	"errors"

@@ -2,7 +2,7 @@
 // which flanneld writes with the node's lease and the flannel CNI plugin
 // reads for the node's pod range: the stickyip operator tool and
 // checkpointd read it the same way.
-package subnetenv
+package contract
 
 import (
 	"bufio"
@@ -12,8 +12,6 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
-
-	"github.com/stickyip/stickyip/contract"
 )
 
 // DefaultPath is where flanneld writes the node's lease.
@@ -97,7 +95,7 @@ func Parse(data []byte) (Lease, error) {
 			dst = &l.Subnet6
 		case "FLANNEL_MTU":
 			if n, err := strconv.Atoi(v); err != nil || n < 68 || n > 65535 {
-				return bad("FLANNEL_MTU=%q", contract.Clip(v, contract.ClipLen))
+				return bad("FLANNEL_MTU=%q", Clip(v, ClipLen))
 			}
 			continue
 		default:
@@ -105,7 +103,7 @@ func Parse(data []byte) (Lease, error) {
 		}
 		p, err := netip.ParsePrefix(v)
 		if err != nil {
-			return bad("%s=%q: %v", k, contract.Clip(v, contract.ClipLen), err)
+			return bad("%s=%q: %v", k, Clip(v, ClipLen), err)
 		}
 		*dst = p
 	}
