@@ -10,6 +10,10 @@ const (
 	// DefaultCNIConfDir is where runtimes read CNI network configs: `stickyip
 	// status --cni-conf-dir` and checkpointd's --cni-conf-dir.
 	DefaultCNIConfDir = "/etc/cni/net.d"
+	// DefaultFlannelSubnetFile is where flanneld writes the node's lease
+	// (ParseFlannelLease), and where the flannel CNI plugin reads it when
+	// its config names no subnetFile.
+	DefaultFlannelSubnetFile = "/run/flannel/subnet.env"
 	// DefaultHostLocalDataDir is host-local's own default data directory.
 	DefaultHostLocalDataDir = "/var/lib/cni/networks"
 	// DefaultLockTimeout bounds the wait for the store's lock.

@@ -1,5 +1,6 @@
-// Package version holds the build version of the stickyip binaries.
 package contract
 
-// Version is set at link time by the Makefile (-X); "dev" for plain go builds.
+// Version is the build version of both binaries, set at link time by the
+// Makefile (-X github.com/stickyip/stickyip/contract.Version=...); "dev"
+// for plain go builds.
 var Version = "dev"

@@ -138,12 +138,12 @@ func pluginConfig(n ConfNetwork, p ConfPlugin) (*Config, error) {
 	_, hasRanges := ipam["ranges"]
 	_, hasSubnet := ipam["subnet"]
 	if p.Type == "flannel" && !hasRanges && !hasSubnet {
-		file := cmp.Or(p.SubnetFile, contract.DefaultPath)
+		file := cmp.Or(p.SubnetFile, contract.DefaultFlannelSubnetFile)
 		data, err := os.ReadFile(file)
 		if err != nil {
 			return nil, fmt.Errorf("flannel's subnet file: %w", err)
 		}
-		lease, err := contract.Parse(data)
+		lease, err := contract.ParseFlannelLease(data)
 		if err != nil {
 			return nil, err
 		}

@@ -34,7 +34,7 @@ func TestSubnetFileFromTheFlannelConflist(t *testing.T) {
 		name, flag, confDir, want, err string
 	}{
 		{"named by the conflist", auto, conf("/run/flannel/other.env"), "/run/flannel/other.env", ""},
-		{"the plugin's default", auto, conf(""), contract.DefaultPath, ""},
+		{"the plugin's default", auto, conf(""), contract.DefaultFlannelSubnetFile, ""},
 		{"two networks, one file", auto, conf("/run/f.env", "/run/f.env"), "/run/f.env", ""},
 		{"no flannel network: none kept", auto, conf(), "", ""},
 		{"the flag overrides", "/srv/lease.env", conf("/run/flannel/other.env"), "/srv/lease.env", ""},

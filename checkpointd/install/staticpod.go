@@ -200,7 +200,7 @@ func Mounts(cfg daemon.Config) ([]HostPath, error) {
 	case flannel.SubnetFileFromCNI:
 		// The conflist may not exist yet when the installer runs: mount the
 		// directory of the flannel plugin's default subnet file.
-		add("flannel", filepath.Dir(contract.DefaultPath), corev1.HostPathDirectoryOrCreate, false)
+		add("flannel", filepath.Dir(contract.DefaultFlannelSubnetFile), corev1.HostPathDirectoryOrCreate, false)
 	default:
 		add("flannel", filepath.Dir(lease), corev1.HostPathDirectoryOrCreate, false)
 	}

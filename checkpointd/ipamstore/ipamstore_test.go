@@ -200,7 +200,7 @@ func TestFreeFromCNIConfig(t *testing.T) {
 	if err != nil || len(nets) != 1 || nets[0] != "cbr0" {
 		t.Errorf("FlannelNetworks = %v, %v; want [cbr0]", nets, err)
 	}
-	if nets, _ := FlannelNetworks(confDir, contract.DefaultPath); len(nets) != 0 {
+	if nets, _ := FlannelNetworks(confDir, contract.DefaultFlannelSubnetFile); len(nets) != 0 {
 		t.Errorf("FlannelNetworks of another subnet file = %v, want none", nets)
 	}
 }

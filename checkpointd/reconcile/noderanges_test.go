@@ -120,7 +120,7 @@ func TestNodeRangesChange(t *testing.T) {
 
 	// The saved lease of the old range is never put back.
 	check := LeaseCheck(rip, func() ([]string, error) { return []string{"cbr0"}, nil })
-	old, err := contract.Parse([]byte("FLANNEL_NETWORK=10.211.0.0/16\nFLANNEL_SUBNET=10.211.1.1/24\nFLANNEL_MTU=1450\nFLANNEL_IPMASQ=true\n"))
+	old, err := contract.ParseFlannelLease([]byte("FLANNEL_NETWORK=10.211.0.0/16\nFLANNEL_SUBNET=10.211.1.1/24\nFLANNEL_MTU=1450\nFLANNEL_IPMASQ=true\n"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -59,7 +59,7 @@ func (n *node) checkpointFile(namespace, name string) string {
 func (n *node) checkpointdEnv() []string {
 	dataDir, confDir, subnetFile := n.stickyipDataDir(), n.cniConfDir(), n.subnetFile()
 	if n.shippedPaths { // as the systemd unit's defaults, the same files
-		dataDir, confDir, subnetFile = contract.DefaultDataDir, contract.DefaultCNIConfDir, contract.DefaultPath
+		dataDir, confDir, subnetFile = contract.DefaultDataDir, contract.DefaultCNIConfDir, contract.DefaultFlannelSubnetFile
 	}
 	return []string{
 		"CHECKPOINTD_NODE_NAME=" + n.name,

@@ -249,7 +249,7 @@ func flannelModuleDir(t testing.TB) string {
 
 // flannelLease is a node's subnet.env as flanneld wrote it.
 type flannelLease struct {
-	contract.Lease
+	contract.FlannelLease
 	MTU    string // FLANNEL_MTU
 	IPMasq string // FLANNEL_IPMASQ
 	raw    string
@@ -262,11 +262,11 @@ func (n *node) lease() (flannelLease, error) {
 	if err != nil {
 		return flannelLease{}, err
 	}
-	l, err := contract.Parse(b)
+	l, err := contract.ParseFlannelLease(b)
 	if err != nil {
 		return flannelLease{}, err
 	}
-	fl := flannelLease{Lease: l, raw: string(b)}
+	fl := flannelLease{FlannelLease: l, raw: string(b)}
 	for _, line := range strings.Split(string(b), "\n") {
 		k, v, _ := strings.Cut(strings.TrimSpace(line), "=")
 		switch k {
