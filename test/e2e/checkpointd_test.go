@@ -155,6 +155,29 @@ func (n *node) metric(name string) (string, error) {
 	return "", fmt.Errorf("metric %s not exposed", name)
 }
 
+// metricLines returns the lines of checkpointd's /metrics whose sample
+// name starts with one of prefixes, in order.
+func (n *node) metricLines(prefixes ...string) (string, error) {
+	resp, err := n.httpClient().Get("http://" + checkpointdAddr + "/metrics")
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return "", err
+	}
+	var out []string
+	for _, line := range strings.Split(string(body), "\n") {
+		for _, p := range prefixes {
+			if strings.HasPrefix(line, p) {
+				out = append(out, line)
+			}
+		}
+	}
+	return strings.Join(out, "\n"), nil
+}
+
 // metricsAre checks checkpointd metrics against want.
 func (n *node) metricsAre(want map[string]string) (bool, string) {
 	for name, v := range want {

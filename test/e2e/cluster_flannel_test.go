@@ -25,35 +25,39 @@ import (
 // echoPort is where the test pods answer pings (the harness image's -serve).
 const echoPort = "7070"
 
-// TestClusterFlannel is issue 26's ground floor: real flanneld, installed
-// from flannel's own kube-flannel.yml, on the two-node cluster.
+// Real flannel on the two-node cluster (issue 26), as steps of TestCluster:
 //
-//  1. The nodes are NotReady until kube-flannel's pods have installed the
-//     CNI plugin and config (newFlannelCluster), then Ready: each node's
-//     conflist is the ConfigMap's cni-conf.json, its flannel plugin the
-//     one of the offline image, its subnet.env flanneld's lease of the
-//     Node's podCIDR (vxlan: MTU 1450), its Node annotated by flanneld.
-//  2. The documented switch to stickyip (the ConfigMap patch, the rollout
-//     restart): a pod on each node gets an address of its node's podCIDR
-//     from stickyip.
-//  3. The two pods exchange a ping both ways across the nodes over vxlan
-//     (the route to the other node's subnet through flannel.1, whose
-//     counters grow), then, after net-conf.json's Backend is patched to
-//     host-gw and kube-flannel restarted, over host-gw (a route through the
-//     other node's address on eth0; flannel.1 carries nothing).
-//  4. flanneld at boot with the API server away: node2's subnet.env gone
-//     (as a reboot empties /run; checkpointd, which would put its saved
-//     lease back, stopped) and its flanneld restarted while the API server
-//     is down: flanneld exits, the kubelet restarts it, nothing is written;
-//     once the API server is back flanneld writes the same lease.
-func TestClusterFlannel(t *testing.T) {
-	start := time.Now()
-	c := newFlannelCluster(t, "stickyip")
-	booted := time.Since(start)
-	n1, n2 := c.nodes[0], c.nodes[1]
+//  1. kubeFlannelInstalled: the nodes are NotReady until kube-flannel's pods
+//     have installed the CNI plugin and config (newFlannelCluster), then
+//     Ready: each node's conflist is the ConfigMap's cni-conf.json, its
+//     flannel plugin the one of the offline image, its subnet.env
+//     flanneld's lease of the Node's podCIDR (vxlan: MTU 1450), its Node
+//     annotated by flanneld.
+//  2. stickyipNodes: the documented switch to stickyip (the ConfigMap patch,
+//     the rollout restart): a pod on each node gets an address of its node's
+//     podCIDR from stickyip.
+//  3. acrossBackends: the two pods exchange a ping both ways across the
+//     nodes over vxlan (the route to the other node's subnet through
+//     flannel.1, whose counters grow), then, after net-conf.json's Backend
+//     is patched to host-gw and kube-flannel restarted, over host-gw (a
+//     route through the other node's address on eth0; flannel.1 carries
+//     nothing).
+//  4. flanneldWithoutAPI: flanneld at boot with the API server away: node2's
+//     subnet.env gone (as a reboot empties /run; checkpointd, which would
+//     put its saved lease back, stopped) and its flanneld restarted while
+//     the API server is down: flanneld exits, the kubelet restarts it,
+//     nothing is written; once the API server is back flanneld writes the
+//     same lease.
 
-	// ---- 1. What kube-flannel installed.
+// kubeFlannelInstalled checks what kube-flannel.yml installed on each node
+// (step 1 above).
+func (c *cluster) kubeFlannelInstalled() {
+	t := c.t
+	n1, n2 := c.nodes[0], c.nodes[1]
 	cfg := c.kubeFlannelConfig()
+	if cfg["cni-conf.json"] != c.kubeFlannelShipped["cni-conf.json"] {
+		t.Fatalf("kube-flannel's cni-conf.json is not the one kube-flannel.yml ships:\n%s", cfg["cni-conf.json"])
+	}
 	plugin, err := os.ReadFile(filepath.Join(harness.UpstreamBinDir(), "flannel"))
 	if err != nil {
 		t.Fatal(err)
@@ -91,33 +95,68 @@ func TestClusterFlannel(t *testing.T) {
 	if cidrs[n1.name] == cidrs[n2.name] {
 		t.Fatalf("both nodes have podCIDR %s", cidrs[n1.name])
 	}
+}
 
-	// ---- 2. stickyip as docs/install.md switches to it.
+// echoPods are a pod per node serving pings (the harness image's -serve
+// on echoPort), and their IPs, by node name.
+type echoPods struct {
+	pods map[string]*corev1.Pod
+	ips  map[string]string
+}
+
+// stickyipNodes puts stickyip on the nodes as an operator who does not use
+// deploy/install does: the plugin (make build's) copied into each node's
+// CNI bin dir, checkpointd started as its systemd unit runs it, then the
+// documented switch (step 2 above). A pod on each node, serving pings, gets
+// an address of its node's podCIDR from stickyip; the pods are returned.
+func (c *cluster) stickyipNodes() echoPods {
+	t := c.t
+	plugin, err := os.ReadFile(filepath.Join(c.bins.project, "stickyip"))
+	if err != nil {
+		missing(t, "%s missing (make build): %v", filepath.Join(c.bins.project, "stickyip"), err)
+	}
+	if _, err := os.Stat(filepath.Join(c.bins.project, "checkpointd")); err != nil {
+		missing(t, "%s missing (make build)", filepath.Join(c.bins.project, "checkpointd"))
+	}
+	for _, n := range c.nodes {
+		// As make install does: a complete file renamed into place.
+		tmp := filepath.Join(n.cniBinDir, ".stickyip.new")
+		writeFile(t, tmp, plugin, 0o755)
+		if err := os.Rename(tmp, filepath.Join(n.cniBinDir, "stickyip")); err != nil {
+			t.Fatal(err)
+		}
+		n.startCheckpointd()
+	}
 	switchStart := time.Now()
 	c.useStickyip()
-	switched := time.Since(switchStart)
-	pods := map[string]*corev1.Pod{}
-	ips := map[string]string{}
+	t.Logf("switch to stickyip (patch, rollout restart, conflists): %s", time.Since(switchStart).Round(100*time.Millisecond))
+	e := echoPods{pods: map[string]*corev1.Pod{}, ips: map[string]string{}}
 	for _, n := range c.nodes {
 		p := n.podOn("echo-"+n.name, nil)
 		p.Spec.Containers[0].Args = []string{"-serve", ":" + echoPort}
 		n.createPod(p)
-		pods[n.name] = p
+		e.pods[n.name] = p
 	}
 	for _, n := range c.nodes {
-		ip := n.waitAPIPodRunning(pods[n.name].Name, 2*time.Minute)
+		ip := n.waitAPIPodRunning(e.pods[n.name].Name, 2*time.Minute)
 		if !n.inSubnet(ip) {
-			t.Fatalf("%s: pod %s got %s, outside its podCIDR %s", n.name, pods[n.name].Name, ip, cidrs[n.name])
+			t.Fatalf("%s: pod %s got %s, outside its podCIDR %s", n.name, e.pods[n.name].Name, ip, n.subnet)
 		}
-		if got := ipOf(n.stickyipList(t), "default/"+pods[n.name].Name); got != ip {
-			t.Fatalf("%s: stickyip list has default/%s at %q, the API %s", n.name, pods[n.name].Name, got, ip)
+		if got := ipOf(n.stickyipList(t), "default/"+e.pods[n.name].Name); got != ip {
+			t.Fatalf("%s: stickyip list has default/%s at %q, the API %s", n.name, e.pods[n.name].Name, got, ip)
 		}
-		ips[n.name] = ip
-		t.Logf("%s: default/%s got %s from stickyip", n.name, pods[n.name].Name, ip)
+		e.ips[n.name] = ip
+		t.Logf("%s: default/%s got %s from stickyip", n.name, e.pods[n.name].Name, ip)
 	}
+	return e
+}
 
-	// ---- 3. Across the nodes, over vxlan then host-gw.
-	vxlan := c.exchangeAcross(pods, ips, "vxlan")
+// acrossBackends runs the pings across the nodes over vxlan, switches
+// kube-flannel to host-gw and runs them again (step 3 above), then deletes
+// the pods.
+func (c *cluster) acrossBackends(e echoPods) {
+	t := c.t
+	vxlan := c.exchangeAcross(e.pods, e.ips, "vxlan")
 	reconfStart := time.Now()
 	c.setFlannelBackend("host-gw")
 	reconf := time.Since(reconfStart)
@@ -130,15 +169,12 @@ func TestClusterFlannel(t *testing.T) {
 			t.Fatalf("%s: subnet.env for host-gw (eth0's MTU, the same lease %s):\n%s", n.name, n.subnet, l.raw)
 		}
 	}
-	hostgw := c.exchangeAcross(pods, ips, "host-gw")
-
-	// ---- 4. flanneld at boot with the API server away.
-	away := c.flanneldWithoutAPI(n2)
-
-	t.Logf("figures: cluster with kube-flannel up %s; switch to stickyip (patch, rollout restart, conflists) %s; vxlan exchange %s; "+
-		"backend → host-gw (patch, rollout restart, announced, leases) %s; host-gw exchange %s; %s; whole test %s",
-		booted.Round(100*time.Millisecond), switched.Round(100*time.Millisecond), vxlan.Round(time.Millisecond),
-		reconf.Round(100*time.Millisecond), hostgw.Round(time.Millisecond), away, time.Since(start).Round(time.Second))
+	hostgw := c.exchangeAcross(e.pods, e.ips, "host-gw")
+	for _, n := range c.nodes {
+		n.deletePodGracefully(e.pods[n.name].Name, 2*time.Minute)
+	}
+	t.Logf("figures: vxlan exchange %s; backend → host-gw (patch, rollout restart, announced, leases) %s; host-gw exchange %s",
+		vxlan.Round(time.Millisecond), reconf.Round(100*time.Millisecond), hostgw.Round(time.Millisecond))
 }
 
 // exchangeAcross pings each node's pod from the other node's pod (the
@@ -212,11 +248,10 @@ func (n *node) podCIDRMasked() string {
 // subnet.env removed (a reboot empties /run), flanneld's container stopped
 // (CRI; the kubelet starts it again). It checks that nothing writes subnet.env while the API
 // server is away and that flanneld exits with an error, then starts the API
-// server and waits for flanneld to write the same lease. It returns what it
-// saw, for the test's figures.
-func (c *cluster) flanneldWithoutAPI(n *node) string {
+// server and waits for flanneld to write the same lease; n's checkpointd,
+// if it ran, is started again.
+func (c *cluster) flanneldWithoutAPI(n *node) {
 	t := c.t
-	t.Helper()
 	ctx := context.Background()
 	before, err := n.lease()
 	if err != nil {
@@ -233,7 +268,8 @@ func (c *cluster) flanneldWithoutAPI(n *node) string {
 		t.Fatalf("%s: no kube-flannel container in %+v", n.name, pod.Status.ContainerStatuses)
 	}
 	first, _ := c.flanneldAttempts(n, pod, 0)
-	if n.checkpointd != nil {
+	ran := n.checkpointd != nil
+	if ran {
 		n.checkpointd.stop(t, syscall.SIGTERM, 10*time.Second)
 		n.checkpointd = nil
 	}
@@ -278,8 +314,12 @@ func (c *cluster) flanneldWithoutAPI(n *node) string {
 	if after.raw != before.raw {
 		t.Fatalf("%s: subnet.env after the outage:\n%s\nbefore:\n%s", n.name, after.raw, before.raw)
 	}
-	return fmt.Sprintf("%s: with the API server away %s the kubelet started flanneld %d times, it exited (code 1) and wrote nothing; API server started → ready %s → same subnet.env written %s later",
-		n.name, outage, attempts, apiUp.Sub(apiStart).Round(100*time.Millisecond), time.Since(apiUp).Round(100*time.Millisecond))
+	leased := time.Since(apiUp)
+	if ran {
+		n.startCheckpointd()
+	}
+	t.Logf("%s: with the API server away %s the kubelet started flanneld %d times, it exited (code 1) and wrote nothing; API server started → ready %s → same subnet.env written %s later",
+		n.name, outage, attempts, apiUp.Sub(apiStart).Round(100*time.Millisecond), leased.Round(100*time.Millisecond))
 }
 
 // flanneldAttempts returns the highest attempt number (CRI metadata: the

@@ -4,7 +4,6 @@ package e2e
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -30,42 +29,62 @@ import (
 // leaves it (the daemon's default): each node's, in its network namespace.
 const shippedCheckpointdAddr = "127.0.0.1:9469"
 
-// TestClusterInstall is issue 18 the way an operator does it, on the
-// two-node cluster (kube-controller-manager rolls the DaemonSet out, the
-// scheduler places the pods):
+// shippedCRISocket is containerd's socket where checkpointd's static pod
+// and the kubelet's default look for it; bindNodePaths binds the node's there.
+const shippedCRISocket = "/run/containerd/containerd.sock"
+
+// installJourney is issue 18 the way an operator does it, on the two-node
+// cluster running kube-flannel as kube-flannel.yml installed it, with no
+// stickyip on the nodes yet (kube-controller-manager rolls the DaemonSet
+// out, the scheduler places the pods), as docs/install.md says:
 //
 //  1. The image (two builds) imported into each node's containerd;
 //     `kubectl apply --dry-run=server -f deploy/install/` passes whole on
 //     the fresh cluster and again once installed; deploy/install is applied
 //     with kubectl, exactly as shipped but for the image reference. Each
 //     node's own directories are bound, in its mount namespace, on the host
-//     paths the manifest names, so the DaemonSet and checkpointd's static pod
-//     run unchanged.
+//     paths the manifest names (bindNodePaths, at boot), so the DaemonSet
+//     and checkpointd's static pod run unchanged.
 //  2. Both nodes then run the plugin and checkpointd's static pod (healthy);
-//     a Deployment's two pods (one per node) get their IPs through the
-//     installed plugin (the node's stickyip list).
+//     kube-flannel's ConfigMap is patched and kube-flannel restarted as
+//     documented (each node's conflist is then the patched one, copied by
+//     kube-flannel's own pods); a Deployment's two pods (one per node) get
+//     their IPs through the installed plugin (the node's stickyip list).
 //  3. The upgrade: the tag changed (both places) and applied again while
 //     pods are created on both nodes; the rollout replaces node by node (one
 //     node runs the new plugin while the other still runs the old), the
 //     plugin is a runnable file at every look, every pod starts (no
 //     FailedCreatePodSandBox), and each node's reservation, taken before
 //     the upgrade, gives its pod its IP back after.
-//  4. The uninstall of docs/install.md: conflist back to host-local, pods
-//     started with stickyip deleted, the DaemonSet switched to uninstall,
-//     then deleted: plugin, static pod and checkpointd's files gone from
-//     each node, the IPAM store kept. A pod started with stickyip that was
-//     left running cannot be torn down without the plugin (it stays
-//     Terminating, FailedKillPod names the missing plugin, its address stays
-//     allocated), and is once the binary is put back.
-func TestClusterInstall(t *testing.T) {
+//  4. The uninstall of docs/install.md: conflist back to kube-flannel's own
+//     (offlineFlannelConf: its cniVersion lowered for the offline flannel
+//     plugin), pods started with stickyip deleted, the DaemonSet switched to
+//     uninstall, then deleted: plugin, static pod and checkpointd's files
+//     gone from each node, the IPAM store kept. A pod started with stickyip
+//     that was left running cannot be torn down without the plugin (it
+//     stays Terminating, FailedKillPod names the missing plugin, its address
+//     stays allocated), and is once the binary is put back.
+//
+// It leaves the nodes as docs/install.md's uninstall ends: the host-local
+// pod deleted and the IPAM store removed by hand.
+func (c *cluster) installJourney() {
+	t := c.t
+	for _, n := range c.nodes {
+		if _, err := os.Lstat(filepath.Join(n.cniBinDir, install.PluginName)); !errors.Is(err, fs.ErrNotExist) {
+			t.Fatalf("%s: %s before the install: %v, want none (the install starts from a node without stickyip)", n.name, install.PluginName, err)
+		}
+	}
+	if conf := c.kubeFlannelConfig()["cni-conf.json"]; conf != c.kubeFlannelShipped["cni-conf.json"] {
+		t.Fatalf("kube-flannel's cni-conf.json before the install is not kube-flannel.yml's:\n%s", conf)
+	}
 	imgDir := harness.ShortTempDir(t)
+	buildStart := time.Now()
 	v1 := buildImage(t, imgDir, "e2e-install-v1")
 	v2 := buildImage(t, imgDir, "e2e-install-v2")
-	c := newCluster(t, "installed") // the conflist names stickyip; no node has it yet
+	t.Logf("two image builds (%s, %s): %s", v1.version, v2.version, time.Since(buildStart).Round(100*time.Millisecond))
 	ctx := context.Background()
 	cs := c.client
 	for _, n := range c.nodes {
-		n.bindNodePaths()
 		v1.importInto(n)
 	}
 	root, err := harness.RepoRoot()
@@ -85,12 +104,11 @@ func TestClusterInstall(t *testing.T) {
 	t.Logf("install: kubectl apply → plugin %s in each node's CNI bin dir and checkpointd's static pod healthy: node1 %s, node2 %s; rollout complete %s",
 		v1.version, took["node1"].Round(100*time.Millisecond), took["node2"].Round(100*time.Millisecond), time.Since(start).Round(100*time.Millisecond))
 
-	// kube-flannel's ConfigMap patched with the README's command; each
-	// node's conflist is then what kube-flannel's pods copy from it.
-	c.createFlannelConfig()
-	t.Logf("kubectl patch of kube-flannel's ConfigMap: %s", c.kubectl("-n", flannelNamespace, "patch", "configmap", flannelConfigMap,
-		"--patch-file", filepath.Join(root, "deploy", "kube-flannel", "cni-conf-patch.yaml")))
-	c.copyFlannelConfig()
+	// kube-flannel's ConfigMap patched with the README's command and
+	// kube-flannel restarted; each node's conflist is then the patched one.
+	switchStart := time.Now()
+	c.useStickyip()
+	t.Logf("kube-flannel's ConfigMap patched, kube-flannel restarted, both nodes' conflists name stickyip: %s", time.Since(switchStart).Round(100*time.Millisecond))
 
 	two := int32(2)
 	web := &appsv1.Deployment{
@@ -183,13 +201,10 @@ func TestClusterInstall(t *testing.T) {
 	// ---- 4. Uninstall, as docs/install.md says.
 	// 1. The conflist back to host-local: kube-flannel's original
 	// cni-conf.json patched back into its ConfigMap, and copied to each
-	// node as kube-flannel's restarted pods do.
-	orig, err := json.Marshal(map[string]any{"data": map[string]string{"cni-conf.json": flannelCNIConf}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.kubectl("-n", flannelNamespace, "patch", "configmap", flannelConfigMap, "--type=merge", "-p", string(orig))
-	c.copyFlannelConfig()
+	// node by kube-flannel's restarted pods.
+	switchStart = time.Now()
+	c.useFlannelIPAM()
+	t.Logf("kube-flannel's original cni-conf.json patched back, kube-flannel restarted, both nodes' conflists copied: %s", time.Since(switchStart).Round(100*time.Millisecond))
 	n1, n2 := c.nodes[0], c.nodes[1]
 	n1.createPod(n1.podOn("after-switch", nil))
 	if ip := n1.waitAPIPodRunning("after-switch", 2*time.Minute); ipOf(n1.stickyipList(t), "default/after-switch") != "" {
@@ -306,6 +321,35 @@ func TestClusterInstall(t *testing.T) {
 		return apierrors.IsNotFound(err) && ip == "", fmt.Sprintf("API: %v; allocated %q", err, ip)
 	})
 	t.Logf("plugin binary put back on node2 → default/straggler torn down and its address released: %s", time.Since(start).Round(100*time.Millisecond))
+
+	// What docs/install.md leaves to the operator: the host-local pod goes
+	// with the rest of the workload, the IPAM store is removed by hand.
+	n1.deletePodGracefully("after-switch", 2*time.Minute)
+	for _, n := range c.nodes {
+		removeContents(t, n.stickyipDataDir())
+	}
+	pods, err := cs.CoreV1().Pods("default").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pods.Items) != 0 {
+		t.Fatalf("pods left in default after the install journey: %d (%s, ...)", len(pods.Items), pods.Items[0].Name)
+	}
+}
+
+// removeContents removes everything in dir, not dir itself (a node's bind
+// mount point).
+func removeContents(t testing.TB, dir string) {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
 
 // podOn is testPod bound to node n.
@@ -348,9 +392,10 @@ func manifestFor(t testing.TB, parent string, img image) string {
 // directories, checkpointd's directories, the IPAM data directory, flannel's
 // /run/flannel, the CRI socket, flannel's and host-local's data
 // directories. A conflist from kube-flannel's ConfigMap (with or without
-// deploy/kube-flannel's patch) uses the default paths, which these binds
-// make the node's own (copyFlannelConfig). The empty mount
-// points it creates on the machine are removed at cleanup.
+// deploy/kube-flannel's patch), as kube-flannel's install-cni copies it,
+// uses the default paths, which these binds make the node's own. The empty
+// mount points it creates on the machine are removed at cleanup; a power cut
+// binds them again (MountNS.Reboot).
 func (n *node) bindNodePaths() {
 	t := n.t
 	t.Helper()
@@ -365,7 +410,7 @@ func (n *node) bindNodePaths() {
 		{"/run/stickyip", filepath.Join(n.runDir(), "stickyip")},
 		{"/run/flannel", filepath.Dir(n.subnetFile())},
 		{"/run/containerd", filepath.Join(n.dir, "run-containerd")},
-		{"/run/containerd/containerd.sock", n.ctd.Address},
+		{shippedCRISocket, n.ctd.Address},
 		// flannel's own state and host-local's store (also where stickyip
 		// imports host-local's allocations from): kube-flannel's conflist
 		// names no path

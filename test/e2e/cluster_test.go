@@ -16,16 +16,74 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
-// clusterNode is where a cluster node lives: its name, its address on the
-// link between the nodes, and its flannel subnet (gateway first) when the
-// flanneld stand-in writes it (real flanneld leases the Node's podCIDR).
-type clusterNode struct{ name, ip, subnet string }
+// TestCluster runs every two-node scenario on one cluster with real flannel
+// (newFlannelCluster: kube-flannel.yml applied with kubectl, flanneld
+// leasing each Node's podCIDR), booted once, with no stickyip on the nodes
+// yet. The scenarios are steps (subtests) in an order that makes each one's
+// starting state true; a step whose needs did not pass is skipped, naming
+// them. Each step removes the pods it made, but the workloads', which the
+// last step needs.
+//
+//  1. kube-flannel: what kube-flannel.yml installed (kubeFlannelInstalled).
+//  2. install: deploy/install the way docs/install.md says, on nodes
+//     running kube-flannel and nothing of stickyip: install, the ConfigMap
+//     patch, an upgrade while pods start, the uninstall (installJourney).
+//  3. stickyip: the plugin and checkpointd put on the nodes by hand, the
+//     documented switch, a pod per node from stickyip (stickyipNodes).
+//  4. vxlan-then-host-gw: those pods ping each other across the nodes over
+//     vxlan, then over host-gw (acrossBackends).
+//  5. flanneld-api-away: flanneld started with the API server away exits
+//     and writes nothing (flanneldWithoutAPI).
+//  6. power-cut: node2 loses power while the API server is away and boots:
+//     checkpointd's kept lease and restored pod, then flanneld's own lease
+//     and the hand-back when the API server returns (powerCut).
+//  7. workloads: a Deployment and a StatefulSet through the scheduler and
+//     the controllers (workloads).
+//  8. placement: deploy/placement with sticky pods deleted again and again,
+//     the control, the tie, the forged claims (placement).
+//  9. node-deleted: the node that ran the cache pod last goes and its Node
+//     is deleted: placement's and the workloads' last checks (nodeDeleted).
+//
+// One step alone: go test -tags e2e -run '^TestCluster$/^(kube-flannel|stickyip|placement)$'
+// (a step's needs must be in the run).
+func TestCluster(t *testing.T) {
+	start := time.Now()
+	c := newFlannelCluster(t, "installed")
+	booted := time.Since(start)
+	s := newSteps(t, c, start)
+	defer s.summary(booted)
+
+	s.run("kube-flannel", nil, c.kubeFlannelInstalled)
+	s.run("install", []string{"kube-flannel"}, c.installJourney)
+	var echo echoPods
+	s.run("stickyip", []string{"kube-flannel", "install?"}, func() { echo = c.stickyipNodes() })
+	s.run("vxlan-then-host-gw", []string{"stickyip"}, func() { c.acrossBackends(echo) })
+	// The steps from here on need the ones before them that change the
+	// whole cluster (the backend, the API server, a node's power) to have
+	// passed, if they ran.
+	s.run("flanneld-api-away", []string{"kube-flannel", "install?", "vxlan-then-host-gw?"}, func() { c.flanneldWithoutAPI(c.nodes[1]) })
+	s.run("power-cut", []string{"stickyip", "vxlan-then-host-gw?", "flanneld-api-away?"}, c.powerCut)
+	var w *workloadsRun
+	s.run("workloads", []string{"stickyip", "vxlan-then-host-gw?", "flanneld-api-away?", "power-cut?"}, func() { w = c.workloads() })
+	var p *placementRun
+	s.run("placement", []string{"stickyip", "vxlan-then-host-gw?", "flanneld-api-away?", "power-cut?", "workloads?"}, func() { p = c.placement() })
+	s.run("node-deleted", []string{"placement"}, func() {
+		if !s.passed("workloads") {
+			w = nil
+		}
+		c.nodeDeleted(p, w)
+	})
+}
+
+// clusterNode is where a cluster node lives: its name and its address on
+// the link between the nodes.
+type clusterNode struct{ name, ip string }
 
 // clusterNodes are the cluster's two nodes. The control plane runs on the
 // first, serving on its address.
 var clusterNodes = []clusterNode{
-	{"node1", "172.30.0.1", "10.244.1.1/24"},
-	{"node2", "172.30.0.2", "10.244.2.1/24"},
+	{"node1", "172.30.0.1"},
+	{"node2", "172.30.0.2"},
 }
 
 // clusterLinkPrefix is the prefix length of the link between the nodes.
@@ -38,47 +96,43 @@ const devicePluginDir = "/var/lib/kubelet/device-plugins"
 
 // cluster is a control plane (etcd, kube-apiserver, kube-scheduler,
 // kube-controller-manager) and two nodes, each with its own network
-// namespace, mount namespace, containerd, kubelet, flannel chain and
-// subnet, and checkpointd. The nodes' namespaces are joined by a veth pair ("eth0" in each,
+// namespace, mount namespace, containerd, kubelet, kube-proxy, kube-flannel
+// pod (flanneld and the flannel CNI plugin) and podCIDR, and checkpointd.
+// The nodes' namespaces are joined by a veth pair ("eth0" in each,
 // clusterNodes' addresses); the control plane runs in node1's and both
-// kubelets reach it over that link. Pod networks do not route between the
-// nodes.
+// kubelets reach it over that link; flannel routes the pod networks between
+// the nodes.
 type cluster struct {
 	*controlPlane
 	nodes []*node
 
-	// flannelImages are the offline images kube-flannel.yml runs (real
-	// flannel only): flannel's and the CNI plugin's.
+	// flannelImages are the offline images kube-flannel.yml runs:
+	// flannel's and the CNI plugin's.
 	flannelImages []harness.OfflineImage
+	// kubeFlannelShipped is kube-flannel's ConfigMap data as
+	// kube-flannel.yml created it.
+	kubeFlannelShipped map[string]string
 }
 
-// newCluster creates and starts the cluster with the IPAM named by ipam:
-// control plane first, then each node's containerd and kubelet, until both
-// nodes are Ready, then each node's checkpointd (with the node's
-// kubeconfig, configured as in TestCheckpointd; none with ipam "installed":
-// the test installs it). Logs go to _output/e2e-logs/<test>/ (the control plane)
-// and its node1/ and node2/ subdirectories. Each node's flannel subnet is
-// written by the flanneld stand-in (clusterNodes); newFlannelCluster runs
-// real flannel instead.
-func newCluster(t testing.TB, ipam string) *cluster {
-	t.Helper()
-	return bootCluster(t, nodeOptions{ipam: ipam})
-}
-
-// bootCluster is newCluster with the nodes' options; with opts.flannel the
-// controller-manager allocates the Nodes' podCIDRs, each node runs
-// kube-proxy, and kube-flannel.yml is applied before the nodes can be Ready
-// (startKubeFlannel).
+// bootCluster creates and starts the cluster with the nodes' options
+// (opts.flannel must be set: see newFlannelCluster): control plane first
+// (the controller-manager allocates the Nodes' podCIDRs), then each node's
+// containerd, kube-proxy and kubelet; kube-flannel.yml is applied
+// (startKubeFlannel) and the nodes turn Ready through it; then each node's
+// checkpointd (with the node's kubeconfig, configured as in TestCheckpointd;
+// none with ipam "installed": deploy/install or the test brings it). Logs go
+// to _output/e2e-logs/<test>/ (the control plane) and its node1/ and node2/
+// subdirectories.
 func bootCluster(t testing.TB, opts nodeOptions) *cluster {
 	t.Helper()
+	if !opts.flannel {
+		t.Fatal("bootCluster: the cluster runs real flannel (newFlannelCluster)")
+	}
 	b := findBins(t)
-	b.require(t, "kube-scheduler", "kube-controller-manager")
-	if opts.flannel {
-		b.require(t, "kube-proxy", "kubectl")
-		for _, f := range []string{"flanneld", "install-conf"} {
-			if _, err := os.Stat(filepath.Join(harness.FlannelBinDir(), f)); err != nil {
-				missing(t, "%s missing (run scripts/build-flannel.sh, or make test-e2e)", filepath.Join(harness.FlannelBinDir(), f))
-			}
+	b.require(t, "kube-scheduler", "kube-controller-manager", "kube-proxy", "kubectl")
+	for _, f := range []string{"flanneld", "install-conf"} {
+		if _, err := os.Stat(filepath.Join(harness.FlannelBinDir(), f)); err != nil {
+			missing(t, "%s missing (run scripts/build-flannel.sh, or make test-e2e)", filepath.Join(harness.FlannelBinDir(), f))
 		}
 	}
 	start := time.Now()
@@ -86,11 +140,9 @@ func bootCluster(t testing.TB, opts nodeOptions) *cluster {
 	c := &cluster{}
 	for _, cn := range clusterNodes {
 		netns, h := newNetns(t, cn.name)
+		// n.subnet is flanneld's lease, once written.
 		n := &node{t: t, bins: b, opts: opts, name: cn.name, ip: cn.ip, dir: harness.ShortTempDir(t),
-			logDir: filepath.Join(logDir, cn.name), ns: netns, nsHandle: h, subnet: cn.subnet}
-		if opts.flannel {
-			n.subnet = "" // flanneld's lease, once written
-		}
+			logDir: filepath.Join(logDir, cn.name), ns: netns, nsHandle: h}
 		if err := os.MkdirAll(n.logDir, 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -107,12 +159,10 @@ func bootCluster(t testing.TB, opts nodeOptions) *cluster {
 		names = append(names, cn.name)
 	}
 	c.controlPlane = newControlPlane(t, b, harness.ShortTempDir(t), logDir, n1.ns, n1.nsHandle, n1.ip, names...)
-	if opts.flannel {
-		c.clusterCIDR = podNetwork
-		var images [2]harness.OfflineImage
-		images[0], images[1] = harness.BuildFlannelImages(t, harness.ShortTempDir(t))
-		c.flannelImages = images[:]
-	}
+	c.clusterCIDR = podNetwork
+	var images [2]harness.OfflineImage
+	images[0], images[1] = harness.BuildFlannelImages(t, harness.ShortTempDir(t))
+	c.flannelImages = images[:]
 	for _, n := range c.nodes {
 		n.controlPlane = c.controlPlane
 		n.init()
@@ -126,23 +176,19 @@ func bootCluster(t testing.TB, opts nodeOptions) *cluster {
 	cpReady := time.Since(start)
 	for _, n := range c.nodes {
 		n.startContainerd()
-		if opts.flannel {
-			n.prepareFlannel(c.flannelImages)
-		}
+		n.prepareFlannel(c.flannelImages)
 		n.startKubelet(false)
 	}
-	if opts.flannel {
-		c.startKubeFlannel()
-	}
+	c.startKubeFlannel()
 	for _, n := range c.nodes {
 		n.waitReady()
 	}
 	for _, n := range c.nodes {
-		if opts.ipam != "installed" { // there, deploy/install's static pod runs it
+		if opts.ipam != "installed" {
 			n.startCheckpointd()
 		}
 	}
-	t.Logf("cluster up in %s: control plane (etcd, kube-apiserver, scheduler, controller-manager) %s, then both nodes Ready %s later",
+	t.Logf("cluster up in %s: control plane (etcd, kube-apiserver, scheduler, controller-manager) %s, then both nodes Ready through kube-flannel %s later",
 		time.Since(start).Round(100*time.Millisecond), cpReady.Round(100*time.Millisecond), (time.Since(start) - cpReady).Round(100*time.Millisecond))
 	return c
 }

@@ -28,6 +28,8 @@ import (
 // flannel module, applied with kubectl, with only its images replaced by
 // the offline ones (harness.BuildFlannelImages).
 const (
+	flannelNamespace     = "kube-flannel"
+	flannelConfigMap     = "kube-flannel-cfg"
 	kubeFlannelDaemonSet = "kube-flannel-ds"
 	kubeFlannelSelector  = "app=flannel"
 	// flannelModule is the module whose Documentation/kube-flannel.yml is
@@ -45,15 +47,16 @@ var kubeFlannelImages = map[string]string{
 	"ghcr.io/flannel-io/flannel-cni-plugin:v1.9.1-flannel3": harness.FlannelCNIPluginImage,
 }
 
-// newFlannelCluster is newCluster with real flannel instead of the
-// stand-in: kube-controller-manager allocates each Node's podCIDR from
-// 10.244.0.0/16, each node runs kube-proxy (flanneld reaches the API server
-// through the "kubernetes" Service), and kube-flannel.yml (vxlan, its
-// shipped ConfigMap: flannel → bridge → host-local) is applied; the nodes
-// are Ready once its pods have installed the CNI plugin and config, and
-// each node's subnet is flanneld's lease. The nodes' CNI bin dir also holds
-// stickyip when ipam is "stickyip"; c.useStickyip switches the conflist to it
-// as docs/install.md says.
+// newFlannelCluster boots the two-node cluster (bootCluster) with real
+// flannel, as users install it: kube-controller-manager allocates each
+// Node's podCIDR from 10.244.0.0/16, each node runs kube-proxy (flanneld
+// reaches the API server through the "kubernetes" Service), and
+// kube-flannel.yml (vxlan, its shipped ConfigMap: flannel → bridge →
+// host-local) is applied; the nodes are Ready once its pods have installed
+// the CNI plugin and config, and each node's subnet is flanneld's lease.
+// With ipam "stickyip" the nodes' CNI bin dir also holds stickyip and each
+// node runs checkpointd (c.useStickyip switches the conflist to stickyip as
+// docs/install.md says); with "installed" neither (the test brings them).
 func newFlannelCluster(t testing.TB, ipam string) *cluster {
 	t.Helper()
 	return bootCluster(t, nodeOptions{ipam: ipam, flannel: true})
@@ -131,6 +134,7 @@ func (c *cluster) startKubeFlannel() {
 	start := time.Now()
 	manifest := kubeFlannelManifest(t, harness.ShortTempDir(t))
 	t.Logf("kubectl apply -f kube-flannel.yml (%s@%s, images replaced):\n%s", flannelModule, harness.FlannelVersion, c.kubectl("apply", "-f", manifest))
+	c.kubeFlannelShipped = c.kubeFlannelConfig()
 	c.waitFlannelRollout()
 	for _, n := range c.nodes {
 		l := n.waitLease(time.Minute)
@@ -367,12 +371,56 @@ func (c *cluster) useStickyip() {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.kubectl("-n", flannelNamespace, "patch", "configmap", flannelConfigMap,
-		"--patch-file", filepath.Join(root, "deploy", "kube-flannel", "cni-conf-patch.yaml"))
+	netConf := c.kubeFlannelConfig()["net-conf.json"]
+	t.Logf("kubectl patch of kube-flannel's ConfigMap: %s", c.kubectl("-n", flannelNamespace, "patch", "configmap", flannelConfigMap,
+		"--patch-file", filepath.Join(root, "deploy", "kube-flannel", "cni-conf-patch.yaml")))
 	c.restartKubeFlannel()
-	conf := c.kubeFlannelConfig()["cni-conf.json"]
+	cfg := c.kubeFlannelConfig()
+	if cfg["net-conf.json"] != netConf {
+		t.Fatalf("%s/%s net-conf.json changed by the patch:\n%s\nwas:\n%s", flannelNamespace, flannelConfigMap, cfg["net-conf.json"], netConf)
+	}
+	conf := cfg["cni-conf.json"]
 	if !strings.Contains(conf, `"type": "stickyip"`) {
 		t.Fatalf("kube-flannel's cni-conf.json after the patch names no stickyip:\n%s", conf)
+	}
+	c.waitConflists(conf, time.Minute)
+}
+
+// offlineFlannelConf is kube-flannel.yml's own cni-conf.json (as applied at
+// boot) with only its cniVersion changed from 1.0.0 to 0.3.1: the flannel
+// CNI plugin built offline (plugins/meta/flannel v0.9.1) supports up to
+// 0.4.0 and refuses 1.0.0 on ADD and DEL ("incompatible CNI versions");
+// the flannel-io/cni-plugin that kube-flannel's image holds, and users run,
+// is refused by the module proxy. kube-flannel.yml shipped 0.3.1 itself
+// before v0.22.
+func (c *cluster) offlineFlannelConf() string {
+	t := c.t
+	t.Helper()
+	shipped := c.kubeFlannelShipped["cni-conf.json"]
+	const from, to = `"cniVersion": "1.0.0"`, `"cniVersion": "0.3.1"`
+	if strings.Count(shipped, from) != 1 {
+		t.Fatalf("kube-flannel.yml's cni-conf.json does not name %s once (a new kube-flannel.yml: check what the offline flannel plugin accepts):\n%s", from, shipped)
+	}
+	return strings.Replace(shipped, from, to, 1)
+}
+
+// useFlannelIPAM switches the nodes' conflist back from stickyip as
+// docs/install.md's uninstall says: kube-flannel's original cni-conf.json
+// (offlineFlannelConf) patched back into its ConfigMap and kube-flannel
+// restarted; it returns once every node runs that conflist.
+func (c *cluster) useFlannelIPAM() {
+	t := c.t
+	t.Helper()
+	conf := c.offlineFlannelConf()
+	patch, err := json.Marshal(map[string]any{"data": map[string]string{"cni-conf.json": conf}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	netConf := c.kubeFlannelConfig()["net-conf.json"]
+	c.kubectl("-n", flannelNamespace, "patch", "configmap", flannelConfigMap, "--type=merge", "-p", string(patch))
+	c.restartKubeFlannel()
+	if got := c.kubeFlannelConfig()["net-conf.json"]; got != netConf {
+		t.Fatalf("%s/%s net-conf.json changed by the switch back:\n%s\nwas:\n%s", flannelNamespace, flannelConfigMap, got, netConf)
 	}
 	c.waitConflists(conf, time.Minute)
 }

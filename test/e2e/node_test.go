@@ -115,7 +115,7 @@ type nodeOptions struct {
 // subnet and, when a test starts it, checkpointd, all inside a network
 // namespace the test creates. The one-node tests (newNode) run the control
 // plane in the same namespace, on its loopback; a cluster's nodes
-// (newCluster) each have their own namespace and mount namespace.
+// (newFlannelCluster) each have their own namespace and mount namespace.
 type node struct {
 	// The control plane the node registers with; its client (admin), CA
 	// and tokens are the test's way into the API.
@@ -448,7 +448,10 @@ func checkKubeletVersion(t testing.TB, cs kubernetes.Interface, name string) {
 // powerOff simulates the node losing power while its disk survives: the
 // kubelet and checkpointd are killed, containerd crashes with every sandbox
 // and container process (harness Crash: no CNI DEL, its state dir with the
-// pod netns mounts wiped) and the cni0 bridge goes.
+// pod netns mounts wiped) and the cni0 bridge goes. A node with its own
+// mount namespace (a cluster node) loses every mount made in it
+// (MountNS.Reboot, at powerOn), and with real flannel also what flanneld,
+// kube-proxy and the CNI plugins put in the kernel (resetNetwork).
 func (n *node) powerOff() {
 	t := n.t
 	t.Helper()
@@ -466,20 +469,61 @@ func (n *node) powerOff() {
 	if _, err := n.ns.Exec(nil, "ip", "link", "del", "cni0"); err != nil {
 		t.Logf("power off: %v", err)
 	}
+	if n.opts.flannel {
+		n.resetNetwork()
+	}
 	n.clearRun()
 	t.Log("node powered off: kubelet, runtime, sandboxes, pod netns and /run (flannel's lease, checkpointd's files) gone")
 }
 
+// resetNetwork removes from the node's network namespace what a reboot
+// takes and flanneld, kube-proxy and the CNI plugins made: flanneld's vxlan
+// link (and with it its routes), the other routes into the pod network
+// (host-gw's), every iptables rule and chain (IPv4 and IPv6). eth0, its
+// address and its default route are the node's boot configuration and stay.
+func (n *node) resetNetwork() {
+	t := n.t
+	t.Helper()
+	if _, err := n.ns.Exec(nil, "ip", "link", "del", "flannel.1"); err != nil {
+		t.Logf("power off: %v", err)
+	}
+	for _, line := range strings.Split(strings.TrimSpace(run(t, "ip", "-n", n.ns.Name, "-o", "route", "show", "root", podNetwork)), "\n") {
+		if f := strings.Fields(line); len(f) > 0 {
+			run(t, "ip", "-n", n.ns.Name, "route", "del", f[0])
+		}
+	}
+	for _, cmd := range []string{"iptables", "ip6tables"} {
+		for _, table := range []string{"filter", "nat", "mangle", "raw"} {
+			for _, op := range []string{"-F", "-X"} {
+				if _, err := n.ns.Exec(nil, cmd, "-w", "5", "-t", table, op); err != nil {
+					t.Fatalf("power off: %s -t %s %s: %v", cmd, table, op, err)
+				}
+			}
+		}
+	}
+}
+
 // powerOn boots the node again: containerd, the kubelet (not waiting for
 // the API) and, when the test runs it, checkpointd. The flanneld stand-in
-// starts too; real flanneld is a pod the kubelet starts.
+// starts too; real flanneld is a pod the kubelet starts once it can read it
+// from the API server. A node with its own mount namespace boots with a
+// fresh one (MountNS.Reboot): its binds made again, the node's /run the
+// empty tmpfs powerOff left.
 func (n *node) powerOn() {
 	t := n.t
 	t.Helper()
 	if !n.opts.flannel {
 		n.startFlanneld()
 	}
+	if n.mnt != nil {
+		n.mnt.Reboot(t)
+	}
 	n.ctd.Restart(t)
+	if n.mnt != nil && n.mnt.Bound(shippedCRISocket) {
+		// containerd made its socket again: bound again where
+		// bindNodePaths put it (the reboot's bind was of the old one).
+		n.mnt.Bind(t, shippedCRISocket, n.ctd.Address)
+	}
 	if n.kubeProxy != nil {
 		n.startKubeProxy()
 	}

@@ -40,8 +40,9 @@ func (n *node) clearRun() {
 }
 
 // flanneld stands in for flanneld with --kube-subnet-mgr where real flannel
-// does not run (the one-node scenarios, newCluster; newFlannelCluster runs
-// flanneld itself from kube-flannel.yml): once the API server answers, it writes
+// does not run: the one-node scenarios, whose API server has no
+// controller-manager to allocate a podCIDR (the cluster, newFlannelCluster,
+// runs flanneld itself from kube-flannel.yml). Once the API server answers, it writes
 // the node's lease to the subnet file, as flanneld does at start (a
 // temporary file renamed into place), and then does nothing more. While the
 // API server is away it writes nothing.

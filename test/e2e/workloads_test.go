@@ -8,8 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"syscall"
-	"testing"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -18,9 +16,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// TestClusterWorkloads is the ground floor of the two-node cluster: what
-// the controllers and the scheduler create runs through each node's own CNI
-// chain, and deleting a Node takes its pods and what it owns with it.
+// workloads is the ground floor of the two-node cluster: what the
+// controllers and the scheduler create runs through each node's own CNI
+// chain (a step of TestCluster).
 //
 //  1. The API server serves the admission policy APIs (MutatingAdmissionPolicy
 //     is GA in 1.36) with its default feature set.
@@ -30,11 +28,12 @@ import (
 //     flannel subnet that its node's runtime reports too, and the kubelet's
 //     service-account token readable in the container.
 //  3. Each kubelet's device-plugin socket is in its own node's directory.
-//  4. node2's kubelet stops and its Node is deleted: its pods leave the API
-//     (pod GC) and a ConfigMap owned by the Node is garbage-collected; node1's
-//     pods stay as they were.
-func TestClusterWorkloads(t *testing.T) {
-	c := newCluster(t, "stickyip")
+//
+// Its pods stay for the Node deletion (TestCluster's last step, nodeDeleted):
+// the deleted Node's pods leave the API (pod GC) and a ConfigMap owned by the
+// Node is garbage-collected; the other node's pods stay as they were.
+func (c *cluster) workloads() *workloadsRun {
+	t := c.t
 	ctx := context.Background()
 	cs := c.client
 
@@ -85,11 +84,12 @@ func TestClusterWorkloads(t *testing.T) {
 	if _, err := cs.AppsV1().StatefulSets(ns).Create(ctx, db, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	webPods := c.waitPlaced(ns, "app=web", 2, 3*time.Minute)
-	dbPods := c.waitPlaced(ns, "app=db", 2, 3*time.Minute)
+	w := &workloadsRun{ns: ns}
+	w.web = c.waitPlaced(ns, "app=web", 2, 3*time.Minute)
+	w.db = c.waitPlaced(ns, "app=db", 2, 3*time.Minute)
 	t.Logf("Deployment web and StatefulSet db created → all 4 pods Ready on their nodes: %s", time.Since(created).Round(100*time.Millisecond))
 	for _, n := range c.nodes {
-		t.Logf("%s (subnet %s): %s %s, %s %s", n.name, n.subnet, webPods[n.name].Name, webPods[n.name].IP, dbPods[n.name].Name, dbPods[n.name].IP)
+		t.Logf("%s (subnet %s): %s %s, %s %s", n.name, n.subnet, w.web[n.name].Name, w.web[n.name].IP, w.db[n.name].Name, w.db[n.name].IP)
 	}
 
 	// 3. Each kubelet's device-plugin socket, in its node's own directory.
@@ -99,48 +99,67 @@ func TestClusterWorkloads(t *testing.T) {
 			t.Fatalf("%s's kubelet: no device-plugin socket at %s (bound on %s): %v", n.name, sock, devicePluginDir, err)
 		}
 	}
+	return w
+}
 
-	// 4. node2 goes away: kubelet stopped, Node deleted.
-	n2 := c.node("node2")
-	node2, err := cs.CoreV1().Nodes().Get(ctx, n2.name, metav1.GetOptions{})
+// workloadsRun is what the workloads step leaves for the Node deletion: its
+// namespace and its pods by node name.
+type workloadsRun struct {
+	ns      string
+	web, db map[string]placedPod
+	owned   *corev1.ConfigMap // owned by the Node to be deleted (ownByNode)
+}
+
+// ownByNode creates a ConfigMap owned by Node gone, before its deletion.
+func (w *workloadsRun) ownByNode(c *cluster, gone *node) {
+	t := c.t
+	t.Helper()
+	ctx := context.Background()
+	no, err := c.client.CoreV1().Nodes().Get(ctx, gone.name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	owned := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "owned-by-node2", Namespace: ns,
-		OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: node2.Name, UID: node2.UID}}}}
-	if _, err := cs.CoreV1().ConfigMaps(ns).Create(ctx, owned, metav1.CreateOptions{}); err != nil {
+	w.owned = &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "owned-by-" + gone.name, Namespace: w.ns,
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: no.Name, UID: no.UID}}}}
+	if _, err := c.client.CoreV1().ConfigMaps(w.ns).Create(ctx, w.owned, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	n2.kubelet.stop(t, syscall.SIGTERM, 30*time.Second)
-	deleted := time.Now()
-	if err := cs.CoreV1().Nodes().Delete(ctx, n2.name, metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
+}
+
+// checkNodeDeleted checks, after Node gone was deleted (at deleted), that
+// its pods leave the API (pod GC) and the ConfigMap it owned is
+// garbage-collected, and that the workloads' pods on node stay keep their
+// UID, IP and readiness.
+func (w *workloadsRun) checkNodeDeleted(c *cluster, gone, stay *node, deleted time.Time) {
+	t := c.t
+	t.Helper()
+	ctx := context.Background()
+	cs := c.client
 	var cmGone, podsGone time.Duration
-	eventually(t, "node2's pods and owned ConfigMap gone", 3*time.Minute, time.Second, func() (bool, string) {
+	eventually(t, gone.name+"'s pods and owned ConfigMap gone", 3*time.Minute, time.Second, func() (bool, string) {
 		if cmGone == 0 {
-			if _, err := cs.CoreV1().ConfigMaps(ns).Get(ctx, owned.Name, metav1.GetOptions{}); apierrors.IsNotFound(err) {
+			if _, err := cs.CoreV1().ConfigMaps(w.ns).Get(ctx, w.owned.Name, metav1.GetOptions{}); apierrors.IsNotFound(err) {
 				cmGone = time.Since(deleted)
 			}
 		}
-		pods, err := cs.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + n2.name})
+		pods, err := cs.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + gone.name})
 		if err != nil {
 			return false, err.Error()
 		}
 		if podsGone == 0 && len(pods.Items) == 0 {
 			podsGone = time.Since(deleted)
 		}
-		return cmGone != 0 && podsGone != 0, fmt.Sprintf("ConfigMap gone after %s, %d pods on %s", cmGone, len(pods.Items), n2.name)
+		return cmGone != 0 && podsGone != 0, fmt.Sprintf("ConfigMap gone after %s, %d pods on %s", cmGone, len(pods.Items), gone.name)
 	})
 	t.Logf("Node %s deleted → owned ConfigMap garbage-collected %s, its pods gone from the API %s",
-		n2.name, cmGone.Round(100*time.Millisecond), podsGone.Round(100*time.Millisecond))
-	for app, before := range map[string]placedPod{"web": webPods["node1"], "db": dbPods["node1"]} {
-		p, err := cs.CoreV1().Pods(ns).Get(ctx, before.Name, metav1.GetOptions{})
+		gone.name, cmGone.Round(100*time.Millisecond), podsGone.Round(100*time.Millisecond))
+	for app, before := range map[string]placedPod{"web": w.web[stay.name], "db": w.db[stay.name]} {
+		p, err := cs.CoreV1().Pods(w.ns).Get(ctx, before.Name, metav1.GetOptions{})
 		if err != nil {
-			t.Fatalf("%s pod %s on node1: %v", app, before.Name, err)
+			t.Fatalf("%s pod %s on %s: %v", app, before.Name, stay.name, err)
 		}
 		if string(p.UID) != before.UID || p.Status.PodIP != before.IP || !podReady(p) {
-			t.Fatalf("%s pod %s on node1 changed: uid %s IP %s ready %v, was uid %s IP %s", app, p.Name, p.UID, p.Status.PodIP, podReady(p), before.UID, before.IP)
+			t.Fatalf("%s pod %s on %s changed: uid %s IP %s ready %v, was uid %s IP %s", app, p.Name, stay.name, p.UID, p.Status.PodIP, podReady(p), before.UID, before.IP)
 		}
 	}
 }

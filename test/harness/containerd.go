@@ -24,7 +24,7 @@ type ContainerdConfig struct {
 	// MountNS, when set, is the node's own mount namespace containerd runs
 	// in (shared with the node's kubelet, see NewMountNS); the mounts it
 	// makes under State (pod netns, container rootfs) exist only there.
-	// Default: the host's mount namespace. Crash does not support it.
+	// Default: the host's mount namespace.
 	MountNS *MountNS
 	// CNIBinDir and CNIConfDir are the CRI plugin's CNI bin dir and conf_dir.
 	// Required.
@@ -351,11 +351,14 @@ func (c *Containerd) LogTail(n int) string { return tailFile(c.LogPath, n) }
 // Root (the metadata and images) survives. Restart starts it again.
 func (c *Containerd) Crash(t testing.TB) {
 	t.Helper()
-	if c.cfg.MountNS != nil {
-		t.Fatal("harness: Crash cannot wipe the state mounts of a containerd in its own mount namespace")
-	}
 	if err := c.killAll(); err != nil {
 		t.Fatal(err)
+	}
+	// In the node's own mount namespace the state mounts exist only there.
+	if m := c.cfg.MountNS; m != nil {
+		if err := m.UnmountUnder(c.State); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if err := removeUnder(c.State); err != nil {
 		t.Fatal(err)
