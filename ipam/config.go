@@ -15,14 +15,11 @@ import (
 	"github.com/stickyip/stickyip/contract"
 )
 
-// Defaults of the stickyip-specific keys (documented in the README); the
-// values live in package contract, which checkpointd shares.
+// Defaults of the stickyip-specific keys only the plugin reads (documented
+// in the README); those checkpointd shares (dataDir, hostLocalDataDir,
+// lockTimeout, reservation.maxDuration and maxPerNamespace) are package
+// contract's.
 const (
-	DefaultDataDir          = contract.DefaultDataDir
-	DefaultHostLocalDataDir = contract.DefaultHostLocalDataDir
-	DefaultLockTimeout      = contract.DefaultLockTimeout
-	DefaultMaxDuration      = contract.DefaultMaxDuration
-	DefaultMaxPerNamespace  = contract.DefaultMaxPerNamespace
 	// DefaultReuseDelay is reservation.reuseDelay: an address freed without a
 	// reservation is not handed out again for this long while others are
 	// free. 30 s outlasts the usual DNS TTL of a Service's endpoints and a
@@ -246,18 +243,18 @@ func LoadConfig(stdin []byte, cniArgs string) (*Config, error) {
 		DataDir:          hl.DataDir,
 		ResolvConf:       hl.ResolvConf,
 		IPArgs:           hl.IPArgs,
-		HostLocalDataDir: DefaultHostLocalDataDir,
+		HostLocalDataDir: contract.DefaultHostLocalDataDir,
 		LogFile:          raw.IPAM.LogFile,
-		LockTimeout:      DefaultLockTimeout,
+		LockTimeout:      contract.DefaultLockTimeout,
 		HolderWait:       DefaultHolderWait,
-		Reservation: ReservationConfig{MaxDuration: DefaultMaxDuration, PoolFull: PoolFullEvict, ReuseDelay: DefaultReuseDelay,
-			MaxPerNamespace: DefaultMaxPerNamespace},
+		Reservation: ReservationConfig{MaxDuration: contract.DefaultMaxDuration, PoolFull: PoolFullEvict, ReuseDelay: DefaultReuseDelay,
+			MaxPerNamespace: contract.DefaultMaxPerNamespace},
 		Args:             args,
 		Annotations:      raw.RuntimeConfig.Annotations,
 		ValidAttachments: raw.ValidAttachments,
 	}
 	if c.DataDir == "" {
-		c.DataDir = DefaultDataDir
+		c.DataDir = contract.DefaultDataDir
 	}
 	if raw.IPAM.HostLocalDataDir != nil {
 		c.HostLocalDataDir = *raw.IPAM.HostLocalDataDir

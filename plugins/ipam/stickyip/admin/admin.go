@@ -35,7 +35,7 @@ Usage:
   stickyip status [--cni-conf-dir DIR] [--network NAME] [--json]
   stickyip version
 
---data-dir defaults to $STICKYIP_DATA_DIR, else ` + ipam.DefaultDataDir + `.
+--data-dir defaults to $STICKYIP_DATA_DIR, else ` + contract.DefaultDataDir + `.
 Exit codes: 0 ok, 1 problems found or nothing to do, 2 error.
 `
 
@@ -83,7 +83,7 @@ func Run(args []string, stdout, stderr io.Writer) int {
 	global.Usage = func() { fmt.Fprint(stderr, usage) }
 	defDir := os.Getenv("STICKYIP_DATA_DIR")
 	if defDir == "" {
-		defDir = ipam.DefaultDataDir
+		defDir = contract.DefaultDataDir
 	}
 	global.StringVar(&t.dataDir, "data-dir", defDir, "stickyip data directory")
 	if err := global.Parse(args); err != nil {
@@ -335,7 +335,7 @@ func (t *tool) gc(args []string) error {
 func (t *tool) importCmd(args []string) error {
 	fs := t.flags("import")
 	network := fs.String("network", "", "network name (required)")
-	from := fs.String("from", "", "host-local data directory of the network (default "+ipam.DefaultHostLocalDataDir+"/NETWORK)")
+	from := fs.String("from", "", "host-local data directory of the network (default "+contract.DefaultHostLocalDataDir+"/NETWORK)")
 	if _, err := parse(fs, args); err != nil {
 		return err
 	}
@@ -344,7 +344,7 @@ func (t *tool) importCmd(args []string) error {
 	}
 	dir := *from
 	if dir == "" {
-		dir = filepath.Join(ipam.DefaultHostLocalDataDir, *network)
+		dir = filepath.Join(contract.DefaultHostLocalDataDir, *network)
 	}
 	if _, err := os.Stat(dir); err != nil {
 		return err
