@@ -2,7 +2,7 @@ package contract
 
 import "time"
 
-// Defaults both binaries use; the README's configuration reference and
+// Defaults both binaries use; docs/plugin.md's "Configuration reference" and
 // docs/checkpointd.md document them.
 const (
 	// DefaultDataDir is the plugin's dataDir and checkpointd's --data-dir.

@@ -16,9 +16,9 @@ import (
 )
 
 // Defaults of the stickyip-specific keys only the plugin reads (documented
-// in the README); those checkpointd shares (dataDir, hostLocalDataDir,
-// lockTimeout, reservation.maxDuration and maxPerNamespace) are package
-// contract's.
+// in docs/plugin.md, "Configuration reference"); those checkpointd shares
+// (dataDir, hostLocalDataDir, lockTimeout, reservation.maxDuration and
+// maxPerNamespace) are package contract's.
 const (
 	// DefaultReuseDelay is reservation.reuseDelay: an address freed without a
 	// reservation is not handed out again for this long while others are

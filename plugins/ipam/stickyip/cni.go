@@ -71,7 +71,7 @@ func cmdGC(args *skel.CmdArgs) error {
 // cmdStatus answers whether stickyip can serve ADDs on this node at all. A
 // full pool is a per-pod condition (ADD error 100), never a STATUS failure:
 // containerd turns a failing STATUS into NetworkReady=false and the node goes
-// NotReady (docs/DESIGN.md, "STATUS").
+// NotReady (docs/plugin.md, "Runtimes and the CNI verbs", STATUS).
 func cmdStatus(args *skel.CmdArgs) error {
 	return cni.Run(args, func(c *cni.Call) error {
 		return c.Health()

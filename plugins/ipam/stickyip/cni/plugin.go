@@ -26,7 +26,8 @@ import (
 	"github.com/stickyip/stickyip/reservation/boltstore"
 )
 
-// CNI error codes stickyip uses beyond the spec's own (see docs/DESIGN.md).
+// CNI error codes stickyip uses beyond the spec's own (the table: docs/plugin.md,
+// "CNI errors").
 const (
 	CodePoolExhausted   uint = 100
 	CodeIPUnavailable   uint = 101
@@ -241,7 +242,7 @@ func StatusError(err error) *types.Error {
 	hint := ""
 	switch {
 	case errors.Is(err, reservation.ErrCorrupt):
-		hint = "the file was not modified; run `stickyip check`, then see README \"Troubleshooting\" (drain the node, then move the damaged file aside to start over)"
+		hint = "the file was not modified; run `stickyip check`, then see docs/troubleshooting.md, \"Error 102\" (drain the node, then move the damaged file aside to start over)"
 	case errors.Is(err, reservation.ErrFutureSchema):
 		hint = "install the stickyip that wrote it, or a newer one"
 	case errors.Is(err, reservation.ErrIO):
@@ -275,7 +276,7 @@ func ToCNIError(err error) *types.Error {
 	case errors.Is(err, ipam.ErrNoAllocation):
 		code = types.ErrUnknownContainer
 	case errors.Is(err, reservation.ErrCorrupt), errors.Is(err, reservation.ErrFutureSchema):
-		code, hint = CodeStoreUnreadable, "the file was not modified; run `stickyip check` for details, see README \"Troubleshooting\""
+		code, hint = CodeStoreUnreadable, "the file was not modified; run `stickyip check` for details, see docs/troubleshooting.md, \"Error 102\""
 	case errors.Is(err, reservation.ErrIO):
 		code = types.ErrIOFailure
 	}
