@@ -132,7 +132,7 @@ func pluginConfig(n ConfNetwork, p ConfPlugin) (*Config, error) {
 	if err := json.Unmarshal(p.IPAM, &ipam); err != nil {
 		return nil, err
 	}
-	if ipam["type"] != "stickyip" {
+	if ipam["type"] != contract.PluginType {
 		return nil, nil
 	}
 	_, hasRanges := ipam["ranges"]

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/stickyip/stickyip/checkpointd/install"
+	"github.com/stickyip/stickyip/contract"
 	"github.com/stickyip/stickyip/deploy"
 	"github.com/stickyip/stickyip/plugins/ipam/stickyip/admin"
 	"github.com/stickyip/stickyip/test/harness"
@@ -309,7 +310,7 @@ func (n *node) waitInstalled(img image, healthAddr string) {
 func (n *node) installed(img image, healthAddr string) (bool, string) {
 	n.t.Helper()
 	n.failIfInstallerExited()
-	plugin := filepath.Join(n.cniBinDir, install.PluginName)
+	plugin := filepath.Join(n.cniBinDir, contract.PluginType)
 	if v, err := pluginVersion(plugin); err != nil || !strings.Contains(v, img.version) {
 		return false, fmt.Sprintf("%s version: %q %v", plugin, v, err)
 	}
