@@ -43,6 +43,7 @@ import (
 	"fmt"
 	"path"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
@@ -254,7 +255,7 @@ func Manifest(rec *checkpoint.Record, opts Options) (*Result, error) {
 	}
 	for k, v := range parent.Annotations {
 		switch {
-		case k == contract.AnnotationCheckpoint, k == contract.AnnotationBootstrapCheckpoint, k == contract.AnnotationCoreOSCheckpoint,
+		case slices.Contains(contract.OptInAnnotations, k),
 			k == "kubectl.kubernetes.io/last-applied-configuration",
 			strings.HasPrefix(k, "kubernetes.io/config."):
 			continue
