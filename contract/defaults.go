@@ -33,3 +33,20 @@ const (
 	// --restore-reservation).
 	DefaultRestoreReservation = "10m"
 )
+
+// checkpointd's defaults: its flags' values, which the shipped systemd unit
+// (conf/checkpointd.service) sets again; a test compares the unit with them.
+const (
+	// DefaultKubeconfig is checkpointd's --kubeconfig: the kubelet's own, so
+	// checkpointd acts with the node's identity.
+	DefaultKubeconfig = "/etc/kubernetes/kubelet.conf"
+	// DefaultCheckpointDir is checkpointd's --checkpoint-dir, on persistent disk.
+	DefaultCheckpointDir = "/var/lib/stickyip/checkpoints"
+	// DefaultStaticPodDir is checkpointd's --static-pod-dir: the kubelet's
+	// staticPodPath as kubeadm sets it.
+	DefaultStaticPodDir = "/etc/kubernetes/manifests"
+	// DefaultVolumeDir is checkpointd's --volume-dir, on a tmpfs.
+	DefaultVolumeDir = "/run/stickyip/checkpointd"
+	// DefaultListenAddress is checkpointd's --listen-address (/healthz, /metrics).
+	DefaultListenAddress = "127.0.0.1:9469"
+)
