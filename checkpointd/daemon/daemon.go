@@ -70,37 +70,45 @@ type Config struct {
 
 // Validate checks the config and names the offending setting.
 func (c *Config) Validate() error {
+	_, err := c.validate()
+	return err
+}
+
+// validate is Validate that also returns the namespace policy it parsed, so
+// that Run parses it once.
+func (c *Config) validate() (policy.Policy, error) {
 	switch {
 	case c.NodeName == "":
-		return errors.New("--node-name is empty (and NODE_NAME and the host name gave nothing)")
+		return policy.Policy{}, errors.New("--node-name is empty (and NODE_NAME and the host name gave nothing)")
 	case c.CheckpointDir == "":
-		return errors.New("--checkpoint-dir is empty")
+		return policy.Policy{}, errors.New("--checkpoint-dir is empty")
 	case c.StaticPodDir == "":
-		return errors.New("--static-pod-dir is empty")
+		return policy.Policy{}, errors.New("--static-pod-dir is empty")
 	case c.VolumeDir == "":
-		return errors.New("--volume-dir is empty")
+		return policy.Policy{}, errors.New("--volume-dir is empty")
 	case c.Grace <= 0:
-		return fmt.Errorf("--grace-period %s: must be > 0", c.Grace)
+		return policy.Policy{}, fmt.Errorf("--grace-period %s: must be > 0", c.Grace)
 	case c.Stable < 0:
-		return fmt.Errorf("--api-stable-period %s: must be >= 0", c.Stable)
+		return policy.Policy{}, fmt.Errorf("--api-stable-period %s: must be >= 0", c.Stable)
 	case c.Interval <= 0:
-		return fmt.Errorf("--interval %s: must be > 0", c.Interval)
+		return policy.Policy{}, fmt.Errorf("--interval %s: must be > 0", c.Interval)
 	case c.RestoreTimeout <= 0:
-		return fmt.Errorf("--restore-timeout %s: must be > 0", c.RestoreTimeout)
+		return policy.Policy{}, fmt.Errorf("--restore-timeout %s: must be > 0", c.RestoreTimeout)
 	case c.Volumes != "copy" && c.Volumes != "drop":
-		return fmt.Errorf("--volumes %q: want copy or drop", c.Volumes)
+		return policy.Policy{}, fmt.Errorf("--volumes %q: want copy or drop", c.Volumes)
 	}
-	if _, err := policy.Parse(c.AllowNamespaces, c.AllowPrivilegedNamespaces); err != nil {
-		return err
+	pol, err := policy.Parse(c.AllowNamespaces, c.AllowPrivilegedNamespaces)
+	if err != nil {
+		return policy.Policy{}, err
 	}
 	if c.Reservation != "" {
 		// The value becomes the copy's reservation annotation: check it with
 		// the plugin's own parser, or the copy would never get a network.
 		if _, err := contract.ParseReservedDuration(c.Reservation); err != nil {
-			return fmt.Errorf("--restore-reservation: %w", err)
+			return policy.Policy{}, fmt.Errorf("--restore-reservation: %w", err)
 		}
 	}
-	return nil
+	return pol, nil
 }
 
 // StaticPodPath reads staticPodPath from a KubeletConfiguration file.
@@ -167,7 +175,8 @@ func Run(ctx context.Context, cfg Config) error {
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
 	}
-	if err := cfg.Validate(); err != nil {
+	pol, err := cfg.validate()
+	if err != nil {
 		return err
 	}
 	if cfg.KubeletConfig != "" {
@@ -177,7 +186,6 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 		cfg.StaticPodDir = p
 	}
-	pol, _ := policy.Parse(cfg.AllowNamespaces, cfg.AllowPrivilegedNamespaces)
 	log := cfg.Log
 	subnetFile, err := SubnetFile(cfg.FlannelSubnetFile, cfg.CNIConfDir)
 	if err != nil {
