@@ -2,12 +2,14 @@ package ipam
 
 import (
 	"fmt"
+	"log/slog"
 	"net"
 	"net/netip"
 	"slices"
 	"strconv"
 	"time"
 
+	"github.com/stickyip/stickyip/contract"
 	"github.com/stickyip/stickyip/reservation"
 )
 
@@ -29,6 +31,57 @@ type AddRequest struct {
 	Clamped           bool
 	// Requested are specific addresses asked for (at most one per range set).
 	Requested []netip.Addr
+}
+
+// AddRequest builds the engine request of an ADD of the sandbox (containerID,
+// ifname, netns) from the config: its CNI_ARGS and the pod's annotations. log
+// receives what the operator should know about the request (an identity
+// taken from a restored copy's parent, an annotation ignored, a reservation
+// clamped).
+func (c *Config) AddRequest(containerID, ifname, netns string, log *slog.Logger) (AddRequest, error) {
+	if len(containerID) > maxContainerIDLen {
+		return AddRequest{}, fmt.Errorf("%w: CNI_CONTAINERID is %d characters, more than %d", ErrInvalidArgs, len(containerID), maxContainerIDLen)
+	}
+	if len(ifname) > maxIfNameLen {
+		return AddRequest{}, fmt.Errorf("%w: CNI_IFNAME %q is longer than %d characters", ErrInvalidArgs, ifname, maxIfNameLen)
+	}
+	ns, name, viaCheckpoint, err := c.Identity()
+	if err != nil {
+		return AddRequest{}, err
+	}
+	d, requested, clamped, err := c.ReservationFor()
+	if err != nil {
+		return AddRequest{}, err
+	}
+	annotated, err := c.AnnotatedIPs()
+	if err != nil {
+		return AddRequest{}, err
+	}
+	req := AddRequest{
+		ContainerID: containerID, IfName: ifname, Netns: netns, UID: c.Args.UID,
+		Duration: d, RequestedDuration: requested, Clamped: clamped,
+		Requested: append(c.RequestedIPs(), annotated...),
+	}
+	if ns != "" {
+		req.Identity = reservation.Identity{Namespace: ns, Name: name, IfName: ifname}
+		req.PodName = c.Args.Name
+	}
+	if viaCheckpoint {
+		log.Info("restored static pod: using its parent's identity", "parent", req.Identity.Pod(),
+			"pod", c.Args.Namespace+"/"+c.Args.Name)
+	} else if _, has := c.Annotations[contract.AnnotationCheckpointOf]; has {
+		log.Warn("ignoring "+contract.AnnotationCheckpointOf+" on a pod that is not a static pod",
+			"pod", c.Args.Namespace+"/"+c.Args.Name)
+	}
+	if clamped {
+		log.Warn("reservation clamped to ipam.reservation.maxDuration", "pod", req.Identity.Pod(),
+			"requested", requested.String(), "max", d.String())
+	}
+	if d > 0 && req.Identity.IsZero() {
+		log.Warn("reservation annotation ignored: no K8S_POD_NAMESPACE/K8S_POD_NAME in CNI_ARGS", "container", containerID)
+		req.Duration = 0
+	}
+	return req, nil
 }
 
 // Add gives the sandbox one address from every range set and returns the

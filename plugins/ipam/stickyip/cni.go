@@ -12,7 +12,7 @@ import (
 
 func cmdAdd(args *skel.CmdArgs) error {
 	return cni.Run(args, func(c *cni.Call) error {
-		req, err := c.AddRequest()
+		req, err := c.Conf.AddRequest(args.ContainerID, args.IfName, args.Netns, c.Log)
 		if err != nil {
 			return err
 		}

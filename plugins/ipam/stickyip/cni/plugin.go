@@ -45,12 +45,6 @@ type Call struct {
 	Log    *slog.Logger
 }
 
-// Limits of the CNI environment stickyip accepts.
-const (
-	maxContainerIDLen = 256
-	maxIfNameLen      = 15
-)
-
 // Run loads the call and runs fn; every failure, panics included, comes back as
 // a *types.Error.
 func Run(args *skel.CmdArgs, fn func(*Call) error) (err error) {
@@ -87,55 +81,6 @@ func openLog(path string) (*slog.Logger, func()) {
 		return l, func() {}
 	}
 	return slog.New(slog.NewTextHandler(f, nil)).With("pid", os.Getpid()), func() { _ = f.Close() }
-}
-
-// AddRequest builds the engine request of an ADD from the config, CNI_ARGS and
-// annotations.
-func (c *Call) AddRequest() (ipam.AddRequest, error) {
-	a := c.Args
-	if len(a.ContainerID) > maxContainerIDLen {
-		return ipam.AddRequest{}, fmt.Errorf("%w: CNI_CONTAINERID is %d characters, more than %d", ipam.ErrInvalidArgs, len(a.ContainerID), maxContainerIDLen)
-	}
-	if len(a.IfName) > maxIfNameLen {
-		return ipam.AddRequest{}, fmt.Errorf("%w: CNI_IFNAME %q is longer than %d characters", ipam.ErrInvalidArgs, a.IfName, maxIfNameLen)
-	}
-	ns, name, viaCheckpoint, err := c.Conf.Identity()
-	if err != nil {
-		return ipam.AddRequest{}, err
-	}
-	d, requested, clamped, err := c.Conf.ReservationFor()
-	if err != nil {
-		return ipam.AddRequest{}, err
-	}
-	annotated, err := c.Conf.AnnotatedIPs()
-	if err != nil {
-		return ipam.AddRequest{}, err
-	}
-	req := ipam.AddRequest{
-		ContainerID: a.ContainerID, IfName: a.IfName, Netns: a.Netns, UID: c.Conf.Args.UID,
-		Duration: d, RequestedDuration: requested, Clamped: clamped,
-		Requested: append(c.Conf.RequestedIPs(), annotated...),
-	}
-	if ns != "" {
-		req.Identity = reservation.Identity{Namespace: ns, Name: name, IfName: a.IfName}
-		req.PodName = c.Conf.Args.Name
-	}
-	if viaCheckpoint {
-		c.Log.Info("restored static pod: using its parent's identity", "parent", req.Identity.Pod(),
-			"pod", c.Conf.Args.Namespace+"/"+c.Conf.Args.Name)
-	} else if _, has := c.Conf.Annotations[contract.AnnotationCheckpointOf]; has {
-		c.Log.Warn("ignoring "+contract.AnnotationCheckpointOf+" on a pod that is not a static pod",
-			"pod", c.Conf.Args.Namespace+"/"+c.Conf.Args.Name)
-	}
-	if clamped {
-		c.Log.Warn("reservation clamped to ipam.reservation.maxDuration", "pod", req.Identity.Pod(),
-			"requested", requested.String(), "max", d.String())
-	}
-	if d > 0 && req.Identity.IsZero() {
-		c.Log.Warn("reservation annotation ignored: no K8S_POD_NAMESPACE/K8S_POD_NAME in CNI_ARGS", "container", a.ContainerID)
-		req.Duration = 0
-	}
-	return req, nil
 }
 
 // holderPoll is how often an ADD waiting for its identity's previous holder
