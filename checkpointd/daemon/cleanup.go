@@ -25,13 +25,11 @@ import (
 // removes it with kubectl). It returns the paths it
 // removed.
 func Cleanup(cfg Config, all bool) ([]string, error) {
-	if cfg.KubeletConfig != "" {
-		p, err := StaticPodPath(cfg.KubeletConfig)
-		if err != nil {
-			return nil, err
-		}
-		cfg.StaticPodDir = p
+	static, err := cfg.ResolveStaticPodDir()
+	if err != nil {
+		return nil, err
 	}
+	cfg.StaticPodDir = static
 	if !all {
 		return reconcile.StopCopies(cfg.StaticPodDir, cfg.VolumeDir)
 	}

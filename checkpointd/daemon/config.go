@@ -90,6 +90,17 @@ func (c *Config) validate() (policy.Policy, error) {
 	return pol, nil
 }
 
+// ResolveStaticPodDir returns the static pod directory checkpointd writes
+// to: the staticPodPath of the kubelet's config when --kubelet-config is set,
+// else --static-pod-dir. The daemon, Cleanup and the installer all resolve it
+// here.
+func (c *Config) ResolveStaticPodDir() (string, error) {
+	if c.KubeletConfig == "" {
+		return c.StaticPodDir, nil
+	}
+	return StaticPodPath(c.KubeletConfig)
+}
+
 // StaticPodPath reads staticPodPath from a KubeletConfiguration file.
 func StaticPodPath(kubeletConfig string) (string, error) {
 	data, err := os.ReadFile(kubeletConfig)

@@ -46,12 +46,8 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	if cfg.KubeletConfig != "" {
-		p, err := StaticPodPath(cfg.KubeletConfig)
-		if err != nil {
-			return err
-		}
-		cfg.StaticPodDir = p
+	if cfg.StaticPodDir, err = cfg.ResolveStaticPodDir(); err != nil {
+		return err
 	}
 	log := cfg.Log
 	subnetFile, err := SubnetFile(cfg.FlannelSubnetFile, cfg.CNIConfDir)

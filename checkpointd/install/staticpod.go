@@ -173,13 +173,9 @@ func Mounts(cfg daemon.Config) ([]HostPath, error) {
 		}
 	}
 	add("kubelet-config", cfg.KubeletConfig, corev1.HostPathFile, true)
-	static := cfg.StaticPodDir
-	if cfg.KubeletConfig != "" {
-		p, err := daemon.StaticPodPath(cfg.KubeletConfig)
-		if err != nil {
-			return nil, err
-		}
-		static = p
+	static, err := cfg.ResolveStaticPodDir()
+	if err != nil {
+		return nil, err
 	}
 	add("static-pods", static, corev1.HostPathDirectoryOrCreate, false)
 	add("checkpoints", cfg.CheckpointDir, corev1.HostPathDirectoryOrCreate, false)
