@@ -4,7 +4,7 @@ BIN         := bin
 CNI_BIN_DIR ?= /opt/cni/bin
 SBIN_DIR    ?= /usr/local/bin
 VERSION     ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
-LDFLAGS     := -s -w -X github.com/stickyip/stickyip/version.Version=$(VERSION)
+LDFLAGS     := -s -w -X github.com/stickyip/stickyip/contract.Version=$(VERSION)
 GOBUILD     := CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)'
 
 .PHONY: all build install test test-all fuzz-smoke

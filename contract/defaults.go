@@ -2,7 +2,7 @@ package contract
 
 import "time"
 
-// Defaults both binaries use; the README's configuration reference and
+// Defaults both binaries use; docs/plugin.md's "Configuration reference" and
 // docs/checkpointd.md document them.
 const (
 	// DefaultDataDir is the plugin's dataDir and checkpointd's --data-dir.
@@ -10,6 +10,10 @@ const (
 	// DefaultCNIConfDir is where runtimes read CNI network configs: `stickyip
 	// status --cni-conf-dir` and checkpointd's --cni-conf-dir.
 	DefaultCNIConfDir = "/etc/cni/net.d"
+	// DefaultFlannelSubnetFile is where flanneld writes the node's lease
+	// (ParseFlannelLease), and where the flannel CNI plugin reads it when
+	// its config names no subnetFile.
+	DefaultFlannelSubnetFile = "/run/flannel/subnet.env"
 	// DefaultHostLocalDataDir is host-local's own default data directory.
 	DefaultHostLocalDataDir = "/var/lib/cni/networks"
 	// DefaultLockTimeout bounds the wait for the store's lock.
@@ -28,4 +32,21 @@ const (
 	// its parent has none, so the parent gets its IP back (checkpointd
 	// --restore-reservation).
 	DefaultRestoreReservation = "10m"
+)
+
+// checkpointd's defaults: its flags' values, which the shipped systemd unit
+// (conf/checkpointd.service) sets again; a test compares the unit with them.
+const (
+	// DefaultKubeconfig is checkpointd's --kubeconfig: the kubelet's own, so
+	// checkpointd acts with the node's identity.
+	DefaultKubeconfig = "/etc/kubernetes/kubelet.conf"
+	// DefaultCheckpointDir is checkpointd's --checkpoint-dir, on persistent disk.
+	DefaultCheckpointDir = "/var/lib/stickyip/checkpoints"
+	// DefaultStaticPodDir is checkpointd's --static-pod-dir: the kubelet's
+	// staticPodPath as kubeadm sets it.
+	DefaultStaticPodDir = "/etc/kubernetes/manifests"
+	// DefaultVolumeDir is checkpointd's --volume-dir, on a tmpfs.
+	DefaultVolumeDir = "/run/stickyip/checkpointd"
+	// DefaultListenAddress is checkpointd's --listen-address (/healthz, /metrics).
+	DefaultListenAddress = "127.0.0.1:9469"
 )

@@ -24,6 +24,7 @@ const (
 	maxPodNameLen     = 253
 	maxUIDLen         = 128
 	maxContainerIDLen = 256
+	maxIfNameLen      = 15
 )
 
 // ParseArgs parses CNI_ARGS ("K=V;K=V"). Unknown keys are an error unless

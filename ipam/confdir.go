@@ -9,7 +9,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/stickyip/stickyip/subnetenv"
+	"github.com/stickyip/stickyip/contract"
 )
 
 // ConfPlugin is one plugin entry of a CNI network config, as far as stickyip
@@ -132,18 +132,18 @@ func pluginConfig(n ConfNetwork, p ConfPlugin) (*Config, error) {
 	if err := json.Unmarshal(p.IPAM, &ipam); err != nil {
 		return nil, err
 	}
-	if ipam["type"] != "stickyip" {
+	if ipam["type"] != contract.PluginType {
 		return nil, nil
 	}
 	_, hasRanges := ipam["ranges"]
 	_, hasSubnet := ipam["subnet"]
 	if p.Type == "flannel" && !hasRanges && !hasSubnet {
-		file := cmp.Or(p.SubnetFile, subnetenv.DefaultPath)
+		file := cmp.Or(p.SubnetFile, contract.DefaultFlannelSubnetFile)
 		data, err := os.ReadFile(file)
 		if err != nil {
 			return nil, fmt.Errorf("flannel's subnet file: %w", err)
 		}
-		lease, err := subnetenv.Parse(data)
+		lease, err := contract.ParseFlannelLease(data)
 		if err != nil {
 			return nil, err
 		}

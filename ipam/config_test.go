@@ -29,8 +29,8 @@ func TestLoadConfigHostLocalCompatible(t *testing.T) {
 			if len(c.Ranges) != tc.ranges || r.RangeStart.String() != tc.start || r.Gateway.String() != tc.gw {
 				t.Fatalf("ranges %d start %s gw %s", len(c.Ranges), r.RangeStart, r.Gateway)
 			}
-			if c.DataDir != DefaultDataDir || c.HostLocalDataDir != DefaultHostLocalDataDir || c.LockTimeout != DefaultLockTimeout ||
-				c.Reservation.MaxDuration != DefaultMaxDuration || c.Reservation.PoolFull != PoolFullEvict {
+			if c.DataDir != contract.DefaultDataDir || c.HostLocalDataDir != contract.DefaultHostLocalDataDir || c.LockTimeout != contract.DefaultLockTimeout ||
+				c.Reservation.MaxDuration != contract.DefaultMaxDuration || c.Reservation.PoolFull != PoolFullEvict {
 				t.Fatalf("defaults not applied: %+v", c)
 			}
 		})
@@ -223,7 +223,7 @@ func TestPerNamespaceConfig(t *testing.T) {
 		return c
 	}
 	def := load(``)
-	if def.Reservation.MaxPerNamespace != DefaultMaxPerNamespace || def.IPsAnnotation.Namespaces != nil {
+	if def.Reservation.MaxPerNamespace != contract.DefaultMaxPerNamespace || def.IPsAnnotation.Namespaces != nil {
 		t.Fatalf("defaults: maxPerNamespace %d, ipsAnnotation %+v", def.Reservation.MaxPerNamespace, def.IPsAnnotation)
 	}
 	if e := NewEngine(load(`,"reservation":{"maxPerNamespace":0}`), Env{}); e.maxPerNamespace != 0 {

@@ -9,7 +9,7 @@ package ipam
 import "errors"
 
 // Errors the engine and the config parser return; the plugin maps them to CNI
-// error codes (see docs/DESIGN.md).
+// error codes (the table: docs/plugin.md, "CNI errors").
 var (
 	// ErrInvalidConfig: the network configuration or an annotation is wrong.
 	ErrInvalidConfig = errors.New("invalid configuration")

@@ -294,3 +294,11 @@ func atLeast030(v string) bool {
 	}
 	return true
 }
+
+func rangesString(sets []RangeSet) string {
+	var s []string
+	for _, rs := range sets {
+		s = append(s, rs.String())
+	}
+	return strings.Join(s, "; ")
+}

@@ -12,5 +12,5 @@ SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
 
 .PHONY: image
 image: build
-	$(GO) run ./image/cmd/mkimage -o $(IMAGE_ARCHIVE) -ref $(IMAGE) -version $(VERSION) \
+	$(GO) run ./deploy/image/cmd/mkimage -o $(IMAGE_ARCHIVE) -ref $(IMAGE) -version $(VERSION) \
 		-epoch $(SOURCE_DATE_EPOCH) stickyip=$(BIN)/stickyip checkpointd=$(BIN)/checkpointd

@@ -11,17 +11,12 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus/promhttp"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
-	"sigs.k8s.io/yaml"
 
 	"github.com/stickyip/stickyip/checkpointd/boot"
 	"github.com/stickyip/stickyip/checkpointd/checkpoint"
@@ -32,129 +27,9 @@ import (
 	"github.com/stickyip/stickyip/checkpointd/kube"
 	"github.com/stickyip/stickyip/checkpointd/metrics"
 	"github.com/stickyip/stickyip/checkpointd/placement"
-	"github.com/stickyip/stickyip/checkpointd/policy"
 	"github.com/stickyip/stickyip/checkpointd/reconcile"
-	"github.com/stickyip/stickyip/contract"
 	"github.com/stickyip/stickyip/reservation"
 )
-
-// Config is every setting of the daemon (see cmd/checkpointd for flags and defaults).
-type Config struct {
-	NodeName                  string
-	Kubeconfig                string // "" or "in-cluster": in-cluster config
-	CheckpointDir             string
-	StaticPodDir              string
-	KubeletConfig             string // the kubelet's config file; its staticPodPath wins when set
-	VolumeDir                 string
-	CRIEndpoint               string
-	DataDir                   string // stickyip data dir; "" disables IPAM reconciliation
-	CNIConfDir                string // CNI network configs, for pool sizes and flannel networks; "" disables
-	FlannelSubnetFile         string // flanneld's lease; "auto": the flannel plugin's (see SubnetFile); "" disables keeping it
-	AllowNamespaces           string
-	AllowPrivilegedNamespaces string
-	Grace                     time.Duration
-	Stable                    time.Duration
-	Interval                  time.Duration
-	ProbeInterval             time.Duration
-	Timeout                   time.Duration
-	Refresh                   time.Duration
-	LeakMinAge                time.Duration
-	RestoreTimeout            time.Duration
-	CorruptRetention          time.Duration
-	Reservation               string
-	Volumes                   string // "copy" or "drop"
-	ListenAddress             string // "" disables the HTTP endpoints
-	Placement                 bool   // publish the node's sticky identities in the placement index (needs DataDir)
-	Log                       *slog.Logger
-}
-
-// Validate checks the config and names the offending setting.
-func (c *Config) Validate() error {
-	switch {
-	case c.NodeName == "":
-		return errors.New("--node-name is empty (and NODE_NAME and the host name gave nothing)")
-	case c.CheckpointDir == "":
-		return errors.New("--checkpoint-dir is empty")
-	case c.StaticPodDir == "":
-		return errors.New("--static-pod-dir is empty")
-	case c.VolumeDir == "":
-		return errors.New("--volume-dir is empty")
-	case c.Grace <= 0:
-		return fmt.Errorf("--grace-period %s: must be > 0", c.Grace)
-	case c.Stable < 0:
-		return fmt.Errorf("--api-stable-period %s: must be >= 0", c.Stable)
-	case c.Interval <= 0:
-		return fmt.Errorf("--interval %s: must be > 0", c.Interval)
-	case c.RestoreTimeout <= 0:
-		return fmt.Errorf("--restore-timeout %s: must be > 0", c.RestoreTimeout)
-	case c.Volumes != "copy" && c.Volumes != "drop":
-		return fmt.Errorf("--volumes %q: want copy or drop", c.Volumes)
-	}
-	if _, err := policy.Parse(c.AllowNamespaces, c.AllowPrivilegedNamespaces); err != nil {
-		return err
-	}
-	if c.Reservation != "" {
-		// The value becomes the copy's reservation annotation: check it with
-		// the plugin's own parser, or the copy would never get a network.
-		if _, err := contract.ParseReservedDuration(c.Reservation); err != nil {
-			return fmt.Errorf("--restore-reservation: %w", err)
-		}
-	}
-	return nil
-}
-
-// StaticPodPath reads staticPodPath from a KubeletConfiguration file.
-func StaticPodPath(kubeletConfig string) (string, error) {
-	data, err := os.ReadFile(kubeletConfig)
-	if err != nil {
-		return "", fmt.Errorf("--kubelet-config: %w", err)
-	}
-	p, err := parseStaticPodPath(data)
-	if err != nil {
-		return "", fmt.Errorf("--kubelet-config %s: %w", kubeletConfig, err)
-	}
-	return p, nil
-}
-
-func parseStaticPodPath(data []byte) (string, error) {
-	var kc struct {
-		Kind          string `json:"kind"`
-		StaticPodPath string `json:"staticPodPath"`
-	}
-	if err := yaml.Unmarshal(data, &kc); err != nil {
-		return "", err
-	}
-	if kc.Kind != "KubeletConfiguration" {
-		return "", fmt.Errorf("kind %q, want KubeletConfiguration", kc.Kind)
-	}
-	if kc.StaticPodPath == "" {
-		return "", errors.New("it sets no staticPodPath: this kubelet runs no static pods, so nothing can be restored")
-	}
-	if !filepath.IsAbs(kc.StaticPodPath) {
-		return "", fmt.Errorf("staticPodPath %q is not an absolute path", kc.StaticPodPath)
-	}
-	return filepath.Clean(kc.StaticPodPath), nil
-}
-
-// RestConfig builds the API client config. A kubeconfig is used as is (the
-// kubelet's own, /etc/kubernetes/kubelet.conf, works on kubeadm nodes: it is
-// on local disk, needs no API server to load, and carries the node's
-// identity, which the Node authorizer limits to what the node's pods use).
-func RestConfig(kubeconfig string, timeout time.Duration) (*rest.Config, error) {
-	var cfg *rest.Config
-	var err error
-	if kubeconfig == "" || kubeconfig == "in-cluster" {
-		cfg, err = rest.InClusterConfig()
-	} else {
-		cfg, err = clientcmd.BuildConfigFromFlags("", kubeconfig)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("API client config (--kubeconfig %q): %w", kubeconfig, err)
-	}
-	cfg.Timeout = timeout
-	cfg.UserAgent = "checkpointd"
-	return cfg, nil
-}
 
 // Run runs the daemon until ctx is done. When it returns it has removed the
 // manifests of the static copies it placed (their files stay: a copy the
@@ -167,17 +42,13 @@ func Run(ctx context.Context, cfg Config) error {
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
 	}
-	if err := cfg.Validate(); err != nil {
+	pol, err := cfg.validate()
+	if err != nil {
 		return err
 	}
-	if cfg.KubeletConfig != "" {
-		p, err := StaticPodPath(cfg.KubeletConfig)
-		if err != nil {
-			return err
-		}
-		cfg.StaticPodDir = p
+	if cfg.StaticPodDir, err = cfg.ResolveStaticPodDir(); err != nil {
+		return err
 	}
-	pol, _ := policy.Parse(cfg.AllowNamespaces, cfg.AllowPrivilegedNamespaces)
 	log := cfg.Log
 	subnetFile, err := SubnetFile(cfg.FlannelSubnetFile, cfg.CNIConfDir)
 	if err != nil {
@@ -319,97 +190,4 @@ func Run(ctx context.Context, cfg Config) error {
 	default:
 		return nil
 	}
-}
-
-// Cleanup removes what checkpointd put on the node: with all false, its
-// static copies' manifests (what the systemd unit runs whenever the daemon
-// stops, crashes included; the copies' files stay for a copy the kubelet
-// keeps running until it reaches the API server, and go with the next
-// checkpointd's first pass, a reboot (tmpfs) or --all); with all, also the
-// copies' files, every checkpoint, stored secret, absence mark, corrupt
-// record, the saved flannel lease, the last API contact, the list of
-// placement shards written and the per-boot files. It never touches a file
-// it did not write (nor the placement index in the API: an administrator
-// removes it with kubectl). It returns the paths it
-// removed.
-func Cleanup(cfg Config, all bool) ([]string, error) {
-	if cfg.KubeletConfig != "" {
-		p, err := StaticPodPath(cfg.KubeletConfig)
-		if err != nil {
-			return nil, err
-		}
-		cfg.StaticPodDir = p
-	}
-	if !all {
-		return reconcile.StopCopies(cfg.StaticPodDir, cfg.VolumeDir)
-	}
-	removed, err := reconcile.RemoveCopies(cfg.StaticPodDir, cfg.VolumeDir)
-	if err != nil {
-		return removed, err
-	}
-	store := checkpoint.Open(cfg.CheckpointDir)
-	more, err := store.Purge(flannel.SavedFileName, contact.FileName, placement.WrittenFileName)
-	removed = append(removed, more...)
-	if err != nil {
-		return removed, err
-	}
-	for _, name := range []string{boot.FileName, flannel.MarkerFileName} {
-		p := filepath.Join(cfg.VolumeDir, name)
-		if err := os.Remove(p); err == nil {
-			removed = append(removed, p)
-		} else if !errors.Is(err, os.ErrNotExist) {
-			return removed, err
-		}
-	}
-	_ = os.Remove(cfg.VolumeDir) // only when empty
-	return removed, nil
-}
-
-// Healther reports the last successful observation and the last error.
-type Healther interface {
-	Health() (time.Time, error)
-}
-
-// Handler serves /metrics and /healthz. /healthz reports the daemon's own
-// health: 200 "ok" while reconcile passes can observe the node (runtime and
-// disks readable) within maxAge, else 503 with the reason. An unreachable API
-// server is what checkpointd exists for, and one pod's failure is that pod's
-// (logged, counted, an Event): neither makes it unhealthy.
-func Handler(m *metrics.Metrics, h Healther, maxAge time.Duration) http.Handler {
-	start := time.Now()
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{}))
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
-		last, err := h.Health()
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		switch {
-		case !last.IsZero() && time.Since(last) <= maxAge:
-			fmt.Fprintln(w, "ok")
-		case last.IsZero() && err == nil && time.Since(start) <= maxAge:
-			fmt.Fprintln(w, "ok: starting")
-		default:
-			w.WriteHeader(http.StatusServiceUnavailable)
-			msg := "no reconcile pass could observe the node"
-			if !last.IsZero() {
-				msg += " since " + last.UTC().Format(time.RFC3339)
-			}
-			if err != nil {
-				msg += ": " + strings.ReplaceAll(err.Error(), "\n", "; ")
-			}
-			fmt.Fprintln(w, msg)
-		}
-	})
-	return mux
-}
-
-// DefaultNodeName returns NODE_NAME, else the lower-cased host name (the kubelet's default).
-func DefaultNodeName() string {
-	if n := os.Getenv("NODE_NAME"); n != "" {
-		return n
-	}
-	h, err := os.Hostname()
-	if err != nil {
-		return ""
-	}
-	return strings.ToLower(h)
 }

@@ -112,12 +112,12 @@ func TestValidate(t *testing.T) {
 	}
 }
 
-// TestDaemonSetManifest decodes conf/checkpointd-daemonset.yaml strictly:
+// TestDaemonSetManifest decodes deploy/checkpointd/daemonset.yaml strictly:
 // it is one DaemonSet acting with the node's own identity (the kubelet's
 // kubeconfig, read-only), with no service account token and no RBAC of its
 // own, so it has no cluster-wide access to Secrets (issue 9 row 2).
 func TestDaemonSetManifest(t *testing.T) {
-	data, err := os.ReadFile("../../conf/checkpointd-daemonset.yaml")
+	data, err := os.ReadFile("../../deploy/checkpointd/daemonset.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}

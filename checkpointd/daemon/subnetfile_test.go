@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/stickyip/stickyip/checkpointd/flannel"
-	"github.com/stickyip/stickyip/subnetenv"
+	"github.com/stickyip/stickyip/contract"
 )
 
 // Issue 17 finding 7: the lease checkpointd keeps is the file the flannel
@@ -34,7 +34,7 @@ func TestSubnetFileFromTheFlannelConflist(t *testing.T) {
 		name, flag, confDir, want, err string
 	}{
 		{"named by the conflist", auto, conf("/run/flannel/other.env"), "/run/flannel/other.env", ""},
-		{"the plugin's default", auto, conf(""), subnetenv.DefaultPath, ""},
+		{"the plugin's default", auto, conf(""), contract.DefaultFlannelSubnetFile, ""},
 		{"two networks, one file", auto, conf("/run/f.env", "/run/f.env"), "/run/f.env", ""},
 		{"no flannel network: none kept", auto, conf(), "", ""},
 		{"the flag overrides", "/srv/lease.env", conf("/run/flannel/other.env"), "/srv/lease.env", ""},

@@ -38,7 +38,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/stickyip/stickyip/checkpointd/safefile"
-	"github.com/stickyip/stickyip/subnetenv"
+	"github.com/stickyip/stickyip/contract"
 )
 
 // SubnetFileFromCNI is the --flannel-subnet-file value (the default) that
@@ -81,7 +81,7 @@ type Keeper struct {
 	// back this boot.
 	MarkerFile string
 	// Check, when set, must accept a saved lease before it is put back.
-	Check func(subnetenv.Lease) error
+	Check func(contract.FlannelLease) error
 	Log   *slog.Logger
 }
 
@@ -113,7 +113,7 @@ func (k *Keeper) saveCurrent(cur []byte) (Outcome, error) {
 		}
 		k.Log.Info("flanneld wrote its own subnet lease: it owns the file again", "file", k.SubnetFile)
 	}
-	lease, err := subnetenv.Parse(cur)
+	lease, err := contract.ParseFlannelLease(cur)
 	if err != nil {
 		return None, fmt.Errorf("%s not saved: %w", k.SubnetFile, err)
 	}
@@ -138,7 +138,7 @@ func (k *Keeper) putBack() (Outcome, error) {
 	if err != nil {
 		return None, fmt.Errorf("saved flannel lease %s: %w", k.SavedFile, err)
 	}
-	lease, err := subnetenv.Parse(saved)
+	lease, err := contract.ParseFlannelLease(saved)
 	if err != nil {
 		return None, fmt.Errorf("saved flannel lease %s: %w", k.SavedFile, err)
 	}

@@ -1,7 +1,7 @@
 package flannel
 
 import (
-	"github.com/stickyip/stickyip/subnetenv"
+	"github.com/stickyip/stickyip/contract"
 
 	"errors"
 	"io"
@@ -143,7 +143,7 @@ func TestFlanneldWinsARace(t *testing.T) {
 	n.boot()
 	// flanneld writes between the keeper's check and its write: simulate by
 	// writing while Check runs.
-	n.keeper.Check = func(subnetenv.Lease) error { n.flanneld(lease2); return nil }
+	n.keeper.Check = func(contract.FlannelLease) error { n.flanneld(lease2); return nil }
 	if _, err := n.keeper.Step(true); err != nil {
 		t.Fatal(err)
 	}
@@ -157,7 +157,7 @@ func TestLeaseNotMatchingTheIPAMIsNotPutBack(t *testing.T) {
 	n.flanneld(lease1)
 	n.step(Saved)
 	n.boot()
-	n.keeper.Check = func(l subnetenv.Lease) error {
+	n.keeper.Check = func(l contract.FlannelLease) error {
 		if !l.Contains(netip.MustParseAddr("10.244.7.9")) {
 			return errors.New("the IPAM's last allocation 10.244.7.9 is outside it")
 		}
@@ -194,7 +194,7 @@ func TestInvalidCurrentFileIsNotSaved(t *testing.T) {
 	n.flanneld(lease1)
 	n.step(Saved)
 	n.flanneld("FLANNEL_SUBNET=banana\n")
-	if _, err := n.keeper.Step(true); !errors.Is(err, subnetenv.ErrInvalid) {
+	if _, err := n.keeper.Step(true); !errors.Is(err, contract.ErrInvalidFlannelLease) {
 		t.Fatalf("err %v, want ErrInvalid", err)
 	}
 	b, _ := os.ReadFile(n.keeper.SavedFile)

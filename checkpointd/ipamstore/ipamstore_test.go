@@ -4,7 +4,7 @@ import (
 	"errors"
 	"maps"
 
-	"github.com/stickyip/stickyip/subnetenv"
+	"github.com/stickyip/stickyip/contract"
 
 	"net/netip"
 	"os"
@@ -200,7 +200,7 @@ func TestFreeFromCNIConfig(t *testing.T) {
 	if err != nil || len(nets) != 1 || nets[0] != "cbr0" {
 		t.Errorf("FlannelNetworks = %v, %v; want [cbr0]", nets, err)
 	}
-	if nets, _ := FlannelNetworks(confDir, subnetenv.DefaultPath); len(nets) != 0 {
+	if nets, _ := FlannelNetworks(confDir, contract.DefaultFlannelSubnetFile); len(nets) != 0 {
 		t.Errorf("FlannelNetworks of another subnet file = %v, want none", nets)
 	}
 }

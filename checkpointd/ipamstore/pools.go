@@ -6,12 +6,12 @@ import (
 	"path/filepath"
 	"slices"
 
+	"github.com/stickyip/stickyip/contract"
 	"github.com/stickyip/stickyip/ipam"
-	"github.com/stickyip/stickyip/subnetenv"
 )
 
 // FlannelNetworks returns the names of the networks in confDir whose flannel
-// plugin reads subnetFile (subnetenv.DefaultPath when the plugin names none).
+// plugin reads subnetFile (contract.DefaultFlannelSubnetFile when the plugin names none).
 func FlannelNetworks(confDir, subnetFile string) ([]string, error) {
 	nets, _, err := ipam.ReadConfDir(confDir)
 	if err != nil {
@@ -30,7 +30,7 @@ func FlannelNetworks(confDir, subnetFile string) ([]string, error) {
 }
 
 // FlannelSubnetFile returns the lease file the flannel plugin of confDir's
-// networks reads, as the plugin does: its subnetFile, subnetenv.DefaultPath
+// networks reads, as the plugin does: its subnetFile, contract.DefaultFlannelSubnetFile
 // when it names none; "" when no network uses flannel. Networks naming
 // different files are an error (checkpointd keeps one lease): the operator
 // names the file with --flannel-subnet-file.
@@ -58,5 +58,5 @@ func FlannelSubnetFile(confDir string) (string, error) {
 }
 
 func flannelFile(p ipam.ConfPlugin) string {
-	return filepath.Clean(cmp.Or(p.SubnetFile, subnetenv.DefaultPath))
+	return filepath.Clean(cmp.Or(p.SubnetFile, contract.DefaultFlannelSubnetFile))
 }

@@ -3,7 +3,7 @@ package reconcile
 import (
 	"github.com/stickyip/stickyip/reservation"
 
-	"github.com/stickyip/stickyip/subnetenv"
+	"github.com/stickyip/stickyip/contract"
 
 	"fmt"
 	"slices"
@@ -36,8 +36,8 @@ func (r *Reconciler) keepLease(s *snapshot) {
 // matches the IPAM: the address stickyip allocated last on the flannel
 // networks (those networks returns) lies inside the lease's subnets. An
 // IPAM that has allocated nothing there has nothing to contradict.
-func LeaseCheck(ipam IPAM, networks func() ([]string, error)) func(subnetenv.Lease) error {
-	return func(l subnetenv.Lease) error {
+func LeaseCheck(ipam IPAM, networks func() ([]string, error)) func(contract.FlannelLease) error {
+	return func(l contract.FlannelLease) error {
 		nets, err := networks()
 		if err != nil {
 			return fmt.Errorf("finding the flannel networks: %w", err)

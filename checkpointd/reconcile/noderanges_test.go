@@ -10,9 +10,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/stickyip/stickyip/contract"
 	"github.com/stickyip/stickyip/ipam"
 	"github.com/stickyip/stickyip/reservation"
-	"github.com/stickyip/stickyip/subnetenv"
 )
 
 // nodeAPI is the fake API server with the node's Node watched.
@@ -120,7 +120,7 @@ func TestNodeRangesChange(t *testing.T) {
 
 	// The saved lease of the old range is never put back.
 	check := LeaseCheck(rip, func() ([]string, error) { return []string{"cbr0"}, nil })
-	old, err := subnetenv.Parse([]byte("FLANNEL_NETWORK=10.211.0.0/16\nFLANNEL_SUBNET=10.211.1.1/24\nFLANNEL_MTU=1450\nFLANNEL_IPMASQ=true\n"))
+	old, err := contract.ParseFlannelLease([]byte("FLANNEL_NETWORK=10.211.0.0/16\nFLANNEL_SUBNET=10.211.1.1/24\nFLANNEL_MTU=1450\nFLANNEL_IPMASQ=true\n"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -43,39 +43,16 @@ import (
 	"fmt"
 	"path"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/stickyip/stickyip/checkpointd/checkpoint"
-	"github.com/stickyip/stickyip/checkpointd/podspec"
-	"github.com/stickyip/stickyip/checkpointd/policy"
 	"github.com/stickyip/stickyip/contract"
 )
-
-// ErrUnsupported is wrapped by errors about pods that cannot run without an API server.
-var ErrUnsupported = errors.New("pod cannot be restored without the API server")
-
-// OptedIn reports whether the pod carries one of the opt-in annotations with value "true".
-func OptedIn(pod *corev1.Pod) bool { return contract.OptedIn(pod.Annotations) }
-
-// IsCopy reports whether the pod is a static or mirror pod, or a checkpoint copy:
-// such pods are never parents.
-func IsCopy(pod *corev1.Pod) bool {
-	if _, ok := pod.Annotations[contract.AnnotationCheckpointOf]; ok {
-		return true
-	}
-	if _, ok := pod.Annotations[contract.AnnotationConfigMirror]; ok {
-		return true
-	}
-	if src, ok := pod.Annotations[contract.AnnotationConfigSource]; ok && src != "api" {
-		return true
-	}
-	return false
-}
 
 // Options tune Manifest.
 type Options struct {
@@ -108,127 +85,6 @@ type Result struct {
 // VolumeRoot returns the directory, relative to VolumeDir, holding the files of id.
 func VolumeRoot(id checkpoint.ID) string { return id.Key() }
 
-// Ref is one secret or configMap a checkpoint of a pod needs, and which of
-// its keys.
-type Ref struct {
-	Kind string // "Secret" or "ConfigMap"
-	Name string
-	// Keys lists the keys the pod uses; nil means every key (a volume
-	// without items, or envFrom).
-	Keys []string
-	// Optional: every reference to the object is optional, so a missing
-	// object is not an error.
-	Optional bool
-}
-
-// Refs returns the secrets and configMaps whose data a checkpoint of pod
-// needs, with the keys it uses: secrets mounted by volumes, configMaps
-// mounted by volumes or read by the environment. Secrets read only by the
-// environment are not returned: they are never restored (see the package
-// documentation), so they are never read.
-func Refs(pod *corev1.Pod) []Ref {
-	type acc struct {
-		all      bool
-		keys     map[string]bool
-		optional bool
-	}
-	refs := map[[2]string]*acc{}
-	note := func(kind, name string, items []corev1.KeyToPath, optional *bool) {
-		k := [2]string{kind, name}
-		a := refs[k]
-		if a == nil {
-			a = &acc{keys: map[string]bool{}, optional: true}
-			refs[k] = a
-		}
-		a.optional = a.optional && isTrue(optional)
-		if items == nil {
-			a.all = true
-		}
-		for _, it := range items {
-			a.keys[it.Key] = true
-		}
-	}
-	for _, v := range pod.Spec.Volumes {
-		switch {
-		case v.Secret != nil:
-			note("Secret", v.Secret.SecretName, nilIfEmpty(v.Secret.Items), v.Secret.Optional)
-		case v.ConfigMap != nil:
-			note("ConfigMap", v.ConfigMap.Name, nilIfEmpty(v.ConfigMap.Items), v.ConfigMap.Optional)
-		case v.Projected != nil:
-			if hasToken(v.Projected) {
-				continue // dropped with its token
-			}
-			for _, src := range v.Projected.Sources {
-				if src.Secret != nil {
-					note("Secret", src.Secret.Name, nilIfEmpty(src.Secret.Items), src.Secret.Optional)
-				}
-				if src.ConfigMap != nil {
-					note("ConfigMap", src.ConfigMap.Name, nilIfEmpty(src.ConfigMap.Items), src.ConfigMap.Optional)
-				}
-			}
-		}
-	}
-	kept := pod.Spec
-	kept.EphemeralContainers = nil // not in the copy
-	for _, ctr := range podspec.Containers(&kept) {
-		for _, ef := range ctr.EnvFrom {
-			if ef.ConfigMapRef != nil {
-				note("ConfigMap", ef.ConfigMapRef.Name, nil, ef.ConfigMapRef.Optional)
-			}
-		}
-		for _, e := range ctr.Env {
-			if e.ValueFrom != nil && e.ValueFrom.ConfigMapKeyRef != nil {
-				r := e.ValueFrom.ConfigMapKeyRef
-				note("ConfigMap", r.Name, []corev1.KeyToPath{{Key: r.Key}}, r.Optional)
-			}
-		}
-	}
-	out := make([]Ref, 0, len(refs))
-	for k, a := range refs {
-		r := Ref{Kind: k[0], Name: k[1], Optional: a.optional}
-		if !a.all {
-			r.Keys = sortedKeys(a.keys)
-		}
-		out = append(out, r)
-	}
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].Kind != out[j].Kind {
-			return out[i].Kind < out[j].Kind
-		}
-		return out[i].Name < out[j].Name
-	})
-	return out
-}
-
-// Filter keeps the keys of data that r names (every key when r.Keys is nil).
-func (r Ref) Filter(data map[string][]byte) map[string][]byte {
-	if r.Keys == nil {
-		return data
-	}
-	out := make(map[string][]byte, len(r.Keys))
-	for _, k := range r.Keys {
-		if v, ok := data[k]; ok {
-			out[k] = v
-		}
-	}
-	return out
-}
-
-func nilIfEmpty(items []corev1.KeyToPath) []corev1.KeyToPath {
-	if len(items) == 0 {
-		return nil
-	}
-	return items
-}
-
-// Check reports whether pod can be restored at all (see ErrUnsupported).
-func Check(pod *corev1.Pod) error {
-	if needs := policy.NeedsAPIServer(pod); len(needs) > 0 {
-		return fmt.Errorf("%s: %w", strings.Join(needs, "; "), ErrUnsupported)
-	}
-	return nil
-}
-
 // Manifest returns the static pod manifest for rec.
 func Manifest(rec *checkpoint.Record, opts Options) (*Result, error) {
 	parent := rec.Pod
@@ -254,7 +110,7 @@ func Manifest(rec *checkpoint.Record, opts Options) (*Result, error) {
 	}
 	for k, v := range parent.Annotations {
 		switch {
-		case k == contract.AnnotationCheckpoint, k == contract.AnnotationBootstrapCheckpoint, k == contract.AnnotationCoreOSCheckpoint,
+		case slices.Contains(contract.OptInAnnotations, k),
 			k == "kubectl.kubernetes.io/last-applied-configuration",
 			strings.HasPrefix(k, "kubernetes.io/config."):
 			continue
@@ -374,172 +230,6 @@ func Manifest(rec *checkpoint.Record, opts Options) (*Result, error) {
 	sort.Slice(res.Files, func(i, j int) bool { return res.Files[i].Path < res.Files[j].Path })
 	res.Pod = pod
 	return res, nil
-}
-
-func hasToken(p *corev1.ProjectedVolumeSource) bool {
-	for _, src := range p.Sources {
-		if src.ServiceAccountToken != nil {
-			return true
-		}
-	}
-	return false
-}
-
-func defaultMode(m *int32) uint32 {
-	if m == nil {
-		return 0o644
-	}
-	return uint32(*m) & 0o777
-}
-
-// keyFiles maps data keys to files the way the kubelet does: every key when
-// items is empty, else the listed keys at their paths.
-func keyFiles(data map[string][]byte, items []corev1.KeyToPath, mode uint32, optional bool, what string) ([]File, error) {
-	var files []File
-	if len(items) == 0 {
-		for _, k := range sortedKeys(data) {
-			files = append(files, File{Path: k, Data: data[k], Mode: mode})
-		}
-		return files, nil
-	}
-	for _, it := range items {
-		d, ok := data[it.Key]
-		if !ok {
-			if optional {
-				continue
-			}
-			return nil, fmt.Errorf("%s has no key %q", what, it.Key)
-		}
-		m := mode
-		if it.Mode != nil {
-			m = uint32(*it.Mode) & 0o777
-		}
-		files = append(files, File{Path: it.Path, Data: d, Mode: m})
-	}
-	for _, fl := range files {
-		if !safeRelPath(fl.Path) {
-			return nil, fmt.Errorf("%s: unsafe file path %q", what, fl.Path)
-		}
-	}
-	return files, nil
-}
-
-func safeRelPath(p string) bool {
-	if p == "" || path.IsAbs(p) || strings.HasPrefix(p, "..") {
-		return false
-	}
-	for _, el := range strings.Split(p, "/") {
-		if el == ".." {
-			return false
-		}
-	}
-	return true
-}
-
-func isTrue(p *bool) bool { return p != nil && *p }
-
-func secretFiles(rec *checkpoint.Record, s *corev1.SecretVolumeSource) ([]File, error) {
-	data, ok := rec.Secrets[s.SecretName]
-	if !ok {
-		if isTrue(s.Optional) {
-			return nil, nil
-		}
-		return nil, fmt.Errorf("secret %q was not saved with the checkpoint", s.SecretName)
-	}
-	return keyFiles(data, s.Items, defaultMode(s.DefaultMode), isTrue(s.Optional), "secret "+s.SecretName)
-}
-
-func configMapFiles(rec *checkpoint.Record, c *corev1.ConfigMapVolumeSource) ([]File, error) {
-	data, ok := rec.ConfigMaps[c.Name]
-	if !ok {
-		if isTrue(c.Optional) {
-			return nil, nil
-		}
-		return nil, fmt.Errorf("configMap %q was not saved with the checkpoint", c.Name)
-	}
-	return keyFiles(data, c.Items, defaultMode(c.DefaultMode), isTrue(c.Optional), "configMap "+c.Name)
-}
-
-func projectedFiles(rec *checkpoint.Record, p *corev1.ProjectedVolumeSource, warn func(string, ...any), vol string) ([]File, error) {
-	mode := defaultMode(p.DefaultMode)
-	var files []File
-	for _, src := range p.Sources {
-		var fs []File
-		var err error
-		switch {
-		case src.Secret != nil:
-			data, ok := rec.Secrets[src.Secret.Name]
-			if !ok {
-				if isTrue(src.Secret.Optional) {
-					continue
-				}
-				return nil, fmt.Errorf("secret %q was not saved with the checkpoint", src.Secret.Name)
-			}
-			fs, err = keyFiles(data, src.Secret.Items, mode, isTrue(src.Secret.Optional), "secret "+src.Secret.Name)
-		case src.ConfigMap != nil:
-			data, ok := rec.ConfigMaps[src.ConfigMap.Name]
-			if !ok {
-				if isTrue(src.ConfigMap.Optional) {
-					continue
-				}
-				return nil, fmt.Errorf("configMap %q was not saved with the checkpoint", src.ConfigMap.Name)
-			}
-			fs, err = keyFiles(data, src.ConfigMap.Items, mode, isTrue(src.ConfigMap.Optional), "configMap "+src.ConfigMap.Name)
-		default:
-			warn("volume %q: a projected source other than secret/configMap was dropped", vol)
-		}
-		if err != nil {
-			return nil, err
-		}
-		files = append(files, fs...)
-	}
-	return files, nil
-}
-
-func inlineEnv(rec *checkpoint.Record, c *corev1.Container, warn func(string, ...any)) ([]corev1.EnvVar, error) {
-	var env []corev1.EnvVar
-	for _, ef := range c.EnvFrom {
-		switch {
-		case ef.ConfigMapRef != nil:
-			data, ok := rec.ConfigMaps[ef.ConfigMapRef.Name]
-			if !ok {
-				if isTrue(ef.ConfigMapRef.Optional) {
-					continue
-				}
-				return nil, fmt.Errorf("configMap %q was not saved with the checkpoint", ef.ConfigMapRef.Name)
-			}
-			for _, k := range sortedKeys(data) {
-				name := ef.Prefix + k
-				if len(validation.IsEnvVarName(name)) > 0 {
-					continue // the kubelet skips invalid names too
-				}
-				env = append(env, corev1.EnvVar{Name: name, Value: string(data[k])})
-			}
-		case ef.SecretRef != nil:
-			warn("container %q: envFrom secret %q dropped (secrets are never written into manifests)", c.Name, ef.SecretRef.Name)
-		}
-	}
-	for _, e := range c.Env {
-		if e.ValueFrom != nil {
-			switch {
-			case e.ValueFrom.SecretKeyRef != nil:
-				warn("container %q: env %s from secret %q dropped (secrets are never written into manifests)", c.Name, e.Name, e.ValueFrom.SecretKeyRef.Name)
-				continue
-			case e.ValueFrom.ConfigMapKeyRef != nil:
-				ref := e.ValueFrom.ConfigMapKeyRef
-				v, ok := rec.ConfigMaps[ref.Name][ref.Key]
-				if !ok {
-					if isTrue(ref.Optional) {
-						continue
-					}
-					return nil, fmt.Errorf("env %s: configMap %q key %q was not saved with the checkpoint", e.Name, ref.Name, ref.Key)
-				}
-				e = corev1.EnvVar{Name: e.Name, Value: string(v)}
-			}
-		}
-		env = append(env, e)
-	}
-	return env, nil
 }
 
 func copyMap(m map[string]string) map[string]string {

@@ -41,9 +41,6 @@ var (
 	bucketBookkeeping = []byte("bookkeeping")
 )
 
-// DefaultLockTimeout is how long a call waits for the store when no timeout is configured.
-const DefaultLockTimeout = contract.DefaultLockTimeout
-
 // Store is the on-disk store of one data directory. It holds no open file
 // between calls; it is safe to use from many processes at once.
 type Store struct {
@@ -55,7 +52,7 @@ type Store struct {
 // first Update.
 func New(dir string, lockTimeout time.Duration) *Store {
 	if lockTimeout <= 0 {
-		lockTimeout = DefaultLockTimeout
+		lockTimeout = contract.DefaultLockTimeout
 	}
 	return &Store{dir: dir, lockTimeout: lockTimeout}
 }

@@ -25,9 +25,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/stickyip/stickyip/admin"
 	"github.com/stickyip/stickyip/contract"
-	"github.com/stickyip/stickyip/subnetenv"
+	"github.com/stickyip/stickyip/plugins/ipam/stickyip/admin"
 	"github.com/stickyip/stickyip/test/harness"
 )
 
@@ -60,7 +59,7 @@ func (n *node) checkpointFile(namespace, name string) string {
 func (n *node) checkpointdEnv() []string {
 	dataDir, confDir, subnetFile := n.stickyipDataDir(), n.cniConfDir(), n.subnetFile()
 	if n.shippedPaths { // as the systemd unit's defaults, the same files
-		dataDir, confDir, subnetFile = contract.DefaultDataDir, contract.DefaultCNIConfDir, subnetenv.DefaultPath
+		dataDir, confDir, subnetFile = contract.DefaultDataDir, contract.DefaultCNIConfDir, contract.DefaultFlannelSubnetFile
 	}
 	return []string{
 		"CHECKPOINTD_NODE_NAME=" + n.name,

@@ -14,9 +14,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stickyip/stickyip/checkpointd/install"
 	"github.com/stickyip/stickyip/contract"
 	"github.com/stickyip/stickyip/deploy"
-	"github.com/stickyip/stickyip/install"
 	"github.com/stickyip/stickyip/reservation/boltstore"
 	"github.com/stickyip/stickyip/test/harness"
 	appsv1 "k8s.io/api/apps/v1"
@@ -70,8 +70,8 @@ const shippedCRISocket = "/run/containerd/containerd.sock"
 func (c *cluster) installJourney() {
 	t := c.t
 	for _, n := range c.nodes {
-		if _, err := os.Lstat(filepath.Join(n.cniBinDir, install.PluginName)); !errors.Is(err, fs.ErrNotExist) {
-			t.Fatalf("%s: %s before the install: %v, want none (the install starts from a node without stickyip)", n.name, install.PluginName, err)
+		if _, err := os.Lstat(filepath.Join(n.cniBinDir, contract.PluginType)); !errors.Is(err, fs.ErrNotExist) {
+			t.Fatalf("%s: %s before the install: %v, want none (the install starts from a node without stickyip)", n.name, contract.PluginType, err)
 		}
 	}
 	if conf := c.kubeFlannelConfig()["cni-conf.json"]; conf != c.kubeFlannelShipped["cni-conf.json"] {
@@ -250,7 +250,7 @@ func (c *cluster) installJourney() {
 	rolled := time.Since(start)
 	t.Logf("kubectl delete -f deploy/install/:\n%s", c.kubectl("delete", "-f", shipped, "--timeout=3m"))
 	for _, n := range c.nodes {
-		if _, err := pluginVersion(filepath.Join(n.cniBinDir, install.PluginName)); !errors.Is(err, fs.ErrNotExist) {
+		if _, err := pluginVersion(filepath.Join(n.cniBinDir, contract.PluginType)); !errors.Is(err, fs.ErrNotExist) {
 			t.Errorf("%s: plugin after the uninstall: %v, want it gone", n.name, err)
 		}
 		if _, err := os.Stat(filepath.Join(n.staticPodDir(), install.ManifestName)); !errors.Is(err, fs.ErrNotExist) {
@@ -314,7 +314,7 @@ func (c *cluster) installJourney() {
 	if err != nil {
 		t.Fatal(err)
 	}
-	writeFile(t, filepath.Join(n2.cniBinDir, install.PluginName), b, 0o755)
+	writeFile(t, filepath.Join(n2.cniBinDir, contract.PluginType), b, 0o755)
 	eventually(t, "default/straggler torn down once the plugin is back", 3*time.Minute, 2*time.Second, func() (bool, string) {
 		_, err := cs.CoreV1().Pods("default").Get(ctx, "straggler", metav1.GetOptions{})
 		ip := ipOf(n2.stickyipList(t), "default/straggler")
@@ -535,7 +535,7 @@ func (c *cluster) watchPlugins(from, to image) *pluginWatch {
 			var versions []string
 			for _, n := range c.nodes {
 				w.res.looks++
-				v, err := pluginVersion(filepath.Join(n.cniBinDir, install.PluginName))
+				v, err := pluginVersion(filepath.Join(n.cniBinDir, contract.PluginType))
 				if err != nil {
 					w.res.failures++
 					w.res.lastFailure = fmt.Sprintf("%s: %v", n.name, err)

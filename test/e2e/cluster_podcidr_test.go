@@ -18,7 +18,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/stickyip/stickyip/admin"
+	"github.com/stickyip/stickyip/plugins/ipam/stickyip/admin"
 )
 
 // TestClusterPodCIDRChange is issue 26's node whose pod subnet changes, on

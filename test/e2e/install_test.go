@@ -14,9 +14,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stickyip/stickyip/admin"
+	"github.com/stickyip/stickyip/checkpointd/install"
+	"github.com/stickyip/stickyip/contract"
 	"github.com/stickyip/stickyip/deploy"
-	"github.com/stickyip/stickyip/install"
+	"github.com/stickyip/stickyip/plugins/ipam/stickyip/admin"
 	"github.com/stickyip/stickyip/test/harness"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -24,7 +25,7 @@ import (
 )
 
 // TestInstaller is issue 18 on a real node: the image built by
-// image/cmd/mkimage and imported into the node's containerd, the installer
+// deploy/image/cmd/mkimage and imported into the node's containerd, the installer
 // pod of deploy/install (the DaemonSet's own pod template, bound to the node:
 // no kube-controller-manager runs here to create the DaemonSet's pods),
 // a pod that then gets its IP through the installed plugin, an upgrade to a
@@ -163,7 +164,7 @@ type image struct {
 }
 
 // buildImage builds stickyip and checkpointd with version v and packs them
-// with image/cmd/mkimage, as make image does, in a directory below parent.
+// with deploy/image/cmd/mkimage, as make image does, in a directory below parent.
 func buildImage(t testing.TB, parent, v string) image {
 	t.Helper()
 	root, err := harness.RepoRoot()
@@ -171,9 +172,9 @@ func buildImage(t testing.TB, parent, v string) image {
 		t.Fatal(err)
 	}
 	dir := filepath.Join(parent, "image-"+v)
-	ldflags := "-s -w -X github.com/stickyip/stickyip/version.Version=" + v
+	ldflags := "-s -w -X github.com/stickyip/stickyip/contract.Version=" + v
 	for name, pkg := range map[string]string{"stickyip": "./plugins/ipam/stickyip", "checkpointd": "./checkpointd/cmd/checkpointd",
-		"mkimage": "./image/cmd/mkimage"} {
+		"mkimage": "./deploy/image/cmd/mkimage"} {
 		goBuild(t, root, ldflags, filepath.Join(dir, name), pkg)
 	}
 	img := image{version: v, ref: imageRefBase + v, archive: filepath.Join(dir, "image.tar")}
@@ -309,7 +310,7 @@ func (n *node) waitInstalled(img image, healthAddr string) {
 func (n *node) installed(img image, healthAddr string) (bool, string) {
 	n.t.Helper()
 	n.failIfInstallerExited()
-	plugin := filepath.Join(n.cniBinDir, install.PluginName)
+	plugin := filepath.Join(n.cniBinDir, contract.PluginType)
 	if v, err := pluginVersion(plugin); err != nil || !strings.Contains(v, img.version) {
 		return false, fmt.Sprintf("%s version: %q %v", plugin, v, err)
 	}

@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stickyip/stickyip/subnetenv"
+	"github.com/stickyip/stickyip/contract"
 	"github.com/stickyip/stickyip/test/harness"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -253,7 +253,7 @@ func flannelModuleDir(t testing.TB) string {
 
 // flannelLease is a node's subnet.env as flanneld wrote it.
 type flannelLease struct {
-	subnetenv.Lease
+	contract.FlannelLease
 	MTU    string // FLANNEL_MTU
 	IPMasq string // FLANNEL_IPMASQ
 	raw    string
@@ -266,11 +266,11 @@ func (n *node) lease() (flannelLease, error) {
 	if err != nil {
 		return flannelLease{}, err
 	}
-	l, err := subnetenv.Parse(b)
+	l, err := contract.ParseFlannelLease(b)
 	if err != nil {
 		return flannelLease{}, err
 	}
-	fl := flannelLease{Lease: l, raw: string(b)}
+	fl := flannelLease{FlannelLease: l, raw: string(b)}
 	for _, line := range strings.Split(string(b), "\n") {
 		k, v, _ := strings.Cut(strings.TrimSpace(line), "=")
 		switch k {

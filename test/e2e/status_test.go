@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stickyip/stickyip/admin"
+	"github.com/stickyip/stickyip/plugins/ipam/stickyip/admin"
 	"github.com/stickyip/stickyip/test/harness"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -45,7 +45,7 @@ const (
 // reservation — the node stays Ready for more than 3 minutes while the next
 // pod fails with stickyip's error 100 in its events; damage the store — the
 // node's Ready condition turns False with stickyip's message; move the store
-// aside (README Troubleshooting) — the node is Ready again and pods run.
+// aside (docs/troubleshooting.md, "Error 102") — the node is Ready again and pods run.
 func TestNodeReadyWithStickyipStatus(t *testing.T) {
 	if _, major, err := harness.ContainerdVersion(); err == nil && major < 2 {
 		t.Skip("containerd before 2.0 calls no CNI STATUS and cannot run the cniVersion 1.1.0 conflist (STICKYIP_CONTAINERD)")

@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stickyip/stickyip/admin"
+	"github.com/stickyip/stickyip/plugins/ipam/stickyip/admin"
 	"github.com/stickyip/stickyip/reservation"
 )
 

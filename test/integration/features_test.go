@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stickyip/stickyip/admin"
 	"github.com/stickyip/stickyip/ipam"
+	"github.com/stickyip/stickyip/plugins/ipam/stickyip/admin"
 	"github.com/stickyip/stickyip/test/harness"
 )
 

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stickyip/stickyip/image"
+	"github.com/stickyip/stickyip/deploy/image"
 	"github.com/stickyip/stickyip/test/harness"
 )
 

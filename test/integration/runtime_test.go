@@ -174,7 +174,7 @@ func TestContainerdNetworkReady(t *testing.T) {
 		t.Fatal("stickyip logged no error for the failing STATUS")
 	}
 
-	// Repair as README's Troubleshooting says: move it aside; the new store
+	// Repair as docs/troubleshooting.md ("Error 102") says: move it aside; the new store
 	// does not know the running pods, so they go too (drain).
 	if err := os.Rename(db, db+".damaged"); err != nil {
 		t.Fatal(err)

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stickyip/stickyip/admin"
+	"github.com/stickyip/stickyip/plugins/ipam/stickyip/admin"
 	"github.com/stickyip/stickyip/test/harness"
 )
 

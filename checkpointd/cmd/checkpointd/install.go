@@ -14,7 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/stickyip/stickyip/checkpointd/daemon"
-	"github.com/stickyip/stickyip/install"
+	"github.com/stickyip/stickyip/checkpointd/install"
 )
 
 // runInstall runs `checkpointd install` or `checkpointd uninstall` (cmd):
@@ -54,12 +54,10 @@ cleanup --all and removes the plugin; the IPAM store stays.
 		return 2
 	}
 	cfg.Log = log
-	node := install.Node{PluginSource: *plugin, CNIBinDir: *binDir, StaticPodDir: cfg.StaticPodDir}
-	if cfg.KubeletConfig != "" {
-		if node.StaticPodDir, err = daemon.StaticPodPath(cfg.KubeletConfig); err != nil {
-			log.Error(cmd+" failed", "err", err)
-			return 1
-		}
+	node := install.Node{PluginSource: *plugin, CNIBinDir: *binDir}
+	if node.StaticPodDir, err = cfg.ResolveStaticPodDir(); err != nil {
+		log.Error(cmd+" failed", "err", err)
+		return 1
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()

@@ -9,7 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
 
-	"github.com/stickyip/stickyip/install"
+	"github.com/stickyip/stickyip/checkpointd/install"
 )
 
 // TestInstallCommand runs `checkpointd install` and `uninstall` as the

@@ -20,7 +20,6 @@ import (
 	"github.com/stickyip/stickyip/checkpointd/daemon"
 	"github.com/stickyip/stickyip/checkpointd/flannel"
 	"github.com/stickyip/stickyip/contract"
-	"github.com/stickyip/stickyip/version"
 )
 
 func main() {
@@ -69,7 +68,7 @@ Every flag can also be set with the environment variable CHECKPOINTD_<FLAG>, e.g
 		return code
 	}
 	if *showVersion {
-		fmt.Println("checkpointd", version.Version)
+		fmt.Println("checkpointd", contract.Version)
 		return 0
 	}
 	var err error
@@ -103,11 +102,11 @@ Every flag can also be set with the environment variable CHECKPOINTD_<FLAG>, e.g
 // and uninstall commands take the same ones. It returns the log level flag.
 func daemonFlags(fs *flag.FlagSet, cfg *daemon.Config) *string {
 	fs.StringVar(&cfg.NodeName, "node-name", daemon.DefaultNodeName(), "this node's name as the API server knows it ($NODE_NAME, else the lower-cased host name)")
-	fs.StringVar(&cfg.Kubeconfig, "kubeconfig", "/etc/kubernetes/kubelet.conf", `kubeconfig to reach the API server: the kubelet's, so checkpointd reads with the node's own identity ("in-cluster" or "": the pod's service account)`)
-	fs.StringVar(&cfg.CheckpointDir, "checkpoint-dir", "/var/lib/stickyip/checkpoints", "where checkpoint records are kept (0700; persistent disk)")
-	fs.StringVar(&cfg.StaticPodDir, "static-pod-dir", "/etc/kubernetes/manifests", "the kubelet's staticPodPath (--kubelet-config overrides it)")
+	fs.StringVar(&cfg.Kubeconfig, "kubeconfig", contract.DefaultKubeconfig, `kubeconfig to reach the API server: the kubelet's, so checkpointd reads with the node's own identity ("in-cluster" or "": the pod's service account)`)
+	fs.StringVar(&cfg.CheckpointDir, "checkpoint-dir", contract.DefaultCheckpointDir, "where checkpoint records are kept (0700; persistent disk)")
+	fs.StringVar(&cfg.StaticPodDir, "static-pod-dir", contract.DefaultStaticPodDir, "the kubelet's staticPodPath (--kubelet-config overrides it)")
 	fs.StringVar(&cfg.KubeletConfig, "kubelet-config", "", "the kubelet's KubeletConfiguration file (e.g. /var/lib/kubelet/config.yaml): its staticPodPath is used")
-	fs.StringVar(&cfg.VolumeDir, "volume-dir", "/run/stickyip/checkpointd", "a restored copy's secret and configMap files and per-boot state (0700; must be tmpfs)")
+	fs.StringVar(&cfg.VolumeDir, "volume-dir", contract.DefaultVolumeDir, "a restored copy's secret and configMap files and per-boot state (0700; must be tmpfs)")
 	fs.StringVar(&cfg.CRIEndpoint, "cri-endpoint", "unix:///run/containerd/containerd.sock", "container runtime CRI socket")
 	fs.StringVar(&cfg.DataDir, "data-dir", contract.DefaultDataDir, `stickyip IPAM data directory ("": no IPAM reconciliation)`)
 	fs.StringVar(&cfg.CNIConfDir, "cni-conf-dir", contract.DefaultCNIConfDir, `CNI network configs, read for pool sizes and the flannel networks; "": not read`)
@@ -125,7 +124,7 @@ func daemonFlags(fs *flag.FlagSet, cfg *daemon.Config) *string {
 	fs.DurationVar(&cfg.CorruptRetention, "corrupt-retention", 7*24*time.Hour, "corrupt checkpoints set aside are deleted after this (0: kept)")
 	fs.StringVar(&cfg.Reservation, "restore-reservation", contract.DefaultRestoreReservation, "reservation annotation given to restored copies whose parent has none, so the parent gets the IP back")
 	fs.StringVar(&cfg.Volumes, "volumes", "copy", "secrets/configMaps: copy (saved with the checkpoint, restored as read-only host files) or drop (restored as empty dirs; no secret access needed)")
-	fs.StringVar(&cfg.ListenAddress, "listen-address", "127.0.0.1:9469", `address for /healthz and /metrics ("": disabled)`)
+	fs.StringVar(&cfg.ListenAddress, "listen-address", contract.DefaultListenAddress, `address for /healthz and /metrics ("": disabled)`)
 	fs.BoolVar(&cfg.Placement, "placement", true, "publish this node's sticky identities in the placement index (ConfigMaps stickyip-placement-*) for the placement policy (deploy/placement; needs --data-dir and the node's own credentials)")
 	return fs.String("log-level", "info", "debug, info, warn or error")
 }

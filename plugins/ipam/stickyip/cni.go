@@ -6,13 +6,13 @@ import (
 	"github.com/containernetworking/cni/pkg/skel"
 	"github.com/containernetworking/cni/pkg/types"
 
-	"github.com/stickyip/stickyip/plugin"
+	"github.com/stickyip/stickyip/plugins/ipam/stickyip/cni"
 	"github.com/stickyip/stickyip/reservation"
 )
 
 func cmdAdd(args *skel.CmdArgs) error {
-	return plugin.Run(args, func(c *plugin.Call) error {
-		req, err := c.AddRequest()
+	return cni.Run(args, func(c *cni.Call) error {
+		req, err := c.Conf.AddRequest(args.ContainerID, args.IfName, args.Netns, c.Log)
 		if err != nil {
 			return err
 		}
@@ -31,7 +31,7 @@ func cmdAdd(args *skel.CmdArgs) error {
 }
 
 func cmdDel(args *skel.CmdArgs) error {
-	return plugin.Run(args, func(c *plugin.Call) error {
+	return cni.Run(args, func(c *cni.Call) error {
 		err := c.Store.Update(c.Conf.Name, func(tx reservation.Txn) error {
 			return c.Engine.Del(tx, args.ContainerID, args.IfName) // ErrNoChange: nothing committed, nothing synced
 		})
@@ -43,7 +43,7 @@ func cmdDel(args *skel.CmdArgs) error {
 }
 
 func cmdCheck(args *skel.CmdArgs) error {
-	return plugin.Run(args, func(c *plugin.Call) error {
+	return cni.Run(args, func(c *cni.Call) error {
 		prev, err := c.PrevResultIPs()
 		if err != nil {
 			return err
@@ -55,7 +55,7 @@ func cmdCheck(args *skel.CmdArgs) error {
 }
 
 func cmdGC(args *skel.CmdArgs) error {
-	return plugin.Run(args, func(c *plugin.Call) error {
+	return cni.Run(args, func(c *cni.Call) error {
 		var n int
 		err := c.Store.Update(c.Conf.Name, func(tx reservation.Txn) (err error) {
 			n, err = c.Engine.GC(tx, c.Conf.ValidAttachments)
@@ -71,9 +71,9 @@ func cmdGC(args *skel.CmdArgs) error {
 // cmdStatus answers whether stickyip can serve ADDs on this node at all. A
 // full pool is a per-pod condition (ADD error 100), never a STATUS failure:
 // containerd turns a failing STATUS into NetworkReady=false and the node goes
-// NotReady (docs/DESIGN.md, "STATUS").
+// NotReady (docs/plugin.md, "Runtimes and the CNI verbs", STATUS).
 func cmdStatus(args *skel.CmdArgs) error {
-	return plugin.Run(args, func(c *plugin.Call) error {
+	return cni.Run(args, func(c *cni.Call) error {
 		return c.Health()
 	})
 }

@@ -10,8 +10,8 @@ import (
 	"github.com/containernetworking/cni/pkg/skel"
 	"github.com/containernetworking/cni/pkg/version"
 
-	"github.com/stickyip/stickyip/admin"
-	stickyversion "github.com/stickyip/stickyip/version"
+	"github.com/stickyip/stickyip/contract"
+	"github.com/stickyip/stickyip/plugins/ipam/stickyip/admin"
 )
 
 func main() {
@@ -26,5 +26,5 @@ var (
 	// Every version libcni knows, as host-local: results are converted to the
 	// conflist's version by the CNI library (types/020 for 0.1.0 and 0.2.0).
 	supportedVersions = version.All
-	about             = "CNI stickyip IPAM plugin " + stickyversion.Version + " (run \"stickyip help\" for the operator tool)"
+	about             = "CNI stickyip IPAM plugin " + contract.Version + " (run \"stickyip help\" for the operator tool)"
 )

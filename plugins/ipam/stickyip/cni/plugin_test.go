@@ -1,4 +1,4 @@
-package plugin
+package cni
 
 import (
 	"errors"

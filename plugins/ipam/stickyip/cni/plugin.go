@@ -1,8 +1,8 @@
-// Package plugin is the CNI edge of stickyip: it turns one plugin invocation
+// Package cni is the CNI edge of stickyip: it turns one plugin invocation
 // into a loaded config, a logger, a store and an engine, builds the CNI result,
 // and maps the engine's and store's errors to CNI error codes. Nothing here
 // writes to stdout except the result printed by the caller.
-package plugin
+package cni
 
 import (
 	"encoding/json"
@@ -26,7 +26,8 @@ import (
 	"github.com/stickyip/stickyip/reservation/boltstore"
 )
 
-// CNI error codes stickyip uses beyond the spec's own (see docs/DESIGN.md).
+// CNI error codes stickyip uses beyond the spec's own (the table: docs/plugin.md,
+// "CNI errors").
 const (
 	CodePoolExhausted   uint = 100
 	CodeIPUnavailable   uint = 101
@@ -43,12 +44,6 @@ type Call struct {
 	Engine *ipam.Engine
 	Log    *slog.Logger
 }
-
-// Limits of the CNI environment stickyip accepts.
-const (
-	maxContainerIDLen = 256
-	maxIfNameLen      = 15
-)
 
 // Run loads the call and runs fn; every failure, panics included, comes back as
 // a *types.Error.
@@ -86,55 +81,6 @@ func openLog(path string) (*slog.Logger, func()) {
 		return l, func() {}
 	}
 	return slog.New(slog.NewTextHandler(f, nil)).With("pid", os.Getpid()), func() { _ = f.Close() }
-}
-
-// AddRequest builds the engine request of an ADD from the config, CNI_ARGS and
-// annotations.
-func (c *Call) AddRequest() (ipam.AddRequest, error) {
-	a := c.Args
-	if len(a.ContainerID) > maxContainerIDLen {
-		return ipam.AddRequest{}, fmt.Errorf("%w: CNI_CONTAINERID is %d characters, more than %d", ipam.ErrInvalidArgs, len(a.ContainerID), maxContainerIDLen)
-	}
-	if len(a.IfName) > maxIfNameLen {
-		return ipam.AddRequest{}, fmt.Errorf("%w: CNI_IFNAME %q is longer than %d characters", ipam.ErrInvalidArgs, a.IfName, maxIfNameLen)
-	}
-	ns, name, viaCheckpoint, err := c.Conf.Identity()
-	if err != nil {
-		return ipam.AddRequest{}, err
-	}
-	d, requested, clamped, err := c.Conf.ReservationFor()
-	if err != nil {
-		return ipam.AddRequest{}, err
-	}
-	annotated, err := c.Conf.AnnotatedIPs()
-	if err != nil {
-		return ipam.AddRequest{}, err
-	}
-	req := ipam.AddRequest{
-		ContainerID: a.ContainerID, IfName: a.IfName, Netns: a.Netns, UID: c.Conf.Args.UID,
-		Duration: d, RequestedDuration: requested, Clamped: clamped,
-		Requested: append(c.Conf.RequestedIPs(), annotated...),
-	}
-	if ns != "" {
-		req.Identity = reservation.Identity{Namespace: ns, Name: name, IfName: a.IfName}
-		req.PodName = c.Conf.Args.Name
-	}
-	if viaCheckpoint {
-		c.Log.Info("restored static pod: using its parent's identity", "parent", req.Identity.Pod(),
-			"pod", c.Conf.Args.Namespace+"/"+c.Conf.Args.Name)
-	} else if _, has := c.Conf.Annotations[contract.AnnotationCheckpointOf]; has {
-		c.Log.Warn("ignoring "+contract.AnnotationCheckpointOf+" on a pod that is not a static pod",
-			"pod", c.Conf.Args.Namespace+"/"+c.Conf.Args.Name)
-	}
-	if clamped {
-		c.Log.Warn("reservation clamped to ipam.reservation.maxDuration", "pod", req.Identity.Pod(),
-			"requested", requested.String(), "max", d.String())
-	}
-	if d > 0 && req.Identity.IsZero() {
-		c.Log.Warn("reservation annotation ignored: no K8S_POD_NAMESPACE/K8S_POD_NAME in CNI_ARGS", "container", a.ContainerID)
-		req.Duration = 0
-	}
-	return req, nil
 }
 
 // holderPoll is how often an ADD waiting for its identity's previous holder
@@ -241,7 +187,7 @@ func StatusError(err error) *types.Error {
 	hint := ""
 	switch {
 	case errors.Is(err, reservation.ErrCorrupt):
-		hint = "the file was not modified; run `stickyip check`, then see README \"Troubleshooting\" (drain the node, then move the damaged file aside to start over)"
+		hint = "the file was not modified; run `stickyip check`, then see docs/troubleshooting.md, \"Error 102\" (drain the node, then move the damaged file aside to start over)"
 	case errors.Is(err, reservation.ErrFutureSchema):
 		hint = "install the stickyip that wrote it, or a newer one"
 	case errors.Is(err, reservation.ErrIO):
@@ -275,7 +221,7 @@ func ToCNIError(err error) *types.Error {
 	case errors.Is(err, ipam.ErrNoAllocation):
 		code = types.ErrUnknownContainer
 	case errors.Is(err, reservation.ErrCorrupt), errors.Is(err, reservation.ErrFutureSchema):
-		code, hint = CodeStoreUnreadable, "the file was not modified; run `stickyip check` for details, see README \"Troubleshooting\""
+		code, hint = CodeStoreUnreadable, "the file was not modified; run `stickyip check` for details, see docs/troubleshooting.md, \"Error 102\""
 	case errors.Is(err, reservation.ErrIO):
 		code = types.ErrIOFailure
 	}

@@ -1,4 +1,4 @@
-package subnetenv
+package contract
 
 import (
 	"errors"
@@ -9,12 +9,12 @@ import (
 
 const lease1 = "FLANNEL_NETWORK=10.244.0.0/16\nFLANNEL_SUBNET=10.244.1.1/24\nFLANNEL_MTU=1450\nFLANNEL_IPMASQ=true\n"
 
-func TestParse(t *testing.T) {
-	l, err := Parse([]byte(lease1))
+func TestParseFlannelLease(t *testing.T) {
+	l, err := ParseFlannelLease([]byte(lease1))
 	if err != nil || l.Subnet.String() != "10.244.1.1/24" || l.String() != "10.244.1.0/24" || !l.Contains(netip.MustParseAddr("10.244.1.77")) {
 		t.Fatalf("Parse: %+v %v", l, err)
 	}
-	dual, err := Parse([]byte(lease1 + "FLANNEL_IPV6_NETWORK=fd00:10:244::/56\nFLANNEL_IPV6_SUBNET=fd00:10:244:1::1/64\n"))
+	dual, err := ParseFlannelLease([]byte(lease1 + "FLANNEL_IPV6_NETWORK=fd00:10:244::/56\nFLANNEL_IPV6_SUBNET=fd00:10:244:1::1/64\n"))
 	if err != nil || len(dual.Subnets()) != 2 {
 		t.Fatalf("dual-stack: %+v %v", dual, err)
 	}
@@ -25,22 +25,22 @@ func TestParse(t *testing.T) {
 		"v6 in v4 key":       "FLANNEL_SUBNET=fd00::1/64\n",
 		"not key=value":      "FLANNEL_SUBNET 10.244.1.1/24\n",
 		"bad mtu":            "FLANNEL_SUBNET=10.244.1.1/24\nFLANNEL_MTU=9\n",
-		"huge":               strings.Repeat("#", maxSize+1),
+		"huge":               strings.Repeat("#", maxFlannelLeaseSize+1),
 	} {
-		if _, err := Parse([]byte(in)); !errors.Is(err, ErrInvalid) {
-			t.Errorf("%s: err %v, want ErrInvalid", name, err)
+		if _, err := ParseFlannelLease([]byte(in)); !errors.Is(err, ErrInvalidFlannelLease) {
+			t.Errorf("%s: err %v, want ErrInvalidFlannelLease", name, err)
 		}
 	}
 }
 
-func FuzzParse(f *testing.F) {
+func FuzzParseFlannelLease(f *testing.F) {
 	f.Add([]byte(lease1))
 	f.Add([]byte("FLANNEL_IPV6_SUBNET=fd00::1/64\n"))
 	f.Add([]byte("=\n\n#x"))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		l, err := Parse(data)
+		l, err := ParseFlannelLease(data)
 		if err != nil {
-			if !errors.Is(err, ErrInvalid) {
+			if !errors.Is(err, ErrInvalidFlannelLease) {
 				t.Fatalf("unclassified error %v", err)
 			}
 			return

@@ -1,8 +1,8 @@
-// Package subnetenv reads flannel's subnet file (/run/flannel/subnet.env),
-// which flanneld writes with the node's lease and the flannel CNI plugin
-// reads for the node's pod range: the stickyip operator tool and
-// checkpointd read it the same way.
-package subnetenv
+package contract
+
+// flannel's subnet file (/run/flannel/subnet.env): flanneld writes the
+// node's lease there and the flannel CNI plugin reads the node's pod range
+// from it; the stickyip operator tool and checkpointd read it the same way.
 
 import (
 	"bufio"
@@ -12,18 +12,13 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
-
-	"github.com/stickyip/stickyip/contract"
 )
 
-// DefaultPath is where flanneld writes the node's lease.
-const DefaultPath = "/run/flannel/subnet.env"
+// maxFlannelLeaseSize bounds what is read as a lease.
+const maxFlannelLeaseSize = 4096
 
-// maxSize bounds what is read as a lease.
-const maxSize = 4096
-
-// Lease is a parsed subnet.env.
-type Lease struct {
+// FlannelLease is a parsed subnet.env: the node's lease.
+type FlannelLease struct {
 	// Network and Subnet are FLANNEL_NETWORK and FLANNEL_SUBNET (IPv4);
 	// Subnet keeps flannel's form, the gateway address with the prefix length.
 	Network, Subnet netip.Prefix
@@ -32,7 +27,7 @@ type Lease struct {
 }
 
 // Subnets returns the node's pod subnets (masked).
-func (l Lease) Subnets() []netip.Prefix {
+func (l FlannelLease) Subnets() []netip.Prefix {
 	var out []netip.Prefix
 	for _, p := range []netip.Prefix{l.Subnet, l.Subnet6} {
 		if p.IsValid() {
@@ -43,7 +38,7 @@ func (l Lease) Subnets() []netip.Prefix {
 }
 
 // Contains reports whether a is in one of the node's pod subnets.
-func (l Lease) Contains(a netip.Addr) bool {
+func (l FlannelLease) Contains(a netip.Addr) bool {
 	for _, p := range l.Subnets() {
 		if p.Contains(a) {
 			return true
@@ -52,7 +47,7 @@ func (l Lease) Contains(a netip.Addr) bool {
 	return false
 }
 
-func (l Lease) String() string {
+func (l FlannelLease) String() string {
 	var s []string
 	for _, p := range l.Subnets() {
 		s = append(s, p.String())
@@ -60,19 +55,19 @@ func (l Lease) String() string {
 	return strings.Join(s, ",")
 }
 
-// ErrInvalid is wrapped by Parse's errors.
-var ErrInvalid = errors.New("invalid flannel subnet file")
+// ErrInvalidFlannelLease is wrapped by ParseFlannelLease's errors.
+var ErrInvalidFlannelLease = errors.New("invalid flannel subnet file")
 
-// Parse reads a subnet.env: KEY=VALUE lines; FLANNEL_SUBNET (or
+// ParseFlannelLease reads a subnet.env: KEY=VALUE lines; FLANNEL_SUBNET (or
 // FLANNEL_IPV6_SUBNET) required, each inside its FLANNEL_*NETWORK when given.
-func Parse(data []byte) (Lease, error) {
-	bad := func(format string, args ...any) (Lease, error) {
-		return Lease{}, fmt.Errorf("%w: %s", ErrInvalid, fmt.Sprintf(format, args...))
+func ParseFlannelLease(data []byte) (FlannelLease, error) {
+	bad := func(format string, args ...any) (FlannelLease, error) {
+		return FlannelLease{}, fmt.Errorf("%w: %s", ErrInvalidFlannelLease, fmt.Sprintf(format, args...))
 	}
-	if len(data) > maxSize {
-		return bad("%d bytes, more than %d", len(data), maxSize)
+	if len(data) > maxFlannelLeaseSize {
+		return bad("%d bytes, more than %d", len(data), maxFlannelLeaseSize)
 	}
-	var l Lease
+	var l FlannelLease
 	sc := bufio.NewScanner(bytes.NewReader(data))
 	line := 0
 	for sc.Scan() {
@@ -97,7 +92,7 @@ func Parse(data []byte) (Lease, error) {
 			dst = &l.Subnet6
 		case "FLANNEL_MTU":
 			if n, err := strconv.Atoi(v); err != nil || n < 68 || n > 65535 {
-				return bad("FLANNEL_MTU=%q", contract.Clip(v, contract.ClipLen))
+				return bad("FLANNEL_MTU=%q", Clip(v, ClipLen))
 			}
 			continue
 		default:
@@ -105,7 +100,7 @@ func Parse(data []byte) (Lease, error) {
 		}
 		p, err := netip.ParsePrefix(v)
 		if err != nil {
-			return bad("%s=%q: %v", k, contract.Clip(v, contract.ClipLen), err)
+			return bad("%s=%q: %v", k, Clip(v, ClipLen), err)
 		}
 		*dst = p
 	}

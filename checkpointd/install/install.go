@@ -10,11 +10,8 @@ import (
 	"time"
 
 	"github.com/stickyip/stickyip/checkpointd/daemon"
+	"github.com/stickyip/stickyip/contract"
 )
-
-// PluginName is the plugin binary's name in the CNI bin directory: the
-// "type" of the ipam block.
-const PluginName = "stickyip"
 
 // Node is what one node gets.
 type Node struct {
@@ -36,7 +33,7 @@ func (n Node) Install() ([]string, error) {
 	if err := os.MkdirAll(n.CNIBinDir, 0o755); err != nil {
 		return nil, err
 	}
-	dst := filepath.Join(n.CNIBinDir, PluginName)
+	dst := filepath.Join(n.CNIBinDir, contract.PluginType)
 	changed, err := WriteFile(dst, bin, 0o755)
 	if err != nil {
 		return nil, err
@@ -99,7 +96,7 @@ func (n Node) Uninstall(ctx context.Context, cfg daemon.Config, wait time.Durati
 	if err != nil {
 		return removed, err
 	}
-	bin := filepath.Join(n.CNIBinDir, PluginName)
+	bin := filepath.Join(n.CNIBinDir, contract.PluginType)
 	if ok, err := Remove(bin); err != nil {
 		return removed, err
 	} else if ok {

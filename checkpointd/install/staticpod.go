@@ -16,7 +16,7 @@ import (
 
 	"github.com/stickyip/stickyip/checkpointd/daemon"
 	"github.com/stickyip/stickyip/checkpointd/flannel"
-	"github.com/stickyip/stickyip/subnetenv"
+	"github.com/stickyip/stickyip/contract"
 )
 
 // Names of checkpointd's static pod: the pod (the kubelet calls its mirror
@@ -173,13 +173,9 @@ func Mounts(cfg daemon.Config) ([]HostPath, error) {
 		}
 	}
 	add("kubelet-config", cfg.KubeletConfig, corev1.HostPathFile, true)
-	static := cfg.StaticPodDir
-	if cfg.KubeletConfig != "" {
-		p, err := daemon.StaticPodPath(cfg.KubeletConfig)
-		if err != nil {
-			return nil, err
-		}
-		static = p
+	static, err := cfg.ResolveStaticPodDir()
+	if err != nil {
+		return nil, err
 	}
 	add("static-pods", static, corev1.HostPathDirectoryOrCreate, false)
 	add("checkpoints", cfg.CheckpointDir, corev1.HostPathDirectoryOrCreate, false)
@@ -200,7 +196,7 @@ func Mounts(cfg daemon.Config) ([]HostPath, error) {
 	case flannel.SubnetFileFromCNI:
 		// The conflist may not exist yet when the installer runs: mount the
 		// directory of the flannel plugin's default subnet file.
-		add("flannel", filepath.Dir(subnetenv.DefaultPath), corev1.HostPathDirectoryOrCreate, false)
+		add("flannel", filepath.Dir(contract.DefaultFlannelSubnetFile), corev1.HostPathDirectoryOrCreate, false)
 	default:
 		add("flannel", filepath.Dir(lease), corev1.HostPathDirectoryOrCreate, false)
 	}

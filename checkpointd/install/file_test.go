@@ -70,7 +70,7 @@ func TestWriteFile(t *testing.T) {
 func buildPlugin(t *testing.T, out, v string) []byte {
 	t.Helper()
 	cmd := exec.Command("go", "build", "-trimpath", "-o", out,
-		"-ldflags=-s -w -X github.com/stickyip/stickyip/version.Version="+v, "../plugins/ipam/stickyip")
+		"-ldflags=-s -w -X github.com/stickyip/stickyip/contract.Version="+v, "../../plugins/ipam/stickyip")
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if b, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, b)

@@ -16,7 +16,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/stickyip/stickyip/image"
+	"github.com/stickyip/stickyip/deploy/image"
 )
 
 func main() {

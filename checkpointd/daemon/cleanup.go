@@ -1,0 +1,56 @@
+package daemon
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+
+	"github.com/stickyip/stickyip/checkpointd/boot"
+	"github.com/stickyip/stickyip/checkpointd/checkpoint"
+	"github.com/stickyip/stickyip/checkpointd/contact"
+	"github.com/stickyip/stickyip/checkpointd/flannel"
+	"github.com/stickyip/stickyip/checkpointd/placement"
+	"github.com/stickyip/stickyip/checkpointd/reconcile"
+)
+
+// Cleanup removes what checkpointd put on the node: with all false, its
+// static copies' manifests (what the systemd unit runs whenever the daemon
+// stops, crashes included; the copies' files stay for a copy the kubelet
+// keeps running until it reaches the API server, and go with the next
+// checkpointd's first pass, a reboot (tmpfs) or --all); with all, also the
+// copies' files, every checkpoint, stored secret, absence mark, corrupt
+// record, the saved flannel lease, the last API contact, the list of
+// placement shards written and the per-boot files. It never touches a file
+// it did not write (nor the placement index in the API: an administrator
+// removes it with kubectl). It returns the paths it
+// removed.
+func Cleanup(cfg Config, all bool) ([]string, error) {
+	static, err := cfg.ResolveStaticPodDir()
+	if err != nil {
+		return nil, err
+	}
+	cfg.StaticPodDir = static
+	if !all {
+		return reconcile.StopCopies(cfg.StaticPodDir, cfg.VolumeDir)
+	}
+	removed, err := reconcile.RemoveCopies(cfg.StaticPodDir, cfg.VolumeDir)
+	if err != nil {
+		return removed, err
+	}
+	store := checkpoint.Open(cfg.CheckpointDir)
+	more, err := store.Purge(flannel.SavedFileName, contact.FileName, placement.WrittenFileName)
+	removed = append(removed, more...)
+	if err != nil {
+		return removed, err
+	}
+	for _, name := range []string{boot.FileName, flannel.MarkerFileName} {
+		p := filepath.Join(cfg.VolumeDir, name)
+		if err := os.Remove(p); err == nil {
+			removed = append(removed, p)
+		} else if !errors.Is(err, os.ErrNotExist) {
+			return removed, err
+		}
+	}
+	_ = os.Remove(cfg.VolumeDir) // only when empty
+	return removed, nil
+}

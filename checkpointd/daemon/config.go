@@ -1,0 +1,167 @@
+package daemon
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/yaml"
+
+	"github.com/stickyip/stickyip/checkpointd/policy"
+	"github.com/stickyip/stickyip/contract"
+)
+
+// Config is every setting of the daemon (see cmd/checkpointd for flags and defaults).
+type Config struct {
+	NodeName                  string
+	Kubeconfig                string // "" or "in-cluster": in-cluster config
+	CheckpointDir             string
+	StaticPodDir              string
+	KubeletConfig             string // the kubelet's config file; its staticPodPath wins when set
+	VolumeDir                 string
+	CRIEndpoint               string
+	DataDir                   string // stickyip data dir; "" disables IPAM reconciliation
+	CNIConfDir                string // CNI network configs, for pool sizes and flannel networks; "" disables
+	FlannelSubnetFile         string // flanneld's lease; "auto": the flannel plugin's (see SubnetFile); "" disables keeping it
+	AllowNamespaces           string
+	AllowPrivilegedNamespaces string
+	Grace                     time.Duration
+	Stable                    time.Duration
+	Interval                  time.Duration
+	ProbeInterval             time.Duration
+	Timeout                   time.Duration
+	Refresh                   time.Duration
+	LeakMinAge                time.Duration
+	RestoreTimeout            time.Duration
+	CorruptRetention          time.Duration
+	Reservation               string
+	Volumes                   string // "copy" or "drop"
+	ListenAddress             string // "" disables the HTTP endpoints
+	Placement                 bool   // publish the node's sticky identities in the placement index (needs DataDir)
+	Log                       *slog.Logger
+}
+
+// Validate checks the config and names the offending setting.
+func (c *Config) Validate() error {
+	_, err := c.validate()
+	return err
+}
+
+// validate is Validate that also returns the namespace policy it parsed, so
+// that Run parses it once.
+func (c *Config) validate() (policy.Policy, error) {
+	switch {
+	case c.NodeName == "":
+		return policy.Policy{}, errors.New("--node-name is empty (and NODE_NAME and the host name gave nothing)")
+	case c.CheckpointDir == "":
+		return policy.Policy{}, errors.New("--checkpoint-dir is empty")
+	case c.StaticPodDir == "":
+		return policy.Policy{}, errors.New("--static-pod-dir is empty")
+	case c.VolumeDir == "":
+		return policy.Policy{}, errors.New("--volume-dir is empty")
+	case c.Grace <= 0:
+		return policy.Policy{}, fmt.Errorf("--grace-period %s: must be > 0", c.Grace)
+	case c.Stable < 0:
+		return policy.Policy{}, fmt.Errorf("--api-stable-period %s: must be >= 0", c.Stable)
+	case c.Interval <= 0:
+		return policy.Policy{}, fmt.Errorf("--interval %s: must be > 0", c.Interval)
+	case c.RestoreTimeout <= 0:
+		return policy.Policy{}, fmt.Errorf("--restore-timeout %s: must be > 0", c.RestoreTimeout)
+	case c.Volumes != "copy" && c.Volumes != "drop":
+		return policy.Policy{}, fmt.Errorf("--volumes %q: want copy or drop", c.Volumes)
+	}
+	pol, err := policy.Parse(c.AllowNamespaces, c.AllowPrivilegedNamespaces)
+	if err != nil {
+		return policy.Policy{}, err
+	}
+	if c.Reservation != "" {
+		// The value becomes the copy's reservation annotation: check it with
+		// the plugin's own parser, or the copy would never get a network.
+		if _, err := contract.ParseReservedDuration(c.Reservation); err != nil {
+			return policy.Policy{}, fmt.Errorf("--restore-reservation: %w", err)
+		}
+	}
+	return pol, nil
+}
+
+// ResolveStaticPodDir returns the static pod directory checkpointd writes
+// to: the staticPodPath of the kubelet's config when --kubelet-config is set,
+// else --static-pod-dir. The daemon, Cleanup and the installer all resolve it
+// here.
+func (c *Config) ResolveStaticPodDir() (string, error) {
+	if c.KubeletConfig == "" {
+		return c.StaticPodDir, nil
+	}
+	return StaticPodPath(c.KubeletConfig)
+}
+
+// StaticPodPath reads staticPodPath from a KubeletConfiguration file.
+func StaticPodPath(kubeletConfig string) (string, error) {
+	data, err := os.ReadFile(kubeletConfig)
+	if err != nil {
+		return "", fmt.Errorf("--kubelet-config: %w", err)
+	}
+	p, err := parseStaticPodPath(data)
+	if err != nil {
+		return "", fmt.Errorf("--kubelet-config %s: %w", kubeletConfig, err)
+	}
+	return p, nil
+}
+
+func parseStaticPodPath(data []byte) (string, error) {
+	var kc struct {
+		Kind          string `json:"kind"`
+		StaticPodPath string `json:"staticPodPath"`
+	}
+	if err := yaml.Unmarshal(data, &kc); err != nil {
+		return "", err
+	}
+	if kc.Kind != "KubeletConfiguration" {
+		return "", fmt.Errorf("kind %q, want KubeletConfiguration", kc.Kind)
+	}
+	if kc.StaticPodPath == "" {
+		return "", errors.New("it sets no staticPodPath: this kubelet runs no static pods, so nothing can be restored")
+	}
+	if !filepath.IsAbs(kc.StaticPodPath) {
+		return "", fmt.Errorf("staticPodPath %q is not an absolute path", kc.StaticPodPath)
+	}
+	return filepath.Clean(kc.StaticPodPath), nil
+}
+
+// RestConfig builds the API client config. A kubeconfig is used as is (the
+// kubelet's own, /etc/kubernetes/kubelet.conf, works on kubeadm nodes: it is
+// on local disk, needs no API server to load, and carries the node's
+// identity, which the Node authorizer limits to what the node's pods use).
+func RestConfig(kubeconfig string, timeout time.Duration) (*rest.Config, error) {
+	var cfg *rest.Config
+	var err error
+	if kubeconfig == "" || kubeconfig == "in-cluster" {
+		cfg, err = rest.InClusterConfig()
+	} else {
+		cfg, err = clientcmd.BuildConfigFromFlags("", kubeconfig)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("API client config (--kubeconfig %q): %w", kubeconfig, err)
+	}
+	cfg.Timeout = timeout
+	cfg.UserAgent = "checkpointd"
+	return cfg, nil
+}
+
+// DefaultNodeName returns NODE_NAME, else the lower-cased host name (the kubelet's default).
+func DefaultNodeName() string {
+	if n := os.Getenv("NODE_NAME"); n != "" {
+		return n
+	}
+	h, err := os.Hostname()
+	if err != nil {
+		return ""
+	}
+	return strings.ToLower(h)
+}

@@ -1,0 +1,92 @@
+package ipam
+
+import (
+	"fmt"
+	"net"
+	"net/netip"
+	"slices"
+	"time"
+
+	"github.com/stickyip/stickyip/contract"
+)
+
+// ReservationFor works out how long the pod's IP is to be kept after DEL, from the
+// annotation, clamped to the configured maximum.
+func (c *Config) ReservationFor() (d, requested time.Duration, clamped bool, err error) {
+	v, ok := c.Annotations[contract.AnnotationReservedDuration]
+	if !ok {
+		return 0, 0, false, nil
+	}
+	requested, err = contract.ParseReservedDuration(v)
+	if err != nil {
+		return 0, 0, false, err
+	}
+	if requested > c.Reservation.MaxDuration {
+		return c.Reservation.MaxDuration, requested, true, nil
+	}
+	return requested, requested, false, nil
+}
+
+// Identity returns the pod identity used for reservations, and whether it came
+// from contract.AnnotationCheckpointOf. The annotation is honoured only on
+// static pods (contract.AnnotationConfigSource "file", set by the kubelet
+// itself), so an API pod cannot claim another pod's IP; a pod without K8S_POD_*
+// args has no identity. contract.AnnotationIdentity then replaces the name,
+// never the namespace: a pod can only name identities of its own namespace
+// (a restored copy keeps its parent's annotations, so it maps to the
+// parent's identity).
+//
+// A malformed contract.AnnotationIdentity is an error even on a call without
+// pod arguments, as a malformed duration annotation is: bad input is
+// reported, never silently ignored.
+func (c *Config) Identity() (namespace, name string, viaCheckpoint bool, err error) {
+	key, hasKey := c.Annotations[contract.AnnotationIdentity]
+	if hasKey {
+		if key, err = contract.ParseIdentity(key); err != nil {
+			return "", "", false, err
+		}
+	}
+	switch v, ok := c.Annotations[contract.AnnotationCheckpointOf]; {
+	case ok && c.Annotations[contract.AnnotationConfigSource] == contract.ConfigSourceFile:
+		if namespace, name, err = contract.ParseCheckpointOf(v); err != nil {
+			return "", "", false, err
+		}
+		viaCheckpoint = true
+	case c.Args.Namespace == "" || c.Args.Name == "":
+		return "", "", false, nil
+	default:
+		namespace, name = c.Args.Namespace, c.Args.Name
+	}
+	if hasKey {
+		name = key
+	}
+	return namespace, name, viaCheckpoint, nil
+}
+
+// AnnotatedIPs returns the addresses contract.AnnotationIPs asks for, each
+// checked to lie in a range set of this network (an address outside them is
+// a configuration error naming the annotation, CNI error 7). A pod whose
+// namespace (K8S_POD_NAMESPACE) ipam.ipsAnnotation.namespaces does not list
+// gets the same error. Which addresses may be granted at all is the
+// engine's rule (Engine.Add).
+func (c *Config) AnnotatedIPs() ([]netip.Addr, error) {
+	v, ok := c.Annotations[contract.AnnotationIPs]
+	if !ok {
+		return nil, nil
+	}
+	ips, err := contract.ParseIPs(v)
+	if err != nil {
+		return nil, err
+	}
+	if ns := c.Args.Namespace; !c.IPsAnnotation.Allows(ns) {
+		return nil, fmt.Errorf("%w: %s=%q: pods of namespace %q may not choose their addresses on network %s (ipam.ipsAnnotation.namespaces is %q)",
+			contract.ErrInvalidAnnotation, contract.AnnotationIPs, contract.Clip(v, contract.ClipLen), ns, c.Name, c.IPsAnnotation.Namespaces)
+	}
+	for _, ip := range ips {
+		if !slices.ContainsFunc(c.Ranges, func(rs RangeSet) bool { return rs.Contains(net.IP(ip.AsSlice())) }) {
+			return nil, fmt.Errorf("%w: %s=%q: %s is in no range of network %s (%s)", contract.ErrInvalidAnnotation,
+				contract.AnnotationIPs, contract.Clip(v, contract.ClipLen), ip, c.Name, rangesString(c.Ranges))
+		}
+	}
+	return ips, nil
+}

@@ -1,0 +1,148 @@
+// Package admin is the operator tool: the stickyip binary run from a shell
+// (no CNI_COMMAND). It works on the same store as the plugin, through the same
+// lock, so it is safe to use while pods are being created.
+package admin
+
+import (
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/stickyip/stickyip/contract"
+	"github.com/stickyip/stickyip/reservation"
+	"github.com/stickyip/stickyip/reservation/boltstore"
+)
+
+const usage = `stickyip — operator tool for the stickyip IPAM store
+
+Usage:
+  stickyip [--data-dir DIR] list [--network NAME] [--json]
+  stickyip [--data-dir DIR] release NAMESPACE/NAME [--network NAME] [--ifname IF]
+  stickyip [--data-dir DIR] gc [--cni-conf-dir DIR] [--network NAME]
+  stickyip [--data-dir DIR] import --network NAME [--from DIR]
+  stickyip [--data-dir DIR] check [--cni-conf-dir DIR] [--json]
+  stickyip status [--cni-conf-dir DIR] [--network NAME] [--json]
+  stickyip version
+
+--data-dir defaults to $STICKYIP_DATA_DIR, else ` + contract.DefaultDataDir + `.
+Exit codes: 0 ok, 1 problems found or nothing to do, 2 error.
+`
+
+type tool struct {
+	stdout, stderr io.Writer
+	dataDir        string
+}
+
+// printJSON prints v as indented JSON (the --json form of every command).
+func (t *tool) printJSON(v any) error {
+	enc := json.NewEncoder(t.stdout)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// Run runs the operator tool with args (without the program name) and returns
+// the exit code.
+func Run(args []string, stdout, stderr io.Writer) int {
+	t := &tool{stdout: stdout, stderr: stderr}
+	global := flag.NewFlagSet("stickyip", flag.ContinueOnError)
+	global.SetOutput(stderr)
+	global.Usage = func() { fmt.Fprint(stderr, usage) }
+	defDir := os.Getenv("STICKYIP_DATA_DIR")
+	if defDir == "" {
+		defDir = contract.DefaultDataDir
+	}
+	global.StringVar(&t.dataDir, "data-dir", defDir, "stickyip data directory")
+	if err := global.Parse(args); err != nil {
+		return 2
+	}
+	rest := global.Args()
+	if len(rest) == 0 {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	cmds := map[string]func([]string) error{
+		"list": t.list, "release": t.release, "gc": t.gc, "import": t.importCmd, "version": t.version, "status": t.status,
+	}
+	switch rest[0] {
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+		return 0
+	case "check":
+		return t.check(rest[1:])
+	}
+	fn, ok := cmds[rest[0]]
+	if !ok {
+		fmt.Fprintf(stderr, "stickyip: unknown command %q\n\n%s", rest[0], usage)
+		return 2
+	}
+	if err := fn(rest[1:]); err != nil {
+		if errors.Is(err, errNothing) {
+			return 1
+		}
+		fmt.Fprintf(stderr, "stickyip %s: %v\n", rest[0], err)
+		if hint := hintFor(err, t.dataDir); hint != "" {
+			fmt.Fprintln(stderr, hint)
+		}
+		return 2
+	}
+	return 0
+}
+
+var errNothing = errors.New("nothing to do")
+
+// flags returns a flag set for a subcommand that also accepts --data-dir.
+func (t *tool) flags(name string) *flag.FlagSet {
+	fs := flag.NewFlagSet("stickyip "+name, flag.ContinueOnError)
+	fs.SetOutput(t.stderr)
+	fs.StringVar(&t.dataDir, "data-dir", t.dataDir, "stickyip data directory")
+	return fs
+}
+
+// parse parses flags placed before or after positional arguments.
+func parse(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		if fs.NArg() == 0 {
+			return pos, nil
+		}
+		pos = append(pos, fs.Arg(0))
+		args = fs.Args()[1:]
+	}
+}
+
+func (t *tool) store() *boltstore.Store { return boltstore.New(t.dataDir, 0) }
+
+func (t *tool) networks(only string) ([]string, error) {
+	if only != "" {
+		return []string{only}, nil
+	}
+	return t.store().Networks()
+}
+
+// hintFor tells the operator what to do about a store error.
+func hintFor(err error, dataDir string) string {
+	db := filepath.Join(dataDir, boltstore.DBFile)
+	switch {
+	case errors.Is(err, reservation.ErrFutureSchema):
+		return "This binary is older than the one that last wrote the store. Install the newer stickyip again; the file was not modified."
+	case errors.Is(err, reservation.ErrCorrupt):
+		return fmt.Sprintf(`The store is damaged; stickyip refuses to use it and has not modified it. To recover:
+  1. keep a copy for analysis:   cp %[1]s %[1]s.broken
+  2. move it aside:              mv %[1]s %[1]s.damaged-$(date +%%s)
+  3. the next CNI call creates an empty store. Running pods keep their addresses on their
+     interfaces but are no longer recorded: run "stickyip import" if host-local data exists,
+     and let checkpointd (or a CNI GC) reconcile. Reservations in the damaged file are lost.`, db)
+	case errors.Is(err, reservation.ErrLocked):
+		return "Another process holds the store. Find it with: fuser -v " + filepath.Join(dataDir, boltstore.LockFile) + " " + db
+	case errors.Is(err, reservation.ErrIO):
+		return "Check that " + dataDir + " exists, is writable by root, and that its filesystem is not full or read-only."
+	}
+	return ""
+}

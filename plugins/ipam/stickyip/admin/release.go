@@ -1,0 +1,60 @@
+package admin
+
+import (
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/stickyip/stickyip/ipam"
+	"github.com/stickyip/stickyip/reservation"
+)
+
+func (t *tool) release(args []string) error {
+	fs := t.flags("release")
+	network := fs.String("network", "", "only this network")
+	ifname := fs.String("ifname", "", "only this interface")
+	pos, err := parse(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return fmt.Errorf("want exactly one NAMESPACE/NAME")
+	}
+	ns, name, ok := strings.Cut(pos[0], "/")
+	if !ok || ns == "" || name == "" {
+		return fmt.Errorf("%q is not NAMESPACE/NAME", pos[0])
+	}
+	nets, err := t.networks(*network)
+	if err != nil {
+		return err
+	}
+	found := 0
+	for _, n := range nets {
+		err := t.store().Update(n, func(tx reservation.Txn) error {
+			done, err := ipam.ReleasePod(tx, ns, name, *ifname, slog.New(slog.DiscardHandler))
+			if err != nil {
+				return err
+			}
+			for _, r := range done {
+				found++
+				if r.Dropped {
+					fmt.Fprintf(t.stdout, "%s: released %s (reserved for %s/%s until %s)\n", n, r.IP, ns, name, r.ExpiresAt.Format(time.RFC3339))
+				} else {
+					fmt.Fprintf(t.stdout, "%s: %s is in use by container %s; it will be freed, not reserved, when that sandbox is deleted\n", n, r.IP, r.ContainerID)
+				}
+			}
+			if len(done) == 0 {
+				return reservation.ErrNoChange
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+	}
+	if found == 0 {
+		fmt.Fprintf(t.stdout, "nothing recorded for %s/%s\n", ns, name)
+	}
+	return nil
+}

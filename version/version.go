@@ -1,5 +1,0 @@
-// Package version holds the build version of the stickyip binaries.
-package version
-
-// Version is set at link time by the Makefile (-X); "dev" for plain go builds.
-var Version = "dev"
