@@ -3,15 +3,16 @@
 # once, in parallel groups.
 #
 # The tests spend most of their time waiting on real components (a full run
-# used 9 min of CPU in 25 min on 2 cores), so three groups run side by side,
+# used 9 min of CPU in 25 min on 2 cores), so four groups run side by side,
 # each a sequence in one process. Every simulated node has its own network
 # and mount namespace (the kubelet's fixed device-plugin directory is the
-# node's own), so any two tests can run at once:
-#   cluster  TestCluster: the two-node scenarios on one cluster boot
-#   node-a   the checkpoint and restore scenarios and the smoke tests
-#   node-b   every other test (so a new test runs somewhere), among them
-#            TestClusterPodCIDRChange, a cluster of its own
-# The groups take 8-11 minutes each (docs/e2e.md, What it costs).
+# node's own), so any two tests can run at once. The groups, of about the
+# same length on an idle machine (7-9 min):
+#   cluster   TestCluster: the two-node scenarios on one cluster boot
+#   install   TestClusterInstall and TestClusterPodCIDRChange (a cluster
+#             each), then the smoke tests
+#   node-a    the checkpoint and restore scenarios
+#   node-b    every other test (so a new test runs somewhere)
 # Each group's output goes to _output/e2e-logs/<group>.log and is printed when
 # the group ends; the run fails when a group fails.
 #
@@ -41,7 +42,8 @@ if [[ $RUN != . ]]; then
 	(cd "$root/test/e2e" && "$bin" "${flags[@]}" -test.run "$RUN") || status=$?
 else
 	cluster='^TestCluster$'
-	node_a='^(TestCheckpointd|TestCheckpointdOutage|TestAPIPod.*|TestIdentity.*)$'
+	install='^(TestClusterInstall|TestClusterPodCIDRChange|TestAPIPod.*|TestIdentity.*)$'
+	node_a='^(TestCheckpointd|TestCheckpointdOutage)$'
 	declare -A pids
 	group() { # NAME go-test-flags...
 		local name=$1
@@ -50,9 +52,10 @@ else
 		pids[$name]=$!
 	}
 	group cluster -test.run "$cluster"
+	group install -test.run "$install"
 	group node-a -test.run "$node_a"
-	group node-b -test.skip "$cluster|$node_a"
-	for name in cluster node-a node-b; do
+	group node-b -test.skip "$cluster|$install|$node_a"
+	for name in cluster install node-a node-b; do
 		st=0
 		wait "${pids[$name]}" || st=$?
 		echo "==> e2e group $name: exit $st after $((SECONDS - start))s ($logs/$name.log)"

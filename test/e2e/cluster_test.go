@@ -16,33 +16,35 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
-// TestCluster runs every two-node scenario on one cluster with real flannel
-// (newFlannelCluster: kube-flannel.yml applied with kubectl, flanneld
-// leasing each Node's podCIDR), booted once, with no stickyip on the nodes
-// yet. The scenarios are steps (subtests) in an order that makes each one's
-// starting state true; a step whose needs did not pass is skipped, naming
-// them. Each step removes the pods it made, but the workloads', which the
-// last step needs.
+// TestCluster runs the two-node scenarios of stickyip itself on one cluster
+// with real flannel (newFlannelCluster: kube-flannel.yml applied with
+// kubectl, flanneld leasing each Node's podCIDR), booted once, with no
+// stickyip on the nodes yet. The scenarios are steps (subtests) in an order
+// that makes each one's starting state true; a step whose needs did not
+// pass is skipped, naming them. Each step removes the pods it made, but the
+// workloads', which the last step needs.
 //
 //  1. kube-flannel: what kube-flannel.yml installed (kubeFlannelInstalled).
-//  2. install: deploy/install the way docs/install.md says, on nodes
-//     running kube-flannel and nothing of stickyip: install, the ConfigMap
-//     patch, an upgrade while pods start, the uninstall (installJourney).
-//  3. stickyip: the plugin and checkpointd put on the nodes by hand, the
+//  2. stickyip: the plugin and checkpointd put on the nodes by hand, the
 //     documented switch, a pod per node from stickyip (stickyipNodes).
-//  4. vxlan-then-host-gw: those pods ping each other across the nodes over
+//  3. vxlan-then-host-gw: those pods ping each other across the nodes over
 //     vxlan, then over host-gw (acrossBackends).
-//  5. flanneld-api-away: flanneld started with the API server away exits
+//  4. flanneld-api-away: flanneld started with the API server away exits
 //     and writes nothing (flanneldWithoutAPI).
-//  6. power-cut: node2 loses power while the API server is away and boots:
+//  5. power-cut: node2 loses power while the API server is away and boots:
 //     checkpointd's kept lease and restored pod, then flanneld's own lease
 //     and the hand-back when the API server returns (powerCut).
-//  7. workloads: a Deployment and a StatefulSet through the scheduler and
+//  6. workloads: a Deployment and a StatefulSet through the scheduler and
 //     the controllers (workloads).
-//  8. placement: deploy/placement with sticky pods deleted again and again,
+//  7. placement: deploy/placement with sticky pods deleted again and again,
 //     the control, the tie, the forged claims (placement).
-//  9. node-deleted: the node that ran the cache pod last goes and its Node
+//  8. node-deleted: the node that ran the cache pod last goes and its Node
 //     is deleted: placement's and the workloads' last checks (nodeDeleted).
+//
+// The install journey is TestClusterInstall, on a cluster of its own: it
+// ends with stickyip uninstalled, so it shares nothing with these steps,
+// and on its own boot it runs beside them (scripts/run-e2e.sh), which
+// shortens the e2e tier by its length.
 //
 // One step alone: go test -tags e2e -run '^TestCluster$/^(kube-flannel|stickyip|placement)$'
 // (a step's needs must be in the run).
@@ -54,14 +56,13 @@ func TestCluster(t *testing.T) {
 	defer s.summary(booted)
 
 	s.run("kube-flannel", nil, c.kubeFlannelInstalled)
-	s.run("install", []string{"kube-flannel"}, c.installJourney)
 	var echo echoPods
-	s.run("stickyip", []string{"kube-flannel", "install?"}, func() { echo = c.stickyipNodes() })
+	s.run("stickyip", []string{"kube-flannel"}, func() { echo = c.stickyipNodes() })
 	s.run("vxlan-then-host-gw", []string{"stickyip"}, func() { c.acrossBackends(echo) })
 	// The steps from here on need the ones before them that change the
 	// whole cluster (the backend, the API server, a node's power) to have
 	// passed, if they ran.
-	s.run("flanneld-api-away", []string{"kube-flannel", "install?", "vxlan-then-host-gw?"}, func() { c.flanneldWithoutAPI(c.nodes[1]) })
+	s.run("flanneld-api-away", []string{"kube-flannel", "vxlan-then-host-gw?"}, func() { c.flanneldWithoutAPI(c.nodes[1]) })
 	s.run("power-cut", []string{"stickyip", "vxlan-then-host-gw?", "flanneld-api-away?"}, c.powerCut)
 	var w *workloadsRun
 	s.run("workloads", []string{"stickyip", "vxlan-then-host-gw?", "flanneld-api-away?", "power-cut?"}, func() { w = c.workloads() })
@@ -73,6 +74,24 @@ func TestCluster(t *testing.T) {
 		}
 		c.nodeDeleted(p, w)
 	})
+}
+
+// TestClusterInstall is the install journey of docs/install.md on a
+// two-node cluster with real flannel, booted with nothing of stickyip:
+//
+//  1. kube-flannel: what kube-flannel.yml installed (kubeFlannelInstalled).
+//  2. install: deploy/install the way docs/install.md says: install, the
+//     ConfigMap patch, an upgrade while pods start, the uninstall
+//     (installJourney).
+func TestClusterInstall(t *testing.T) {
+	start := time.Now()
+	c := newFlannelCluster(t, "installed")
+	booted := time.Since(start)
+	s := newSteps(t, c, start)
+	defer s.summary(booted)
+
+	s.run("kube-flannel", nil, c.kubeFlannelInstalled)
+	s.run("install", []string{"kube-flannel"}, c.installJourney)
 }
 
 // clusterNode is where a cluster node lives: its name and its address on
