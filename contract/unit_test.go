@@ -47,3 +47,34 @@ func TestSystemdUnitDefaults(t *testing.T) {
 		}
 	}
 }
+
+// TestDaemonSetDefaults: checkpointd's DaemonSet passes the defaults defined
+// here for every setting it names with a path or address.
+func TestDaemonSetDefaults(t *testing.T) {
+	data, err := os.ReadFile("../deploy/checkpointd/daemonset.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := map[string]string{}
+	for _, line := range strings.Split(string(data), "\n") {
+		line, _, _ = strings.Cut(line, "#")
+		if kv, ok := strings.CutPrefix(strings.TrimSpace(line), "- --"); ok {
+			k, v, _ := strings.Cut(kv, "=")
+			args[k] = strings.TrimSpace(v)
+		}
+	}
+	want := map[string]string{
+		"kubeconfig":     DefaultKubeconfig,
+		"static-pod-dir": DefaultStaticPodDir,
+		"checkpoint-dir": DefaultCheckpointDir,
+		"volume-dir":     DefaultVolumeDir,
+		"data-dir":       DefaultDataDir,
+		"cni-conf-dir":   DefaultCNIConfDir,
+		"listen-address": DefaultListenAddress,
+	}
+	for k, v := range want {
+		if args[k] != v {
+			t.Errorf("daemonset.yaml --%s=%q, want the default %q", k, args[k], v)
+		}
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"slices"
 
+	"github.com/stickyip/stickyip/contract"
 	"github.com/stickyip/stickyip/ipam"
 	"github.com/stickyip/stickyip/reservation"
 )
@@ -13,7 +14,7 @@ import (
 func (t *tool) check(args []string) int {
 	fs := t.flags("check")
 	asJSON := fs.Bool("json", false, "print JSON")
-	confDir := fs.String("cni-conf-dir", "/etc/cni/net.d", "CNI network configs to read each network's ranges from")
+	confDir := fs.String("cni-conf-dir", contract.DefaultCNIConfDir, "CNI network configs to read each network's ranges from")
 	if _, err := parse(fs, args); err != nil {
 		return 2
 	}
