@@ -90,6 +90,23 @@ func (c *Config) validate() (policy.Policy, error) {
 	return pol, nil
 }
 
+// resolve checks c and returns it with the settings derived from others
+// resolved (the static pod directory, flannel's subnet file) and the
+// namespace policy it parsed: the one value Run builds the daemon from.
+func (c Config) resolve() (Config, policy.Policy, error) {
+	pol, err := c.validate()
+	if err != nil {
+		return c, pol, err
+	}
+	if c.StaticPodDir, err = c.ResolveStaticPodDir(); err != nil {
+		return c, pol, err
+	}
+	if c.FlannelSubnetFile, err = SubnetFile(c.FlannelSubnetFile, c.CNIConfDir); err != nil {
+		return c, pol, err
+	}
+	return c, pol, nil
+}
+
 // ResolveStaticPodDir returns the static pod directory checkpointd writes
 // to: the staticPodPath of the kubelet's config when --kubelet-config is set,
 // else --static-pod-dir. The daemon, Cleanup and the installer all resolve it

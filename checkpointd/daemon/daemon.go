@@ -42,19 +42,11 @@ func Run(ctx context.Context, cfg Config) error {
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
 	}
-	pol, err := cfg.validate()
+	cfg, pol, err := cfg.resolve()
 	if err != nil {
-		return err
-	}
-	if cfg.StaticPodDir, err = cfg.ResolveStaticPodDir(); err != nil {
 		return err
 	}
 	log := cfg.Log
-	subnetFile, err := SubnetFile(cfg.FlannelSubnetFile, cfg.CNIConfDir)
-	if err != nil {
-		return err
-	}
-	cfg.FlannelSubnetFile = subnetFile
 	// client-go logs through klog: send it to the same structured log.
 	klog.SetSlogLogger(log.With("component", "client-go"))
 	rc, err := RestConfig(cfg.Kubeconfig, cfg.Timeout)
