@@ -1,14 +1,21 @@
 package main
 
 import (
+	"errors"
 	"net/netip"
+	"time"
 
 	"github.com/containernetworking/cni/pkg/skel"
 	"github.com/containernetworking/cni/pkg/types"
 
+	"github.com/stickyip/stickyip/ipam"
 	"github.com/stickyip/stickyip/plugins/ipam/stickyip/cni"
 	"github.com/stickyip/stickyip/reservation"
 )
+
+// The CNI verbs. Each runs through cni.Run (config, log, store, engine, the
+// error mapping) and runs its own store transaction here, the engine's rule
+// for the verb inside it.
 
 func cmdAdd(args *skel.CmdArgs) error {
 	return cni.Run(args, func(c *cni.Call) error {
@@ -16,7 +23,7 @@ func cmdAdd(args *skel.CmdArgs) error {
 		if err != nil {
 			return err
 		}
-		recs, err := c.Allocate(req) // waits, unlocked, for a previous holder's DEL
+		recs, err := allocate(c, req) // waits, unlocked, for a previous holder's DEL
 		if err != nil {
 			return err
 		}
@@ -28,6 +35,35 @@ func cmdAdd(args *skel.CmdArgs) error {
 			"ips", ipsOf(recs), "reserveFor", req.Duration.String(), "clamped", req.Clamped)
 		return types.PrintResult(result, c.Conf.CNIVersion)
 	})
+}
+
+// holderPoll is how often an ADD waiting for its identity's previous holder
+// looks again: the replacement runs at most this long after the holder's DEL.
+const holderPoll = 100 * time.Millisecond
+
+// allocate runs the engine's ADD in one store transaction. While the
+// identity's address is held by a sandbox that may still be running
+// (ipam.ErrHolderAlive: a replacement created before its predecessor is gone)
+// it tries again every holderPoll until ipam.holderWait has passed, with the
+// store unlocked in between so that the holder's DEL, and every other call,
+// can run. Then the error stands, naming the holder (CNI error 11).
+func allocate(c *cni.Call, req ipam.AddRequest) ([]*reservation.Record, error) {
+	deadline := time.Now().Add(c.Conf.HolderWait)
+	for waited := false; ; waited = true {
+		var recs []*reservation.Record
+		err := c.Store.Update(c.Conf.Name, func(tx reservation.Txn) (err error) {
+			recs, err = c.Engine.Add(tx, req)
+			return err
+		})
+		if !errors.Is(err, ipam.ErrHolderAlive) || !time.Now().Before(deadline) {
+			if waited {
+				c.Log.Info("waited for the identity's previous holder", "pod", req.Identity.Pod(),
+					"waited", time.Since(deadline.Add(-c.Conf.HolderWait)).Round(time.Millisecond).String(), "ok", err == nil)
+			}
+			return recs, err
+		}
+		time.Sleep(min(holderPoll, time.Until(deadline)))
+	}
 }
 
 func cmdDel(args *skel.CmdArgs) error {

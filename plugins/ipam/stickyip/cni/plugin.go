@@ -83,35 +83,6 @@ func openLog(path string) (*slog.Logger, func()) {
 	return slog.New(slog.NewTextHandler(f, nil)).With("pid", os.Getpid()), func() { _ = f.Close() }
 }
 
-// holderPoll is how often an ADD waiting for its identity's previous holder
-// looks again: the replacement runs at most this long after the holder's DEL.
-const holderPoll = 100 * time.Millisecond
-
-// Allocate runs the engine's ADD in one store transaction. While the
-// identity's address is held by a sandbox that may still be running
-// (ipam.ErrHolderAlive: a replacement created before its predecessor is gone)
-// it tries again every holderPoll until ipam.holderWait has passed, with the
-// store unlocked in between so that the holder's DEL, and every other call,
-// can run. Then the error stands, naming the holder (CNI error 11).
-func (c *Call) Allocate(req ipam.AddRequest) ([]*reservation.Record, error) {
-	deadline := time.Now().Add(c.Conf.HolderWait)
-	for waited := false; ; waited = true {
-		var recs []*reservation.Record
-		err := c.Store.Update(c.Conf.Name, func(tx reservation.Txn) (err error) {
-			recs, err = c.Engine.Add(tx, req)
-			return err
-		})
-		if !errors.Is(err, ipam.ErrHolderAlive) || !time.Now().Before(deadline) {
-			if waited {
-				c.Log.Info("waited for the identity's previous holder", "pod", req.Identity.Pod(),
-					"waited", time.Since(deadline.Add(-c.Conf.HolderWait)).Round(time.Millisecond).String(), "ok", err == nil)
-			}
-			return recs, err
-		}
-		time.Sleep(min(holderPoll, time.Until(deadline)))
-	}
-}
-
 // Result builds the CNI result for the records of an ADD.
 func (c *Call) Result(recs []*reservation.Record) (*current.Result, error) {
 	res := &current.Result{CNIVersion: current.ImplementedSpecVersion, Routes: c.Conf.Routes}
