@@ -99,77 +99,19 @@ func (e *Engine) Add(tx reservation.Txn, req AddRequest) ([]*reservation.Record,
 	if err != nil {
 		return nil, err
 	}
-
-	mine, err := tx.ByContainer(req.ContainerID, req.IfName)
+	if mine, err := e.retried(tx, req); mine != nil || err != nil {
+		return mine, err
+	}
+	held, err := e.takeOver(tx, req)
 	if err != nil {
 		return nil, err
 	}
-	if len(mine) > 0 {
-		dropped, err := e.dropUnassignable(tx, mine)
-		if err != nil {
-			return nil, err
-		}
-		if !dropped {
-			slices.SortFunc(mine, func(a, b *reservation.Record) int { return a.RangeSet - b.RangeSet })
-			return mine, nil
-		}
-	}
-
-	var held []*reservation.Record
-	if !req.Identity.IsZero() {
-		if held, err = tx.ByIdentity(req.Identity); err != nil {
-			return nil, err
-		}
-		for _, h := range held {
-			if h.State != reservation.Allocated {
-				continue
-			}
-			switch {
-			case req.UID != "" && h.UID == req.UID:
-				e.log().Info("same pod, new sandbox: taking over its address", "pod", req.Identity.Pod(), "ip", h.IP, "old", h.ContainerID, "new", req.ContainerID)
-			case !e.alive(h):
-				e.log().Info("previous holder's sandbox is gone: taking over its address", "pod", req.Identity.Pod(), "ip", h.IP, "old", h.ContainerID, "netns", h.Netns)
-			default:
-				return nil, fmt.Errorf("%w: %s of %s is held by %s, which may still be running; try again once it is deleted",
-					ErrHolderAlive, h.IP, req.Identity.Pod(), h.Holder())
-			}
-		}
-	}
-	isHeld := func(ip netip.Addr) bool {
-		return slices.ContainsFunc(held, func(h *reservation.Record) bool { return h.IP == ip })
-	}
 	never := e.unassignables()
-
 	var out []*reservation.Record
 	for i := range e.rangeSets {
-		rs := &e.rangeSets[i]
-		var ip netip.Addr
-		dynamic := false
-		switch want, ok := requested[i]; {
-		case ok:
-			cur, err := tx.Get(want)
-			if err != nil {
-				return nil, err
-			}
-			// A cooling address goes only to the identity that last held
-			// it until its delay has passed (Housekeep dropped the ones
-			// past it): stale DNS records and conntrack entries for that
-			// pod must not reach anyone else.
-			mayTake := cur == nil || isHeld(want) ||
-				(cur.State == reservation.Cooling && !req.Identity.IsZero() && cur.LastIdentity == req.Identity)
-			if !mayTake {
-				return nil, fmt.Errorf("%w: %s is %s", ErrIPUnavailable, want, holderPhrase(cur))
-			}
-			ip = want
-		default:
-			if h := heldIn(held, rs, never); h != nil {
-				ip = h.IP
-				break
-			}
-			if ip, err = e.findFree(tx, i, req.Identity, now); err != nil {
-				return nil, err
-			}
-			dynamic = true
+		ip, dynamic, err := e.pick(tx, req, i, requested, held, never, now)
+		if err != nil {
+			return nil, err
 		}
 		rec := &reservation.Record{
 			IP: ip, RangeSet: i, State: reservation.Allocated,
@@ -198,6 +140,82 @@ func (e *Engine) Add(tx reservation.Txn, req AddRequest) ([]*reservation.Record,
 		}
 	}
 	return out, nil
+}
+
+// retried returns the records an earlier ADD of the same attachment
+// (container ID and interface) already made, when they can all still be
+// handed out: the runtime retried. nil: allocate anew (the attachment's
+// unassignable records, if any, were dropped).
+func (e *Engine) retried(tx reservation.Txn, req AddRequest) ([]*reservation.Record, error) {
+	mine, err := tx.ByContainer(req.ContainerID, req.IfName)
+	if err != nil || len(mine) == 0 {
+		return nil, err
+	}
+	dropped, err := e.dropUnassignable(tx, mine)
+	if err != nil || dropped {
+		return nil, err
+	}
+	slices.SortFunc(mine, func(a, b *reservation.Record) int { return a.RangeSet - b.RangeSet })
+	return mine, nil
+}
+
+// takeOver returns the records the request's identity holds, refusing
+// (ErrHolderAlive) while one is allocated to a sandbox that may still run: an
+// address passes to the identity's new sandbox only from the same pod's old
+// one or from a sandbox that is gone.
+func (e *Engine) takeOver(tx reservation.Txn, req AddRequest) ([]*reservation.Record, error) {
+	if req.Identity.IsZero() {
+		return nil, nil
+	}
+	held, err := tx.ByIdentity(req.Identity)
+	if err != nil {
+		return nil, err
+	}
+	for _, h := range held {
+		if h.State != reservation.Allocated {
+			continue
+		}
+		switch {
+		case req.UID != "" && h.UID == req.UID:
+			e.log().Info("same pod, new sandbox: taking over its address", "pod", req.Identity.Pod(), "ip", h.IP, "old", h.ContainerID, "new", req.ContainerID)
+		case !e.alive(h):
+			e.log().Info("previous holder's sandbox is gone: taking over its address", "pod", req.Identity.Pod(), "ip", h.IP, "old", h.ContainerID, "netns", h.Netns)
+		default:
+			return nil, fmt.Errorf("%w: %s of %s is held by %s, which may still be running; try again once it is deleted",
+				ErrHolderAlive, h.IP, req.Identity.Pod(), h.Holder())
+		}
+	}
+	return held, nil
+}
+
+// pick chooses the address of range set i: the one requested for it, if
+// the request may take it; else the identity's held one there; else a free
+// one (dynamic: remembered as the set's last reserved).
+func (e *Engine) pick(tx reservation.Txn, req AddRequest, i int, requested map[int]netip.Addr,
+	held []*reservation.Record, never unassignableSet, now time.Time) (ip netip.Addr, dynamic bool, err error) {
+	want, ok := requested[i]
+	if !ok {
+		if h := heldIn(held, &e.rangeSets[i], never); h != nil {
+			return h.IP, false, nil
+		}
+		ip, err = e.findFree(tx, i, req.Identity, now)
+		return ip, true, err
+	}
+	cur, err := tx.Get(want)
+	if err != nil {
+		return netip.Addr{}, false, err
+	}
+	// A cooling address goes only to the identity that last held it until
+	// its delay has passed (Housekeep dropped the ones past it): stale DNS
+	// records and conntrack entries for that pod must not reach anyone
+	// else.
+	isHeld := slices.ContainsFunc(held, func(h *reservation.Record) bool { return h.IP == want })
+	mayTake := cur == nil || isHeld ||
+		(cur.State == reservation.Cooling && !req.Identity.IsZero() && cur.LastIdentity == req.Identity)
+	if !mayTake {
+		return netip.Addr{}, false, fmt.Errorf("%w: %s is %s", ErrIPUnavailable, want, holderPhrase(cur))
+	}
+	return want, false, nil
 }
 
 func holderPhrase(r *reservation.Record) string {
