@@ -98,6 +98,27 @@ func Manifest(rec *checkpoint.Record, opts Options) (*Result, error) {
 	res := &Result{}
 	warn := func(format string, args ...any) { res.Warnings = append(res.Warnings, fmt.Sprintf(format, args...)) }
 
+	pod := copyMeta(parent, id, opts)
+	pod.Spec = *parent.Spec.DeepCopy()
+	standalone(&pod.Spec, parent.Name, warn)
+	var dropped, converted map[string]bool
+	var err error
+	if res.Files, dropped, converted, err = hostVolumes(rec, &pod.Spec, id, opts, warn); err != nil {
+		return nil, err
+	}
+	if err := fixContainers(rec, &pod.Spec, dropped, converted, warn); err != nil {
+		return nil, err
+	}
+	sort.Slice(res.Files, func(i, j int) bool { return res.Files[i].Path < res.Files[j].Path })
+	res.Pod = pod
+	return res, nil
+}
+
+// copyMeta is the copy's pod without its spec: the parent's name,
+// namespace and labels; its annotations but the opt-in ones and those only
+// the parent's own objects mean; the checkpoint annotations naming the
+// parent; opts.Reservation when the parent reserves nothing.
+func copyMeta(parent *corev1.Pod, id checkpoint.ID, opts Options) *corev1.Pod {
 	pod := &corev1.Pod{
 		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
 		ObjectMeta: metav1.ObjectMeta{
@@ -106,7 +127,6 @@ func Manifest(rec *checkpoint.Record, opts Options) (*Result, error) {
 			Labels:      copyMap(parent.Labels),
 			Annotations: map[string]string{},
 		},
-		Spec: *parent.Spec.DeepCopy(),
 	}
 	for k, v := range parent.Annotations {
 		switch {
@@ -124,8 +144,14 @@ func Manifest(rec *checkpoint.Record, opts Options) (*Result, error) {
 	if v := pod.Annotations[contract.AnnotationReservedDuration]; (v == "" || v == "0") && opts.Reservation != "" {
 		pod.Annotations[contract.AnnotationReservedDuration] = opts.Reservation
 	}
+	return pod
+}
 
-	spec := &pod.Spec
+// standalone drops from spec what ties the pod to the API server and the
+// scheduler (node, service account and its token, scheduling, image pull
+// secrets, ephemeral containers) and keeps the parent's host name when it
+// can be one.
+func standalone(spec *corev1.PodSpec, name string, warn func(string, ...any)) {
 	spec.NodeName = ""
 	spec.ServiceAccountName = ""
 	spec.DeprecatedServiceAccount = ""
@@ -146,30 +172,36 @@ func Manifest(rec *checkpoint.Record, opts Options) (*Result, error) {
 		// Keep the parent's host name when it can be one (the kubelet would
 		// otherwise use the copy's name, <name>-<node>); a name with a dot or
 		// over 63 characters cannot, and the kubelet rejects such a manifest.
-		if contract.IsDNSLabel(parent.Name) {
-			spec.Hostname = parent.Name
+		if contract.IsDNSLabel(name) {
+			spec.Hostname = name
 		} else {
-			warn("spec.hostname not set: pod name %q is not a valid host name; the copy's host name is derived from its static pod name", parent.Name)
+			warn("spec.hostname not set: pod name %q is not a valid host name; the copy's host name is derived from its static pod name", name)
 		}
 	}
+}
 
+// hostVolumes turns spec's Secret, ConfigMap and projected volumes into
+// hostPath volumes of files under opts.VolumeDir (returned, to be written)
+// and drops the projected service-account tokens. dropped and converted
+// name the volumes it dropped and turned into files.
+func hostVolumes(rec *checkpoint.Record, spec *corev1.PodSpec, id checkpoint.ID, opts Options,
+	warn func(string, ...any)) (files []File, dropped, converted map[string]bool, err error) {
 	volRoot := VolumeRoot(id)
 	var fsGroup *int64
 	if spec.SecurityContext != nil && spec.SecurityContext.FSGroup != nil {
 		g := *spec.SecurityContext.FSGroup
 		fsGroup = &g
 	}
-	dropped := map[string]bool{}
-	converted := map[string]bool{}
+	dropped, converted = map[string]bool{}, map[string]bool{}
 	var vols []corev1.Volume
 	for _, v := range spec.Volumes {
-		var files []File
+		var vfiles []File
 		var err error
 		switch {
 		case v.Secret != nil:
-			files, err = secretFiles(rec, v.Secret)
+			vfiles, err = secretFiles(rec, v.Secret)
 		case v.ConfigMap != nil:
-			files, err = configMapFiles(rec, v.ConfigMap)
+			vfiles, err = configMapFiles(rec, v.ConfigMap)
 		case v.Projected != nil:
 			if hasToken(v.Projected) {
 				dropped[v.Name] = true
@@ -178,22 +210,22 @@ func Manifest(rec *checkpoint.Record, opts Options) (*Result, error) {
 				}
 				continue
 			}
-			files, err = projectedFiles(rec, v.Projected, warn, v.Name)
+			vfiles, err = projectedFiles(rec, v.Projected, warn, v.Name)
 		default:
 			vols = append(vols, v)
 			continue
 		}
 		if err != nil {
-			return nil, fmt.Errorf("volume %q: %w", v.Name, err)
+			return nil, nil, nil, fmt.Errorf("volume %q: %w", v.Name, err)
 		}
 		dir := path.Join(volRoot, v.Name)
-		for _, fl := range files {
+		for _, fl := range vfiles {
 			fl.Path = path.Join(dir, fl.Path)
 			if fsGroup != nil {
 				fl.Mode |= 0o440
 				fl.GID = fsGroup
 			}
-			res.Files = append(res.Files, fl)
+			files = append(files, fl)
 		}
 		hostDir := corev1.HostPathDirectory
 		converted[v.Name] = true
@@ -202,7 +234,14 @@ func Manifest(rec *checkpoint.Record, opts Options) (*Result, error) {
 		}})
 	}
 	spec.Volumes = vols
+	return files, dropped, converted, nil
+}
 
+// fixContainers makes spec's init and regular containers run from the
+// node alone: images pulled only if absent, mounts of dropped volumes gone
+// and of converted ones read-only, Secret and ConfigMap environment
+// inlined.
+func fixContainers(rec *checkpoint.Record, spec *corev1.PodSpec, dropped, converted map[string]bool, warn func(string, ...any)) error {
 	for _, list := range [][]corev1.Container{spec.InitContainers, spec.Containers} {
 		for i := range list {
 			c := &list[i]
@@ -222,14 +261,12 @@ func Manifest(rec *checkpoint.Record, opts Options) (*Result, error) {
 			c.VolumeMounts = mounts
 			env, err := inlineEnv(rec, c, warn)
 			if err != nil {
-				return nil, fmt.Errorf("container %q: %w", c.Name, err)
+				return fmt.Errorf("container %q: %w", c.Name, err)
 			}
 			c.Env, c.EnvFrom = env, nil
 		}
 	}
-	sort.Slice(res.Files, func(i, j int) bool { return res.Files[i].Path < res.Files[j].Path })
-	res.Pod = pod
-	return res, nil
+	return nil
 }
 
 func copyMap(m map[string]string) map[string]string {
