@@ -27,6 +27,7 @@ import (
 	"github.com/stickyip/stickyip/checkpointd/kube"
 	"github.com/stickyip/stickyip/checkpointd/metrics"
 	"github.com/stickyip/stickyip/checkpointd/placement"
+	"github.com/stickyip/stickyip/checkpointd/policy"
 	"github.com/stickyip/stickyip/checkpointd/reconcile"
 	"github.com/stickyip/stickyip/reservation"
 )
@@ -46,20 +47,58 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
+	p, err := build(cfg, pol)
+	if err != nil {
+		return err
+	}
+	log := cfg.Log
+	defer p.close(log)
+	log.Info("checkpointd starting", "node", cfg.NodeName, "apiServer", p.host, "policy", pol.String(),
+		"checkpointDir", cfg.CheckpointDir, "staticPodDir", cfg.StaticPodDir, "volumeDir", cfg.VolumeDir,
+		"newBoot", p.fresh, "criEndpoint", cfg.CRIEndpoint, "dataDir", cfg.DataDir, "cniConfDir", cfg.CNIConfDir,
+		"flannelSubnetFile", cfg.FlannelSubnetFile, "gracePeriod", cfg.Grace, "apiStablePeriod", cfg.Stable,
+		"interval", cfg.Interval, "volumes", cfg.Volumes, "listen", cfg.ListenAddress, "placement", p.pub != nil)
+	return serve(ctx, cfg, p)
+}
+
+// parts are what Run builds from the resolved configuration and runs.
+type parts struct {
+	host    string // the API server's
+	fresh   bool   // the node booted since checkpointd last ran
+	runtime *cri.Client
+	events  *kube.Recorder
+	api     *kube.Client
+	rec     *reconcile.Reconciler
+	pub     *placement.Publisher // nil: placement off
+	m       *metrics.Metrics
+}
+
+// close releases what the parts hold open.
+func (p *parts) close(log *slog.Logger) {
+	p.events.Stop()
+	if err := p.runtime.Close(); err != nil {
+		log.Warn("closing the CRI connection", "err", err)
+	}
+}
+
+// build connects checkpointd's parts: API and CRI clients, the checkpoint,
+// contact, boot and IPAM stores, the flannel lease keeper, the placement
+// publisher and the reconciler.
+func build(cfg Config, pol policy.Policy) (*parts, error) {
 	log := cfg.Log
 	// client-go logs through klog: send it to the same structured log.
 	klog.SetSlogLogger(log.With("component", "client-go"))
 	rc, err := RestConfig(cfg.Kubeconfig, cfg.Timeout)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	cs, watch, err := kube.Clients(rc)
 	if err != nil {
-		return fmt.Errorf("API client: %w", err)
+		return nil, fmt.Errorf("API client: %w", err)
 	}
 	store, err := checkpoint.New(cfg.CheckpointDir)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	clock, err := contact.Open(cfg.CheckpointDir)
 	if err != nil {
@@ -69,7 +108,7 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	tracker, err := boot.Open(cfg.VolumeDir, boot.KernelBootID())
 	if err != nil {
-		return fmt.Errorf("--volume-dir: %w", err)
+		return nil, fmt.Errorf("--volume-dir: %w", err)
 	}
 	if !boot.OnTmpfs(cfg.VolumeDir) {
 		log.Warn("--volume-dir is not on tmpfs: restored secrets are written to a disk, and reboots are told apart by the kernel's boot ID alone",
@@ -77,9 +116,8 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	runtime, err := cri.Dial(cfg.CRIEndpoint, cfg.Timeout)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	defer runtime.Close()
 	var ipamStore reconcile.IPAM
 	var holds func() (func(reservation.Entry) bool, error)
 	if cfg.DataDir != "" {
@@ -111,11 +149,10 @@ func Run(ctx context.Context, cfg Config) error {
 			WrittenFile: filepath.Join(cfg.CheckpointDir, placement.WrittenFileName),
 			Timeout:     cfg.Timeout, Registry: m.Registry, Log: log.With("component", "placement")})
 		if err != nil {
-			return fmt.Errorf("placement client: %w", err)
+			return nil, errors.Join(fmt.Errorf("placement client: %w", err), runtime.Close())
 		}
 	}
 	events := kube.NewRecorder(cs, cfg.NodeName, log)
-	defer events.Stop()
 	rec := reconcile.New(reconcile.Config{
 		Node: cfg.NodeName, Store: store, StaticDir: cfg.StaticPodDir, VolumeDir: cfg.VolumeDir,
 		Runtime: runtime, API: api, Boot: tracker, Policy: pol, IPAM: ipamStore, Events: events, Lease: lease,
@@ -124,13 +161,13 @@ func Run(ctx context.Context, cfg Config) error {
 		RestoreTimeout: cfg.RestoreTimeout, CorruptRetention: cfg.CorruptRetention,
 		Reservation: cfg.Reservation, SkipVolumes: cfg.Volumes == "drop",
 	})
+	return &parts{host: rc.Host, fresh: tracker.Fresh(), runtime: runtime, events: events, api: api, rec: rec, pub: pub, m: m}, nil
+}
 
-	log.Info("checkpointd starting", "node", cfg.NodeName, "apiServer", rc.Host, "policy", pol.String(),
-		"checkpointDir", cfg.CheckpointDir, "staticPodDir", cfg.StaticPodDir, "volumeDir", cfg.VolumeDir,
-		"newBoot", tracker.Fresh(), "criEndpoint", cfg.CRIEndpoint, "dataDir", cfg.DataDir, "cniConfDir", cfg.CNIConfDir,
-		"flannelSubnetFile", cfg.FlannelSubnetFile, "gracePeriod", cfg.Grace, "apiStablePeriod", cfg.Stable,
-		"interval", cfg.Interval, "volumes", cfg.Volumes, "listen", cfg.ListenAddress, "placement", pub != nil)
-
+// serve runs the HTTP endpoints, the API client, the reconciler and the
+// publisher until ctx is done, then stops checkpointd's static copies.
+func serve(ctx context.Context, cfg Config, p *parts) error {
+	log := cfg.Log
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup
@@ -140,7 +177,7 @@ func Run(ctx context.Context, cfg Config) error {
 		if err != nil {
 			return fmt.Errorf("--listen-address %s: %w", cfg.ListenAddress, err)
 		}
-		srv := &http.Server{Handler: Handler(m, rec, 3*cfg.Interval+cfg.Timeout), ReadHeaderTimeout: 5 * time.Second}
+		srv := &http.Server{Handler: Handler(p.m, p.rec, 3*cfg.Interval+cfg.Timeout), ReadHeaderTimeout: 5 * time.Second}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -153,15 +190,17 @@ func Run(ctx context.Context, cfg Config) error {
 			<-ctx.Done()
 			sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer scancel()
-			_ = srv.Shutdown(sctx)
+			if err := srv.Shutdown(sctx); err != nil {
+				log.Warn("HTTP server shutdown", "err", err)
+			}
 		}()
 	}
 	wg.Add(2)
-	go func() { defer wg.Done(); api.Run(ctx) }()
-	go func() { defer wg.Done(); rec.Run(ctx, cfg.Interval) }()
-	if pub != nil {
+	go func() { defer wg.Done(); p.api.Run(ctx) }()
+	go func() { defer wg.Done(); p.rec.Run(ctx, cfg.Interval) }()
+	if p.pub != nil {
 		wg.Add(1)
-		go func() { defer wg.Done(); pub.Run(ctx) }()
+		go func() { defer wg.Done(); p.pub.Run(ctx) }()
 	}
 	<-ctx.Done()
 	wg.Wait()
