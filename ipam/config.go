@@ -217,20 +217,11 @@ func LoadConfig(stdin []byte, cniArgs string) (*Config, error) {
 	if err != nil {
 		return nil, err
 	}
-	var raw netConf
-	if err := json.Unmarshal(stdin, &raw); err != nil {
-		return nil, fmt.Errorf("%w: network config: %s%s", ErrInvalidConfig, whereIs(stdin), contract.Clip(err.Error(), 300))
+	raw, err := parseNetConf(stdin)
+	if err != nil {
+		return nil, err
 	}
-	if raw.Name == "" {
-		return nil, fmt.Errorf("%w: network config: key \"name\" is missing or empty", ErrInvalidConfig)
-	}
-	if len(raw.Name) > 253 || bytes.ContainsAny([]byte(raw.Name), "\x00/") {
-		return nil, fmt.Errorf("%w: network config: \"name\" must be at most 253 characters without '/'", ErrInvalidConfig)
-	}
-	if raw.IPAM == nil {
-		return nil, fmt.Errorf("%w: network config: key \"ipam\" is missing", ErrInvalidConfig)
-	}
-	hl, err := loadHostLocal(&raw)
+	hl, err := loadHostLocal(raw)
 	if err != nil {
 		return nil, fmt.Errorf("%w: ipam: %s", ErrInvalidConfig, contract.Clip(err.Error(), 300))
 	}
@@ -258,48 +249,11 @@ func LoadConfig(stdin []byte, cniArgs string) (*Config, error) {
 	if raw.IPAM.HostLocalDataDir != nil {
 		c.HostLocalDataDir = *raw.IPAM.HostLocalDataDir
 	}
-	if d, set, err := parseDuration("ipam.lockTimeout", raw.IPAM.LockTimeout); err != nil {
-		return nil, err
-	} else if set {
-		if d == 0 {
-			return nil, fmt.Errorf("%w: ipam.lockTimeout must be greater than 0", ErrInvalidConfig)
-		}
-		c.LockTimeout = d
-	}
-	if d, set, err := parseDuration("ipam.holderWait", raw.IPAM.HolderWait); err != nil {
-		return nil, err
-	} else if set {
-		if d > MaxHolderWait {
-			return nil, fmt.Errorf("%w: ipam.holderWait %s is more than %s (the runtime's ADD timeout must not run out first)", ErrInvalidConfig, d, MaxHolderWait)
-		}
-		c.HolderWait = d
-	}
-	var r rawReservation
-	if err := decodeBlock("ipam.reservation", raw.IPAM.Reservation, &r); err != nil {
+	if err := c.loadWaits(raw.IPAM); err != nil {
 		return nil, err
 	}
-	if d, set, err := parseDuration("ipam.reservation.maxDuration", r.MaxDuration); err != nil {
+	if err := c.loadReservation(raw.IPAM.Reservation); err != nil {
 		return nil, err
-	} else if set {
-		c.Reservation.MaxDuration = d
-	}
-	if d, set, err := parseDuration("ipam.reservation.reuseDelay", r.ReuseDelay); err != nil {
-		return nil, err
-	} else if set {
-		c.Reservation.ReuseDelay = d
-	}
-	if r.PoolFull != nil {
-		switch p := PoolFullPolicy(*r.PoolFull); p {
-		case PoolFullEvict, PoolFullFail:
-			c.Reservation.PoolFull = p
-		default:
-			return nil, fmt.Errorf("%w: ipam.reservation.poolFull=%q: want %q or %q", ErrInvalidConfig, contract.Clip(*r.PoolFull, contract.ClipLen), PoolFullEvict, PoolFullFail)
-		}
-	}
-	if n, set, err := parseCount("ipam.reservation.maxPerNamespace", r.MaxPerNamespace, maxPerNamespaceLimit); err != nil {
-		return nil, err
-	} else if set {
-		c.Reservation.MaxPerNamespace = n
 	}
 	var ia rawIPsAnnotation
 	if err := decodeBlock("ipam.ipsAnnotation", raw.IPAM.IPsAnnotation, &ia); err != nil {
@@ -312,6 +266,78 @@ func LoadConfig(stdin []byte, cniArgs string) (*Config, error) {
 		c.IPArgs = append([]net.IP{net.IP(args.IP.AsSlice())}, c.IPArgs...)
 	}
 	return c, nil
+}
+
+// parseNetConf decodes the network config and checks what every network
+// needs: a name usable as a directory name, and an ipam block.
+func parseNetConf(stdin []byte) (*netConf, error) {
+	var raw netConf
+	if err := json.Unmarshal(stdin, &raw); err != nil {
+		return nil, fmt.Errorf("%w: network config: %s%s", ErrInvalidConfig, whereIs(stdin), contract.Clip(err.Error(), 300))
+	}
+	if raw.Name == "" {
+		return nil, fmt.Errorf("%w: network config: key \"name\" is missing or empty", ErrInvalidConfig)
+	}
+	if len(raw.Name) > 253 || bytes.ContainsAny([]byte(raw.Name), "\x00/") {
+		return nil, fmt.Errorf("%w: network config: \"name\" must be at most 253 characters without '/'", ErrInvalidConfig)
+	}
+	if raw.IPAM == nil {
+		return nil, fmt.Errorf("%w: network config: key \"ipam\" is missing", ErrInvalidConfig)
+	}
+	return &raw, nil
+}
+
+// loadWaits reads ipam.lockTimeout and ipam.holderWait over c's defaults.
+func (c *Config) loadWaits(ipam *ipamConf) error {
+	if d, set, err := parseDuration("ipam.lockTimeout", ipam.LockTimeout); err != nil {
+		return err
+	} else if set {
+		if d == 0 {
+			return fmt.Errorf("%w: ipam.lockTimeout must be greater than 0", ErrInvalidConfig)
+		}
+		c.LockTimeout = d
+	}
+	if d, set, err := parseDuration("ipam.holderWait", ipam.HolderWait); err != nil {
+		return err
+	} else if set {
+		if d > MaxHolderWait {
+			return fmt.Errorf("%w: ipam.holderWait %s is more than %s (the runtime's ADD timeout must not run out first)", ErrInvalidConfig, d, MaxHolderWait)
+		}
+		c.HolderWait = d
+	}
+	return nil
+}
+
+// loadReservation reads the ipam.reservation block over c's defaults.
+func (c *Config) loadReservation(block json.RawMessage) error {
+	var r rawReservation
+	if err := decodeBlock("ipam.reservation", block, &r); err != nil {
+		return err
+	}
+	if d, set, err := parseDuration("ipam.reservation.maxDuration", r.MaxDuration); err != nil {
+		return err
+	} else if set {
+		c.Reservation.MaxDuration = d
+	}
+	if d, set, err := parseDuration("ipam.reservation.reuseDelay", r.ReuseDelay); err != nil {
+		return err
+	} else if set {
+		c.Reservation.ReuseDelay = d
+	}
+	if r.PoolFull != nil {
+		switch p := PoolFullPolicy(*r.PoolFull); p {
+		case PoolFullEvict, PoolFullFail:
+			c.Reservation.PoolFull = p
+		default:
+			return fmt.Errorf("%w: ipam.reservation.poolFull=%q: want %q or %q", ErrInvalidConfig, contract.Clip(*r.PoolFull, contract.ClipLen), PoolFullEvict, PoolFullFail)
+		}
+	}
+	if n, set, err := parseCount("ipam.reservation.maxPerNamespace", r.MaxPerNamespace, maxPerNamespaceLimit); err != nil {
+		return err
+	} else if set {
+		c.Reservation.MaxPerNamespace = n
+	}
+	return nil
 }
 
 // RequestedIPs returns the requested addresses (CNI_ARGS IP, args.cni.ips and
