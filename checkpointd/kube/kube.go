@@ -132,8 +132,13 @@ func (c *Client) Run(ctx context.Context) {
 		c.probe(ctx)
 		select {
 		case <-ctx.Done():
-			c.factory.Shutdown()
-			c.nodeFact.Shutdown()
+			// The informers stop with ctx; Run does not wait for them
+			// (factory.Shutdown would): a reflector backing off from an
+			// API server that is away notices only at the end of its
+			// back-off, up to 30 s, and checkpointd's shutdown, which
+			// removes its static copies, must not wait for that (a cold CI
+			// run's TestCheckpointd saw checkpointd killed after 30 s with
+			// a copy left running).
 			return
 		case <-t.C:
 		}
