@@ -135,15 +135,20 @@ func (n *node) httpClient() *http.Client {
 	return &http.Client{Timeout: 3 * time.Second, Transport: &http.Transport{DialContext: dialIn(n.nsHandle)}}
 }
 
+// metricsText is checkpointd's /metrics page.
+func (n *node) metricsText() ([]byte, error) {
+	resp, err := n.httpClient().Get("http://" + checkpointdAddr + "/metrics")
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	return io.ReadAll(resp.Body)
+}
+
 // metric reads a sample from checkpointd's /metrics: name is the metric
 // name with its labels as exposed, e.g. `checkpointd_refusals_total{reason="privileged"}`.
 func (n *node) metric(name string) (string, error) {
-	resp, err := n.httpClient().Get("http://" + checkpointdAddr + "/metrics")
-	if err != nil {
-		return "", err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
+	body, err := n.metricsText()
 	if err != nil {
 		return "", err
 	}
@@ -158,12 +163,7 @@ func (n *node) metric(name string) (string, error) {
 // metricLines returns the lines of checkpointd's /metrics whose sample
 // name starts with one of prefixes, in order.
 func (n *node) metricLines(prefixes ...string) (string, error) {
-	resp, err := n.httpClient().Get("http://" + checkpointdAddr + "/metrics")
-	if err != nil {
-		return "", err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
+	body, err := n.metricsText()
 	if err != nil {
 		return "", err
 	}

@@ -49,11 +49,8 @@ import (
 // One step alone: go test -tags e2e -run '^TestCluster$/^(kube-flannel|stickyip|placement)$'
 // (a step's needs must be in the run).
 func TestCluster(t *testing.T) {
-	start := time.Now()
-	c := newFlannelCluster(t, "installed")
-	booted := time.Since(start)
-	s := newSteps(t, c, start)
-	defer s.summary(booted)
+	c, s := bootSteps(t)
+	defer s.summary()
 
 	s.run("kube-flannel", nil, c.kubeFlannelInstalled)
 	var echo echoPods
@@ -76,6 +73,16 @@ func TestCluster(t *testing.T) {
 	})
 }
 
+// bootSteps boots a real-flannel cluster with nothing of stickyip on it
+// and prepares the steps a test runs on it.
+func bootSteps(t *testing.T) (*cluster, *steps) {
+	start := time.Now()
+	c := newFlannelCluster(t, "installed")
+	s := newSteps(t, c, start)
+	s.booted = time.Since(start)
+	return c, s
+}
+
 // TestClusterInstall is the install journey of docs/install.md on a
 // two-node cluster with real flannel, booted with nothing of stickyip:
 //
@@ -84,11 +91,8 @@ func TestCluster(t *testing.T) {
 //     ConfigMap patch, an upgrade while pods start, the uninstall
 //     (installJourney).
 func TestClusterInstall(t *testing.T) {
-	start := time.Now()
-	c := newFlannelCluster(t, "installed")
-	booted := time.Since(start)
-	s := newSteps(t, c, start)
-	defer s.summary(booted)
+	c, s := bootSteps(t)
+	defer s.summary()
 
 	s.run("kube-flannel", nil, c.kubeFlannelInstalled)
 	s.run("install", []string{"kube-flannel"}, c.installJourney)

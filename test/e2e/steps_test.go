@@ -45,9 +45,11 @@ type steps struct {
 	t     *testing.T // the whole test
 	c     *cluster
 	start time.Time
-	ended map[string]stepState
-	order []string
-	took  map[string]time.Duration
+	// booted is how long the cluster took to boot.
+	booted time.Duration
+	ended  map[string]stepState
+	order  []string
+	took   map[string]time.Duration
 }
 
 // newSteps prepares the steps of the whole test t on cluster c; start is
@@ -102,9 +104,9 @@ func (s *steps) run(name string, needs []string, fn func()) {
 func (s *steps) passed(name string) bool { return s.ended[name] == stepPassed }
 
 // summary logs each step's outcome and duration and the whole test's.
-func (s *steps) summary(booted time.Duration) {
+func (s *steps) summary() {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%-22s %-8s %s\n", "cluster boot", "", booted.Round(100*time.Millisecond))
+	fmt.Fprintf(&b, "%-22s %-8s %s\n", "cluster boot", "", s.booted.Round(100*time.Millisecond))
 	for _, name := range s.order {
 		took := "-"
 		if d, ok := s.took[name]; ok {
