@@ -34,12 +34,27 @@ mkdir -p "$logs"
 echo "run-e2e: compiling the tests"
 (cd "$root" && "$GO" test -tags e2e -c -o "$bin" ./test/e2e/)
 
+# tails FILE: for each test that failed in FILE (a go test -v output), the
+# last lines of its components' logs (_output/e2e-logs/<test>/), printed
+# before the output itself so that the failure stays next to "--- FAIL".
+tails() {
+	local test f
+	for test in $(sed -n 's/^--- FAIL: \([A-Za-z0-9_]*\).*/\1/p' "$1" | sort -u); do
+		[[ -d $logs/$test ]] || continue
+		while IFS= read -r f; do
+			echo "---- $test: last lines of $f"
+			tail -n 40 "$f"
+		done < <(find "$logs/$test" -type f -name '*.log' ! -name audit.log ! -path '*/pods/default_*' | sort)
+	done
+}
+
 export E2E_STRICT=1 E2E_K8S=${E2E_K8S:-}
 flags=(-test.v -test.count=1 -test.timeout "$TIMEOUT")
 start=$SECONDS
 status=0
 if [[ $RUN != . ]]; then
-	(cd "$root/test/e2e" && "$bin" "${flags[@]}" -test.run "$RUN") || status=$?
+	(cd "$root/test/e2e" && "$bin" "${flags[@]}" -test.run "$RUN") 2>&1 | tee "$logs/run.log" || status=$?
+	[[ $status -eq 0 ]] || tails "$logs/run.log"
 else
 	cluster='^TestCluster$'
 	install='^(TestClusterInstall|TestClusterPodCIDRChange|TestAPIPod.*|TestIdentity.*)$'
@@ -59,6 +74,7 @@ else
 		st=0
 		wait "${pids[$name]}" || st=$?
 		echo "==> e2e group $name: exit $st after $((SECONDS - start))s ($logs/$name.log)"
+		[[ $st -eq 0 ]] || tails "$logs/$name.log"
 		cat "$logs/$name.log"
 		[[ $st -eq 0 ]] || status=$st
 	done

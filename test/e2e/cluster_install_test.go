@@ -150,8 +150,8 @@ func (c *cluster) installJourney() {
 	for _, n := range c.nodes {
 		v2.importInto(n)
 	}
-	watch := c.watchPlugins(v1, v2)
-	churn := c.createPodsUntil(3 * time.Second)
+	watch := c.watchPlugins(t, v1, v2)
+	churn := c.createPodsUntil(t, 3*time.Second)
 	time.Sleep(3 * time.Second) // pods are being created when the upgrade starts
 	upgrade := manifestFor(t, imgDir, v2)
 	t.Logf("kubectl apply --dry-run=server -f (deploy/install, image %s):\n%s", v2.ref, c.kubectl("apply", "--dry-run=server", "-f", upgrade))
@@ -161,7 +161,10 @@ func (c *cluster) installJourney() {
 	c.kubectl("-n", installerNamespace, "rollout", "status", "daemonset/stickyip", "--timeout=3m")
 	upEnd := time.Now()
 	time.Sleep(3 * time.Second)
-	created := churn.stop()
+	created, err := churn.stop()
+	if err != nil {
+		t.Errorf("pod creation during the upgrade: %v", err)
+	}
 	seen := watch.stop()
 	if seen.failures > 0 {
 		t.Errorf("the plugin could not be run %d times of %d looks during the upgrade (last: %s)", seen.failures, seen.looks, seen.lastFailure)
@@ -511,6 +514,7 @@ func (c *cluster) waitInstalled(img image, since time.Time) map[string]time.Dura
 // 200 ms until stopped.
 type pluginWatch struct {
 	stopc chan struct{}
+	once  sync.Once
 	done  chan struct{}
 	res   pluginLooks
 }
@@ -524,9 +528,12 @@ type pluginLooks struct {
 	mixed           bool
 }
 
-// watchPlugins starts watching the nodes' plugins, going from one image to another.
-func (c *cluster) watchPlugins(from, to image) *pluginWatch {
+// watchPlugins starts watching the nodes' plugins, going from one image to
+// another. The watch ends with t at the latest, so that a failed step leaves
+// no goroutine behind.
+func (c *cluster) watchPlugins(t testing.TB, from, to image) *pluginWatch {
 	w := &pluginWatch{stopc: make(chan struct{}), done: make(chan struct{})}
+	t.Cleanup(func() { w.stop() })
 	go func() {
 		defer close(w.done)
 		tick := time.NewTicker(200 * time.Millisecond)
@@ -555,8 +562,9 @@ func (c *cluster) watchPlugins(from, to image) *pluginWatch {
 	return w
 }
 
+// stop ends the watch (once; later calls wait for it) and returns what it saw.
 func (w *pluginWatch) stop() pluginLooks {
-	close(w.stopc)
+	w.once.Do(func() { close(w.stopc) })
 	<-w.done
 	return w.res
 }
@@ -570,15 +578,20 @@ type churnPod struct {
 // podChurn creates pods on the nodes in turn until stopped.
 type podChurn struct {
 	stopc   chan struct{}
+	once    sync.Once
 	done    chan struct{}
 	mu      sync.Mutex
 	created []churnPod
+	err     error
 }
 
 // createPodsUntil creates a pod (during-<i>, bound to node i mod 2) every
-// interval until stop.
-func (c *cluster) createPodsUntil(interval time.Duration) *podChurn {
+// interval until stopped or a creation fails. The churn ends with t at the
+// latest, and only the test's goroutine reports (stop), so that a failed
+// step leaves no goroutine that outlives its test.
+func (c *cluster) createPodsUntil(t testing.TB, interval time.Duration) *podChurn {
 	ch := &podChurn{stopc: make(chan struct{}), done: make(chan struct{})}
+	t.Cleanup(func() { ch.once.Do(func() { close(ch.stopc) }); <-ch.done })
 	go func() {
 		defer close(ch.done)
 		for i := 0; ; i++ {
@@ -587,13 +600,16 @@ func (c *cluster) createPodsUntil(interval time.Duration) *podChurn {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			_, err := c.client.CoreV1().Pods(p.Namespace).Create(ctx, p, metav1.CreateOptions{})
 			cancel()
+			ch.mu.Lock()
 			if err != nil {
-				c.t.Errorf("create pod %s: %v", p.Name, err)
+				ch.err = fmt.Errorf("create pod %s: %w", p.Name, err)
+			} else {
+				ch.created = append(ch.created, churnPod{p.Name, n.name, time.Now()})
+			}
+			ch.mu.Unlock()
+			if err != nil {
 				return
 			}
-			ch.mu.Lock()
-			ch.created = append(ch.created, churnPod{p.Name, n.name, time.Now()})
-			ch.mu.Unlock()
 			select {
 			case <-ch.stopc:
 				return
@@ -604,10 +620,12 @@ func (c *cluster) createPodsUntil(interval time.Duration) *podChurn {
 	return ch
 }
 
-func (ch *podChurn) stop() []churnPod {
-	close(ch.stopc)
+// stop ends the churn and returns the pods it created and the creation that
+// failed, if one did.
+func (ch *podChurn) stop() ([]churnPod, error) {
+	ch.once.Do(func() { close(ch.stopc) })
 	<-ch.done
 	ch.mu.Lock()
 	defer ch.mu.Unlock()
-	return ch.created
+	return ch.created, ch.err
 }

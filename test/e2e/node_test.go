@@ -219,8 +219,7 @@ func (n *node) cleanup() {
 	if t.Failed() {
 		printTails(t, n.checkpointd, n.kubelet)
 		if n.ctd != nil {
-			p := filepath.Join(n.logDir, "containerd.log")
-			t.Logf("---- last lines of containerd (%s)\n%s", p, tail(p, 40))
+			t.Logf("containerd's log: %s", filepath.Join(n.logDir, "containerd.log"))
 		}
 	}
 	// The kubelet bind-mounts its root dir onto itself (shared propagation).

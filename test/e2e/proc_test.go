@@ -3,7 +3,6 @@
 package e2e
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"os"
@@ -104,36 +103,21 @@ func (p *proc) exited() error {
 	return fmt.Errorf("%s exited: %v; see %s", p.name, p.err, p.logPath)
 }
 
-// printTails logs the end of the log of every process given that was
-// started (nil ones are skipped), for a failed test.
+// printTails names the log of every process given that was started (nil
+// ones are skipped), for a failed test. Their last lines are not copied into
+// the test's output, where they would bury the failure itself:
+// scripts/run-e2e.sh prints them for a failed test before the group's
+// output, so the failure stays at the end, next to its "--- FAIL" line.
 func printTails(t testing.TB, procs ...*proc) {
+	var paths []string
 	for _, p := range procs {
 		if p != nil {
-			t.Logf("---- last lines of %s (%s)\n%s", p.name, p.logPath, tail(p.logPath, 40))
+			paths = append(paths, p.logPath)
 		}
 	}
-}
-
-// tail returns the last n lines of a log file.
-func tail(path string, n int) string {
-	f, err := os.Open(path)
-	if err != nil {
-		return err.Error()
+	if len(paths) > 0 {
+		t.Logf("logs (their last lines are printed by scripts/run-e2e.sh before this test's output): %s", strings.Join(paths, " "))
 	}
-	defer f.Close()
-	var lines []string
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64*1024), 1024*1024)
-	for sc.Scan() {
-		lines = append(lines, sc.Text())
-		if len(lines) > 4*n {
-			lines = lines[len(lines)-n:]
-		}
-	}
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
 }
 
 // run runs a short command and fails the test when it fails.
