@@ -68,6 +68,10 @@ func TestInstallManifest(t *testing.T) {
 	}
 	if p := c.ReadinessProbe; p == nil || p.Exec == nil || !reflect.DeepEqual(p.Exec.Command, []string{"/checkpointd", "ready"}) || readyFile == "" {
 		t.Errorf("readiness probe %+v with CHECKPOINTD_READY_FILE %q: want /checkpointd ready on a ready file", c.ReadinessProbe, readyFile)
+	} else if p.TimeoutSeconds < 5 || p.FailureThreshold < 3 {
+		// On a loaded node the exec itself took over a second: the default
+		// timeout and a single failure made the pod flap and the rollout stall.
+		t.Errorf("readiness probe timeoutSeconds %d, failureThreshold %d: want at least 5 and 3, so that a slow exec on a busy node does not make an installed node not ready", p.TimeoutSeconds, p.FailureThreshold)
 	}
 	mounts := map[string]string{}
 	for _, v := range spec.Volumes {
