@@ -5,14 +5,13 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
-	"sigs.k8s.io/yaml"
 
+	"github.com/stickyip/stickyip/checkpointd/kubeletconfig"
 	"github.com/stickyip/stickyip/checkpointd/policy"
 	"github.com/stickyip/stickyip/contract"
 )
@@ -115,40 +114,11 @@ func (c *Config) ResolveStaticPodDir() (string, error) {
 	if c.KubeletConfig == "" {
 		return c.StaticPodDir, nil
 	}
-	return StaticPodPath(c.KubeletConfig)
-}
-
-// StaticPodPath reads staticPodPath from a KubeletConfiguration file.
-func StaticPodPath(kubeletConfig string) (string, error) {
-	data, err := os.ReadFile(kubeletConfig)
+	p, err := kubeletconfig.StaticPodPath(c.KubeletConfig)
 	if err != nil {
 		return "", fmt.Errorf("--kubelet-config: %w", err)
 	}
-	p, err := parseStaticPodPath(data)
-	if err != nil {
-		return "", fmt.Errorf("--kubelet-config %s: %w", kubeletConfig, err)
-	}
 	return p, nil
-}
-
-func parseStaticPodPath(data []byte) (string, error) {
-	var kc struct {
-		Kind          string `json:"kind"`
-		StaticPodPath string `json:"staticPodPath"`
-	}
-	if err := yaml.Unmarshal(data, &kc); err != nil {
-		return "", err
-	}
-	if kc.Kind != "KubeletConfiguration" {
-		return "", fmt.Errorf("kind %q, want KubeletConfiguration", kc.Kind)
-	}
-	if kc.StaticPodPath == "" {
-		return "", errors.New("it sets no staticPodPath: this kubelet runs no static pods, so nothing can be restored")
-	}
-	if !filepath.IsAbs(kc.StaticPodPath) {
-		return "", fmt.Errorf("staticPodPath %q is not an absolute path", kc.StaticPodPath)
-	}
-	return filepath.Clean(kc.StaticPodPath), nil
 }
 
 // RestConfig builds the API client config. A kubeconfig is used as is (the

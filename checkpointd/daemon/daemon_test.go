@@ -183,27 +183,6 @@ func TestUnitRemovesCopiesWhenItStops(t *testing.T) {
 	}
 }
 
-func TestStaticPodPathFromKubeletConfig(t *testing.T) {
-	dir := t.TempDir()
-	write := func(body string) string {
-		p := filepath.Join(dir, "config.yaml")
-		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
-	p, err := StaticPodPath(write("apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nstaticPodPath: /srv/manifests\n"))
-	if err != nil || p != "/srv/manifests" {
-		t.Fatalf("StaticPodPath = %q, %v", p, err)
-	}
-	if _, err := StaticPodPath(write("kind: KubeletConfiguration\n")); err == nil || !strings.Contains(err.Error(), "no staticPodPath") {
-		t.Errorf("no staticPodPath: err %v", err)
-	}
-	if _, err := StaticPodPath(write("kind: Pod\n")); err == nil || !strings.Contains(err.Error(), "KubeletConfiguration") {
-		t.Errorf("wrong kind: err %v", err)
-	}
-}
-
 // TestCleanup: `checkpointd cleanup` removes the copies' manifests and keeps
 // their files (a copy the kubelet keeps running during an outage still reads
 // them; issue 17 finding 2); with --all everything checkpointd wrote, and

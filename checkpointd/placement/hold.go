@@ -5,28 +5,12 @@ import (
 	"slices"
 	"time"
 
+	"github.com/stickyip/stickyip/checkpointd/placement/entry"
 	"github.com/stickyip/stickyip/reservation"
 )
 
-// Hold is one entry of a shard: the node holding an identity's addresses.
-// It changes only when a pod of the identity gets its addresses (ADD):
-// whether that pod still runs, and how long the reservation after it
-// lasts, are the node's business, so a DEL writes nothing.
-type Hold struct {
-	Node string   // the node that holds the addresses
-	Pod  string   // the pod that holds, or last held, them there
-	IPs  []string // sorted
-	// Since is when the pod got the addresses on the node (its ADD): of two
-	// nodes holding one identity, the later claim wins.
-	Since time.Time
-}
-
-// Equal reports whether two holds say the same, times to the millisecond
-// (as they are written).
-func (h Hold) Equal(o Hold) bool {
-	return h.Node == o.Node && h.Pod == o.Pod && slices.Equal(h.IPs, o.IPs) &&
-		h.Since.Truncate(time.Millisecond).Equal(o.Since.Truncate(time.Millisecond))
-}
+// Hold is one entry of a shard (package entry: its form and parser).
+type Hold = entry.Hold
 
 // Want is the entry a node means to have for an identity it holds.
 type Want struct {

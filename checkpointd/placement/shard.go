@@ -4,18 +4,14 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strings"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
-)
 
-// timeFormat is how Since is written: RFC 3339 in UTC, to the millisecond
-// (two claims of one identity a second apart must compare).
-const timeFormat = "2006-01-02T15:04:05.000Z07:00"
+	"github.com/stickyip/stickyip/checkpointd/placement/entry"
+)
 
 // Shard is a shard of the index as the API server showed it.
 type Shard struct {
@@ -48,32 +44,13 @@ func DecodeShard(cm *corev1.ConfigMap) (*Shard, error) {
 		}
 	}
 	for id, v := range cm.Data {
-		h, err := ParseHold(v)
+		h, err := entry.Parse(v)
 		if err != nil {
 			return nil, fmt.Errorf("ConfigMap %s/%s: %s: %w", cm.Namespace, cm.Name, id, err)
 		}
 		s.Holds[id] = h
 	}
 	return s, nil
-}
-
-// ParseHold reads an entry: "<node> <pod> <since> <ip>[,<ip>…]", the form
-// the placement policy splits.
-func ParseHold(v string) (Hold, error) {
-	f := strings.Split(v, " ")
-	if len(f) != 4 || f[0] == "" || f[1] == "" || f[3] == "" {
-		return Hold{}, fmt.Errorf("entry %q: want \"<node> <pod> <since> <ip>[,<ip>…]\"", v)
-	}
-	since, err := time.Parse(time.RFC3339Nano, f[2])
-	if err != nil {
-		return Hold{}, fmt.Errorf("entry %q: since: %w", v, err)
-	}
-	return Hold{Node: f[0], Pod: f[1], Since: since, IPs: strings.Split(f[3], ",")}, nil
-}
-
-// String renders h as an entry.
-func (h Hold) String() string {
-	return strings.Join([]string{h.Node, h.Pod, h.Since.UTC().Format(timeFormat), strings.Join(h.IPs, ",")}, " ")
 }
 
 // applyConfig is what node applies to shard ns/name: the index label,
