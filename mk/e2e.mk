@@ -8,8 +8,8 @@
 # for the previous one (kube-apiserver and kubelet only: the one-node
 # scenarios). test-e2e-k8s-1.36 runs the ground-floor scenarios and the
 # placement policies (MutatingAdmissionPolicy is GA since 1.36) on 1.36; it
-# is not a tier of test-all (its build alone is 9 minutes of CI's budget for
-# what 1.37 shows too): run it before a release and when the policies change.
+# is not a tier of test-all (its build alone is 3 to 9 minutes of CI's
+# budget, by the host's speed, for what 1.37 shows too): run it before a release and when the policies change.
 .PHONY: test-e2e e2e-deps test-e2e-k8s-1.36
 TEST_TIERS += test-e2e
 
