@@ -429,34 +429,13 @@ func (n *node) bindNodePaths() {
 		// Targets below /etc/kubernetes and /run/containerd are made in
 		// the node's directories bound there.
 		if !strings.HasPrefix(b.target, "/etc/kubernetes/") && !strings.HasPrefix(b.target, "/run/containerd/") {
-			hostMountPoint(t, b.target)
+			harness.HostMountPoint(t, b.target, false)
 		}
 	}
 	for _, b := range binds {
 		n.mnt.Bind(t, b.target, b.source)
 	}
 	n.shippedPaths = true
-}
-
-// hostMountPoint creates the missing directories of path on the machine
-// (a mount point in a node's mount namespace) and removes them, if still
-// empty, at cleanup.
-func hostMountPoint(t testing.TB, path string) {
-	t.Helper()
-	var made []string
-	for p := path; ; p = filepath.Dir(p) {
-		if _, err := os.Stat(p); err == nil {
-			break
-		}
-		made = append(made, p)
-	}
-	for i := len(made) - 1; i >= 0; i-- {
-		if err := os.Mkdir(made[i], 0o755); err != nil {
-			t.Fatal(err)
-		}
-		p := made[i]
-		t.Cleanup(func() { _ = os.Remove(p) })
-	}
 }
 
 // checkpointdDirs are where the installed checkpointd keeps its files on

@@ -76,7 +76,7 @@ func (n *node) prepareFlannel(images []harness.OfflineImage) {
 	n.bindNodePaths()
 	lock := filepath.Join(n.dir, "xtables.lock")
 	writeFile(t, lock, nil, 0o600)
-	hostFile(t, "/run/xtables.lock")
+	harness.HostMountPoint(t, "/run/xtables.lock", true)
 	n.mnt.Bind(t, "/run/xtables.lock", lock)
 	varLog := filepath.Join(n.logDir, "var-log")
 	if err := os.MkdirAll(varLog, 0o755); err != nil {
@@ -89,18 +89,6 @@ func (n *node) prepareFlannel(images []harness.OfflineImage) {
 		}
 	}
 	n.startKubeProxy()
-}
-
-// hostFile makes sure path exists on the machine (an empty file when
-// missing, removed at cleanup) as a mount point for a node's own file.
-func hostFile(t testing.TB, path string) {
-	t.Helper()
-	if _, err := os.Stat(path); err == nil {
-		return
-	}
-	hostMountPoint(t, filepath.Dir(path))
-	writeFile(t, path, nil, 0o600)
-	t.Cleanup(func() { _ = os.Remove(path) })
 }
 
 // startKubeProxy starts the node's kube-proxy (iptables mode, as
