@@ -1,7 +1,6 @@
 package harness
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -167,21 +166,21 @@ func appendLine(path, line string) error {
 	return errors.Join(werr, f.Close())
 }
 
+// readLines returns the non-empty lines of the file at path, none when it
+// does not exist.
 func readLines(path string) ([]string, error) {
-	f, err := os.Open(path)
+	data, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
 	var lines []string
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if l := strings.TrimSpace(sc.Text()); l != "" {
+	for _, l := range strings.Split(string(data), "\n") {
+		if l = strings.TrimSpace(l); l != "" {
 			lines = append(lines, l)
 		}
 	}
-	return lines, sc.Err()
+	return lines, nil
 }
