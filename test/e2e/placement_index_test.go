@@ -256,7 +256,7 @@ func (cp *controlPlane) refusedEverywhere(who string, c kubernetes.Interface, ns
 
 // requireRefused fails the test unless err is a refusal whose message holds
 // want.
-func requireRefused(t *testing.T, what string, err error, want string) {
+func requireRefused(t testing.TB, what string, err error, want string) {
 	t.Helper()
 	if err == nil || !(apierrors.IsForbidden(err) || apierrors.IsInvalid(err)) || !strings.Contains(err.Error(), want) {
 		t.Errorf("%s: %v, want refused with %q", what, err, want)
