@@ -165,15 +165,12 @@ func entryLine(identity, pod, ip string) placement.Line {
 // writePaths are the ways a client can change an object: update (PUT),
 // JSON merge patch, JSON patch, strategic merge patch and server-side apply
 // (forced). mutate says what the writer wants the shard to become; each path
-// expresses exactly that change. It returns each path's error.
-func writePaths(c kubernetes.Interface, cur *corev1.ConfigMap, mutate func(*corev1.ConfigMap)) map[string]error {
+// expresses exactly that change. It returns each path's write.
+func writePaths(c kubernetes.Interface, cur *corev1.ConfigMap, mutate func(*corev1.ConfigMap)) map[string]func() error {
 	ctx := context.Background()
 	want := cur.DeepCopy()
 	mutate(want)
 	cms := c.CoreV1().ConfigMaps(cur.Namespace)
-	out := map[string]error{}
-	_, out["update"] = cms.Update(ctx, want, metav1.UpdateOptions{})
-
 	dataDiff := map[string]any{}
 	for k, v := range want.Data {
 		if cur.Data[k] != v {
@@ -193,16 +190,12 @@ func writePaths(c kubernetes.Interface, cur *corev1.ConfigMap, mutate func(*core
 		meta["labels"] = want.Labels
 	}
 	merge, _ := json.Marshal(map[string]any{"metadata": meta, "data": dataDiff})
-	_, out["merge patch"] = cms.Patch(ctx, cur.Name, types.MergePatchType, merge, metav1.PatchOptions{})
-
 	ops := []map[string]any{{"op": "replace", "path": "/data", "value": want.Data}}
 	if want.OwnerReferences != nil || cur.OwnerReferences != nil {
 		ops = append(ops, map[string]any{"op": "add", "path": "/metadata/ownerReferences", "value": want.OwnerReferences})
 	}
 	ops = append(ops, map[string]any{"op": "add", "path": "/metadata/labels", "value": want.Labels})
 	jp, _ := json.Marshal(ops)
-	_, out["JSON patch"] = cms.Patch(ctx, cur.Name, types.JSONPatchType, jp, metav1.PatchOptions{})
-
 	smpMeta := map[string]any{}
 	if _, ok := meta["labels"]; ok {
 		smpMeta["labels"] = want.Labels
@@ -220,19 +213,27 @@ func writePaths(c kubernetes.Interface, cur *corev1.ConfigMap, mutate func(*core
 		smpMeta["ownerReferences"] = refs
 	}
 	smp, _ := json.Marshal(map[string]any{"metadata": smpMeta, "data": dataDiff})
-	_, out["strategic merge patch"] = cms.Patch(ctx, cur.Name, types.StrategicMergePatchType, smp, metav1.PatchOptions{})
-
 	apply, _ := json.Marshal(map[string]any{"apiVersion": "v1", "kind": "ConfigMap",
 		"metadata": map[string]any{"name": cur.Name, "namespace": cur.Namespace, "labels": want.Labels, "ownerReferences": want.OwnerReferences},
 		"data":     want.Data})
 	force := true
-	_, out["server-side apply"] = cms.Patch(ctx, cur.Name, types.ApplyPatchType, apply, metav1.PatchOptions{FieldManager: "attacker", Force: &force})
-	return out
+	patch := func(pt types.PatchType, body []byte, opts metav1.PatchOptions) func() error {
+		return func() error { _, err := cms.Patch(ctx, cur.Name, pt, body, opts); return err }
+	}
+	return map[string]func() error{
+		"update":                func() error { _, err := cms.Update(ctx, want, metav1.UpdateOptions{}); return err },
+		"merge patch":           patch(types.MergePatchType, merge, metav1.PatchOptions{}),
+		"JSON patch":            patch(types.JSONPatchType, jp, metav1.PatchOptions{}),
+		"strategic merge patch": patch(types.StrategicMergePatchType, smp, metav1.PatchOptions{}),
+		"server-side apply":     patch(types.ApplyPatchType, apply, metav1.PatchOptions{FieldManager: "attacker", Force: &force}),
+	}
 }
 
 // refusedEverywhere tries mutate of shard ns/name with client c by every
-// write path and fails the test unless each is refused and the shard is
-// unchanged (data, owners, labels) after all of them.
+// write path and fails the test unless the shard is unchanged (data,
+// owners, labels) after each, and each write was refused or changed nothing
+// (server-side apply under another field manager cannot remove what it
+// does not own: it is a no-op, not a refusal).
 func (cp *controlPlane) refusedEverywhere(who string, c kubernetes.Interface, ns, name, what string, mutate func(*corev1.ConfigMap)) {
 	t := cp.t
 	t.Helper()
@@ -241,17 +242,24 @@ func (cp *controlPlane) refusedEverywhere(who string, c kubernetes.Interface, ns
 	if err != nil {
 		t.Fatalf("%s: %v", what, err)
 	}
-	for path, err := range writePaths(c, cur, mutate) {
-		if err == nil || !(apierrors.IsForbidden(err) || apierrors.IsInvalid(err)) {
+	var noop []string
+	for path, write := range writePaths(c, cur, mutate) {
+		err := write()
+		after, gerr := cp.client.CoreV1().ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{})
+		if gerr != nil || !maps.Equal(after.Data, cur.Data) || fmt.Sprint(after.OwnerReferences) != fmt.Sprint(cur.OwnerReferences) ||
+			!maps.Equal(after.Labels, cur.Labels) {
+			t.Fatalf("%s: %s by %s: the shard changed (%v): %v → %v, owners %v → %v", who, what, path, err, cur.Data, after.Data,
+				cur.OwnerReferences, after.OwnerReferences)
+		}
+		switch {
+		case err == nil:
+			noop = append(noop, path)
+		case !apierrors.IsForbidden(err) && !apierrors.IsInvalid(err):
 			t.Errorf("%s: %s by %s: %v, want refused (Forbidden or Invalid)", who, what, path, err)
 		}
 	}
-	after, err := cp.client.CoreV1().ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{})
-	if err != nil || !maps.Equal(after.Data, cur.Data) || fmt.Sprint(after.OwnerReferences) != fmt.Sprint(cur.OwnerReferences) ||
-		!maps.Equal(after.Labels, cur.Labels) {
-		t.Errorf("%s: %s: the shard changed: %v → %v (%v)", who, what, cur.Data, after.Data, err)
-	}
-	t.Logf("%s: %s: refused by update, merge, JSON and strategic merge patch and server-side apply; nothing stored", who, what)
+	slices.Sort(noop)
+	t.Logf("%s: %s: refused by update, merge, JSON and strategic merge patch and server-side apply (no-op, nothing stored: %v); shard unchanged", who, what, noop)
 }
 
 // requireRefused fails the test unless err is a refusal whose message holds
