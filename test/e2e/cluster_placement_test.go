@@ -252,14 +252,23 @@ func (c *cluster) nodeDeleted(p *placementRun, w *workloadsRun) {
 	})
 	t.Logf("Node %s deleted → its owner references garbage-collected in %s; its entries %v no longer count",
 		gone.name, time.Since(deleted).Round(100*time.Millisecond), slices.Sorted(maps.Keys(goneHeld)))
+	// Each of its identities is now the remaining node's, if that node
+	// still lists it (an older claim: its reservation has not expired), or
+	// nobody's.
 	for key := range goneHeld {
 		kns, id, _ := strings.Cut(key, "/")
-		if h := c.hinted(kns, id); h == gone.name {
+		h := c.hinted(kns, id)
+		if h == gone.name {
 			t.Errorf("%s/%s: the index still names the deleted Node %s", kns, id, gone.name)
 		}
 		if k, keyed := contract.IdentityKey(id); keyed && kns == ns {
-			c.waitHint(kns, k, nil)
+			var want []string
+			if h != "" {
+				want = []string{h}
+			}
+			c.waitHint(kns, k, want)
 		}
+		t.Logf("%s/%s after %s's deletion: the hint names %q", kns, id, gone.name, h)
 	}
 	if held := c.heldBy(stay.name); fmt.Sprint(held) != fmt.Sprint(stayHeld) {
 		t.Errorf("%s's entries: %v, were %v before %s's deletion", stay.name, held, stayHeld, gone.name)
@@ -291,6 +300,16 @@ func (c *cluster) nodeDeleted(p *placementRun, w *workloadsRun) {
 	} else {
 		t.Log("the workloads step did not pass: its Node deletion checks are left out")
 	}
+	// The namespace controller deletes a deleted namespace's index, which
+	// the index policy lets it do (and nobody else but administrators and
+	// the garbage collector).
+	shards := len(c.shardsIn(ns))
+	start := time.Now()
+	c.kubectl("delete", "namespace", ns, "--wait=true", "--timeout=3m")
+	if left := c.shardsIn(ns); len(left) != 0 {
+		t.Fatalf("namespace %s deleted, its index left: %v", ns, slices.Sorted(maps.Keys(left)))
+	}
+	t.Logf("namespace %s with %d index shards deleted by the namespace controller in %s", ns, shards, time.Since(start).Round(100*time.Millisecond))
 }
 
 // createStickyDB creates StatefulSet db in ns: one replica of
