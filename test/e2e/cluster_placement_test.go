@@ -400,7 +400,7 @@ func (c *cluster) stickyRounds(ns, selector, identity string, attack bool) stick
 
 	// 2. The control: the same delete without the policy.
 	c.kubectl("delete", "mutatingadmissionpolicybinding", placementBindingName)
-	c.waitHintOff(ns)
+	c.waitHintApplied(ns, false)
 	c.deletePod(ns, last.Name)
 	moved := c.waitSticky(ns, selector, last.UID, 2*time.Minute)
 	run.lifecyclesOn[holder.name]++
@@ -411,7 +411,7 @@ func (c *cluster) stickyRounds(ns, selector, identity string, attack bool) stick
 	t.Logf("control without the policy: the replacement of %s/%s went to %s with %s (%s keeps %s reserved)",
 		ns, identity, moved.Node, moved.IP, holder.name, first.IP)
 	c.applyPlacement()
-	c.waitHintOn(ns)
+	c.waitHintApplied(ns, true)
 	c.remove(ns, "pod", steer)
 
 	// 3. The tie: both nodes hold the identity now; the one that claimed it
@@ -762,39 +762,25 @@ func (c *cluster) waitHint(ns, key string, nodes []string) {
 	})
 }
 
-// waitHintOff waits until the API server applies the hint no more (its
-// binding removed): an identity some node holds in ns gets no term.
-func (c *cluster) waitHintOff(ns string) {
+// waitHintApplied waits until the API server applies the hint (on) or no
+// longer does (its binding removed): a keyed identity some node holds in
+// ns gets the term for the node the index names, or none.
+func (c *cluster) waitHintApplied(ns string, on bool) {
 	c.t.Helper()
 	for _, s := range c.shardsIn(ns) {
 		for n := range s.Values {
 			lines, _ := s.Lines(n)
 			for _, l := range lines {
 				if key, keyed := contract.IdentityKey(l.Identity); keyed && s.OwnedBy(n) {
-					c.waitHint(ns, key, nil)
+					var want []string
+					if on {
+						want = []string{c.hinted(ns, l.Identity)}
+					}
+					c.waitHint(ns, key, want)
 					return
 				}
 			}
 		}
 	}
-	c.t.Fatalf("no keyed identity in %s's index to check the hint is off with", ns)
-}
-
-// waitHintOn waits until the API server applies the hint again: a keyed
-// identity some node holds in ns gets the term for the node the index
-// names.
-func (c *cluster) waitHintOn(ns string) {
-	c.t.Helper()
-	for _, s := range c.shardsIn(ns) {
-		for n := range s.Values {
-			lines, _ := s.Lines(n)
-			for _, l := range lines {
-				if key, keyed := contract.IdentityKey(l.Identity); keyed && s.OwnedBy(n) {
-					c.waitHint(ns, key, []string{c.hinted(ns, l.Identity)})
-					return
-				}
-			}
-		}
-	}
-	c.t.Fatalf("no keyed identity in %s's index to check the hint is on with", ns)
+	c.t.Fatalf("no keyed identity in %s's index to check the hint with", ns)
 }
