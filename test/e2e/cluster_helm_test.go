@@ -86,17 +86,48 @@ func (c *cluster) helmJourney() {
 	if err != nil {
 		t.Fatal(err)
 	}
-	chart := filepath.Join(root, "deploy", "helm", "stickyip")
-	stickyipValues := filepath.Join(root, "deploy", "kube-flannel", "values.yaml")
-	dir := harness.ShortTempDir(t)
-	fl := c.newFlannelChart(dir)
+	h := &helmRun{c: c, chart: filepath.Join(root, "deploy", "helm", "stickyip"),
+		values: filepath.Join(root, "deploy", "kube-flannel", "values.yaml"), fl: c.newFlannelChart(harness.ShortTempDir(t))}
 	took := map[string]time.Duration{}
-	step := func(name string, start time.Time) { took[name] = time.Since(start).Round(100 * time.Millisecond) }
+	timed := func(name string, f func()) {
+		start := time.Now()
+		f()
+		took[name] = time.Since(start).Round(100 * time.Millisecond)
+	}
+	timed("flannel-chart", h.flannelFromChart)
+	timed("install", func() { h.install(v1) })
+	timed("switch", h.switchFlannel)
+	reserved := c.reserveOnEachNode()
+	timed("flannel-upgrade", func() { h.upgradeFlannel(reserved) })
+	timed("upgrade", func() { h.upgrade(v1, v2) })
+	for _, n := range c.nodes {
+		n.deletePodGracefully("sticky-"+n.name, 2*time.Minute) // reserved again
+	}
+	timed("undo-noticed", h.undo)
+	timed("redo-said", func() { h.redo(reserved) })
+	timed("uninstall", h.uninstall)
+	for _, n := range c.nodes {
+		removeContents(t, n.stickyipDataDir())
+	}
+	t.Logf("helm step: flannel from its chart %s; helm install --wait %s; switch %s; flannel upgrade with a changed value and the sticky pods back %s; stickyip upgrade while pods start %s; undo noticed on both nodes %s; fixed and said %s; uninstall %s",
+		took["flannel-chart"], took["install"], took["switch"], took["flannel-upgrade"], took["upgrade"], took["undo-noticed"], took["redo-said"], took["uninstall"])
+}
 
-	// ---- 1. flannel from its own chart.
-	start := time.Now()
+// helmRun is the helm step's state: the cluster, stickyip's chart,
+// deploy/kube-flannel/values.yaml, flannel's chart, and stickyip's
+// cni-conf.json as kube-flannel's ConfigMap holds it once switched.
+type helmRun struct {
+	c             *cluster
+	chart, values string
+	fl            *flannelChart
+	ours          string
+}
+
+// flannelFromChart replaces kube-flannel.yml by flannel's own chart (1.).
+func (h *helmRun) flannelFromChart() {
+	c, t := h.c, h.c.t
 	t.Logf("kubectl delete -f kube-flannel.yml:\n%s", c.kubectl("delete", "-f", c.kubeFlannelFile, "--timeout=3m"))
-	t.Logf("helm install flannel (%s, offline values):\n%s", fl.chart, fl.upgrade("install", "--create-namespace", "-f", fl.offline))
+	t.Logf("helm install flannel (%s, offline values):\n%s", h.fl.chart, h.fl.upgrade("install", "--create-namespace", "-f", h.fl.offline))
 	c.waitFlannelRollout()
 	for _, n := range c.nodes {
 		if l := n.waitLease(time.Minute); l.Subnet.String() != n.subnet {
@@ -104,92 +135,108 @@ func (c *cluster) helmJourney() {
 		}
 	}
 	c.waitConflists(c.kubeFlannelConfig()["cni-conf.json"], time.Minute)
-	step("flannel-chart", start)
+}
 
-	// ---- 2. helm install --wait.
-	repo, tag1, _ := strings.Cut(v1.ref, ":")
-	_, tag2, _ := strings.Cut(v2.ref, ":")
-	start = time.Now()
-	t.Logf("helm install stickyip --wait:\n%s", c.helm("install", stickyipRelease, chart, "-n", installerNamespace,
-		"--set", "image.repository="+repo+",image.tag="+tag1, "--wait", "--timeout=4m"))
-	installed := c.waitInstalled(v1, start)
-	step("install", start)
+// install is `helm install --wait` of stickyip's chart with img (2.).
+func (h *helmRun) install(img image) {
+	c, t := h.c, h.c.t
+	repo, tag, _ := strings.Cut(img.ref, ":")
+	start := time.Now()
+	t.Logf("helm install stickyip --wait:\n%s", c.helm("install", stickyipRelease, h.chart, "-n", installerNamespace,
+		"--set", "image.repository="+repo+",image.tag="+tag, "--wait", "--timeout=4m"))
+	returned := time.Since(start)
+	installed := c.waitInstalled(img, start)
 	ds, err := c.client.AppsV1().DaemonSets(installerNamespace).Get(context.Background(), "stickyip", metav1.GetOptions{})
 	if err != nil || ds.Annotations["meta.helm.sh/release-name"] != stickyipRelease {
 		t.Fatalf("DaemonSet %s/stickyip after helm install: %v, annotations %v", installerNamespace, err, ds.Annotations)
 	}
-	t.Logf("helm install --wait returned in %s, both nodes then ran %s's plugin and checkpointd (node1 %s, node2 %s)",
-		took["install"], v1.version, installed["node1"].Round(100*time.Millisecond), installed["node2"].Round(100*time.Millisecond))
+	t.Logf("helm install --wait returned in %s; from its start, each node ran %s's plugin and a healthy checkpointd after node1 %s, node2 %s", returned.Round(100*time.Millisecond),
+		img.version, installed["node1"].Round(100*time.Millisecond), installed["node2"].Round(100*time.Millisecond))
+}
 
-	// ---- 3. flannel switched to stickyip as docs/install.md says for its chart.
-	start = time.Now()
-	fl.upgrade("upgrade", "--reuse-values", "-f", stickyipValues)
+// switchFlannel switches flannel's chart to stickyip as docs/install.md
+// says (3.).
+func (h *helmRun) switchFlannel() {
+	c := h.c
+	h.fl.upgrade("upgrade", "--reuse-values", "-f", h.values)
 	c.restartKubeFlannel()
-	ours := c.kubeFlannelConfig()["cni-conf.json"]
-	c.requireShippedConflist(ours)
-	c.waitConflists(ours, time.Minute)
-	step("switch", start)
-	reserved := c.reserveOnEachNode()
+	h.ours = c.kubeFlannelConfig()["cni-conf.json"]
+	c.requireShippedConflist(h.ours)
+	c.waitConflists(h.ours, time.Minute)
+}
 
-	// ---- 4. flannel upgraded with a changed value.
-	start = time.Now()
+// upgradeFlannel upgrades flannel with a changed value, as documented
+// (--reuse-values): its pods are replaced, the nodes keep stickyip, and
+// each sticky pod gets its reserved IP back (4.).
+func (h *helmRun) upgradeFlannel(reserved map[string]string) {
+	c, t := h.c, h.c.t
 	before := c.flannelPodUIDs()
-	fl.upgrade("upgrade", "--reuse-values", "--set", "flannel.resources.requests.cpu=60m")
+	h.fl.upgrade("upgrade", "--reuse-values", "--set", "flannel.resources.requests.cpu=60m")
 	c.waitFlannelRollout()
-	if after := c.flannelPodUIDs(); reflect.DeepEqual(after, before) || after["node1"] == before["node1"] || after["node2"] == before["node2"] {
+	if after := c.flannelPodUIDs(); after["node1"] == before["node1"] || after["node2"] == before["node2"] {
 		t.Fatalf("flannel's pods after the upgrade with a changed value: %v, before %v: not replaced on every node", after, before)
 	}
-	c.waitConflists(ours, time.Minute)
+	c.waitConflists(h.ours, time.Minute)
 	c.comeBackOnEachNode(reserved)
-	step("flannel-upgrade", start)
-	t.Logf("flannel upgraded (--reuse-values, requests.cpu 60m): its pods replaced on both nodes, both conflists still stickyip's, each sticky pod created again got its IP back (%v): %s", reserved, took["flannel-upgrade"])
+	t.Logf("flannel upgraded (--reuse-values, requests.cpu 60m): its pods replaced on both nodes, both conflists still stickyip's, each sticky pod created again got its IP back (%v)", reserved)
+}
 
-	// ---- 5. helm upgrade while pods start.
-	start = time.Now()
-	up := c.upgradeWhilePodsStart(v1, v2,
+// upgrade is `helm upgrade --wait` of stickyip from one image to another
+// while pods start (5.).
+func (h *helmRun) upgrade(from, to image) {
+	c, t := h.c, h.c.t
+	_, tag, _ := strings.Cut(to.ref, ":")
+	up := c.upgradeWhilePodsStart(from, to,
 		func() {
-			c.helm("upgrade", stickyipRelease, chart, "-n", installerNamespace, "--reuse-values", "--set", "image.tag="+tag2, "--dry-run=server")
+			c.helm("upgrade", stickyipRelease, h.chart, "-n", installerNamespace, "--reuse-values", "--set", "image.tag="+tag, "--dry-run=server")
 		},
 		func() {
-			t.Logf("helm upgrade stickyip --wait:\n%s", c.helm("upgrade", stickyipRelease, chart, "-n", installerNamespace,
-				"--reuse-values", "--set", "image.tag="+tag2, "--wait", "--timeout=4m"))
+			t.Logf("helm upgrade stickyip --wait:\n%s", c.helm("upgrade", stickyipRelease, h.chart, "-n", installerNamespace,
+				"--reuse-values", "--set", "image.tag="+tag, "--wait", "--timeout=4m"))
 		})
 	for _, p := range up.created {
 		c.node(p.node).deletePodNow(p.name)
 	}
-	step("upgrade", start)
-	t.Logf("helm upgrade %s → %s: %s", v1.version, v2.version, up)
+	t.Logf("helm upgrade %s → %s: %s", from.version, to.version, up)
+}
 
-	// ---- 6. The switch undone, and noticed.
-	for _, n := range c.nodes {
-		n.deletePodGracefully("sticky-"+n.name, 2*time.Minute) // reserved again
-	}
-	start = time.Now()
-	fl.upgrade("upgrade", "-f", fl.offline, "--set", "flannel.resources.requests.cpu=70m")
+// undo upgrades flannel with a changed value but without
+// deploy/kube-flannel/values.yaml: host-local is back on both nodes while
+// they hold reservations, and each node's checkpointd says so (6.).
+func (h *helmRun) undo() {
+	c, t := h.c, h.c.t
+	start := time.Now()
+	h.fl.upgrade("upgrade", "-f", h.fl.offline, "--set", "flannel.resources.requests.cpu=70m")
 	c.waitFlannelRollout()
 	c.waitConflists(c.kubeFlannelConfig()["cni-conf.json"], time.Minute)
-	if c.kubeFlannelConfig()["cni-conf.json"] == ours {
+	if c.kubeFlannelConfig()["cni-conf.json"] == h.ours {
 		t.Fatal("the upgrade without deploy/kube-flannel/values.yaml kept stickyip's cni-conf.json: the undo proved nothing")
 	}
 	for _, n := range c.nodes {
 		n.waitUnconfiguredSaid(start)
 	}
-	step("undo-noticed", start)
-	start = time.Now()
-	fl.upgrade("upgrade", "--reuse-values", "-f", stickyipValues)
+}
+
+// redo switches flannel back to stickyip as documented: each node's
+// checkpointd says so, and the reservations are still there (6.).
+func (h *helmRun) redo(reserved map[string]string) {
+	c, t := h.c, h.c.t
+	start := time.Now()
+	h.fl.upgrade("upgrade", "--reuse-values", "-f", h.values)
 	c.restartKubeFlannel()
-	c.waitConflists(ours, time.Minute)
+	c.waitConflists(h.ours, time.Minute)
 	for _, n := range c.nodes {
 		n.waitConfiguredSaid(start)
 		if r := reservationOf(n.stickyipList(t), "default/sticky-"+n.name); r == nil || r.IP != reserved[n.name] {
 			t.Fatalf("%s: default/sticky-%s's reservation after the undo and the fix: %+v, want %s", n.name, n.name, r, reserved[n.name])
 		}
 	}
-	step("redo-said", start)
+}
 
-	// ---- 7. Uninstall with Helm, as docs/install.md says.
-	start = time.Now()
-	fl.upgrade("upgrade", "--reuse-values", "--set-file", "flannel.cniConf="+fl.offlineConf)
+// uninstall is docs/install.md's uninstall with Helm (7.).
+func (h *helmRun) uninstall() {
+	c, t := h.c, h.c.t
+	h.fl.upgrade("upgrade", "--reuse-values", "--set-file", "flannel.cniConf="+h.fl.offlineConf)
 	c.restartKubeFlannel()
 	c.waitConflists(c.kubeFlannelConfig()["cni-conf.json"], time.Minute)
 	for _, n := range c.nodes {
@@ -198,19 +245,13 @@ func (c *cluster) helmJourney() {
 			return allocated == 0, fmt.Sprintf("%d allocated", allocated)
 		})
 	}
-	t.Logf("helm upgrade --set uninstall=true --wait:\n%s", c.helm("upgrade", stickyipRelease, chart, "-n", installerNamespace,
+	t.Logf("helm upgrade --set uninstall=true --wait:\n%s", c.helm("upgrade", stickyipRelease, h.chart, "-n", installerNamespace,
 		"--reuse-values", "--set", "uninstall=true", "--wait", "--timeout=4m"))
 	t.Logf("helm uninstall:\n%s", c.helm("uninstall", stickyipRelease, "-n", installerNamespace, "--wait", "--timeout=3m"))
 	c.requireUninstalled()
 	if out := c.helm("list", "-n", installerNamespace, "-q"); strings.TrimSpace(out) != "" {
 		t.Errorf("helm list -n %s after helm uninstall: %q", installerNamespace, out)
 	}
-	step("uninstall", start)
-	for _, n := range c.nodes {
-		removeContents(t, n.stickyipDataDir())
-	}
-	t.Logf("helm step: flannel from its chart %s; helm install --wait %s; switch %s; flannel upgrade with a changed value and the sticky pods back %s; stickyip upgrade while pods start %s; undo noticed on both nodes %s; fixed and said %s; uninstall %s",
-		took["flannel-chart"], took["install"], took["switch"], took["flannel-upgrade"], took["upgrade"], took["undo-noticed"], took["redo-said"], took["uninstall"])
 }
 
 // flannelChart is flannel's own chart (chart/kube-flannel of the flannel
