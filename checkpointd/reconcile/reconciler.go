@@ -20,9 +20,10 @@
 //     one pod's error stays that pod's (logged and counted, never the
 //     daemon's health);
 //  5. confirm that restored copies got a running sandbox (restore.go);
-//  6. reconcile the IPAM store with the runtime (ipam.go), forget the
-//     identities that left (memory.go), prune old corrupt checkpoints, set
-//     the gauges.
+//  6. reconcile the IPAM store with the runtime (ipam.go), say when the CNI
+//     configuration no longer uses the store that holds reservations
+//     (cniconf.go), forget the identities that left (memory.go), prune old
+//     corrupt checkpoints, set the gauges.
 //
 // Every step is idempotent: what fails is retried by the next pass. Only
 // the loop's goroutine touches the Reconciler's state, except Health.
@@ -123,6 +124,7 @@ type Reconciler struct {
 	// written; restores are held back until they are.
 	bootUnrecorded bool
 	wasMissing     map[string]bool // IPAM allocations whose sandbox was missing last pass
+	cni            cniState        // the CNI configuration against the store (cniconf.go)
 
 	mu      sync.Mutex // guards lastOK and lastErr (read by Health)
 	lastOK  time.Time
@@ -202,6 +204,7 @@ func (r *Reconciler) Reconcile(ctx context.Context) error {
 	}
 	r.confirmRestores(snap)
 	r.reconcileIPAM(snap)
+	r.cniConfig(snap)
 	r.prune(snap)
 	r.pruneCorrupt(snap.now)
 	r.gauges(snap)

@@ -90,12 +90,18 @@ func bootSteps(t *testing.T) (*cluster, *steps) {
 //  2. install: deploy/install the way docs/install.md says: install, the
 //     ConfigMap patch, an upgrade while pods start, the uninstall
 //     (installJourney).
+//  3. helm: the same with Helm on flannel installed by its own chart:
+//     kube-flannel.yml replaced by flannel's chart, deploy/helm/stickyip
+//     installed, flannel switched and upgraded with a changed value, the
+//     switch undone and noticed, stickyip upgraded while pods start and
+//     uninstalled (helmJourney).
 func TestClusterInstall(t *testing.T) {
 	c, s := bootSteps(t)
 	defer s.summary()
 
 	s.run("kube-flannel", nil, c.kubeFlannelInstalled)
 	s.run("install", []string{"kube-flannel"}, c.installJourney)
+	s.run("helm", []string{"install"}, c.helmJourney)
 }
 
 // clusterNode is where a cluster node lives: its name and its address on
@@ -133,8 +139,12 @@ type cluster struct {
 	// flannel's and the CNI plugin's.
 	flannelImages []harness.OfflineImage
 	// kubeFlannelShipped is kube-flannel's ConfigMap data as
-	// kube-flannel.yml created it.
+	// kube-flannel.yml created it; kubeFlannelFile, the manifest applied.
 	kubeFlannelShipped map[string]string
+	kubeFlannelFile    string
+	// installImages are the two image builds of the install step, which
+	// the helm step installs again.
+	installImages []image
 }
 
 // bootCluster creates and starts the cluster with the nodes' options

@@ -268,11 +268,8 @@ func TestCheckReportsRecordsOnUnassignableAddresses(t *testing.T) {
 		}
 	}
 	out, _, _ = run(t, "--data-dir", dir, "check", "--cni-conf-dir", confDir, "--json")
-	var res struct {
-		OK       bool     `json:"ok"`
-		Problems []string `json:"problems"`
-	}
-	if err := json.Unmarshal([]byte(out), &res); err != nil || res.OK || len(res.Problems) != 2 {
+	var res []CheckResult
+	if err := json.Unmarshal([]byte(out), &res); err != nil || len(res) != 1 || res[0].OK || len(res[0].Problems) != 2 {
 		t.Fatalf("check --json: %v %s", err, out)
 	}
 }
