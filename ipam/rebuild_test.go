@@ -163,7 +163,9 @@ func TestRebuildKeepsAPodTheConfigNowRefuses(t *testing.T) {
 
 func TestRebuildRestoresReservations(t *testing.T) {
 	w := newWorld(t, v4Rebuild)
-	id := func(name string) reservation.Identity { return reservation.Identity{Namespace: "apps", Name: name, IfName: "eth0"} }
+	id := func(name string) reservation.Identity {
+		return reservation.Identity{Namespace: "apps", Name: name, IfName: "eth0"}
+	}
 	ips := func(s ...string) []netip.Addr {
 		var out []netip.Addr
 		for _, x := range s {
