@@ -185,11 +185,11 @@ func (e *Engine) attachmentRequest(a Attachment) (AddRequest, string) {
 	}
 	problem := fmt.Sprintf("its ADD would be refused now (%v)", err)
 	req = AddRequest{ContainerID: a.ContainerID, IfName: a.IfName, Netns: a.Netns, UID: a.Args.UID}
-	ns, name, _, ierr := c.Identity()
-	if ierr != nil || ns == "" {
+	who, ierr := c.Identity()
+	if ierr != nil || who.IsZero() {
 		return req, problem + "; its addresses are kept without an identity"
 	}
-	req.Identity, req.PodName = reservation.Identity{Namespace: ns, Name: name, IfName: a.IfName}, a.Args.Name
+	req.Identity, req.PodName = reservation.Identity{Namespace: who.Namespace, Name: who.Name, IfName: a.IfName}, who.Pod
 	if d, requested, clamped, derr := c.ReservationFor(); derr == nil {
 		req.Duration, req.RequestedDuration, req.Clamped = d, requested, clamped
 	}

@@ -65,9 +65,9 @@ func TestRebuildRecordsWhatSandboxesHold(t *testing.T) {
 		db.UID != "u-db0" || db.PodName != "db-0" || db.BootID != "boot-1" {
 		t.Fatalf("db-0's record %+v", db)
 	}
-	_, wantKeyed, _, _ := (&Config{Args: PodArgs{Namespace: "apps", Name: "web-x1"}, Annotations: keyed}).Identity()
-	if web := w.record("10.1.0.3"); web.Identity.Name != wantKeyed || web.Duration != time.Hour {
-		t.Fatalf("keyed pod's record %+v, want identity %q (Config.Identity's)", web, wantKeyed)
+	wantKeyed, _ := (&Config{Args: PodArgs{Namespace: "apps", Name: "web-x1"}, Annotations: keyed}).Identity()
+	if web := w.record("10.1.0.3"); web.Identity.Name != wantKeyed.Name || web.Identity.Name != "identity:cache" || web.PodName != "web-x1" || web.Duration != time.Hour {
+		t.Fatalf("keyed pod's record %+v, want identity %q (Config.Identity's)", web, wantKeyed.Name)
 	}
 	for i := range 9 {
 		ips := w.mustAdd("new-"+string(rune('a'+i)), pod{ns: "apps", name: "new-" + string(rune('a'+i))})

@@ -126,11 +126,11 @@ func storeHolders(entries []reservation.Entry) holders {
 func identityOf(c *ipam.Config, args ipam.PodArgs, ann map[string]string) reservation.Identity {
 	cc := *c
 	cc.Args, cc.Annotations = args, ann
-	ns, name, _, err := cc.Identity()
-	if err != nil || ns == "" {
+	who, err := cc.Identity()
+	if err != nil || who.IsZero() {
 		return reservation.Identity{}
 	}
-	return reservation.Identity{Namespace: ns, Name: name}
+	return reservation.Identity{Namespace: who.Namespace, Name: who.Name}
 }
 
 // fromCheckpoint reserves, for a saved pod no sandbox runs, the addresses
