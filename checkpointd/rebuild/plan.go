@@ -131,71 +131,103 @@ func MakePlan(src Sources, confs map[string]*ipam.Config, now time.Time) Plan {
 	return out
 }
 
-// sandbox plans the attachments of one sandbox the runtime lists.
+// sandbox plans the attachments of one sandbox the runtime lists, one per
+// network and interface. A running sandbox holds every address a source
+// shows for it: those in its namespace, its cached result's, and the
+// runtime's status's (the primary interface's, taken as defaultIfName): an
+// address two sources disagree on goes to the running sandbox. (A runtime
+// whose DEL failed may keep the sandbox running with its interface gone
+// and its cached result removed: CRI-O does; only its status still shows
+// the address, which its retried DEL releases.) A stopped sandbox's
+// namespace and status say nothing (the bridge plugin removes the interface
+// before it asks the IPAM to release): its cached result, while its DEL has
+// not succeeded, is what that DEL will release.
 func (p *planner) sandbox(sb Sandbox, entries []cnicache.Entry) {
-	r := rankStopped
-	if sb.Ready {
-		r = rankRunning
-		if sb.Addrs != nil {
-			r = rankRunningSeen
+	if !sb.Ready {
+		for _, e := range entries {
+			p.add(e.Network, rankStopped, fromCache(e, e.IPs, sb.Status.Netns))
 		}
+		return
 	}
-	covered := map[string]bool{}
-	for _, e := range entries {
-		covered[e.IfName] = true
-		ips := e.IPs
-		if sb.Addrs != nil {
-			ips = p.inNetwork(e.Network, sb.Addrs[e.IfName])
-			if gone := without(p.inNetwork(e.Network, e.IPs), ips); len(gone) > 0 {
-				p.notes = append(p.notes, fmt.Sprintf("%v of sandbox %s (%s) on %s: in its CNI result but not in its network namespace, which wins", gone, sb.ID, podOf(sb), e.IfName))
+	r := rankRunning
+	if sb.Addrs != nil {
+		r = rankRunningSeen
+	} else if sb.AddrsErr != nil {
+		p.unread = append(p.unread, sb.AddrsErr)
+	}
+	atts := map[[2]string]*ipam.Attachment{} // by network and interface
+	var order [][2]string
+	put := func(network, ifname string, ips []netip.Addr, make func() ipam.Attachment) {
+		k := [2]string{network, ifname}
+		a, ok := atts[k]
+		if !ok {
+			aa := make()
+			aa.IPs = nil
+			a, atts[k] = &aa, &aa
+			order = append(order, k)
+		}
+		for _, ip := range ips {
+			if !slices.Contains(a.IPs, ip) {
+				a.IPs = append(a.IPs, ip)
 			}
 		}
-		p.add(e.Network, r, fromCache(e, ips, sb.Status.Netns))
 	}
-	switch {
-	case sb.Addrs != nil:
-		for _, ifname := range slices.Sorted(maps.Keys(sb.Addrs)) {
-			if !covered[ifname] {
-				p.byRange(sb, ifname, sb.Addrs[ifname], r, "its network namespace")
+	for _, e := range entries { // the namespace's addresses first: what the sandbox really has
+		put(e.Network, e.IfName, p.inNetwork(e.Network, sb.Addrs[e.IfName]), func() ipam.Attachment { return fromCache(e, nil, sb.Status.Netns) })
+		put(e.Network, e.IfName, p.inNetwork(e.Network, e.IPs), nil)
+	}
+	for _, ifname := range slices.Sorted(maps.Keys(sb.Addrs)) {
+		for n, ips := range p.byNetwork(sb.Addrs[ifname]) {
+			put(n, ifname, ips, func() ipam.Attachment { return fromRuntime(sb, ifname) })
+		}
+	}
+	var extra []netip.Addr
+	for n, ips := range p.byNetwork(sb.Status.IPs) {
+		for _, ip := range ips {
+			if !slices.ContainsFunc(order, func(k [2]string) bool { return slices.Contains(atts[k].IPs, ip) }) {
+				extra = append(extra, ip)
+				put(n, defaultIfName, []netip.Addr{ip}, func() ipam.Attachment { return fromRuntime(sb, defaultIfName) })
 			}
 		}
-	case !sb.Ready || len(entries) > 0:
-		// Stopped: its DEL succeeded unless the cache still holds it.
-		// Running with a cache entry: the cache shows its addresses.
-		if sb.Ready && sb.AddrsErr != nil {
-			p.unread = append(p.unread, sb.AddrsErr)
-		}
-	case sb.StatusErr == nil && len(sb.Status.IPs) > 0:
-		p.notes = append(p.notes, fmt.Sprintf("sandbox %s (%s): only the runtime shows its addresses %v: taken as interface %s", sb.ID, podOf(sb), sb.Status.IPs, defaultIfName))
-		p.byRange(sb, defaultIfName, sb.Status.IPs, r, "the runtime's status")
-	case sb.StatusErr != nil || sb.AddrsErr != nil:
+	}
+	if len(extra) > 0 {
+		p.notes = append(p.notes, fmt.Sprintf("running sandbox %s (%s): %v shown only by the runtime's status, kept for it on %s",
+			sb.ID, podOf(sb), extra, defaultIfName))
+	}
+	if len(entries) == 0 && sb.Addrs == nil && sb.StatusErr != nil {
 		p.wait = append(p.wait, fmt.Sprintf("running sandbox %s (%s): no source shows its addresses (status: %v; network namespace: %v)",
 			sb.ID, podOf(sb), sb.StatusErr, sb.AddrsErr))
+		return
+	}
+	for _, k := range order {
+		p.add(k[0], r, *atts[k])
 	}
 }
 
-// byRange plans addresses of sandbox sb on ifname that no cache entry
-// names, each in the network whose ranges hold it (addresses in none are
-// not stickyip's).
-func (p *planner) byRange(sb Sandbox, ifname string, addrs []netip.Addr, r rank, from string) {
-	byNet := map[string][]netip.Addr{}
+// byNetwork groups addresses by the network whose ranges hold them
+// (addresses in none are not stickyip's).
+func (p *planner) byNetwork(addrs []netip.Addr) map[string][]netip.Addr {
+	out := map[string][]netip.Addr{}
 	for _, ip := range addrs {
 		if n := p.networkOf(ip); n != "" {
-			byNet[n] = append(byNet[n], ip)
+			out[n] = append(out[n], ip)
 		}
 	}
-	for _, n := range slices.Sorted(maps.Keys(byNet)) {
-		ann := sb.Status.Annotations
-		if ann == nil {
-			ann = sb.Annotations
-		}
-		p.add(n, r, ipam.Attachment{
-			ContainerID: sb.ID, IfName: ifname, Netns: sb.Status.Netns,
-			Args:        ipam.PodArgs{Namespace: sb.Namespace, Name: sb.Name, UID: sb.UID, InfraContainerID: sb.ID},
-			Annotations: ann, IPs: byNet[n], Since: sb.CreatedAt,
-		})
-		p.notes = append(p.notes, fmt.Sprintf("sandbox %s (%s) %s %v: no CNI result names them; network %s from its ranges, pod from the runtime (%s)",
-			sb.ID, podOf(sb), ifname, byNet[n], n, from))
+	return out
+}
+
+// fromRuntime is the attachment of sandbox sb on ifname as the runtime
+// shows the pod: its metadata and annotations stand for the ADD's CNI_ARGS
+// and annotations (the kubelet passes both from the same pod).
+func fromRuntime(sb Sandbox, ifname string) ipam.Attachment {
+	ann := sb.Status.Annotations
+	if ann == nil {
+		ann = sb.Annotations
+	}
+	return ipam.Attachment{
+		ContainerID: sb.ID, IfName: ifname, Netns: sb.Status.Netns,
+		Args:        ipam.PodArgs{Namespace: sb.Namespace, Name: sb.Name, UID: sb.UID, InfraContainerID: sb.ID},
+		Annotations: ann, Since: sb.CreatedAt,
 	}
 }
 
@@ -249,10 +281,6 @@ func joinArgs(pairs [][2]string) string {
 		b.WriteString(p[0] + "=" + p[1])
 	}
 	return b.String()
-}
-
-func without(a, b []netip.Addr) []netip.Addr {
-	return slices.DeleteFunc(slices.Clone(a), func(ip netip.Addr) bool { return slices.Contains(b, ip) })
 }
 
 func podOf(sb Sandbox) string {

@@ -266,8 +266,16 @@ func TestRebuildWhenSourcesDisagree(t *testing.T) {
 	n.gone["/run/netns/c-stale"] = true
 	// db-0 deleted while the store was damaged: its DEL keeps failing, the
 	// runtime lists it stopped, its CNI result stays.
+	// The bridge plugin removed its interface before the IPAM's DEL failed:
+	// its namespace shows no address, its CNI result does.
 	n.rt.sandboxes = append(n.rt.sandboxes, cri.Sandbox{ID: "c-db", Namespace: "apps", Name: "db-0", UID: "uid-db-0"})
+	n.rt.status["c-db"] = cri.Status{IPs: []netip.Addr{netip.MustParseAddr("10.9.0.21")}, Netns: "/run/netns/c-db"}
+	n.netns["/run/netns/c-db"] = map[string][]netip.Addr{"lo": nil}
 	n.cache("c-db", "apps", "db-0", "10.9.0.21", sticky30, "/run/netns/c-db")
+	// CRI-O after a failed DEL: the sandbox still runs, its interface and its
+	// CNI result are gone, only the runtime's status shows its address.
+	n.running("c-crio", "apps", "crio-0", "10.9.0.23", sticky30, false)
+	n.netns["/run/netns/c-crio"] = map[string][]netip.Addr{"lo": nil}
 	// A sticky pod of the previous boot: the runtime forgot it, its result stays.
 	n.cache("c-old", "apps", "old", "10.9.0.22", map[string]string{"io.kubernetes.cri/reserved-ip-duration": "2h"}, "/run/netns/c-old")
 	old := filepath.Join(n.cacheDir, "net1-c-old-eth0")
@@ -285,6 +293,9 @@ func TestRebuildWhenSourcesDisagree(t *testing.T) {
 	boot := n.env.BootTime()
 	if got["10.9.0.22"].State != reservation.Reserved || !got["10.9.0.22"].ExpiresAt.Equal(boot.Add(2*time.Hour)) {
 		t.Fatalf("previous boot's sticky pod: %+v", got["10.9.0.22"])
+	}
+	if e := got["10.9.0.23"]; e.State != reservation.Allocated || e.ContainerID != "c-crio" || e.Duration != 30*time.Minute {
+		t.Fatalf("the address only the runtime's status shows: %+v", e)
 	}
 	n.del("c-db") // its DEL retried: a reservation for db-0
 	if ip, err := n.add("c-db-2", "apps", "db-0", 30*time.Minute); err != nil || ip != "10.9.0.21" {
