@@ -30,9 +30,9 @@ func (s *Store) Damage() error { return s.store.Damage() }
 func (s *Store) Health() error { return s.store.Health() }
 
 // Networks returns the config of every stickyip network of the CNI config
-// dir that keeps its records in this store. A config that cannot be read is
-// an error: a rebuild without a network's ranges and rules would lose what
-// it holds.
+// dir that keeps its records in this store. A config that cannot be read,
+// or none at all, is an error: a rebuild without a network's ranges and
+// rules would lose what it holds.
 func (s *Store) Networks() (map[string]*ipam.Config, error) {
 	if s.confDir == "" {
 		return nil, errors.New("no CNI config dir (--cni-conf-dir): the networks' ranges and rules are unknown")
@@ -49,6 +49,11 @@ func (s *Store) Networks() (map[string]*ipam.Config, error) {
 		if filepath.Clean(c.DataDir) == filepath.Clean(s.store.Dir()) {
 			out[name] = c.Config
 		}
+	}
+	if len(out) == 0 {
+		// Never an empty store for a network checkpointd cannot see: the
+		// plugin would hand out its running pods' addresses.
+		return nil, fmt.Errorf("no stickyip network of %s keeps its records in %s (--cni-conf-dir, --data-dir)", s.confDir, s.store.Dir())
 	}
 	return out, nil
 }

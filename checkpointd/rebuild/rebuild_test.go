@@ -303,3 +303,24 @@ func TestRebuildWhenSourcesDisagree(t *testing.T) {
 	}
 	n.check()
 }
+
+// A store is never rebuilt without the config of a network that keeps its
+// records there (a wrong --cni-conf-dir, a config not written yet): the
+// rebuilt store would be empty, and the plugin would hand out every
+// running pod's address.
+func TestRebuildNeedsTheNetworksConfig(t *testing.T) {
+	s := newScenario(t)
+	s.damage()
+	conf := filepath.Join(filepath.Dir(s.dir), "net.d", "10-net1.conflist")
+	saved, err := os.ReadFile(conf)
+	must(t, err)
+	must(t, os.Remove(conf))
+	if s.b.Pass(context.Background()) {
+		t.Fatal("rebuilt without any network config")
+	}
+	must(t, os.WriteFile(conf, saved, 0o644))
+	if !s.b.Pass(context.Background()) {
+		t.Fatal("not rebuilt once the config is back")
+	}
+	s.afterRebuild(t)
+}
