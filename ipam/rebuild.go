@@ -42,8 +42,12 @@ type Attachment struct {
 	Annotations map[string]string
 	IPs         []netip.Addr
 	// Since is when the sandbox got them (its ADD, or its creation; zero:
-	// now). Before the boot, the sandbox is of an earlier boot.
+	// now). Before the boot, the sandbox is of an earlier boot, unless
+	// Running.
 	Since time.Time
+	// Running: the runtime runs the sandbox now, so it is of this boot
+	// whatever Since says (a runtime lists an earlier boot's as stopped).
+	Running bool
 }
 
 // Restored is a reservation known outside the node's runtime (the node's
@@ -124,7 +128,7 @@ func (e *Engine) rebuildAttachment(tx reservation.Txn, a Attachment, now time.Ti
 		rep.Problems = append(rep.Problems, who+": "+problem)
 	}
 	boot := e.env.BootID
-	if bt := e.bootTime(); !a.Since.IsZero() && !bt.IsZero() && a.Since.Before(bt) && boot != "" {
+	if bt := e.bootTime(); !a.Running && !a.Since.IsZero() && !bt.IsZero() && a.Since.Before(bt) && boot != "" {
 		boot = previousBoot
 	}
 	since := a.Since

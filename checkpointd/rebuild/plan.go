@@ -194,13 +194,18 @@ func (p *planner) sandbox(sb Sandbox, entries []cnicache.Entry) {
 		p.notes = append(p.notes, fmt.Sprintf("running sandbox %s (%s): %v shown only by the runtime's status, kept for it on %s",
 			sb.ID, podOf(sb), extra, defaultIfName))
 	}
-	if len(entries) == 0 && sb.Addrs == nil && sb.StatusErr != nil {
+	// Nothing shown while a source could not be read: the sandbox may hold
+	// an address no source shows (a running sandbox on the pod network
+	// has one; the runtime's status, when read, names it).
+	if len(entries) == 0 && sb.Addrs == nil && (sb.StatusErr != nil || len(extra) == 0) {
 		p.wait = append(p.wait, fmt.Sprintf("running sandbox %s (%s): no source shows its addresses (status: %v; network namespace: %v)",
 			sb.ID, podOf(sb), sb.StatusErr, sb.AddrsErr))
 		return
 	}
 	for _, k := range order {
-		p.add(k[0], r, *atts[k])
+		a := *atts[k]
+		a.Running = true
+		p.add(k[0], r, a)
 	}
 }
 

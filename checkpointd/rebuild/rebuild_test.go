@@ -324,3 +324,29 @@ func TestRebuildNeedsTheNetworksConfig(t *testing.T) {
 	}
 	s.afterRebuild(t)
 }
+
+// A sandbox the runtime runs is of this boot, whatever creation time it
+// reports (a fake or a runtime that gives none: the Unix epoch); one whose
+// namespace cannot be read and for which nothing shows an address stops
+// the rebuild.
+func TestRebuildOfRunningSandboxesWithoutCreationTime(t *testing.T) {
+	n := newNode(t, true)
+	_, e := n.add("c-x", "apps", "x", 0)
+	must(t, e)
+	n.damage()
+	n.rt.sandboxes = append(n.rt.sandboxes, cri.Sandbox{ID: "c-epoch", Namespace: "apps", Name: "epoch", Ready: true, CreatedAt: time.Unix(0, 0)},
+		cri.Sandbox{ID: "c-mute", Namespace: "apps", Name: "mute", Ready: true, CreatedAt: time.Unix(0, 0)})
+	n.rt.status["c-epoch"] = cri.Status{IPs: []netip.Addr{netip.MustParseAddr("10.9.0.30")}}
+	if n.b.Pass(context.Background()) {
+		t.Fatal("rebuilt while nothing shows the addresses of a running sandbox (c-mute)")
+	}
+	n.rt.status["c-mute"] = cri.Status{IPs: []netip.Addr{netip.MustParseAddr("10.9.0.31")}}
+	if !n.b.Pass(context.Background()) {
+		t.Fatal("not rebuilt")
+	}
+	for ip, cid := range map[string]string{"10.9.0.30": "c-epoch", "10.9.0.31": "c-mute"} {
+		if e := n.entries()[ip]; e.State != reservation.Allocated || e.ContainerID != cid || e.BootID != "boot-2" {
+			t.Fatalf("%s: %+v, want allocated to the running %s in this boot", ip, e, cid)
+		}
+	}
+}

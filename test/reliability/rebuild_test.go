@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,9 +15,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"google.golang.org/grpc"
-	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/stickyip/stickyip/test/harness"
 )
@@ -81,7 +77,7 @@ func TestRebuildCrash(t *testing.T) {
 			}
 		}
 	}
-	report(t, "rebuild crash", f, fmt.Sprintf("uninterrupted rebuild-store: %s (%d sandboxes)", full.Round(time.Millisecond), len(w.sandboxes)))
+	report(t, "rebuild crash", f, fmt.Sprintf("uninterrupted rebuild-store: %s (%d sandboxes)", full.Round(time.Millisecond), w.n))
 	if f.get("inconsistencies (must be 0)") > 0 || f.get("duplicates (must be 0)") > 0 {
 		t.Fatal("inconsistencies after kills")
 	}
@@ -102,22 +98,23 @@ func killDelay(n func(int64) int64, i int, full time.Duration) time.Duration {
 // lists, their CNI results in a cache directory, and the pristine store the
 // plugin made for them.
 type rebuildWorld struct {
-	p         *plugin
-	base      string
-	conf      map[string]any
-	sock      string
-	cacheDir  string
-	pristine  string // a data directory with the store the plugin wrote
-	sandboxes []*runtimeapi.PodSandbox
-	status    map[string]*runtimeapi.PodSandboxStatus
-	held      map[string]bool // every address a sandbox holds
+	p        *plugin
+	base     string
+	conf     map[string]any
+	sock     string
+	cacheDir string
+	pristine string          // a data directory with the store the plugin wrote
+	n        int             // sandboxes
+	held     map[string]bool // every address a sandbox holds
 }
 
 func newRebuildWorld(t *testing.T, p *plugin, base string, netns *netnsPool) *rebuildWorld {
 	w := &rebuildWorld{p: p, base: base, cacheDir: filepath.Join(base, "results"), pristine: filepath.Join(base, "pristine", "data"),
-		status: map[string]*runtimeapi.PodSandboxStatus{}, held: map[string]bool{}}
+		sock: filepath.Join(base, "cri.sock"), held: map[string]bool{}}
 	w.conf = netConf("rebuildnet", w.pristine, "", []string{"10.251.0.0/24"}, []string{"fd00:252::/120"})
-	must(t, os.MkdirAll(w.cacheDir, 0o700))
+	cri, err := harness.StartFakeCRI(w.sock)
+	must(t, err)
+	t.Cleanup(cri.Stop)
 	for i := range 8 {
 		name, cid := fmt.Sprintf("p%d", i), fmt.Sprintf("sandbox%02d", i)
 		ann := map[string]string{}
@@ -130,68 +127,17 @@ func newRebuildWorld(t *testing.T, p *plugin, base string, netns *netnsPool) *re
 		if !o.OK() {
 			t.Fatalf("ADD %s: %s", name, o.Describe())
 		}
-		ips := o.Result.Addrs()
-		w.sandboxes = append(w.sandboxes, &runtimeapi.PodSandbox{Id: cid, State: runtimeapi.PodSandboxState_SANDBOX_READY,
-			Metadata: &runtimeapi.PodSandboxMetadata{Name: name, Namespace: "crash", Uid: "uid-" + name}, Annotations: ann,
-			CreatedAt: time.Now().UnixNano()})
-		st := &runtimeapi.PodSandboxStatus{Id: cid, Annotations: ann, Network: &runtimeapi.PodSandboxNetworkStatus{}}
-		for k, a := range ips {
-			ip := strings.Split(a, "/")[0]
-			w.held[ip] = true
-			if k == 0 {
-				st.Network.Ip = ip
-			} else {
-				st.Network.AdditionalIps = append(st.Network.AdditionalIps, &runtimeapi.PodIP{Ip: ip})
-			}
+		sb := harness.FakeSandbox{ID: cid, Namespace: "crash", Name: name, UID: "uid-" + name, Annotations: ann,
+			IPs: o.Result.Addrs(), Netns: netns.Path(i)}
+		for _, a := range sb.IPs {
+			w.held[strings.Split(a, "/")[0]] = true
 		}
-		w.status[cid] = st
-		w.writeCache(t, cid, args, ann, ips, netns.Path(i))
+		cri.Add(sb)
+		must(t, harness.WriteCNIResult(w.cacheDir, "rebuildnet", sb, args))
+		w.n++
 	}
 	p.RequireCheckOK(t, w.pristine, "the store the plugin wrote")
-	w.serveCRI(t)
 	return w
-}
-
-// writeCache writes a sandbox's CNI result as libcni does after its ADD.
-func (w *rebuildWorld) writeCache(t *testing.T, cid, args string, ann map[string]string, ips []string, netns string) {
-	var pairs [][2]string
-	for _, kv := range strings.Split(args, ";") {
-		k, v, _ := strings.Cut(kv, "=")
-		pairs = append(pairs, [2]string{k, v})
-	}
-	var addrs []any
-	for _, a := range ips {
-		addrs = append(addrs, map[string]any{"address": a})
-	}
-	b, err := json.Marshal(map[string]any{"kind": "cniCacheV1", "containerId": cid, "ifName": "eth0", "networkName": "rebuildnet",
-		"netns": netns, "cniArgs": pairs, "capabilityArgs": map[string]any{"io.kubernetes.cri.pod-annotations": ann},
-		"result": map[string]any{"cniVersion": testCNIVersion, "ips": addrs}})
-	must(t, err)
-	must(t, os.WriteFile(filepath.Join(w.cacheDir, "rebuildnet-"+cid+"-eth0"), b, 0o600))
-}
-
-// serveCRI serves the sandboxes over a CRI socket of the test's.
-func (w *rebuildWorld) serveCRI(t *testing.T) {
-	w.sock = filepath.Join(w.base, "cri.sock")
-	ln, err := net.Listen("unix", w.sock)
-	must(t, err)
-	srv := grpc.NewServer()
-	runtimeapi.RegisterRuntimeServiceServer(srv, &criServer{w: w})
-	go srv.Serve(ln)
-	t.Cleanup(srv.Stop)
-}
-
-type criServer struct {
-	runtimeapi.UnimplementedRuntimeServiceServer
-	w *rebuildWorld
-}
-
-func (s *criServer) ListPodSandbox(context.Context, *runtimeapi.ListPodSandboxRequest) (*runtimeapi.ListPodSandboxResponse, error) {
-	return &runtimeapi.ListPodSandboxResponse{Items: s.w.sandboxes}, nil
-}
-
-func (s *criServer) PodSandboxStatus(_ context.Context, r *runtimeapi.PodSandboxStatusRequest) (*runtimeapi.PodSandboxStatusResponse, error) {
-	return &runtimeapi.PodSandboxStatusResponse{Status: s.w.status[r.PodSandboxId]}, nil
 }
 
 // damagedCopy copies the pristine store to a round's data directory and
@@ -251,12 +197,13 @@ func (w *rebuildWorld) timeRebuild(t *testing.T, bin string) time.Duration {
 	for i := range 3 {
 		dir, damaged := w.damagedCopy(t, 1000+i, "overwritten")
 		start := time.Now()
-		if o := w.rebuild(bin, dir); o.ExitCode != 0 {
+		o := w.rebuild(bin, dir)
+		if o.ExitCode != 0 {
 			t.Fatalf("rebuild-store: %s", o.Describe())
 		}
 		shortest = min(shortest, time.Since(start))
-		if got := w.afterKill(t, dir, damaged, &figures{}); got != "rebuilt" {
-			t.Fatalf("an uninterrupted rebuild left the store %s", got)
+		if got := w.afterKill(t, dir, damaged, &figures{}); got != "rebuilt" || t.Failed() {
+			t.Fatalf("an uninterrupted rebuild left the store %s:\n%s", got, o.Stderr)
 		}
 	}
 	return shortest
