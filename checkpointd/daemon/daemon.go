@@ -161,15 +161,14 @@ func build(cfg Config, pol policy.Policy) (*parts, error) {
 	events := kube.NewRecorder(cs, cfg.NodeName, log)
 	var repair reconcile.Repairer
 	if store != nil {
+		var index rebuild.Index // the node's own placement entries: the reservations of deleted pods
+		if pub != nil {
+			index = rebuild.PlacementIndex{Reader: pub}
+		}
 		repair = rebuild.New(rebuild.Config{
 			Enabled: cfg.RebuildStore, Store: store, Runtime: runtime, ResultsDir: cfg.CNIResultsDir,
-			Checkpoints: checkpoints.Records,
-			// The node's own entries of the placement index: wired once
-			// placement.ReadOwn is on main (issue 33); until then a store
-			// rebuilt keeps the reservations of the sandboxes the runtime
-			// lists and of the checkpoints only.
-			Index: nil,
-			API:   api, Node: nodeEvents{api, events}, Metrics: m, Log: log.With("component", "rebuild"),
+			Checkpoints: checkpoints.Records, Index: index,
+			API: api, Node: nodeEvents{api, events}, Metrics: m, Log: log.With("component", "rebuild"),
 		})
 	}
 	rec := reconcile.New(reconcile.Config{
