@@ -236,7 +236,7 @@ func (b *Rebuilder) rebuild(ctx context.Context, why error) bool {
 // and nil entries with a note when there is none to read.
 func (b *Rebuilder) readIndex(ctx context.Context) ([]IndexEntry, string) {
 	if b.cfg.Index == nil {
-		return nil, "no placement index (--placement=false): reservations of deleted pods are kept from checkpoints and the sandboxes the runtime still lists only"
+		return nil, "no placement index read (placement off, or checkpointd rebuild-store): the reservations of deleted pods come from the checkpoints and the sandboxes the runtime still lists only"
 	}
 	if b.cfg.API == nil {
 		return nil, ""
