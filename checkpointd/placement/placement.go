@@ -46,21 +46,32 @@ const ShardPrefix = "stickyip-index-"
 const ShardCount = 16
 
 // ShardAlphabet numbers the characters an identity may hold (a pod name, or
-// "identity:" and one): the index policy and the placement policy sum the
+// "identity:" and one): the index policy and the placement policy use the
 // same positions in CEL.
 const ShardAlphabet = "-.0123456789:abcdefghijklmnopqrstuvwxyz"
 
-// ShardOf returns the name of the shard that holds identity's entries: the
-// sum of its characters' positions in ShardAlphabet (-1 for any other),
-// modulo ShardCount. Uniform enough for names as alike as a StatefulSet's
-// (db-0 … db-9 fall into ten shards), and fixed forever: every node and
-// both policies must agree on it.
+// ShardOf returns the name of the shard that holds identity's entries: from
+// the positions in ShardAlphabet of its last character and the one before
+// it (0 when there is none; -1 for a character not in the alphabet),
+// last + 3 × before, modulo ShardCount. Two characters, not all of them:
+// the API server computes it at every sticky pod's creation, once per shard
+// of the namespace, and a sum over every character cost milliseconds there.
+// The last two characters are what varies among a workload's names (db-0 …
+// db-15 fall into 15 shards, db-0 … db-159 9 to 12 per shard). Fixed
+// forever: every node and both policies must agree on it.
 func ShardOf(identity string) string {
-	sum := 0
-	for _, c := range identity {
-		sum += strings.IndexRune(ShardAlphabet, c)
+	pos := func(i int) int {
+		if i < 0 {
+			return 0
+		}
+		return strings.IndexByte(ShardAlphabet, identity[i])
 	}
-	return ShardName(((sum % ShardCount) + ShardCount) % ShardCount)
+	n := len(identity)
+	if n == 0 {
+		return ShardName(0)
+	}
+	h := pos(n-1) + 3*pos(n-2)
+	return ShardName(((h % ShardCount) + ShardCount) % ShardCount)
 }
 
 // ShardName is the name of shard i (0 ≤ i < ShardCount).
