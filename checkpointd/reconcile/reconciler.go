@@ -12,7 +12,8 @@
 //     registered again with another podCIDR retires the old range) and keep
 //     the flannel lease (lease.go; put back only when the API server has
 //     been unreachable for the grace period, before any copy is written,
-//     and never a lease of a retired range);
+//     and never a lease of a retired range); then rebuild the IPAM store if
+//     no call can use it (Repair, checkpointd/rebuild);
 //  4. decide and act, per pod identity: state.Decide on the snapshot's
 //     inputs, then carry out exactly the actions it returns: save (save.go),
 //     refuse (report.go), write files and restore (restore.go), remove
@@ -79,6 +80,16 @@ type IPAM interface {
 	ReleaseContainer(network, containerID, ifname string) (released bool, err error)
 }
 
+// Repairer rebuilds the IPAM store when no call can use it
+// (checkpointd/rebuild).
+type Repairer interface {
+	// Pass checks the store and rebuilds it when needed; it reports
+	// whether it did.
+	Pass(ctx context.Context) bool
+	// Suspect says a read of the store failed with err.
+	Suspect(err error)
+}
+
 // PoolCounter is implemented by IPAMs that know their networks' ranges.
 type PoolCounter interface {
 	// Pools returns each network's totals, as `stickyip status` counts them.
@@ -96,6 +107,7 @@ type Config struct {
 	Boot      *boot.Tracker
 	Policy    policy.Policy
 	IPAM      IPAM            // optional
+	Repair    Repairer        // optional: rebuilds a damaged or lost IPAM store
 	Events    Events          // optional
 	Lease     *flannel.Keeper // optional
 	Contact   *contact.Clock  // the last API contact; nil: unknown (only never-replaced pods are restored)
@@ -199,6 +211,9 @@ func (r *Reconciler) Reconcile(ctx context.Context) error {
 	r.track(snap)
 	r.nodeRanges()
 	r.keepLease(snap) // before restores: a restored copy's ADD needs the lease
+	if r.cfg.Repair != nil {
+		r.cfg.Repair.Pass(ctx) // a flannel network's range needs the lease
+	}
 	for _, id := range snap.ids() {
 		r.pod(ctx, snap, id)
 	}

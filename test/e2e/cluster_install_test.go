@@ -458,6 +458,9 @@ func (n *node) bindNodePaths() {
 		// names no path
 		{"/var/lib/cni/flannel", filepath.Join(n.dir, "flannel", "data")},
 		{"/var/lib/cni/networks", filepath.Join(n.dir, "host-local")},
+		// the runtime's CNI result cache (libcni's), which a store rebuild
+		// reads: the node's own, not the machine's
+		{"/var/lib/cni/results", filepath.Join(n.dir, "cni-results")},
 	}
 	for _, b := range binds {
 		if _, err := os.Stat(b.source); errors.Is(err, fs.ErrNotExist) {

@@ -38,7 +38,10 @@ import (
 //     the controllers (workloads).
 //  7. placement: deploy/placement with sticky pods deleted again and again,
 //     the control, the tie, the forged claims (placement).
-//  8. node-deleted: the node that ran the cache pod last goes and its Node
+//  8. store-rebuild: node2's store overwritten, deleted, then overwritten
+//     with the API server away; checkpointd rebuilds it each time, no pod
+//     loses its address, no drain (storeRebuild).
+//  9. node-deleted: the node that ran the cache pod last goes and its Node
 //     is deleted: placement's and the workloads' last checks (nodeDeleted).
 //
 // The install journey is TestClusterInstall, on a cluster of its own: it
@@ -65,7 +68,8 @@ func TestCluster(t *testing.T) {
 	s.run("workloads", []string{"stickyip", "vxlan-then-host-gw?", "flanneld-api-away?", "power-cut?"}, func() { w = c.workloads() })
 	var p *placementRun
 	s.run("placement", []string{"stickyip", "vxlan-then-host-gw?", "flanneld-api-away?", "power-cut?", "workloads?"}, func() { p = c.placement() })
-	s.run("node-deleted", []string{"placement"}, func() {
+	s.run("store-rebuild", []string{"stickyip", "vxlan-then-host-gw?", "flanneld-api-away?", "power-cut?", "workloads?", "placement?"}, c.storeRebuild)
+	s.run("node-deleted", []string{"placement", "store-rebuild?"}, func() {
 		if !s.passed("workloads") {
 			w = nil
 		}

@@ -132,12 +132,18 @@ func hintFor(err error, dataDir string) string {
 	case errors.Is(err, reservation.ErrFutureSchema):
 		return "This binary is older than the one that last wrote the store. Install the newer stickyip again; the file was not modified."
 	case errors.Is(err, reservation.ErrCorrupt):
-		return fmt.Sprintf(`The store is damaged; stickyip refuses to use it and has not modified it. To recover:
-  1. keep a copy for analysis:   cp %[1]s %[1]s.broken
-  2. move it aside:              mv %[1]s %[1]s.damaged-$(date +%%s)
-  3. the next CNI call creates an empty store. Running pods keep their addresses on their
-     interfaces but are no longer recorded: run "stickyip import" if host-local data exists,
-     and let checkpointd (or a CNI GC) reconcile. Reservations in the damaged file are lost.`, db)
+		return fmt.Sprintf(`The store is damaged; stickyip refuses to use it and has not modified it.
+checkpointd rebuilds it from what the node knows (running sandboxes, the runtime's CNI
+result cache, its checkpoints, the node's placement entries) and keeps this file as
+%[1]s.damaged-<time>, unless it runs with --rebuild-store=false.
+Then, after looking at it: checkpointd rebuild-store (same flags as the daemon) rebuilds it
+once. See docs/troubleshooting.md, "Error 102".`, db)
+	case errors.Is(err, reservation.ErrLost):
+		return fmt.Sprintf(`The store file is missing, but %[2]s says this node had one: the addresses its
+running pods hold are unknown, so no CNI call uses an empty store in its place.
+checkpointd rebuilds it from what the node knows, unless it runs with --rebuild-store=false;
+then run: checkpointd rebuild-store (same flags as the daemon). See docs/troubleshooting.md, "Error 102".`,
+			db, filepath.Join(dataDir, boltstore.MarkFile))
 	case errors.Is(err, reservation.ErrLocked):
 		return "Another process holds the store. Find it with: fuser -v " + filepath.Join(dataDir, boltstore.LockFile) + " " + db
 	case errors.Is(err, reservation.ErrIO):
