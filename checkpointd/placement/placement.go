@@ -7,7 +7,7 @@
 // pod to the node that ran it last.
 //
 // The index of a namespace is at most ShardCount ConfigMaps,
-// stickyip-index-0 … stickyip-index-f, labelled IndexLabel; an identity's
+// stickyip-index-0 … stickyip-index-7, labelled IndexLabel; an identity's
 // shard is ShardOf(identity), a sum the index policy computes too. Each data
 // key of a shard is a node's name, and only that node writes it: its value
 // is the node's entries there, one per line (package entry), so that a
@@ -41,9 +41,9 @@ const ShardPrefix = "stickyip-index-"
 
 // ShardCount is the number of shards of a namespace's index. The index
 // policy and RBAC accept exactly the names ShardName gives
-// (stickyip-index-0 … stickyip-index-f); a change here is a change of the
+// (stickyip-index-0 … stickyip-index-7); a change here is a change of the
 // index layout, and of deploy/placement.
-const ShardCount = 16
+const ShardCount = 8
 
 // ShardAlphabet numbers the characters an identity may hold (a pod name, or
 // "identity:" and one): the index policy and the placement policy use the
@@ -57,7 +57,7 @@ const ShardAlphabet = "-.0123456789:abcdefghijklmnopqrstuvwxyz"
 // the API server computes it at every sticky pod's creation, once per shard
 // of the namespace, and a sum over every character cost milliseconds there.
 // The last two characters are what varies among a workload's names (db-0 …
-// db-15 fall into 15 shards, db-0 … db-159 9 to 12 per shard). Fixed
+// db-7 fall into 8 shards, db-0 … db-159 19 to 21 per shard). Fixed
 // forever: every node and both policies must agree on it.
 func ShardOf(identity string) string {
 	pos := func(i int) int {
