@@ -34,11 +34,13 @@ import (
 //  5. power-cut: node2 loses power while the API server is away and boots:
 //     checkpointd's kept lease and restored pod, then flanneld's own lease
 //     and the hand-back when the API server returns (powerCut).
-//  6. workloads: a Deployment and a StatefulSet through the scheduler and
+//  6. etcd: issue 32's disruption table with stickyip, a 3-member etcd
+//     that knows its members by pod IP (etcdSticky).
+//  7. workloads: a Deployment and a StatefulSet through the scheduler and
 //     the controllers (workloads).
-//  7. placement: deploy/placement with sticky pods deleted again and again,
+//  8. placement: deploy/placement with sticky pods deleted again and again,
 //     the control, the tie, the forged claims (placement).
-//  8. node-deleted: the node that ran the cache pod last goes and its Node
+//  9. node-deleted: the node that ran the cache pod last goes and its Node
 //     is deleted: placement's and the workloads' last checks (nodeDeleted).
 //
 // The install journey is TestClusterInstall, on a cluster of its own: it
@@ -61,10 +63,11 @@ func TestCluster(t *testing.T) {
 	// passed, if they ran.
 	s.run("flanneld-api-away", []string{"kube-flannel", "vxlan-then-host-gw?"}, func() { c.flanneldWithoutAPI(c.nodes[1]) })
 	s.run("power-cut", []string{"stickyip", "vxlan-then-host-gw?", "flanneld-api-away?"}, c.powerCut)
+	s.run("etcd", []string{"stickyip", "vxlan-then-host-gw?", "flanneld-api-away?", "power-cut?"}, c.etcdSticky)
 	var w *workloadsRun
-	s.run("workloads", []string{"stickyip", "vxlan-then-host-gw?", "flanneld-api-away?", "power-cut?"}, func() { w = c.workloads() })
+	s.run("workloads", []string{"stickyip", "vxlan-then-host-gw?", "flanneld-api-away?", "power-cut?", "etcd?"}, func() { w = c.workloads() })
 	var p *placementRun
-	s.run("placement", []string{"stickyip", "vxlan-then-host-gw?", "flanneld-api-away?", "power-cut?", "workloads?"}, func() { p = c.placement() })
+	s.run("placement", []string{"stickyip", "vxlan-then-host-gw?", "flanneld-api-away?", "power-cut?", "etcd?", "workloads?"}, func() { p = c.placement() })
 	s.run("node-deleted", []string{"placement"}, func() {
 		if !s.passed("workloads") {
 			w = nil
@@ -90,12 +93,16 @@ func bootSteps(t *testing.T) (*cluster, *steps) {
 //  2. install: deploy/install the way docs/install.md says: install, the
 //     ConfigMap patch, an upgrade while pods start, the uninstall
 //     (installJourney).
+//  3. etcd-host-local: issue 32's disruption table on the nodes the
+//     uninstall left, on kube-flannel's own conflist (host-local): the
+//     control of TestCluster's etcd step (etcdControl).
 func TestClusterInstall(t *testing.T) {
 	c, s := bootSteps(t)
 	defer s.summary()
 
 	s.run("kube-flannel", nil, c.kubeFlannelInstalled)
 	s.run("install", []string{"kube-flannel"}, c.installJourney)
+	s.run("etcd-host-local", []string{"install"}, c.etcdControl)
 }
 
 // clusterNode is where a cluster node lives: its name and its address on
