@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strings"
 	"time"
 
@@ -47,9 +46,10 @@ type etcdApp struct {
 	// sticky: the nodes run stickyip, checkpointd and deploy/placement
 	// (else host-local alone: the control).
 	sticky bool
-	// bootstraps counts the clusters founded (each has its own
-	// --initial-cluster-token).
-	bootstraps int
+	// foundings counts the clusters founded; token is the current one's
+	// --initial-cluster-token.
+	foundings int
+	token     string
 }
 
 // newEtcdApp readies cluster c for etcd members in namespace ns: the
@@ -207,7 +207,7 @@ func (a *etcdApp) waitPods(timeout time.Duration) map[string]etcdPod {
 	t := a.c.t
 	t.Helper()
 	var pods map[string]etcdPod
-	eventually(t, fmt.Sprintf("%d etcd pods in %s running", etcdReplicas, a.ns), timeout, time.Second, func() (bool, string) {
+	eventually(t, fmt.Sprintf("%d etcd pods in %s running", etcdReplicas, a.ns), timeout, 500*time.Millisecond, func() (bool, string) {
 		var err error
 		if pods, err = a.pods(); err != nil {
 			return false, err.Error()
@@ -229,147 +229,6 @@ func allRunning(pods map[string]etcdPod) bool {
 		}
 	}
 	return true
-}
-
-// bootstrap creates the StatefulSet and founds the cluster by IP, as an
-// operator adds members at runtime: once the three pods run (each
-// entrypoint waiting), etcd-0 founds a one-member cluster at its pod IP;
-// each other member is added by `member add` of its pod IP through
-// etcd-0, then started with the --initial-cluster the add returned. It
-// waits until the three members are listed at their pod IPs and healthy.
-func (a *etcdApp) bootstrap() {
-	t := a.c.t
-	t.Helper()
-	start := time.Now()
-	a.bootstraps++
-	token := fmt.Sprintf("%s-%d", a.ns, a.bootstraps)
-	if _, err := a.c.client.AppsV1().StatefulSets(a.ns).Create(context.Background(), etcdStatefulSet(a.ns), metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	pods := a.waitPods(3 * time.Minute)
-	founder := pods[etcdMemberNames[0]]
-	a.writeJoin(founder, map[string]string{founder.Name: etcdPeerURL(founder.IP)}, "new", token)
-	a.waitMembers(pods, 1)
-	for i, name := range etcdMemberNames[1:] {
-		p := pods[name]
-		var members []etcdMember
-		eventually(t, "member add "+name+" through "+founder.Name, time.Minute, time.Second, func() (bool, string) {
-			var err error
-			members, err = a.client.memberAdd(etcdClientURL(founder.IP), etcdPeerURL(p.IP))
-			return err == nil, fmt.Sprint(err)
-		})
-		initial := map[string]string{name: etcdPeerURL(p.IP)}
-		for _, m := range members {
-			if m.Name != "" { // started: the new one has no name yet
-				initial[m.Name] = m.PeerURLs[0]
-			}
-		}
-		a.writeJoin(p, initial, "existing", token)
-		a.waitMembers(pods, i+2)
-	}
-	var where []string
-	for _, name := range etcdMemberNames {
-		where = append(where, fmt.Sprintf("%s %s on %s", name, pods[name].IP, pods[name].Node))
-	}
-	t.Logf("etcd in %s founded by IP (token %s) in %s: %s", a.ns, token, time.Since(start).Round(100*time.Millisecond), strings.Join(where, ", "))
-}
-
-// writeJoin writes pod p's join file on its node (a rename, so the
-// entrypoint never reads half of it): the initial cluster (name → peer
-// URL), its state ("new" or "existing") and token.
-func (a *etcdApp) writeJoin(p etcdPod, initial map[string]string, state, token string) {
-	t := a.c.t
-	t.Helper()
-	var urls []string
-	for name, u := range initial {
-		urls = append(urls, name+"="+u)
-	}
-	sort.Strings(urls)
-	text := fmt.Sprintf("--initial-cluster=%s\n--initial-cluster-state=%s\n--initial-cluster-token=%s\n", strings.Join(urls, ","), state, token)
-	dir := filepath.Join(a.c.node(p.Node).etcdDir(), p.Name) // the pod's subPathExpr, made by the kubelet
-	writeFile(t, filepath.Join(dir, "join.tmp"), []byte(text), 0o644)
-	if err := os.Rename(filepath.Join(dir, "join.tmp"), filepath.Join(dir, "join")); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// waitMembers waits until the first n of etcdMemberNames are listed with
-// their pods' IPs (peer and client URLs) and each answers healthy.
-func (a *etcdApp) waitMembers(pods map[string]etcdPod, n int) {
-	t := a.c.t
-	t.Helper()
-	names := etcdMemberNames[:n]
-	eventually(t, fmt.Sprintf("etcd members %v listed at their pod IPs and healthy", names), 2*time.Minute, time.Second, func() (bool, string) {
-		members, err := a.client.memberList(etcdClientURL(pods[names[0]].IP))
-		if err != nil {
-			return false, err.Error()
-		}
-		if why := listedAt(members, pods, names); why != "" {
-			return false, why
-		}
-		for _, name := range names {
-			if err := a.client.health(etcdClientURL(pods[name].IP)); err != nil {
-				return false, err.Error()
-			}
-		}
-		return true, ""
-	})
-}
-
-// listedAt says how members differ from names listed each at its pod's IP
-// (peer and client URL), "" when they do not.
-func listedAt(members []etcdMember, pods map[string]etcdPod, names []string) string {
-	if len(members) != len(names) {
-		return fmt.Sprintf("%d members listed, want %d: %v", len(members), len(names), members)
-	}
-	for i, m := range members {
-		ip := pods[names[i]].IP
-		if m.Name != names[i] || !slices.Equal(m.PeerURLs, []string{etcdPeerURL(ip)}) || !slices.Equal(m.ClientURLs, []string{etcdClientURL(ip)}) {
-			return fmt.Sprintf("member %s, want %s at %s", m, names[i], ip)
-		}
-	}
-	return ""
-}
-
-// healthy reports whether the cluster is as bootstrap leaves it: three
-// pods running, listed at their IPs, each endpoint healthy.
-func (a *etcdApp) healthy() (bool, string) {
-	pods, err := a.pods()
-	if err != nil {
-		return false, err.Error()
-	}
-	if !allRunning(pods) {
-		return false, fmt.Sprint(pods)
-	}
-	members, err := a.client.memberList(etcdClientURL(pods[etcdMemberNames[0]].IP))
-	if err != nil {
-		return false, err.Error()
-	}
-	if why := listedAt(members, pods, etcdMemberNames); why != "" {
-		return false, why
-	}
-	for _, name := range etcdMemberNames {
-		if err := a.client.health(etcdClientURL(pods[name].IP)); err != nil {
-			return false, err.Error()
-		}
-	}
-	return true, ""
-}
-
-// ensure leaves a healthy cluster: the one running, or a new one when a
-// disruption left it otherwise (the StatefulSet deleted, the members' data
-// removed from the nodes and, with stickyip, their reservations released,
-// so that the scheduler places the new members afresh; bootstrap again).
-func (a *etcdApp) ensure() {
-	t := a.c.t
-	t.Helper()
-	if ok, why := a.healthy(); ok {
-		return
-	} else if a.bootstraps > 0 {
-		t.Logf("etcd not as founded (%s): a new cluster", why)
-	}
-	a.remove()
-	a.bootstrap()
 }
 
 // remove deletes the StatefulSet and its pods, the members' data and,

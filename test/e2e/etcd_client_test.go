@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -14,6 +15,7 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/containernetworking/plugins/pkg/ns"
@@ -79,10 +81,17 @@ func (e *etcdClient) call(endpoint, path string, req, resp any) error {
 	return nil
 }
 
-// memberList is `etcdctl member list` (linearizable) through endpoint.
+// memberList is `etcdctl member list` (linearizable, its default) through
+// endpoint.
 func (e *etcdClient) memberList(endpoint string) ([]etcdMember, error) {
+	return e.members(endpoint, true)
+}
+
+// members is `etcdctl member list --consistency=l` (linearizable) or
+// `=s` (serializable: the member's own view, without a quorum).
+func (e *etcdClient) members(endpoint string, linearizable bool) ([]etcdMember, error) {
 	var resp struct{ Members []etcdMember }
-	if err := e.call(endpoint, "/v3/cluster/member/list", map[string]any{"linearizable": true}, &resp); err != nil {
+	if err := e.call(endpoint, "/v3/cluster/member/list", map[string]any{"linearizable": linearizable}, &resp); err != nil {
 		return nil, err
 	}
 	slices.SortFunc(resp.Members, func(a, b etcdMember) int { return strings.Compare(a.Name+a.ID, b.Name+b.ID) })
@@ -95,6 +104,19 @@ func (e *etcdClient) memberAdd(endpoint, peerURL string) ([]etcdMember, error) {
 	var resp struct{ Members []etcdMember }
 	err := e.call(endpoint, "/v3/cluster/member/add", map[string]any{"peerURLs": []string{peerURL}}, &resp)
 	return resp.Members, err
+}
+
+// memberUpdate is `etcdctl member update ID --peer-urls=peerURL` through
+// endpoint.
+func (e *etcdClient) memberUpdate(endpoint, id, peerURL string) error {
+	var resp struct{}
+	return e.call(endpoint, "/v3/cluster/member/update", map[string]any{"ID": id, "peerURLs": []string{peerURL}}, &resp)
+}
+
+// memberRemove is `etcdctl member remove ID` through endpoint.
+func (e *etcdClient) memberRemove(endpoint, id string) error {
+	var resp struct{}
+	return e.call(endpoint, "/v3/cluster/member/remove", map[string]any{"ID": id}, &resp)
 }
 
 // put is `etcdctl put key value` through endpoint.
@@ -155,6 +177,34 @@ func (e *etcdClient) healthAll(endpoints []string) map[string]error {
 		out[r.ep] = r.err
 	}
 	return out
+}
+
+// eachEndpoint runs f on every endpoint at once and returns the result of
+// the first endpoint, in their order, that answered without an error, and
+// that endpoint; else every error.
+func eachEndpoint[T any](endpoints []string, f func(endpoint string) (T, error)) (T, string, error) {
+	type result struct {
+		v   T
+		err error
+	}
+	out := make([]result, len(endpoints))
+	var wg sync.WaitGroup
+	for i, ep := range endpoints {
+		wg.Go(func() {
+			v, err := f(ep)
+			out[i] = result{v, err}
+		})
+	}
+	wg.Wait()
+	var errs []error
+	for i, r := range out {
+		if r.err == nil {
+			return r.v, endpoints[i], nil
+		}
+		errs = append(errs, r.err)
+	}
+	var zero T
+	return zero, "", errors.Join(errs...)
 }
 
 // b64 is a bytes field of the gateway's JSON.

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -36,7 +37,7 @@ import (
 // URL by itself), so what the control shows by then is what users get.
 const (
 	etcdRowLimit      = 3 * time.Minute
-	etcdControlSettle = 20 * time.Second
+	etcdControlSettle = 15 * time.Second
 )
 
 // etcdDisruption is a row of the table: what is done to the cluster.
@@ -126,7 +127,7 @@ type etcdBefore struct {
 type etcdRow struct {
 	name      string
 	na        string // why the row did not run ("": it ran)
-	recreated int    // members whose pod or container is new
+	restarted int    // members whose pod (re-created) or container (restarted) is new
 	kept      int    // members with the IP they had
 	moved     []string
 	list      string // the member list against the one before
@@ -147,10 +148,12 @@ func (a *etcdApp) row(d etcdDisruption) etcdRow {
 	if d.checkpointd && a.c.nodes[0].checkpointd == nil {
 		return etcdRow{name: d.name, na: "no checkpointd on the nodes"}
 	}
+	began := time.Now()
 	a.ensure()
 	if a.sticky {
 		a.waitPublished()
 	}
+	ready := time.Since(began)
 	b := a.before(d.name)
 	r.target, r.victim = targetOf(a.c, b.pods)
 	t.Logf("etcd row %q (%s): on %s, member %s", d.name, a.mode(), r.target.name, r.victim)
@@ -172,7 +175,8 @@ func (a *etcdApp) row(d etcdDisruption) etcdRow {
 	default:
 		t.Errorf("etcd row %q with stickyip: %s", d.name, row)
 	}
-	t.Logf("etcd row %q (%s): %s", d.name, a.mode(), row)
+	t.Logf("etcd row %q (%s): %s (the row took %s, %s of it to ready the cluster)", d.name, a.mode(), row,
+		time.Since(began).Round(100*time.Millisecond), ready.Round(100*time.Millisecond))
 	return row
 }
 
@@ -257,8 +261,10 @@ func (a *etcdApp) observe(b etcdBefore, start time.Time, patient func(etcdRow) b
 	}
 }
 
-// look is one look at the cluster against b: the pods' IPs, the member
-// list, the health of b's endpoints and b's key.
+// look is one look at the cluster against b: the pods' IPs, and, asked
+// at once of every address a client may know (b's endpoints, then the
+// pods' current ones), the health of b's endpoints, the member list and
+// b's key.
 func (a *etcdApp) look(b etcdBefore) etcdRow {
 	row := etcdRow{list: "not read", key: "not read"}
 	pods, err := a.pods()
@@ -266,11 +272,40 @@ func (a *etcdApp) look(b etcdBefore) etcdRow {
 		row.note = err.Error()
 		return row
 	}
+	row.podsAgainst(b.pods, pods)
+	endpoints := slices.Clone(b.endpoints)
+	for _, name := range etcdMemberNames {
+		if ip := pods[name].IP; ip != "" && !slices.Contains(endpoints, etcdClientURL(ip)) {
+			endpoints = append(endpoints, etcdClientURL(ip))
+		}
+	}
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for _, err := range a.client.healthAll(b.endpoints) {
+			if err == nil {
+				row.healthy++
+			}
+		}
+	})
+	wg.Go(func() { row.list = a.listAgainst(b.members, endpoints, pods) })
+	wg.Go(func() { row.key = a.keyAgainst(b.key, b.val, endpoints) })
+	wg.Wait()
+	row.ok = len(pods) == etcdReplicas && row.kept == etcdReplicas && row.list == "unchanged" &&
+		row.healthy == len(b.endpoints) && row.key == "read"
+	if row.ok {
+		row.ok, row.note = a.runtimeAgrees(pods)
+	}
+	return row
+}
+
+// podsAgainst fills the row's pod columns: members restarted (a new pod
+// or container), IPs kept, moves, the node terms of the new pods.
+func (row *etcdRow) podsAgainst(before, pods map[string]etcdPod) {
 	var placements []string
 	for _, name := range etcdMemberNames {
-		was, now := b.pods[name], pods[name]
+		was, now := before[name], pods[name]
 		if now.UID != was.UID || now.Container != was.Container {
-			row.recreated++
+			row.restarted++
 			if now.UID != was.UID {
 				placements = append(placements, now.Placement)
 			}
@@ -283,45 +318,53 @@ func (a *etcdApp) look(b etcdBefore) etcdRow {
 		}
 	}
 	row.placement = strings.Join(slices.Compact(slices.Sorted(slices.Values(placements))), ", ")
-	// Where a client of the old addresses, or of the new ones, can reach.
-	endpoints := slices.Clone(b.endpoints)
-	for _, name := range etcdMemberNames {
-		if ip := pods[name].IP; ip != "" && !slices.Contains(endpoints, etcdClientURL(ip)) {
-			endpoints = append(endpoints, etcdClientURL(ip))
-		}
+}
+
+// listAgainst reads the member list through the first of endpoints that
+// answers and describes it against before (describeList); when none
+// answers `member list`, a member's own view (serializable) is described,
+// marked so, or "not read".
+func (a *etcdApp) listAgainst(before []etcdMember, endpoints []string, pods map[string]etcdPod) string {
+	var lin, ser []etcdMember
+	var linErr, serErr error
+	var serFrom string
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		lin, _, linErr = eachEndpoint(endpoints, func(ep string) ([]etcdMember, error) { return a.client.members(ep, true) })
+	})
+	wg.Go(func() {
+		ser, serFrom, serErr = eachEndpoint(endpoints, func(ep string) ([]etcdMember, error) { return a.client.members(ep, false) })
+	})
+	wg.Wait()
+	switch {
+	case linErr == nil:
+		return describeList(before, lin, pods)
+	case serErr == nil:
+		return "not read; " + urlHost(serFrom) + "'s own view: " + describeList(before, ser, pods)
 	}
-	for ep, err := range a.client.healthAll(b.endpoints) {
-		if err == nil && slices.Contains(b.endpoints, ep) {
-			row.healthy++
-		}
+	return "not read"
+}
+
+// keyAgainst reads key through the first of endpoints that answers:
+// "read" when it holds val, else what it holds, or "not read".
+func (a *etcdApp) keyAgainst(key, val string, endpoints []string) string {
+	type kv struct {
+		v     string
+		found bool
 	}
-	for _, ep := range endpoints {
-		if members, err := a.client.memberList(ep); err == nil {
-			row.list = describeList(b.members, members, pods)
-			break
-		}
+	got, _, err := eachEndpoint(endpoints, func(ep string) (kv, error) {
+		v, found, err := a.client.get(ep, key)
+		return kv{v, found}, err
+	})
+	switch {
+	case err != nil:
+		return "not read"
+	case !got.found:
+		return "missing"
+	case got.v != val:
+		return fmt.Sprintf("changed: %q", got.v)
 	}
-	for _, ep := range endpoints {
-		v, found, err := a.client.get(ep, b.key)
-		if err != nil {
-			continue
-		}
-		switch {
-		case !found:
-			row.key = "missing"
-		case v != b.val:
-			row.key = fmt.Sprintf("changed: %q", v)
-		default:
-			row.key = "read"
-		}
-		break
-	}
-	row.ok = len(pods) == etcdReplicas && row.kept == etcdReplicas && row.list == "unchanged" &&
-		row.healthy == len(b.endpoints) && row.key == "read"
-	if row.ok {
-		row.ok, row.note = a.runtimeAgrees(pods)
-	}
-	return row
+	return "read"
 }
 
 // describeList is "unchanged" when members are the members before, else
@@ -372,8 +415,8 @@ func (r etcdRow) String() string {
 	if r.ok {
 		back = "back in " + r.back.Round(100*time.Millisecond).String()
 	}
-	s := fmt.Sprintf("%s; re-created %d, IP kept %d/%d, moved %v, placement %q; member list %s; health %d/%d; key %s",
-		back, r.recreated, r.kept, etcdReplicas, r.moved, r.placement, r.list, r.healthy, etcdReplicas, r.key)
+	s := fmt.Sprintf("%s; restarted %d, IP kept %d/%d, moved %v, placement %q; member list %s; health %d/%d; key %s",
+		back, r.restarted, r.kept, etcdReplicas, r.moved, r.placement, r.list, r.healthy, etcdReplicas, r.key)
 	if r.note != "" {
 		s += "; " + r.note
 	}
@@ -383,23 +426,31 @@ func (r etcdRow) String() string {
 // formatEtcdTable is the table in Markdown, as docs/e2e.md shows it.
 func formatEtcdTable(rows []etcdRow) string {
 	var b strings.Builder
-	b.WriteString("| disruption | pods re-created | IP kept | member list | endpoint health | key written before | back in |\n")
-	b.WriteString("|---|---|---|---|---|---|---|\n")
+	b.WriteString("| disruption | members restarted | IP kept | member list | endpoint health | key written before | back in | how |\n")
+	b.WriteString("|---|---|---|---|---|---|---|---|\n")
 	for _, r := range rows {
 		if r.na != "" {
-			fmt.Fprintf(&b, "| %s | n/a: %s | | | | | |\n", r.name, r.na)
+			fmt.Fprintf(&b, "| %s | n/a: %s | | | | | | |\n", r.name, r.na)
 			continue
 		}
 		back := "not back"
 		if r.ok {
 			back = r.back.Round(100 * time.Millisecond).String()
 		}
-		list := r.list
+		var how []string
 		if len(r.moved) > 0 {
-			list += " (moved: " + strings.Join(r.moved, ", ") + ")"
+			how = append(how, "moved "+strings.Join(r.moved, ", "))
+		} else if r.restarted > 0 {
+			how = append(how, "same nodes")
 		}
-		fmt.Fprintf(&b, "| %s | %d | %d/%d | %s | %d/%d healthy | %s | %s |\n",
-			r.name, r.recreated, r.kept, etcdReplicas, list, r.healthy, etcdReplicas, r.key, back)
+		if r.placement != "" {
+			how = append(how, "new pods' node term: "+r.placement)
+		}
+		if r.note != "" {
+			how = append(how, r.note)
+		}
+		fmt.Fprintf(&b, "| %s | %d | %d/%d | %s | %d/%d healthy | %s | %s | %s |\n",
+			r.name, r.restarted, r.kept, etcdReplicas, r.list, r.healthy, etcdReplicas, r.key, back, strings.Join(how, "; "))
 	}
 	return b.String()
 }

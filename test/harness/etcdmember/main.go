@@ -11,10 +11,11 @@
 // has joined before) runs etcd with the arguments as given: etcd takes the
 // cluster from its own data and ignores the --initial-cluster flags.
 //
-// A new member waits for its join file, written by whoever adds it (the
-// e2e, after `member add` of the pod's IP through a running member, or for
-// the first member the cluster it founds), then runs etcd with the file's
-// lines appended to the arguments. Only --initial-cluster,
+// A new member waits for its join file, written by whoever founds the
+// cluster or adds the member (the e2e: once the pods run, the initial
+// cluster naming each member at its pod IP; or, after `member add` of the
+// pod's IP through a running member, what the add returned), then runs
+// etcd with the file's lines appended to the arguments. Only --initial-cluster,
 // --initial-cluster-state and --initial-cluster-token lines are accepted;
 // anything else is refused with an error naming the line, and the member
 // exits 1 (the kubelet restarts it). A member that waits longer than -wait
