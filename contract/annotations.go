@@ -11,8 +11,20 @@ const (
 
 	// AnnotationIdentity names the identity the pod's reservation belongs to,
 	// scoped to the pod's namespace, instead of the pod's name (for pods
-	// without stable names). Parsed by ParseIdentity.
+	// without stable names). Parsed by ParseIdentity. The identity is
+	// KeyedIdentity(value), never the pod named value: see IdentityKeyPrefix.
 	AnnotationIdentity = "stickyip.io/identity"
+
+	// AnnotationPlacement chooses how the placement hint (deploy/placement)
+	// treats a re-created pod whose identity a node holds: PlacementPreferred
+	// (the default) or PlacementRequired. Anything else is refused at pod
+	// admission by deploy/placement (the stickyip-placement-annotation policy).
+	AnnotationPlacement = "stickyip.io/placement"
+	// PlacementPreferred: a preferred node affinity for the holding node.
+	PlacementPreferred = "preferred"
+	// PlacementRequired: a required node affinity for the holding node,
+	// ANDed with the pod's own required terms.
+	PlacementRequired = "required"
 
 	// AnnotationIPs asks for specific addresses, one per range set,
 	// comma-separated. Parsed by ParseIPs.

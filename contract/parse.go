@@ -114,6 +114,31 @@ func ParseIdentity(v string) (string, error) {
 	return v, nil
 }
 
+// IdentityKeyPrefix starts the identity name of a pod annotated
+// AnnotationIdentity: the annotation "cache" gives the identity
+// "identity:cache". A pod name never contains ':', so a pod named db-0 and
+// another pod's stickyip.io/identity: db-0 are two identities, in the store
+// and in the placement index alike.
+const IdentityKeyPrefix = "identity:"
+
+// KeyedIdentity is the identity name of the AnnotationIdentity value key.
+func KeyedIdentity(key string) string { return IdentityKeyPrefix + key }
+
+// IdentityKey returns the AnnotationIdentity value an identity name was made
+// from, and whether it was made from one (false: the name is a pod's).
+func IdentityKey(name string) (key string, keyed bool) {
+	return strings.CutPrefix(name, IdentityKeyPrefix)
+}
+
+// IsIdentityName reports whether name is an identity name: a pod name, or
+// KeyedIdentity of a valid AnnotationIdentity value.
+func IsIdentityName(name string) bool {
+	if key, keyed := IdentityKey(name); keyed {
+		return IsPodName(key)
+	}
+	return IsPodName(name)
+}
+
 // maxRequestedIPs bounds AnnotationIPs: one address per range set.
 const maxRequestedIPs = 8
 

@@ -22,7 +22,8 @@ type AddRequest struct {
 	// namespace/name and ifname; zero for a call without pod arguments.
 	Identity reservation.Identity
 	UID      string
-	// PodName is the pod's own name (K8S_POD_NAME), recorded for placement.
+	// PodName is the name of the pod the identity stands for (Who.Pod: the
+	// pod's own, or a restored copy's parent's), recorded for placement.
 	PodName string
 	// Duration is the clamped reservation to apply at DEL; RequestedDuration
 	// and Clamped record what the annotation asked for.
@@ -45,7 +46,7 @@ func (c *Config) AddRequest(containerID, ifname, netns string, log *slog.Logger)
 	if len(ifname) > maxIfNameLen {
 		return AddRequest{}, fmt.Errorf("%w: CNI_IFNAME %q is longer than %d characters", ErrInvalidArgs, ifname, maxIfNameLen)
 	}
-	ns, name, viaCheckpoint, err := c.Identity()
+	who, err := c.Identity()
 	if err != nil {
 		return AddRequest{}, err
 	}
@@ -62,11 +63,11 @@ func (c *Config) AddRequest(containerID, ifname, netns string, log *slog.Logger)
 		Duration: d, RequestedDuration: requested, Clamped: clamped,
 		Requested: append(c.RequestedIPs(), annotated...),
 	}
-	if ns != "" {
-		req.Identity = reservation.Identity{Namespace: ns, Name: name, IfName: ifname}
-		req.PodName = c.Args.Name
+	if !who.IsZero() {
+		req.Identity = reservation.Identity{Namespace: who.Namespace, Name: who.Name, IfName: ifname}
+		req.PodName = who.Pod
 	}
-	if viaCheckpoint {
+	if who.ViaCheckpoint {
 		log.Info("restored static pod: using its parent's identity", "parent", req.Identity.Pod(),
 			"pod", c.Args.Namespace+"/"+c.Args.Name)
 	} else if _, has := c.Annotations[contract.AnnotationCheckpointOf]; has {
@@ -167,7 +168,7 @@ func (e *Engine) takeOver(tx reservation.Txn, req AddRequest) ([]*reservation.Re
 	if req.Identity.IsZero() {
 		return nil, nil
 	}
-	held, err := tx.ByIdentity(req.Identity)
+	held, err := reservation.IdentityRecords(tx, req.Identity)
 	if err != nil {
 		return nil, err
 	}
@@ -211,7 +212,7 @@ func (e *Engine) pick(tx reservation.Txn, req AddRequest, i int, requested map[i
 	// else.
 	isHeld := slices.ContainsFunc(held, func(h *reservation.Record) bool { return h.IP == want })
 	mayTake := cur == nil || isHeld ||
-		(cur.State == reservation.Cooling && !req.Identity.IsZero() && cur.LastIdentity == req.Identity)
+		(cur.State == reservation.Cooling && !req.Identity.IsZero() && cur.LastIdentity.Same(req.Identity))
 	if !mayTake {
 		return netip.Addr{}, false, fmt.Errorf("%w: %s is %s", ErrIPUnavailable, want, holderPhrase(cur))
 	}

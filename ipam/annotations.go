@@ -27,40 +27,62 @@ func (c *Config) ReservationFor() (d, requested time.Duration, clamped bool, err
 	return requested, requested, false, nil
 }
 
-// Identity returns the pod identity used for reservations, and whether it came
-// from contract.AnnotationCheckpointOf. The annotation is honoured only on
-// static pods (contract.AnnotationConfigSource "file", set by the kubelet
-// itself), so an API pod cannot claim another pod's IP; a pod without K8S_POD_*
-// args has no identity. contract.AnnotationIdentity then replaces the name,
-// never the namespace: a pod can only name identities of its own namespace
-// (a restored copy keeps its parent's annotations, so it maps to the
-// parent's identity).
+// Who is the identity a pod's addresses belong to.
+type Who struct {
+	// Namespace and Name are the identity (reservation.Identity): the pod's
+	// namespace and name, or, for a pod annotated contract.AnnotationIdentity,
+	// contract.KeyedIdentity of its value; for a restored static copy, its
+	// parent's.
+	Namespace, Name string
+	// Pod is the name of the pod the identity stands for: the pod's own
+	// (K8S_POD_NAME), or a restored copy's parent's. Placement publishes it.
+	Pod string
+	// ViaCheckpoint: the identity is a restored copy's parent's
+	// (contract.AnnotationCheckpointOf).
+	ViaCheckpoint bool
+}
+
+// IsZero reports whether the call has no pod identity.
+func (w Who) IsZero() bool { return w.Namespace == "" }
+
+// Identity returns the pod identity used for reservations.
+// contract.AnnotationCheckpointOf is honoured only on static pods
+// (contract.AnnotationConfigSource "file", set by the kubelet itself), so an
+// API pod cannot claim another pod's IP; a pod without K8S_POD_* args has no
+// identity. contract.AnnotationIdentity then makes the identity
+// contract.KeyedIdentity of its value, in the pod's own namespace: never
+// another namespace's, and never the pod of that name (a restored copy keeps
+// its parent's annotations, so it maps to the parent's identity).
 //
 // A malformed contract.AnnotationIdentity is an error even on a call without
 // pod arguments, as a malformed duration annotation is: bad input is
 // reported, never silently ignored.
-func (c *Config) Identity() (namespace, name string, viaCheckpoint bool, err error) {
+func (c *Config) Identity() (Who, error) {
 	key, hasKey := c.Annotations[contract.AnnotationIdentity]
 	if hasKey {
+		var err error
 		if key, err = contract.ParseIdentity(key); err != nil {
-			return "", "", false, err
+			return Who{}, err
 		}
 	}
+	var w Who
 	switch v, ok := c.Annotations[contract.AnnotationCheckpointOf]; {
 	case ok && c.Annotations[contract.AnnotationConfigSource] == contract.ConfigSourceFile:
-		if namespace, name, err = contract.ParseCheckpointOf(v); err != nil {
-			return "", "", false, err
+		ns, name, err := contract.ParseCheckpointOf(v)
+		if err != nil {
+			return Who{}, err
 		}
-		viaCheckpoint = true
+		w = Who{Namespace: ns, Pod: name, ViaCheckpoint: true}
 	case c.Args.Namespace == "" || c.Args.Name == "":
-		return "", "", false, nil
+		return Who{}, nil
 	default:
-		namespace, name = c.Args.Namespace, c.Args.Name
+		w = Who{Namespace: c.Args.Namespace, Pod: c.Args.Name}
 	}
+	w.Name = w.Pod
 	if hasKey {
-		name = key
+		w.Name = contract.KeyedIdentity(key)
 	}
-	return namespace, name, viaCheckpoint, nil
+	return w, nil
 }
 
 // AnnotatedIPs returns the addresses contract.AnnotationIPs asks for, each

@@ -58,9 +58,8 @@ func TestLoadConfigStickyKeysAndRequests(t *testing.T) {
 	if err != nil || d != 2*time.Hour || asked != 3*time.Hour || !clamped {
 		t.Fatalf("180 minutes under a 2h maximum: %v %v %v %v", d, asked, clamped, err)
 	}
-	ns, name, viaCP, _ := c.Identity()
-	if ns != "ns" || name != "web" || viaCP {
-		t.Fatalf("identity %s/%s %v", ns, name, viaCP)
+	if w, _ := c.Identity(); w != (Who{Namespace: "ns", Name: "web", Pod: "web"}) {
+		t.Fatalf("identity %+v", w)
 	}
 }
 
@@ -118,12 +117,14 @@ func TestCheckpointOfOnlyForStaticPods(t *testing.T) {
 		}
 		return c
 	}
-	if ns, n, via, _ := conf("file").Identity(); ns+"/"+n != "prod/db-0" || !via {
-		t.Fatalf("static pod: identity %s/%s via=%v", ns, n, via)
+	// The copy stands for its parent: identity and pod (what placement
+	// publishes) are the parent's, not the mirror name db-0-node1.
+	if w, _ := conf("file").Identity(); w != (Who{Namespace: "prod", Name: "db-0", Pod: "db-0", ViaCheckpoint: true}) {
+		t.Fatalf("static pod: identity %+v", w)
 	}
 	for _, src := range []string{"", "api"} {
-		if ns, n, via, _ := conf(src).Identity(); ns+"/"+n != "prod/db-0-node1" || via {
-			t.Fatalf("source %q: identity %s/%s via=%v; an API pod must not claim another pod's IP", src, ns, n, via)
+		if w, _ := conf(src).Identity(); w != (Who{Namespace: "prod", Name: "db-0-node1", Pod: "db-0-node1"}) {
+			t.Fatalf("source %q: identity %+v; an API pod must not claim another pod's IP", src, w)
 		}
 	}
 }
@@ -153,28 +154,33 @@ func confWith(t *testing.T, annotations, args string) *Config {
 }
 
 // The identity annotation names the identity within the pod's own
-// namespace; a restored static copy keeps its parent's annotation, so it
-// maps to the same identity.
+// namespace, apart from pod names (issue 31: a pod author's
+// stickyip.io/identity: db-0 is not the StatefulSet pod db-0); a restored
+// static copy keeps its parent's annotation, so it maps to the same
+// identity.
 func TestIdentityAnnotation(t *testing.T) {
 	const apiPod = "K8S_POD_NAMESPACE=prod;K8S_POD_NAME=web-7d9f8-x2x4q"
 	for _, tc := range []struct {
-		name, ann, args, want string
-		via                   bool
+		name, ann, args string
+		want            Who
 	}{
-		{"deployment pod", `"stickyip.io/identity":"web"`, apiPod, "prod/web", false},
-		{"no annotation", ``, apiPod, "prod/web-7d9f8-x2x4q", false},
+		{"deployment pod", `"stickyip.io/identity":"web"`, apiPod, Who{"prod", "identity:web", "web-7d9f8-x2x4q", false}},
+		{"no annotation", ``, apiPod, Who{"prod", "web-7d9f8-x2x4q", "web-7d9f8-x2x4q", false}},
+		{"a pod named db-0", ``, "K8S_POD_NAMESPACE=prod;K8S_POD_NAME=db-0", Who{"prod", "db-0", "db-0", false}},
+		{"another pod's identity db-0", `"stickyip.io/identity":"db-0"`, "K8S_POD_NAMESPACE=prod;K8S_POD_NAME=mimic",
+			Who{"prod", "identity:db-0", "mimic", false}},
 		{"restored copy of it", `"stickyip.io/identity":"web","stickyip.io/checkpoint-of":"prod/web-7d9f8-x2x4q","kubernetes.io/config.source":"file"`,
-			"K8S_POD_NAMESPACE=prod;K8S_POD_NAME=web-7d9f8-x2x4q-node1", "prod/web", true},
-		{"no pod arguments", `"stickyip.io/identity":"web"`, "", "/", false},
+			"K8S_POD_NAMESPACE=prod;K8S_POD_NAME=web-7d9f8-x2x4q-node1", Who{"prod", "identity:web", "web-7d9f8-x2x4q", true}},
+		{"no pod arguments", `"stickyip.io/identity":"web"`, "", Who{}},
 	} {
-		ns, name, via, err := confWith(t, tc.ann, tc.args).Identity()
-		if err != nil || ns+"/"+name != tc.want || via != tc.via {
-			t.Errorf("%s: %s/%s via=%t %v; want %s via=%t", tc.name, ns, name, via, err, tc.want, tc.via)
+		w, err := confWith(t, tc.ann, tc.args).Identity()
+		if err != nil || w != tc.want {
+			t.Errorf("%s: %+v %v; want %+v", tc.name, w, err, tc.want)
 		}
 	}
 	for _, args := range []string{apiPod, ""} {
 		for _, key := range []string{"other-ns/web", "/", ""} {
-			_, _, _, err := confWith(t, `"stickyip.io/identity":"`+key+`"`, args).Identity()
+			_, err := confWith(t, `"stickyip.io/identity":"`+key+`"`, args).Identity()
 			if !errors.Is(err, contract.ErrInvalidAnnotation) || !strings.Contains(err.Error(), "stickyip.io/identity") {
 				// Found by FuzzPluginInput: without pod arguments a bad key was ignored.
 				t.Errorf("key %q, args %q: err %v, want ErrInvalidAnnotation naming the annotation", key, args, err)

@@ -61,7 +61,13 @@ func FuzzLoadConfig(f *testing.F) {
 		// The annotation and identity paths must not panic either, and a
 		// refused stickyip.io/ips is a classified error.
 		_, _, _, _ = c.ReservationFor()
-		_, _, _, _ = c.Identity()
+		// A pod name and a stickyip.io/identity value never give one identity.
+		if w, err := c.Identity(); err == nil && !w.IsZero() {
+			_, keyed := contract.IdentityKey(w.Name)
+			if _, annotated := c.Annotations[contract.AnnotationIdentity]; keyed != annotated {
+				t.Fatalf("identity %q from annotations %v", w.Name, c.Annotations)
+			}
+		}
 		if _, err := c.AnnotatedIPs(); err != nil && !errors.Is(err, contract.ErrInvalidAnnotation) {
 			t.Fatalf("AnnotatedIPs: unclassified error %v", err)
 		}

@@ -105,7 +105,7 @@ func (e *Engine) mayReserve(tx reservation.Txn, r *reservation.Record) (bool, er
 	now := e.now()
 	others := map[reservation.Identity]bool{}
 	for _, o := range recs {
-		if o.State == reservation.Reserved && !o.Expired(now) && o.Identity != r.Identity {
+		if o.State == reservation.Reserved && !o.Expired(now) && !o.Identity.Same(r.Identity) {
 			others[o.Identity] = true
 		}
 	}

@@ -30,7 +30,7 @@ func TestAddRequest(t *testing.T) {
 		t.Fatal(err)
 	}
 	if req.ContainerID != "c1" || req.IfName != "eth0" || req.Netns != "/run/netns/c1" || req.UID != "u1" ||
-		req.Identity.Pod() != "prod/db" || req.Identity.IfName != "eth0" || req.PodName != "db-0" ||
+		req.Identity.Pod() != "prod/identity:db" || req.Identity.IfName != "eth0" || req.PodName != "db-0" ||
 		req.Duration != time.Hour || len(req.Requested) != 1 || req.Requested[0].String() != "10.2.0.9" {
 		t.Fatalf("request %+v", req)
 	}

@@ -138,7 +138,7 @@ func (e *Engine) findFree(tx reservation.Txn, i int, who reservation.Identity, n
 		case r.State == reservation.Cooling:
 			cooled = r // the first in expiry order was freed first
 			return false
-		case r.Identity != who:
+		case !r.Identity.Same(who):
 			reserved = append(reserved, r)
 		}
 		return true

@@ -11,6 +11,8 @@ import (
 	"net/netip"
 	"strings"
 	"time"
+
+	"github.com/stickyip/stickyip/contract"
 )
 
 // State says whether a record is held by a live sandbox or kept for an identity.
@@ -36,16 +38,44 @@ type Entry struct {
 }
 
 // Identity is who a reservation belongs to inside one network: the pod's
-// namespace/name and the interface name. The zero Identity means "no pod
-// identity known" (a plain CNI call without K8S_POD_* arguments).
+// namespace, its identity name (the pod's name, or
+// contract.KeyedIdentity of its stickyip.io/identity) and the interface
+// name. The zero Identity means "no pod identity known" (a plain CNI call
+// without K8S_POD_* arguments).
 type Identity struct {
 	Namespace string `json:"namespace,omitempty"`
 	Name      string `json:"name,omitempty"`
 	IfName    string `json:"ifname,omitempty"`
+	// Legacy marks an identity recorded by a stickyip before schema 3, which
+	// took a pod name and an equal stickyip.io/identity value for one
+	// identity: it still answers to both (Same) until an ADD takes its
+	// record over or it expires, so an upgrade loses no reservation.
+	Legacy bool `json:"legacy,omitempty"`
 }
 
 // IsZero reports whether no pod identity is known.
 func (i Identity) IsZero() bool { return i.Namespace == "" || i.Name == "" }
+
+// Same reports whether i and o are one identity: the same namespace,
+// interface and name, where a Legacy name also stands for the keyed
+// identity of the same spelling (schema 2 did not tell them apart).
+func (i Identity) Same(o Identity) bool {
+	return i.IfName == o.IfName && (i.Answers(o.Namespace, o.Name) || o.Answers(i.Namespace, i.Name))
+}
+
+// Answers reports whether i belongs to the identity namespace/name on some
+// interface: the same name, or, for a Legacy i, the keyed identity of its
+// name.
+func (i Identity) Answers(namespace, name string) bool {
+	if i.Namespace != namespace {
+		return false
+	}
+	if i.Name == name {
+		return true
+	}
+	key, keyed := contract.IdentityKey(name)
+	return i.Legacy && keyed && key == i.Name
+}
 
 // Pod returns "namespace/name".
 func (i Identity) Pod() string { return i.Namespace + "/" + i.Name }

@@ -3,6 +3,8 @@ package reservation
 import (
 	"errors"
 	"net/netip"
+
+	"github.com/stickyip/stickyip/contract"
 )
 
 // Errors a store reports. They are turned into CNI error codes at the plugin edge.
@@ -57,13 +59,40 @@ type Txn interface {
 	SetMeta(key, value string) error
 }
 
-// PodRecords returns the records (allocated or reserved) of the pod
-// namespace/name on any interface. It reads every record of the network; it is
+// IdentityRecords returns the records (allocated or reserved) of id:
+// ByIdentity, and, for a keyed identity (contract.KeyedIdentity), the Legacy
+// records of its key, which answer to both forms (Identity.Same).
+func IdentityRecords(tx Txn, id Identity) ([]*Record, error) {
+	out, err := tx.ByIdentity(id)
+	if err != nil {
+		return nil, err
+	}
+	key, keyed := contract.IdentityKey(id.Name)
+	if !keyed {
+		return out, nil
+	}
+	bare := id
+	bare.Name = key
+	old, err := tx.ByIdentity(bare)
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range old {
+		if r.Identity.Legacy {
+			out = append(out, r)
+		}
+	}
+	return out, nil
+}
+
+// PodRecords returns the records (allocated or reserved) of the identity
+// namespace/name (a pod name or a keyed identity, see Identity.Answers) on
+// any interface. It reads every record of the network; it is
 // for operator actions, not for the CNI path.
 func PodRecords(tx Txn, namespace, name string) ([]*Record, error) {
 	var out []*Record
 	err := tx.ForEach(func(r *Record) error {
-		if r.Identity.Namespace == namespace && r.Identity.Name == name {
+		if r.Identity.Answers(namespace, name) {
 			out = append(out, r)
 		}
 		return nil

@@ -1,25 +1,27 @@
 // Package placement publishes the node's sticky identities into its
 // namespaces' placement index (deploy/placement): for every identity this
 // node holds an address for (an allocation with a reservation duration, or a
-// live reservation), one entry in the index shard of the identity, written
-// with the node's own credentials by server-side apply under the node's own
-// field manager. The stickyip-placement MutatingAdmissionPolicy looks the
-// identity up there to prefer this node for a re-created pod.
+// live reservation), one entry in its value of the identity's shard,
+// written with the node's own credentials. The stickyip-placement
+// MutatingAdmissionPolicy looks the identity up there to send a re-created
+// pod to the node that ran it last.
 //
 // The index of a namespace is at most ShardCount ConfigMaps,
-// stickyip-placement-0 … stickyip-placement-f, labelled IndexLabel; an
-// identity's shard is ShardOf(identity). ConfigMaps rather than a custom
-// resource because the API server hands a typed parameter object to the
-// policy's CEL without copying it: a lookup costs the same whatever the size
-// of the index, where a custom resource is converted whole for every pod
-// creation. Each shard maps identities to one Hold: the node that claimed
-// the identity last (the one that ran its pod last). A node writes only its
-// own entries and claims an identity only for a pod bound to it (the
-// stickyip-placement-index ValidatingAdmissionPolicy asks the Node
+// stickyip-index-0 … stickyip-index-f, labelled IndexLabel; an identity's
+// shard is ShardOf(identity), a sum the index policy computes too. Each data
+// key of a shard is a node's name, and only that node writes it: its value
+// is the node's entries there, one per line (package entry), so that a
+// node never touches another's entries, and a parameter handed to the
+// policy's CEL has one key per node, not per identity (kube-apiserver 1.36
+// converts every parameter at every pod creation: its cost follows the
+// keys). A claim carries the shard's resourceVersion, which the API server
+// checks, so the node that claimed an identity last is known without
+// trusting any clock; a node claims an identity only for a pod bound to it
+// (the stickyip-placement-index ValidatingAdmissionPolicy asks the Node
 // authorizer). A Publisher compares what the IPAM store implies (Desired)
-// with what the API server last showed of each shard and applies the
-// difference: a claim at ADD, a release at expiry or release. Nothing on the
-// node waits for the API server.
+// with what the API server last showed of each shard and writes the
+// difference: a claim at ADD, the reservation's end at DEL, a release at
+// expiry or release. Nothing on the node waits for the API server.
 package placement
 
 import (
@@ -32,23 +34,44 @@ import (
 // IndexLabel marks the ConfigMaps of the placement index; its value is the
 // shard's number in hex. The placement policy's binding selects its
 // parameters by it.
-const IndexLabel = "stickyip.io/placement-index"
+const IndexLabel = "stickyip.io/index"
 
 // ShardPrefix starts the name of every shard.
-const ShardPrefix = "stickyip-placement-"
+const ShardPrefix = "stickyip-index-"
 
-// ShardCount is the number of shards of a namespace's index. The writer
+// ShardCount is the number of shards of a namespace's index. The index
 // policy and RBAC accept exactly the names ShardName gives
-// (stickyip-placement-0 … stickyip-placement-f); a change here is a change
-// of the index layout, and of deploy/placement.
+// (stickyip-index-0 … stickyip-index-f); a change here is a change of the
+// index layout, and of deploy/placement.
 const ShardCount = 16
 
-// ShardOf returns the name of the shard that holds identity's entry:
-// ShardPrefix and the high four bits of the identity's SHA-256, in hex
-// (uniform for names as alike as a StatefulSet's).
+// ShardAlphabet numbers the characters an identity may hold (a pod name, or
+// "identity:" and one): the index policy and the placement policy use the
+// same positions in CEL.
+const ShardAlphabet = "-.0123456789:abcdefghijklmnopqrstuvwxyz"
+
+// ShardOf returns the name of the shard that holds identity's entries: from
+// the positions in ShardAlphabet of its last character and the one before
+// it (0 when there is none; -1 for a character not in the alphabet),
+// last + 3 × before, modulo ShardCount. Two characters, not all of them:
+// the API server computes it at every sticky pod's creation, once per shard
+// of the namespace, and a sum over every character cost milliseconds there.
+// The last two characters are what varies among a workload's names (db-0 …
+// db-15 fall into 15 shards, db-0 … db-159 9 to 12 per shard). Fixed
+// forever: every node and both policies must agree on it.
 func ShardOf(identity string) string {
-	sum := sha256.Sum256([]byte(identity))
-	return ShardName(int(sum[0]>>4) % ShardCount)
+	pos := func(i int) int {
+		if i < 0 {
+			return 0
+		}
+		return strings.IndexByte(ShardAlphabet, identity[i])
+	}
+	n := len(identity)
+	if n == 0 {
+		return ShardName(0)
+	}
+	h := pos(n-1) + 3*pos(n-2)
+	return ShardName(((h % ShardCount) + ShardCount) % ShardCount)
 }
 
 // ShardName is the name of shard i (0 ≤ i < ShardCount).
@@ -57,11 +80,9 @@ func ShardName(i int) string { return fmt.Sprintf("%s%x", ShardPrefix, i) }
 // shardNumber is the IndexLabel value of the shard named name.
 func shardNumber(name string) string { return strings.TrimPrefix(name, ShardPrefix) }
 
-// FieldManager is the server-side apply field manager of node's writes:
-// "stickyip/<node>", or, for a node name too long for a field manager (128
-// characters), "stickyip/" and a hash of it. One manager per node is what
-// lets the API server remove an entry the node no longer applies, and keep
-// the entries of every other node.
+// FieldManager is the field manager of node's writes: "stickyip/<node>",
+// or, for a node name too long for a field manager (128 characters),
+// "stickyip/" and a hash of it.
 func FieldManager(node string) string {
 	if m := "stickyip/" + node; len(m) <= 128 {
 		return m

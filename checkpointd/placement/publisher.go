@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -16,6 +17,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/stickyip/stickyip/checkpointd/placement/entry"
 	"github.com/stickyip/stickyip/reservation"
 )
 
@@ -45,8 +47,13 @@ type Options struct {
 	Timeout time.Duration
 	// Resync is how long a shard as last seen is trusted before it is read
 	// again (default 5m): a shard changed by someone else (an administrator,
-	// the garbage collector) is repaired within that time.
+	// the garbage collector) is repaired within that time. Another node's
+	// write makes the next write conflict, which reads the shard again at
+	// once.
 	Resync time.Duration
+	// MaxBackoff bounds the wait before a shard whose write failed is tried
+	// again (default 5m; the first wait is Interval, doubled each time).
+	MaxBackoff time.Duration
 	// Registry receives the publisher's metrics (nil: not exported).
 	Registry prometheus.Registerer
 	// Log receives every write and every new kind of failure.
@@ -67,12 +74,13 @@ type Publisher struct {
 	records    prometheus.Gauge
 	superseded prometheus.Gauge
 
-	shards  map[shardRef]view // each shard as the API server last showed it
-	nodeUID types.UID         // the Node's UID (the shards' owner), read once per pass that writes
-	refused map[refusal]bool  // claims the API server refused
-	lost    map[Key]string    // identities another node claimed later, by that node
-	logged  map[string]string // last failure logged per step
-	mu      sync.Mutex        // guards logged
+	shards  map[shardRef]view    // each shard as the API server last showed it
+	retry   map[shardRef]backoff // shards whose last write failed
+	nodeUID types.UID            // the Node's UID (the shards' owner), read once per pass that writes
+	refused map[refusal]bool     // claims the index policy refused
+	lost    map[Key]string       // identities another node claimed later, by that node
+	logged  map[string]string    // last failure logged per step
+	mu      sync.Mutex           // guards logged
 }
 
 type view struct {
@@ -80,8 +88,14 @@ type view struct {
 	at    time.Time
 }
 
-// refusal is a claim the API server refused: not tried again for the same
-// pod and ADD (the pod is not, or no longer, bound to this node).
+// backoff is when a shard whose write failed is tried again.
+type backoff struct {
+	failures int
+	next     time.Time
+}
+
+// refusal is a claim the index policy refused: not tried again for the
+// same pod and ADD (the pod is not, or no longer, bound to this node).
 type refusal struct {
 	key   Key
 	pod   string
@@ -109,6 +123,9 @@ func NewWithAPI(api API, opts Options) *Publisher {
 	if opts.Resync <= 0 {
 		opts.Resync = 5 * time.Minute
 	}
+	if opts.MaxBackoff <= 0 {
+		opts.MaxBackoff = 5 * time.Minute
+	}
 	if opts.Log == nil {
 		opts.Log = slog.Default()
 	}
@@ -118,14 +135,15 @@ func NewWithAPI(api API, opts Options) *Publisher {
 	p := &Publisher{
 		opts: opts, api: api,
 		writes: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "checkpointd", Name: "placement_writes_total",
-			Help: "Writes to the placement index (its ConfigMaps), by kind: claim (an ADD), update (an ADD of the same pod again), release (expiry or release)."}, []string{"kind"}),
+			Help: "Writes to the placement index (its ConfigMaps), by kind: claim (an ADD), update (a reservation's end at DEL, addresses), release (expiry or release)."}, []string{"kind"}),
 		errs: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "checkpointd", Name: "placement_errors_total",
-			Help: "Failed placement steps, by step (store, ranges, written, node, get, apply, refused)."}, []string{"step"}),
+			Help: "Failed placement steps, by step (store, ranges, written, node, get, apply, refused, entry, full)."}, []string{"step"}),
 		records: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "checkpointd", Name: "placement_records",
 			Help: "Sticky identities this node holds and publishes."}),
 		superseded: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "checkpointd", Name: "placement_superseded",
 			Help: "Sticky identities this node holds that another node claimed later (it ran their pod since)."}),
 		shards:  map[shardRef]view{},
+		retry:   map[shardRef]backoff{},
 		refused: map[refusal]bool{},
 		lost:    map[Key]string{},
 		logged:  map[string]string{},
@@ -160,39 +178,22 @@ func (p *Publisher) Run(ctx context.Context) {
 
 // Pass compares the store with the shards once and writes the difference.
 func (p *Publisher) Pass(ctx context.Context) {
-	entries, err := p.opts.Store.Entries()
-	if err != nil {
-		p.fail("store", "", err)
+	want, ok := p.desired()
+	if !ok {
 		return
 	}
-	var holds func(reservation.Entry) bool
-	if p.opts.Holds != nil {
-		holds, err = p.opts.Holds()
-		switch {
-		case err != nil && holds == nil:
-			p.fail("ranges", "", err)
-			return
-		case err != nil: // some networks only: theirs are not published
-			p.fail("ranges", "", err)
-		default:
-			p.ok("ranges")
-		}
-	}
-	p.ok("store")
+	now := p.opts.Now()
 	// The Node may have been deleted and registered again since the last
 	// pass (a new UID): an owner reference to the old one would be dropped
 	// by the garbage collector.
 	p.nodeUID = ""
-	now := p.opts.Now()
-	want := Desired(p.opts.Node, entries, now, holds)
-	p.records.Set(float64(len(want)))
-	byShard := map[shardRef]map[string]Want{}
-	for k, h := range want {
+	byShard := map[shardRef]map[string]Line{}
+	for k, l := range want {
 		ref := shardRef{k.Namespace, ShardOf(k.Identity)}
 		if byShard[ref] == nil {
-			byShard[ref] = map[string]Want{}
+			byShard[ref] = map[string]Line{}
 		}
-		byShard[ref][k.Identity] = h
+		byShard[ref][k.Identity] = l
 	}
 	refs := slices.Collect(maps.Keys(byShard))
 	for ref := range p.written.set {
@@ -205,43 +206,209 @@ func (p *Publisher) Pass(ctx context.Context) {
 	})
 	lost := map[Key]string{}
 	for _, ref := range refs {
-		p.publish(ctx, ref, byShard[ref], now, lost)
+		if b, ok := p.retry[ref]; ok && now.Before(b.next) {
+			continue
+		}
+		p.publish(ctx, ref, p.fit(ref, byShard[ref]), now, lost)
 	}
 	p.noteLost(lost)
 	p.superseded.Set(float64(len(lost)))
 	for r := range p.refused {
-		if h, ok := want[r.key]; !ok || h.Pod != r.pod || !h.Since.Equal(r.since) {
+		if l, ok := want[r.key]; !ok || l.Pod != r.pod || !l.Since.Equal(r.since) {
 			delete(p.refused, r)
 		}
 	}
 }
 
-// publish brings one shard to want, the node's entries there.
-func (p *Publisher) publish(ctx context.Context, ref shardRef, want map[string]Want, now time.Time, lost map[Key]string) {
-	skip := func(id string, h Hold) bool { return p.refused[refusal{Key{ref.Namespace, id}, h.Pod, h.Since}] }
+// desired reads the store and returns the entries the node should have;
+// false when the pass cannot go on.
+func (p *Publisher) desired() (map[Key]Line, bool) {
+	entries, err := p.opts.Store.Entries()
+	if err != nil {
+		p.fail("store", "", err)
+		return nil, false
+	}
+	var holds func(reservation.Entry) bool
+	if p.opts.Holds != nil {
+		holds, err = p.opts.Holds()
+		switch {
+		case err != nil && holds == nil:
+			p.fail("ranges", "", err)
+			return nil, false
+		case err != nil: // some networks only: theirs are not published
+			p.fail("ranges", "", err)
+		default:
+			p.ok("ranges")
+		}
+	}
+	p.ok("store")
+	want := Desired(p.opts.Node, entries, p.opts.Now(), holds)
+	p.records.Set(float64(len(want)))
+	return want, true
+}
+
+// publish brings node's value in one shard to want.
+func (p *Publisher) publish(ctx context.Context, ref shardRef, want map[string]Line, now time.Time, lost map[Key]string) {
+	name := ref.Namespace + "/" + ref.Name
+	skip := func(id string, l Line) bool { return p.refused[refusal{Key{ref.Namespace, id}, l.Pod, l.Since}] }
 	s, fresh, err := p.shard(ctx, ref, now, false)
 	if err != nil {
-		p.fail("get", ref.Namespace+"/"+ref.Name, err)
+		p.fail("get", name, err)
 		return
 	}
 	steps, superseded := Plan(p.opts.Node, want, s, skip)
 	if len(steps) > 0 && steps[0].Claim != "" && !fresh {
-		// A claim decides on another node's entry: on the shard as it is now.
+		// A claim decides on other nodes' entries: on the shard as it is now.
 		if s, _, err = p.shard(ctx, ref, now, true); err != nil {
-			p.fail("get", ref.Namespace+"/"+ref.Name, err)
+			p.fail("get", name, err)
 			return
 		}
 		steps, superseded = Plan(p.opts.Node, want, s, skip)
 	}
 	p.ok("get")
+	p.noteBadEntries(name, s)
 	for _, id := range superseded {
-		lost[Key{ref.Namespace, id}] = s.Holds[id].Node
+		lost[Key{ref.Namespace, id}] = laterNode(s, p.opts.Node, id)
 	}
-	for _, st := range steps {
-		if !p.apply(ctx, ref, st, now) {
+	res := p.applyAll(ctx, ref, s, steps, now)
+	if res == stale {
+		// Another node wrote the shard since it was read: once more, on the
+		// shard as it is now.
+		if s, _, err = p.shard(ctx, ref, now, true); err != nil {
+			p.fail("get", name, err)
 			return
 		}
+		steps, _ = Plan(p.opts.Node, want, s, skip)
+		res = p.applyAll(ctx, ref, s, steps, now)
 	}
+	switch res {
+	case made:
+		delete(p.retry, ref)
+		if _, mine := s.Values[p.opts.Node]; len(steps) == 0 && !mine {
+			if err := p.written.mark(ref, false); err != nil {
+				p.fail("written", name, err)
+			}
+		}
+	case stale:
+		p.backOff(ref, now)
+	}
+}
+
+// applyAll makes steps in order on s, the shard as last read, until one is
+// not made.
+func (p *Publisher) applyAll(ctx context.Context, ref shardRef, s *Shard, steps []Step, now time.Time) outcome {
+	for _, st := range steps {
+		if res := p.apply(ctx, ref, &s, st, now); res != made {
+			return res
+		}
+	}
+	return made
+}
+
+// outcome is what became of a write.
+type outcome int
+
+const (
+	made   outcome = iota // made
+	stale                 // refused: the shard changed since it was read
+	failed                // refused or failed otherwise
+)
+
+// apply makes one write on *s, the shard as last read, and updates it.
+func (p *Publisher) apply(ctx context.Context, ref shardRef, s **Shard, st Step, now time.Time) outcome {
+	name := ref.Namespace + "/" + ref.Name
+	ctx, cancel := context.WithTimeout(ctx, p.opts.Timeout)
+	defer cancel()
+	if p.nodeUID == "" {
+		uid, err := p.api.NodeUID(ctx)
+		if err != nil {
+			p.fail("node", name, fmt.Errorf("read Node %s (the shards' owner): %w", p.opts.Node, err))
+			p.backOff(ref, now)
+			return failed
+		}
+		p.ok("node")
+		p.nodeUID = uid
+	}
+	rv := (*s).RV
+	lines := withSeqs(st, *s, p.opts.Node)
+	value := entry.FormatValue(lines)
+	got, err := p.api.Write(ctx, ref.Namespace, ref.Name, rv, p.nodeUID, (*s).staleOwners(p.opts.Node, p.nodeUID), value)
+	if err != nil {
+		delete(p.shards, ref) // read it again before the next write
+		return p.refusedWrite(ref, st, err, now)
+	}
+	p.ok("apply")
+	p.shards[ref] = view{shard: got, at: now}
+	*s = got
+	p.writes.WithLabelValues(st.Kind).Inc()
+	if err := p.written.mark(ref, len(lines) > 0); err != nil {
+		p.fail("written", name, err)
+	}
+	args := []any{"shard", name, "entries", len(lines)}
+	if st.Claim != "" {
+		i := slices.IndexFunc(lines, func(l Line) bool { return l.Identity == st.Claim })
+		args = append(args, "identity", ref.Namespace+"/"+st.Claim, "pod", lines[i].Pod, "ips", lines[i].IPs, "seq", lines[i].Seq)
+	}
+	p.opts.Log.Info("placement "+st.Kind+" written", args...)
+	return made
+}
+
+// refusedWrite sorts a failed write: the index policy's verdict on a claim
+// is final for that pod and ADD; a write on a shard changed meanwhile is
+// made again at once; anything else (RBAC not applied yet, the API server
+// away, a full shard) is tried again after a growing wait.
+func (p *Publisher) refusedWrite(ref shardRef, st Step, err error, now time.Time) outcome {
+	name := ref.Namespace + "/" + ref.Name
+	msg := err.Error()
+	switch {
+	case st.Claim != "" && (apierrors.IsForbidden(err) || apierrors.IsInvalid(err)) && strings.Contains(msg, "claim refused:"):
+		i := slices.IndexFunc(st.Lines, func(l Line) bool { return l.Identity == st.Claim })
+		l := st.Lines[i]
+		p.refused[refusal{Key{ref.Namespace, st.Claim}, l.Pod, l.Since}] = true
+		p.errs.WithLabelValues("refused").Inc()
+		p.opts.Log.Warn("placement claim refused by the index policy; not tried again for this pod and ADD",
+			"identity", ref.Namespace+"/"+st.Claim, "pod", l.Pod, "shard", name, "err", msg)
+		return failed
+	case apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) || strings.Contains(msg, "stale claim:"):
+		return stale
+	}
+	p.fail("apply", name, err)
+	p.backOff(ref, now)
+	return failed
+}
+
+// backOff makes ref wait before its next write: Interval, doubled with each
+// failure in a row, at most MaxBackoff.
+func (p *Publisher) backOff(ref shardRef, now time.Time) {
+	b := p.retry[ref]
+	b.failures++
+	wait := p.opts.Interval << min(b.failures-1, 16)
+	b.next = now.Add(min(wait, p.opts.MaxBackoff))
+	p.retry[ref] = b
+}
+
+// withSeqs returns the lines of st as written on shard s: the claim's Seq
+// is the shard's resourceVersion, every other line keeps the Seq of its
+// claim as the node wrote it there (an earlier step of the same pass may
+// have written it).
+func withSeqs(st Step, s *Shard, node string) []Line {
+	cur, _ := s.Lines(node)
+	lines := slices.Clone(st.Lines)
+	for i, l := range lines {
+		if l.Identity == st.Claim {
+			lines[i].Seq = seqOf(s.RV)
+		} else if j := slices.IndexFunc(cur, l.SameClaim); j >= 0 {
+			lines[i].Seq = cur[j].Seq
+		}
+	}
+	return lines
+}
+
+// seqOf is the Seq of a claim written on resourceVersion rv: 0 for a shard
+// the claim creates.
+func seqOf(rv string) uint64 {
+	n, _ := strconv.ParseUint(rv, 10, 63)
+	return n
 }
 
 // shard returns ref as last seen, reading it again when that is older than
@@ -261,57 +428,62 @@ func (p *Publisher) shard(ctx context.Context, ref shardRef, now time.Time, rere
 	return s, true, nil
 }
 
-// apply makes one write and reports whether it was made.
-func (p *Publisher) apply(ctx context.Context, ref shardRef, st Step, now time.Time) bool {
-	name := ref.Namespace + "/" + ref.Name
-	ctx, cancel := context.WithTimeout(ctx, p.opts.Timeout)
-	defer cancel()
-	if len(st.Mine) > 0 && p.nodeUID == "" {
-		uid, err := p.api.NodeUID(ctx)
-		if err != nil {
-			p.fail("node", name, fmt.Errorf("read Node %s (the shards' owner): %w", p.opts.Node, err))
-			return false
+// fit returns want without the entries that would make the node's value
+// longer than entry.MaxValueLen: running pods' first, then the latest
+// reservations. What is left out is counted and logged.
+func (p *Publisher) fit(ref shardRef, want map[string]Line) map[string]Line {
+	ids := slices.SortedFunc(maps.Keys(want), func(a, b string) int {
+		la, lb := want[a], want[b]
+		if la.Running() != lb.Running() {
+			if la.Running() {
+				return -1
+			}
+			return 1
 		}
-		p.ok("node")
-		p.nodeUID = uid
-	}
-	s, err := p.api.Apply(ctx, ref.Namespace, ref.Name, p.nodeUID, st.Mine, st.Force)
-	if err != nil {
-		delete(p.shards, ref) // read it again before the next write
-		if st.Claim != "" && (apierrors.IsForbidden(err) || apierrors.IsInvalid(err)) {
-			h := st.Mine[st.Claim]
-			p.refused[refusal{Key{ref.Namespace, st.Claim}, h.Pod, h.Since}] = true
-			p.errs.WithLabelValues("refused").Inc()
-			p.opts.Log.Warn("placement claim refused by the API server; not tried again for this pod",
-				"identity", ref.Namespace+"/"+st.Claim, "pod", h.Pod, "shard", name, "err", err.Error())
-			return false
+		return lb.Since.Compare(la.Since)
+	})
+	out := map[string]Line{}
+	size := -1
+	for _, id := range ids {
+		l := want[id]
+		l.Seq = 1<<63 - 1 // the longest a seq can be
+		if size+1+len(l.String()) > entry.MaxValueLen {
+			p.fail("full", ref.Namespace+"/"+ref.Name, fmt.Errorf("%d of the node's %d entries fit in one shard (%d characters); the others are not published",
+				len(out), len(want), entry.MaxValueLen))
+			return out
 		}
-		p.fail("apply", name, err)
-		return false
+		size += 1 + len(l.String())
+		out[id] = want[id]
 	}
-	p.ok("apply")
-	p.shards[ref] = view{shard: s, at: now}
-	p.writes.WithLabelValues(st.Kind).Inc()
-	if err := p.written.mark(ref, len(st.Mine) > 0); err != nil {
-		p.fail("written", name, err)
+	return out
+}
+
+// laterNode names the node that claimed id after node in s.
+func laterNode(s *Shard, node, id string) string {
+	var best string
+	var seq uint64
+	for n, l := range s.Others(node, id) {
+		if best == "" || l.Seq > seq {
+			best, seq = n, l.Seq
+		}
 	}
-	args := []any{"shard", name, "entries", len(st.Mine)}
-	if st.Claim != "" {
-		h := st.Mine[st.Claim]
-		args = append(args, "identity", ref.Namespace+"/"+st.Claim, "pod", h.Pod, "ips", h.IPs, "takeover", st.Force)
+	return best
+}
+
+// noteBadEntries counts and logs the node's own entries in s that cannot be
+// read (the next write drops them); other nodes' are theirs to mend.
+func (p *Publisher) noteBadEntries(name string, s *Shard) {
+	if _, bad := s.Lines(p.opts.Node); len(bad) > 0 {
+		p.errs.WithLabelValues("entry").Add(float64(len(bad)))
+		p.opts.Log.Warn("placement: own entries that cannot be read are dropped", "shard", name, "bad", len(bad), "first", bad[0].Error())
 	}
-	if got := s.Own(p.opts.Node); !holdsEqual(got, st.Mine) {
-		p.opts.Log.Warn("placement shard shows other entries of this node than it applied", append(args, "shows", len(got))...)
-	}
-	p.opts.Log.Info("placement "+st.Kind+" written", args...)
-	return true
 }
 
 // noteLost logs each identity another node claimed later, once.
 func (p *Publisher) noteLost(now map[Key]string) {
 	for k, n := range now {
 		if p.lost[k] != n {
-			p.opts.Log.Info("identity claimed later by another node (it ran the pod since); its entry is left to it",
+			p.opts.Log.Info("identity claimed later by another node (it ran the pod since); the placement hint names that node",
 				"identity", k.Namespace+"/"+k.Identity, "node", n)
 		}
 	}
@@ -323,7 +495,7 @@ func (p *Publisher) noteLost(now map[Key]string) {
 func (p *Publisher) fail(step, what string, err error) {
 	p.errs.WithLabelValues(step).Inc()
 	msg := err.Error()
-	if step == "apply" && apierrors.IsForbidden(err) && strings.Contains(msg, "cannot patch") {
+	if step == "apply" && apierrors.IsForbidden(err) && (strings.Contains(msg, "cannot patch") || strings.Contains(msg, "cannot create")) {
 		msg = "deploy/placement is not installed (kubectl apply -k deploy/placement): " + msg
 	}
 	p.mu.Lock()
@@ -334,7 +506,7 @@ func (p *Publisher) fail(step, what string, err error) {
 		p.opts.Log.Debug("placement step failed again", "step", step, "what", what, "err", msg)
 		return
 	}
-	p.opts.Log.Warn("placement step failed; retried every interval", "step", step, "what", what, "err", msg)
+	p.opts.Log.Warn("placement step failed; retried", "step", step, "what", what, "err", msg)
 }
 
 // ok forgets a step's last failure, so the next one is logged.

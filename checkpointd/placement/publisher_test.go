@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -21,15 +22,20 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/stickyip/stickyip/checkpointd/placement/entry"
+	"github.com/stickyip/stickyip/checkpointd/safefile"
 	"github.com/stickyip/stickyip/reservation"
 )
 
-// fakeAPI is the API server as the publisher sees it: shards written by
-// server-side apply, one field manager per node, with the writer policy's
-// rules on claims (one per write, only for a pod bound to the writer).
+// fakeAPI is the API server as the publisher sees it: shards with one key
+// per node, each written only by its node, under the index policy's rules
+// on claims (one per write, on the shard's resourceVersion, only for a pod
+// bound to the writer, never a mirror pod's name) and resourceVersion
+// preconditions.
 type fakeAPI struct {
 	mu     sync.Mutex
 	shards map[shardRef]*fakeShard
+	rv     uint64
 	bound  map[string]string    // namespace/pod → node
 	uids   map[string]types.UID // node → its Node's UID (default uid-<node>)
 	down   bool
@@ -38,15 +44,15 @@ type fakeAPI struct {
 }
 
 type fakeShard struct {
-	holds  map[string]Hold
-	owner  map[string]string // identity → the node whose manager owns its entry
-	owners map[string]types.UID
+	rv     uint64
+	values map[string]string    // by node
+	owners map[string]types.UID // by node
 }
 
 var errDown = errors.New("connection refused")
 
 func newFakeAPI() *fakeAPI {
-	return &fakeAPI{shards: map[shardRef]*fakeShard{}, bound: map[string]string{}}
+	return &fakeAPI{shards: map[shardRef]*fakeShard{}, bound: map[string]string{}, rv: 100}
 }
 
 // as returns the fake as node's API.
@@ -81,16 +87,16 @@ func (a *fakeNodeAPI) Get(_ context.Context, ns, name string) (*Shard, error) {
 func (f *fakeAPI) view(ref shardRef) *Shard {
 	s := f.shards[ref]
 	if s == nil {
-		return &Shard{Holds: map[string]Hold{}}
+		return &Shard{Values: map[string]string{}}
 	}
-	v := &Shard{Exists: true, Holds: maps.Clone(s.holds)}
-	for n := range s.owners {
-		v.Owners = append(v.Owners, n)
+	v := &Shard{Exists: true, RV: fmt.Sprint(s.rv), Values: maps.Clone(s.values)}
+	for n, uid := range s.owners {
+		v.Owners = append(v.Owners, Owner{Name: n, UID: uid, APIVersion: "v1"})
 	}
 	return v
 }
 
-func (a *fakeNodeAPI) Apply(_ context.Context, ns, name string, uid types.UID, mine map[string]Hold, force bool) (*Shard, error) {
+func (a *fakeNodeAPI) Write(_ context.Context, ns, name, rv string, uid types.UID, stale []types.UID, value string) (*Shard, error) {
 	f := a.f
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -100,56 +106,85 @@ func (a *fakeNodeAPI) Apply(_ context.Context, ns, name string, uid types.UID, m
 	gr := schema.GroupResource{Resource: "configmaps"}
 	ref := shardRef{ns, name}
 	s := f.shards[ref]
-	if s == nil {
-		s = &fakeShard{holds: map[string]Hold{}, owner: map[string]string{}, owners: map[string]types.UID{}}
+	switch {
+	case rv == "" && s != nil:
+		return nil, apierrors.NewAlreadyExists(gr, name)
+	case rv != "" && s == nil:
+		return nil, apierrors.NewNotFound(gr, name)
+	case rv != "" && rv != fmt.Sprint(s.rv):
+		return nil, apierrors.NewConflict(gr, name, errors.New("the object has been modified"))
+	case s == nil:
+		s = &fakeShard{values: map[string]string{}, owners: map[string]types.UID{}}
 	}
-	claims := 0
-	for id, h := range mine {
-		if h.Node != a.node {
-			return nil, apierrors.NewForbidden(gr, name, fmt.Errorf("entry %s names %s", id, h.Node))
-		}
-		cur, held := s.holds[id]
-		if held && s.owner[id] != a.node && !cur.Equal(h) && !force {
-			return nil, apierrors.NewConflict(gr, name, fmt.Errorf("spec.holds.%s is owned by %s", id, s.owner[id]))
-		}
-		if !held || cur.Node != a.node || cur.Pod != h.Pod {
-			claims++
-			if f.bound[ns+"/"+h.Pod] != a.node {
-				return nil, apierrors.NewForbidden(gr, name, fmt.Errorf("pod %s is not bound to %s", h.Pod, a.node))
-			}
-		}
+	lines, bad := entry.ParseValue(value)
+	if len(bad) > 0 {
+		return nil, apierrors.NewInvalid(schema.GroupKind{Kind: "ConfigMap"}, name, nil)
 	}
-	if claims > 1 {
-		return nil, apierrors.NewForbidden(gr, name, fmt.Errorf("%d claims in one write", claims))
-	}
-	for id, o := range s.owner {
-		if _, keep := mine[id]; o == a.node && !keep {
-			delete(s.holds, id)
-			delete(s.owner, id)
+	old, _ := entry.ParseValue(s.values[a.node])
+	var claims []Line
+	for _, l := range lines {
+		if ShardOf(l.Identity) != name {
+			return nil, apierrors.NewInvalid(schema.GroupKind{Kind: "ConfigMap"}, name, nil)
+		}
+		if !slices.ContainsFunc(old, func(o Line) bool { return o.SameClaim(l) && o.Seq == l.Seq }) {
+			claims = append(claims, l)
 		}
 	}
-	for id, h := range mine {
-		s.holds[id], s.owner[id] = h, a.node
+	if len(claims) > 1 {
+		return nil, apierrors.NewForbidden(gr, name, fmt.Errorf("%d claims in one write", len(claims)))
 	}
-	if len(mine) > 0 {
-		s.owners[a.node] = uid
-	} else {
+	for _, c := range claims {
+		switch {
+		case c.Seq != s.rv:
+			return nil, apierrors.NewBadRequest("stale claim: seq " + fmt.Sprint(c.Seq))
+		case strings.HasSuffix(c.Pod, "-"+a.node), f.bound[ns+"/"+c.Pod] != a.node:
+			return nil, apierrors.NewForbidden(gr, name, fmt.Errorf("claim refused: pod %s is not bound to %s", c.Pod, a.node))
+		}
+	}
+	for _, u := range stale {
+		if s.owners[a.node] == u {
+			delete(s.owners, a.node)
+		}
+	}
+	if value == "" {
+		delete(s.values, a.node)
 		delete(s.owners, a.node)
+	} else {
+		s.values[a.node], s.owners[a.node] = value, uid
 	}
+	f.rv++
+	s.rv = f.rv
 	f.shards[ref] = s
 	f.writes++
 	return f.view(ref), nil
 }
 
-func (f *fakeAPI) hold(ns, id string) (Hold, bool) {
+// line returns node's entry for identity ns/id.
+func (f *fakeAPI) line(ns, id, node string) (Line, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	s := f.shards[shardRef{ns, ShardOf(id)}]
 	if s == nil {
-		return Hold{}, false
+		return Line{}, false
 	}
-	h, ok := s.holds[id]
-	return h, ok
+	lines, _ := entry.ParseValue(s.values[node])
+	i := slices.IndexFunc(lines, func(l Line) bool { return l.Identity == id })
+	if i < 0 {
+		return Line{}, false
+	}
+	return lines[i], true
+}
+
+// hint returns the node the placement policy would name for ns/id: of the
+// owners listing it, the one with the largest seq.
+func (f *fakeAPI) hint(ns, id string) string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	s := f.shards[shardRef{ns, ShardOf(id)}]
+	if s == nil {
+		return ""
+	}
+	return laterNode(f.view(shardRef{ns, ShardOf(id)}), "", id)
 }
 
 func (f *fakeAPI) owned(ns, id, node string) bool {
@@ -215,9 +250,9 @@ func reservedAt(ip, ns, id, pod string, at, expires time.Time) reservation.Entry
 	return e
 }
 
-// A sticky pod's lifecycle is two writes (its ADD's claim, the release at
-// expiry), its DEL none, a plain pod's none, and passes in between write
-// nothing.
+// A sticky pod's lifecycle is three writes at most (its ADD's claim, its
+// reservation's end at DEL, the release at expiry), a plain pod's none,
+// and passes in between write nothing.
 func TestPublisherLifecycle(t *testing.T) {
 	r := newRig(t)
 	r.api.bound["db/db-0"] = "node1"
@@ -225,28 +260,29 @@ func TestPublisherLifecycle(t *testing.T) {
 	r.store.set(allocated("10.244.1.5", "db", "db-0", "db-0", t0), plain)
 	r.pass()
 	r.pass()
-	h, ok := r.api.hold("db", "db-0")
-	if !ok || h.Node != "node1" || h.Pod != "db-0" || !h.Since.Equal(t0) || !r.api.owned("db", "db-0", "node1") {
-		t.Fatalf("after ADD: %+v %v, owned %v", h, ok, r.api.owned("db", "db-0", "node1"))
+	l, ok := r.api.line("db", "db-0", "node1")
+	if !ok || l.Pod != "db-0" || !l.Since.Equal(t0) || !l.Running() || !r.api.owned("db", "db-0", "node1") || r.api.hint("db", "db-0") != "node1" {
+		t.Fatalf("after ADD: %+v %v, owned %v", l, ok, r.api.owned("db", "db-0", "node1"))
 	}
-	if _, ok := r.api.hold("db", "plain"); ok {
+	if _, ok := r.api.line("db", "plain", "node1"); ok {
 		t.Error("a pod without a reservation duration has an entry")
 	}
 	r.now = t0.Add(time.Minute)
-	r.store.set(reservedAt("10.244.1.5", "db", "db-0", "db-0", t0, r.now.Add(10*time.Minute)))
+	expires := r.now.Add(10 * time.Minute)
+	r.store.set(reservedAt("10.244.1.5", "db", "db-0", "db-0", t0, expires))
 	r.pass()
 	r.pass()
-	if h, ok := r.api.hold("db", "db-0"); !ok || r.api.writes != 1 {
-		t.Fatalf("after DEL: %+v %v, %d writes; want the entry as it was, no write", h, ok, r.api.writes)
+	if l2, ok := r.api.line("db", "db-0", "node1"); !ok || !l2.Until.Equal(expires) || l2.Seq != l.Seq || r.api.writes != 2 {
+		t.Fatalf("after DEL: %+v %v, %d writes; want the same claim with its end, one more write", l2, ok, r.api.writes)
 	}
 	r.now = r.now.Add(11 * time.Minute)
 	r.pass()
 	r.pass()
-	if h, ok := r.api.hold("db", "db-0"); ok || r.api.owned("db", "db-0", "node1") {
-		t.Fatalf("after expiry: %+v, owned %v", h, r.api.owned("db", "db-0", "node1"))
+	if l, ok := r.api.line("db", "db-0", "node1"); ok || r.api.owned("db", "db-0", "node1") {
+		t.Fatalf("after expiry: %+v, owned %v", l, r.api.owned("db", "db-0", "node1"))
 	}
-	if c, u, rel := r.writes(WriteClaim), r.writes(WriteUpdate), r.writes(WriteRelease); c != 1 || u != 0 || rel != 1 || r.api.writes != 2 {
-		t.Errorf("writes: claim %d update %d release %d (API %d), want 1 0 1", c, u, rel, r.api.writes)
+	if c, u, rel := r.writes(WriteClaim), r.writes(WriteUpdate), r.writes(WriteRelease); c != 1 || u != 1 || rel != 1 || r.api.writes != 3 {
+		t.Errorf("writes: claim %d update %d release %d (API %d), want 1 1 1", c, u, rel, r.api.writes)
 	}
 	if n := testutil.ToFloat64(r.p.records); n != 0 {
 		t.Errorf("records gauge %v after expiry", n)
@@ -267,14 +303,14 @@ func TestPublisherRestartReleasesWhatEndedMeanwhile(t *testing.T) {
 			r.api.bound["db/db-0"] = "node1"
 			r.store.set(reservedAt("10.244.1.5", "db", "db-0", "db-0", t0, t0.Add(10*time.Minute)))
 			r.pass()
-			if _, ok := r.api.hold("db", "db-0"); !ok {
+			if _, ok := r.api.line("db", "db-0", "node1"); !ok {
 				t.Fatal("not published")
 			}
 			r.now = t0.Add(time.Hour)
 			r.store.set()
 			r.start()
 			r.pass()
-			_, ok := r.api.hold("db", "db-0")
+			_, ok := r.api.line("db", "db-0", "node1")
 			if keepFile == ok {
 				t.Errorf("restarted publisher, written file kept %v: entry still there %v", keepFile, ok)
 			}
@@ -282,14 +318,15 @@ func TestPublisherRestartReleasesWhatEndedMeanwhile(t *testing.T) {
 	}
 }
 
-// A claim the API server refuses (the pod is not bound to this node: it was
-// deleted before the node could publish, or moved) is made once, not every
-// pass; a new ADD of the identity is claimed again.
+// A claim the index policy refuses (the pod is not bound to this node: it
+// was deleted before the node could publish, or moved) is made once, not
+// every pass; a new ADD of the identity is claimed again.
 func TestPublisherRefusedClaimNotRetried(t *testing.T) {
 	r := newRig(t)
 	r.store.set(reservedAt("10.244.1.5", "db", "db-0", "db-0", t0, t0.Add(10*time.Minute)))
 	for range 5 {
 		r.pass()
+		r.now = r.now.Add(10 * time.Second)
 	}
 	if r.errors("refused") != 1 || r.api.writes != 0 {
 		t.Fatalf("refused claims %d, writes %d: want one attempt", r.errors("refused"), r.api.writes)
@@ -301,27 +338,73 @@ func TestPublisherRefusedClaimNotRetried(t *testing.T) {
 	r.now = t0.Add(time.Minute)
 	r.store.set(allocated("10.244.1.5", "db", "db-0", "db-0", r.now))
 	r.pass()
-	if h, ok := r.api.hold("db", "db-0"); !ok || !h.Since.Equal(r.now) {
-		t.Errorf("after a new ADD: %+v %v, want claimed", h, ok)
+	if l, ok := r.api.line("db", "db-0", "node1"); !ok || !l.Since.Equal(r.now) {
+		t.Errorf("after a new ADD: %+v %v, want claimed", l, ok)
 	}
 }
 
-// The node that ran the pod last holds the identity: node1's reservation
-// does not take over node2's newer claim, node1's newer allocation does.
+// A write refused for any other reason (the manifests not applied yet, a
+// policy that cannot be evaluated, a full object) is tried again, after
+// Interval, then twice as long each time, at most MaxBackoff; then it is
+// made (issue 31: a refused claim was never tried again).
+func TestPublisherRetriesWithBackoff(t *testing.T) {
+	r := newRig(t)
+	r.api.bound["db/db-0"] = "node1"
+	refusing := &refusingAPI{API: r.api.as("node1"), left: 4}
+	r.p.api = refusing
+	r.store.set(allocated("10.244.1.5", "db", "db-0", "db-0", t0))
+	var tried []time.Duration
+	for range 200 { // 200 passes, 5 s apart
+		before := refusing.calls
+		r.pass()
+		if refusing.calls > before {
+			tried = append(tried, r.now.Sub(t0))
+		}
+		r.now = r.now.Add(5 * time.Second)
+	}
+	want := []time.Duration{0, 5 * time.Second, 15 * time.Second, 35 * time.Second, 75 * time.Second}
+	if !slices.Equal(tried, want) {
+		t.Errorf("writes tried at %v, want %v (Interval, doubled)", tried, want)
+	}
+	if _, ok := r.api.line("db", "db-0", "node1"); !ok || r.errors("refused") != 0 || r.errors("apply") != 4 {
+		t.Errorf("claim made %v, refused %d, apply errors %d; want made after 4 failures", ok, r.errors("refused"), r.errors("apply"))
+	}
+}
+
+// refusingAPI refuses the first left writes as RBAC would before
+// deploy/placement is applied.
+type refusingAPI struct {
+	API
+	left, calls int
+}
+
+func (a *refusingAPI) Write(ctx context.Context, ns, name, rv string, uid types.UID, stale []types.UID, value string) (*Shard, error) {
+	a.calls++
+	if a.left > 0 {
+		a.left--
+		return nil, apierrors.NewForbidden(schema.GroupResource{Resource: "configmaps"}, name, errors.New(`User "system:node:node1" cannot patch resource "configmaps"`))
+	}
+	return a.API.Write(ctx, ns, name, rv, uid, stale, value)
+}
+
+// The node that claimed the identity last is the one the hint names: a
+// reservation here of an older ADD does not claim it again, the pod
+// running here again does; a claim is never made on a stale view.
 func TestPublisherTie(t *testing.T) {
 	r := newRig(t)
-	r.api.bound["db/db-0"] = "node2"
+	r.api.bound["db/db-0"] = "node1"
+	r.store.set(allocated("10.244.1.5", "db", "db-0", "db-0", t0))
+	r.pass()
+	// The pod moves to node2, which claims it.
 	t1 := t0.Add(time.Minute)
-	if _, err := r.api.as("node2").Apply(context.Background(), "db", ShardOf("db-0"), "uid-node2",
-		map[string]Hold{"db-0": {Node: "node2", Pod: "db-0", IPs: []string{"10.244.2.7"}, Since: t1}}, false); err != nil {
-		t.Fatal(err)
-	}
+	r.api.bound["db/db-0"] = "node2"
 	r.store.set(reservedAt("10.244.1.5", "db", "db-0", "db-0", t0, t1.Add(10*time.Minute)))
+	claimAs(t, r.api, "node2", "db", Line{Identity: "db-0", Pod: "db-0", Since: t1, IPs: []string{"10.244.2.7"}})
 	r.now = t1.Add(time.Second)
 	r.pass()
 	r.pass()
-	if h, _ := r.api.hold("db", "db-0"); h.Node != "node2" || r.api.writes != 1 {
-		t.Fatalf("node1's older reservation: entry %+v, writes %d; want node2's, untouched", h, r.api.writes)
+	if got := r.api.hint("db", "db-0"); got != "node2" {
+		t.Fatalf("node1's older reservation: the hint names %s, want node2", got)
 	}
 	if n := testutil.ToFloat64(r.p.superseded); n != 1 {
 		t.Errorf("superseded gauge %v, want 1", n)
@@ -334,11 +417,62 @@ func TestPublisherTie(t *testing.T) {
 	r.now = t1.Add(time.Minute)
 	r.store.set(allocated("10.244.1.5", "db", "db-0", "db-0", r.now))
 	r.pass()
-	if h, _ := r.api.hold("db", "db-0"); h.Node != "node1" || !h.Since.Equal(r.now) {
-		t.Fatalf("node1 running the pod again: entry %+v, want node1's", h)
+	if got := r.api.hint("db", "db-0"); got != "node1" {
+		t.Fatalf("node1 running the pod again: the hint names %s, want node1", got)
 	}
 	if n := testutil.ToFloat64(r.p.superseded); n != 0 {
-		t.Errorf("superseded gauge %v after the take-over, want 0", n)
+		t.Errorf("superseded gauge %v after the new claim, want 0", n)
+	}
+}
+
+// claimAs writes node's claim of l in its shard, as node's publisher would.
+func claimAs(t *testing.T, f *fakeAPI, node, ns string, l Line) {
+	t.Helper()
+	ctx := context.Background()
+	api := f.as(node)
+	s, err := api.Get(ctx, ns, ShardOf(l.Identity))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Seq = seqOf(s.RV)
+	rv := s.RV
+	if !s.Exists {
+		rv = ""
+	}
+	if _, err := api.Write(ctx, ns, ShardOf(l.Identity), rv, types.UID("uid-"+node), nil, l.String()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Another node's write between this node's read and its write makes the
+// write conflict: the shard is read again and the write made in the same
+// pass (issue 31: a lost race waited for the 5-minute resync).
+func TestPublisherConflictRepairedAtOnce(t *testing.T) {
+	r := newRig(t)
+	r.api.bound["db/db-0"] = "node1"
+	r.api.bound["db/db-1"] = "node1"
+	r.api.bound["db/web-0"] = "node2"
+	r.store.set(allocated("10.244.1.5", "db", "db-0", "db-0", t0))
+	r.pass()                                                                                                        // node1 has read and written shard 0
+	claimAs(t, r.api, "node2", "db", Line{Identity: "web-0", Pod: "web-0", Since: t0, IPs: []string{"10.244.2.5"}}) // shard of web-0
+	if ShardOf("web-0") != ShardOf("db-0") {
+		for i := 0; ; i++ { // another identity of node2's in db-0's shard
+			id := fmt.Sprintf("web-%d", i)
+			if ShardOf(id) == ShardOf("db-0") {
+				r.api.bound["db/"+id] = "node2"
+				claimAs(t, r.api, "node2", "db", Line{Identity: id, Pod: id, Since: t0, IPs: []string{"10.244.2.6"}})
+				break
+			}
+		}
+	}
+	r.now = t0.Add(time.Minute)
+	r.store.set(reservedAt("10.244.1.5", "db", "db-0", "db-0", t0, r.now.Add(time.Hour)))
+	r.pass()
+	if l, _ := r.api.line("db", "db-0", "node1"); l.Until.IsZero() {
+		t.Fatalf("node1's DEL not written in the pass that met the conflict: %+v", l)
+	}
+	if r.errors("apply") != 0 {
+		t.Errorf("apply errors %d after a conflict repaired at once", r.errors("apply"))
 	}
 }
 
@@ -354,7 +488,7 @@ func TestPublisherOneClaimPerWrite(t *testing.T) {
 			continue
 		}
 		r.api.bound["db/"+id] = "node1"
-		es = append(es, allocated(fmt.Sprintf("10.244.1.%d", 10+i), "db", id, id, t0))
+		es = append(es, allocated(fmt.Sprintf("10.244.1.%d", 10+i%200), "db", id, id, t0))
 	}
 	r.store.set(es...)
 	r.pass()
@@ -362,9 +496,44 @@ func TestPublisherOneClaimPerWrite(t *testing.T) {
 		t.Fatalf("claims %d, refused %d: want 4 writes, none refused", r.writes(WriteClaim), r.errors("refused"))
 	}
 	for _, e := range es {
-		if _, ok := r.api.hold("db", e.Identity.Name); !ok {
+		if _, ok := r.api.line("db", e.Identity.Name, "node1"); !ok {
 			t.Errorf("%s not published", e.Identity.Name)
 		}
+	}
+}
+
+// A node's entries beyond what one value may hold are left out, the
+// oldest reservations first, and counted: the shard stays writable.
+func TestPublisherBoundedValue(t *testing.T) {
+	r := newRig(t)
+	var es []reservation.Entry
+	shard := ShardOf("db-0")
+	n := 0
+	for i := 0; n < 300; i++ {
+		id := fmt.Sprintf("db-%d", i)
+		if ShardOf(id) != shard {
+			continue
+		}
+		r.api.bound["db/"+id] = "node1"
+		at := t0.Add(time.Duration(n) * time.Second)
+		es = append(es, reservedAt(fmt.Sprintf("10.244.%d.%d", n/200, 10+n%200), "db", id, id, at, t0.Add(time.Hour)))
+		n++
+	}
+	r.store.set(es...)
+	r.now = t0.Add(10 * time.Minute)
+	for range 3 {
+		r.pass()
+	}
+	s := r.api.view(shardRef{"db", shard})
+	lines, bad := s.Lines("node1")
+	if len(bad) > 0 || len(lines) == 0 || len(lines) == 300 || len(s.Values["node1"]) > entry.MaxValueLen {
+		t.Fatalf("%d entries of 300 in %d characters (bad %v); want as many as fit in %d", len(lines), len(s.Values["node1"]), bad, entry.MaxValueLen)
+	}
+	if _, ok := r.api.line("db", es[299].Identity.Name, "node1"); !ok {
+		t.Error("the latest reservation was left out")
+	}
+	if r.errors("full") == 0 {
+		t.Error("the entries left out are not counted")
 	}
 }
 
@@ -384,7 +553,7 @@ func TestPublisherAPIAway(t *testing.T) {
 	}
 	r.api.down = false
 	r.pass()
-	if _, ok := r.api.hold("db", "db-0"); !ok {
+	if _, ok := r.api.line("db", "db-0", "node1"); !ok {
 		t.Error("not published once the API server is back")
 	}
 }
@@ -398,15 +567,15 @@ func TestPublisherInRange(t *testing.T) {
 		return func(e reservation.Entry) bool { return cur.Contains(e.IP) }, nil
 	}
 	r.api.bound["db/db-0"] = "node1"
-	r.store.set(reservedAt("10.244.1.5", "db", "db-0", "db-0", t0, t0.Add(time.Hour)))
+	r.store.set(allocated("10.244.1.5", "db", "db-0", "db-0", t0))
 	r.pass()
-	if _, ok := r.api.hold("db", "db-0"); !ok {
+	if _, ok := r.api.line("db", "db-0", "node1"); !ok {
 		t.Fatal("not published")
 	}
 	cur = netip.MustParsePrefix("10.244.3.0/24") // the node came back with another podCIDR
 	r.pass()
-	if h, ok := r.api.hold("db", "db-0"); ok {
-		t.Errorf("entry of an address outside the node's range still published: %+v", h)
+	if l, ok := r.api.line("db", "db-0", "node1"); ok {
+		t.Errorf("entry of an address outside the node's range still published: %+v", l)
 	}
 }
 
@@ -456,14 +625,41 @@ func TestPublisherNodeRegisteredAgain(t *testing.T) {
 	}
 	r.api.uids = map[string]types.UID{"node1": "uid-node1-again"}
 	delete(r.api.shards[ref].owners, "node1") // the garbage collector
-	r.now = r.now.Add(6 * time.Minute)        // the shard is read again
+	r.api.rv++
+	r.api.shards[ref].rv = r.api.rv
+	r.now = r.now.Add(6 * time.Minute) // the shard is read again
 	r.pass()
 	if got := r.api.shards[ref].owners["node1"]; got != "uid-node1-again" {
 		t.Errorf("after the Node was registered again: owner %q, want uid-node1-again", got)
 	}
 }
 
-// A damaged file of written shards is reported and replaced, never trusted.
+// ReadOwn gives back the node's entries as the index has them, its
+// reservations' ends included: what a store rebuilt after damage needs.
+func TestReadOwn(t *testing.T) {
+	r := newRig(t)
+	r.api.bound["db/db-0"] = "node1"
+	r.api.bound["web/web-0"] = "node1"
+	end := t0.Add(time.Hour)
+	r.store.set(allocated("10.244.1.5", "db", "db-0", "db-0", t0), reservedAt("10.244.1.6", "web", "web-0", "web-0", t0, end))
+	r.pass()
+	r.start() // a new process: the shards come from the file of written shards
+	own, err := r.p.ReadOwn(context.Background())
+	if err != nil || len(own) != 2 {
+		t.Fatalf("ReadOwn: %+v, %v", own, err)
+	}
+	if own[0].Namespace != "db" || own[0].Identity != "db-0" || !own[0].Running() ||
+		own[1].Namespace != "web" || own[1].Identity != "web-0" || !own[1].Until.Equal(end) || own[1].IPs[0] != "10.244.1.6" {
+		t.Errorf("ReadOwn: %+v", own)
+	}
+	r.api.down = true
+	if _, err := r.p.ReadOwn(context.Background()); err == nil || !strings.Contains(err.Error(), "placement shard") {
+		t.Errorf("ReadOwn with the API server away: %v, want an error naming the shard", err)
+	}
+}
+
+// A damaged file of written shards is reported and replaced, never
+// trusted; the former index's file (v1) is an empty set.
 func TestWrittenFileDamaged(t *testing.T) {
 	dir := t.TempDir()
 	p := filepath.Join(dir, WrittenFileName)
@@ -485,6 +681,12 @@ func TestWrittenFileDamaged(t *testing.T) {
 	if err == nil || len(w3.set) != 0 {
 		t.Errorf("damaged file: %v, set %v; want an error and an empty set", err, w3.set)
 	}
+	if err := writeFile(p, safefile.Frame(writtenFormatV1, []byte(`[{"Namespace":"db","Name":"stickyip-placement-5"}]`))); err != nil {
+		t.Fatal(err)
+	}
+	if w4, err := loadWritten(p); err != nil || len(w4.set) != 0 {
+		t.Errorf("v1 file: %v, set %v; want no error and an empty set", err, w4.set)
+	}
 }
 
 func writeFile(p string, data []byte) error { return os.WriteFile(p, data, 0o600) }
@@ -502,11 +704,11 @@ func TestPublisherNetworkWithoutConfig(t *testing.T) {
 		return func(e reservation.Entry) bool { return e.Network == "cbr0" }, errors.New("no stickyip config for the network: network broken")
 	}
 	r.pass()
-	if _, ok := r.api.hold("db", "db-0"); !ok {
+	if _, ok := r.api.line("db", "db-0", "node1"); !ok {
 		t.Error("cbr0's identity not published")
 	}
-	if h, ok := r.api.hold("db", "web"); ok {
-		t.Errorf("the network without config published %+v", h)
+	if l, ok := r.api.line("db", "web", "node1"); ok {
+		t.Errorf("the network without config published %+v", l)
 	}
 	if !strings.Contains(r.logs.String(), "network broken") || r.errors("ranges") != 1 {
 		t.Errorf("the network without config not reported (errors %d):\n%s", r.errors("ranges"), r.logs)

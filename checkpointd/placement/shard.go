@@ -1,72 +1,77 @@
 package placement
 
 import (
-	"fmt"
-	"maps"
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
-	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
-	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
 
 	"github.com/stickyip/stickyip/checkpointd/placement/entry"
 )
 
-// Shard is a shard of the index as the API server showed it.
-type Shard struct {
-	Exists bool            // false: no such object (yet)
-	Holds  map[string]Hold // by identity
-	Owners []string        // names of the Nodes it has an ownerReference to
+// Owner is an ownerReference of a shard to a Node.
+type Owner struct {
+	Name       string
+	UID        types.UID
+	APIVersion string
 }
 
-// Own returns the entries of shard s naming node.
-func (s *Shard) Own(node string) map[string]Hold {
-	out := map[string]Hold{}
-	for id, h := range s.Holds {
-		if h.Node == node {
-			out[id] = h
+// Shard is a shard of the index as the API server showed it.
+type Shard struct {
+	Exists bool              // false: no such object (yet)
+	RV     string            // its resourceVersion
+	Values map[string]string // each node's value, by node name
+	Owners []Owner           // its ownerReferences to Nodes
+}
+
+// DecodeShard reads a shard.
+func DecodeShard(cm *corev1.ConfigMap) *Shard {
+	s := &Shard{Exists: true, RV: cm.ResourceVersion, Values: map[string]string{}}
+	for _, r := range cm.OwnerReferences {
+		if r.Kind == "Node" {
+			s.Owners = append(s.Owners, Owner{Name: r.Name, UID: r.UID, APIVersion: r.APIVersion})
+		}
+	}
+	for k, v := range cm.Data {
+		s.Values[k] = v
+	}
+	return s
+}
+
+// OwnedBy reports whether node owns the shard (a v1 Node ownerReference):
+// the placement policy counts only the entries of such nodes.
+func (s *Shard) OwnedBy(node string) bool {
+	return slices.ContainsFunc(s.Owners, func(o Owner) bool { return o.Name == node && o.APIVersion == "v1" })
+}
+
+// Lines returns node's entries in the shard, and what could not be read of
+// them (skipped).
+func (s *Shard) Lines(node string) ([]Line, []error) { return entry.ParseValue(s.Values[node]) }
+
+// Others returns the entries for identity of the nodes other than node
+// that own the shard, by node.
+func (s *Shard) Others(node, identity string) map[string]Line {
+	out := map[string]Line{}
+	for n := range s.Values {
+		if n == node || !s.OwnedBy(n) {
+			continue
+		}
+		lines, _ := s.Lines(n)
+		if i := slices.IndexFunc(lines, func(l Line) bool { return l.Identity == identity }); i >= 0 {
+			out[n] = lines[i]
 		}
 	}
 	return out
 }
 
-// OwnedBy reports whether node has an ownerReference on the shard.
-func (s *Shard) OwnedBy(node string) bool { return slices.Contains(s.Owners, node) }
-
-// DecodeShard reads a shard. An entry that cannot be read is an error: the
-// publisher then leaves the shard alone rather than decide on part of it.
-func DecodeShard(cm *corev1.ConfigMap) (*Shard, error) {
-	s := &Shard{Exists: true, Holds: map[string]Hold{}}
-	for _, r := range cm.OwnerReferences {
-		if r.Kind == "Node" {
-			s.Owners = append(s.Owners, r.Name)
+// staleOwners returns the UIDs of node's ownerReferences other than uid (a
+// Node deleted and registered again has a new UID).
+func (s *Shard) staleOwners(node string, uid types.UID) []types.UID {
+	var out []types.UID
+	for _, o := range s.Owners {
+		if o.Name == node && o.UID != uid {
+			out = append(out, o.UID)
 		}
 	}
-	for id, v := range cm.Data {
-		h, err := entry.Parse(v)
-		if err != nil {
-			return nil, fmt.Errorf("ConfigMap %s/%s: %s: %w", cm.Namespace, cm.Name, id, err)
-		}
-		s.Holds[id] = h
-	}
-	return s, nil
-}
-
-// applyConfig is what node applies to shard ns/name: the index label,
-// exactly its entries mine and, while it has any entry, its ownerReference
-// to its Node (uid). With an empty mine the API server removes every entry
-// and the ownerReference the node applied before; the label stays (the
-// shard's other writers apply it too).
-func applyConfig(ns, name, node string, uid types.UID, mine map[string]Hold) *corev1ac.ConfigMapApplyConfiguration {
-	cm := corev1ac.ConfigMap(name, ns).WithLabels(map[string]string{IndexLabel: shardNumber(name)})
-	if len(mine) == 0 {
-		return cm
-	}
-	data := map[string]string{}
-	for _, id := range slices.Sorted(maps.Keys(mine)) {
-		data[id] = mine[id].String()
-	}
-	return cm.WithOwnerReferences(metav1ac.OwnerReference().WithAPIVersion("v1").WithKind("Node").WithName(node).WithUID(uid)).
-		WithData(data)
+	return out
 }

@@ -19,7 +19,13 @@ import (
 // publisher also visits the shards whose entries ended meanwhile.
 const WrittenFileName = "placement-shards.json"
 
-const writtenFormat = "stickyip-placement-shards/v1"
+// writtenFormat is the file's framing; v1 listed the shards of the index
+// before stickyip-index-* (stickyip-placement-*), which this node no longer
+// writes: a v1 file is read as an empty set.
+const (
+	writtenFormat   = "stickyip-placement-shards/v2"
+	writtenFormatV1 = "stickyip-placement-shards/v1"
+)
 
 // shardRef names a shard.
 type shardRef struct{ Namespace, Name string }
@@ -44,6 +50,9 @@ func loadWritten(path string) (*written, error) {
 	}
 	if err != nil {
 		return w, err
+	}
+	if _, err := safefile.Unframe(writtenFormatV1, data); err == nil {
+		return w, nil // the former index's shards: nothing of them to visit
 	}
 	payload, err := safefile.Unframe(writtenFormat, data)
 	if err != nil {

@@ -7,10 +7,10 @@
 // database for exactly one transaction and close it again, so the file is held
 // only as long as one CNI call needs. Every Update commits with fsync.
 //
-// Bucket layout (schema 2; migrations.go holds the history, each step tested):
+// Bucket layout (schema 3; migrations.go holds the history, each step tested):
 //
 //	meta
-//	└── schema                                   → uint64 big endian (2)
+//	└── schema                                   → uint64 big endian (3)
 //	networks
 //	└── <network name>
 //	    ├── ips         <addr16>                              → Record (JSON)

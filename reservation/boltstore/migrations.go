@@ -1,6 +1,7 @@
 package boltstore
 
 import (
+	"encoding/json"
 	"fmt"
 
 	bolt "go.etcd.io/bbolt"
@@ -27,6 +28,7 @@ type migration struct {
 var migrations = []migration{
 	{schema: 1, name: "initial layout"},
 	{schema: 2, name: "per-network bucket meta renamed bookkeeping; cooling records (ipam.reservation.reuseDelay)", apply: renameNetworkMeta},
+	{schema: 3, name: "identities recorded before keyed identities marked legacy", apply: markLegacyIdentities},
 }
 
 // migrate runs every step after schema from and records the new schema.
@@ -77,4 +79,53 @@ func renameNetworkMeta(tx *bolt.Tx) error {
 		}
 	}
 	return nil
+}
+
+// markLegacyIdentities (schema 3): schema 3 tells a pod name from a
+// stickyip.io/identity value (contract.KeyedIdentity); a record written
+// before cannot say which of the two its name was, so every identity on
+// record (and every cooling record's last identity) is marked Legacy, which
+// answers to both until an ADD takes the record over or it expires: an
+// upgrade loses no reservation. The names, and so the index keys, stay.
+// Schema 2 binaries would take keyed names for pod names: the version bump
+// makes them refuse the store instead.
+func markLegacyIdentities(tx *bolt.Tx) error {
+	nets := tx.Bucket(bucketNetworks)
+	if nets == nil {
+		return fmt.Errorf("%w: bucket %q missing", reservation.ErrCorrupt, bucketNetworks)
+	}
+	return nets.ForEachBucket(func(name []byte) error {
+		ips := nets.Bucket(name).Bucket(bucketIPs)
+		if ips == nil {
+			return nil
+		}
+		type kv struct{ k, v []byte }
+		var marked []kv
+		err := ips.ForEach(func(k, v []byte) error {
+			r, err := decode(k, v)
+			if err != nil {
+				return err
+			}
+			if r.Identity.IsZero() && r.LastIdentity.IsZero() {
+				return nil
+			}
+			r.Identity.Legacy = !r.Identity.IsZero()
+			r.LastIdentity.Legacy = !r.LastIdentity.IsZero()
+			nv, err := json.Marshal(r)
+			if err != nil {
+				return err
+			}
+			marked = append(marked, kv{append([]byte(nil), k...), nv})
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		for _, m := range marked { // not during ForEach: a put may move the cursor's page
+			if err := ips.Put(m.k, m.v); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 }

@@ -142,3 +142,51 @@ func TestMigrationsAreOrdered(t *testing.T) {
 		t.Errorf("SchemaVersion %d", SchemaVersion)
 	}
 }
+
+// Schema 3 (markLegacyIdentities): a schema-2 store's identities cannot say
+// whether they were a pod's name or a stickyip.io/identity value; after the
+// step every identity on record is Legacy, the keyed identity of its name
+// finds it (reservation.IdentityRecords), and records without one are
+// untouched.
+func TestMarkLegacyIdentitiesStep(t *testing.T) {
+	dir := t.TempDir()
+	writeSchema1(t, dir)
+	s := New(dir, time.Second)
+	must(t, s.Update("cbr0", func(tx reservation.Txn) error {
+		return tx.Put(&reservation.Record{IP: netip.MustParseAddr("10.0.0.3"), State: reservation.Allocated, ContainerID: "anon", IfName: "eth0",
+			AllocatedAt: time.Now().UTC()})
+	}))
+	db, err := bolt.Open(filepath.Join(dir, DBFile), 0o600, nil)
+	must(t, err)
+	must(t, db.Update(func(tx *bolt.Tx) error { // back to schema 2, names as schema 2 wrote them
+		nb := tx.Bucket(bucketNetworks).Bucket([]byte("cbr0")).Bucket(bucketIPs)
+		return nb.ForEach(func(k, v []byte) error {
+			r, err := decode(k, v)
+			must(t, err)
+			r.Identity.Legacy = false
+			nv, err := json.Marshal(r)
+			must(t, err)
+			return nb.Put(k, nv)
+		})
+	}))
+	must(t, db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucketMeta).Put(keySchema, u64(2)) }))
+	must(t, db.Close())
+
+	must(t, s.View("cbr0", func(tx reservation.Txn) error {
+		web, err := reservation.IdentityRecords(tx, reservation.Identity{Namespace: "default", Name: "identity:web", IfName: "eth0"})
+		if err != nil || len(web) != 1 || !web[0].Identity.Legacy || web[0].ContainerID != "c1" {
+			t.Errorf("identity:web after the migration: %+v %v; want the legacy record of web", web, err)
+		}
+		anon, err := tx.Get(netip.MustParseAddr("10.0.0.3"))
+		if err != nil || anon == nil || anon.Identity.Legacy || !anon.Identity.IsZero() {
+			t.Errorf("record without identity: %+v %v", anon, err)
+		}
+		return nil
+	}))
+	if v, _ := schemaOf(t, s.Path()); v != 3 {
+		t.Fatalf("schema %d after the read, want 3", v)
+	}
+	if problems, err := s.Check(); err != nil || len(problems) > 0 {
+		t.Fatalf("migrated store: %v %v", err, problems)
+	}
+}

@@ -137,7 +137,9 @@ func (t *Txn) ByContainer(containerID, ifname string) ([]*reservation.Record, er
 
 // ByIdentity implements reservation.Txn.
 func (t *Txn) ByIdentity(id reservation.Identity) ([]*reservation.Record, error) {
-	return t.filter(func(r reservation.Record) bool { return !r.Identity.IsZero() && r.Identity == id }), nil
+	return t.filter(func(r reservation.Record) bool {
+		return !r.Identity.IsZero() && r.Identity.Namespace == id.Namespace && r.Identity.Name == id.Name && r.Identity.IfName == id.IfName
+	}), nil
 }
 
 // ByNamespace implements reservation.Txn.

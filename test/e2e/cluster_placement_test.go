@@ -15,11 +15,12 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/stickyip/stickyip/checkpointd/placement"
+	"github.com/stickyip/stickyip/contract"
 )
 
 const (
@@ -36,27 +37,34 @@ const (
 	placementBindingName = "stickyip-placement"
 )
 
-// placement is issues 19 and 25 on the two-node cluster (kube-scheduler,
-// kube-controller-manager, each node's kubelet, containerd, CNI chain and
-// checkpointd with its placement publisher), with deploy/placement applied
-// by kubectl (a step of TestCluster):
+// placement is issues 19, 25, 31 and 32 on the two-node cluster
+// (kube-scheduler, kube-controller-manager, each node's kubelet,
+// containerd, CNI chain and checkpointd with its placement publisher), with
+// deploy/placement applied by kubectl (a step of TestCluster):
 //
 //  1. A StatefulSet pod (io.kubernetes.cri/reserved-ip-duration) and then a
 //     Deployment pod with stickyip.io/identity, each deleted 10 times, come
-//     back every time on the node that holds their IP, with that IP, although
-//     a CPU-hungry pod on that node makes the other node the scheduler's own
-//     choice. Before the deletes, the other node's credentials try to claim
-//     the identity for the pod running on the holder, and for a pod that
-//     never ran: both refused by the API server, nothing stored, and the
-//     deletes show the pod is not pulled.
-//  2. The control, on the same cluster: with the policy's binding removed
-//     (and the API server confirmed to no longer apply it), one more delete
-//     of each moves the pod to the other node and another IP.
-//  3. The tie: both nodes now hold the identity (the old node's reservation
-//     has not expired); with the policy back, the hint names only the node
-//     that ran the pod last, and the next delete brings the pod back there
-//     with its newest IP.
-//  4. A deleted Node's entries stop counting: TestCluster's last step,
+//     back every time on the node that holds their IP, with that IP, and
+//     with the hint's term in their spec, although a CPU-hungry pod on that
+//     node makes the other node the scheduler's own choice. Before the
+//     StatefulSet pod's deletes, every attack on its entry is refused: the
+//     other node's credentials on every write path, a namespace user's, a
+//     mirror pod the other node makes up, and a pod author's bare pod with
+//     stickyip.io/identity: db-0 bound to the other node.
+//  2. The control, on the same cluster: with the policy's binding removed,
+//     one more delete of each moves the pod to the other node and another
+//     IP.
+//  3. The tie: both nodes now hold the identity; the hint names the node
+//     that claimed it last, and the next delete brings the pod back there.
+//  4. Strict placement (issue 32): a StatefulSet annotated
+//     stickyip.io/placement: required, with a required node affinity term of
+//     its own, deleted 5 times with the CPU-hungry pod on its node: back
+//     there with its IP every time, its own term kept and ANDed; drained
+//     (cordon and the Eviction API): Pending while its node is cordoned,
+//     back there with its IP after uncordon; the preferred StatefulSet
+//     drained the same way moves to the other node.
+//  5. A deleted Node's entries stop counting, and a pod required onto it
+//     is named by `checkpointd stranded`: TestCluster's last step,
 //     nodeDeleted.
 //
 // It prints delete → Running-with-the-same-IP times and each node's API
@@ -80,11 +88,10 @@ func (c *cluster) placement() *placementRun {
 	one := int32(1)
 	// 1a. StatefulSet db: db-0 is its identity.
 	c.createStickyDB(ns)
-	dbRun := c.stickyRounds(ns, "app=db", "db-0")
+	dbRun := c.stickyRounds(ns, "app=db", "db-0", true)
 
-	// 1b. Deployment cache: its pods share the identity "cache"; each
-	// replacement is created while the old pod still terminates.
-	c.remove(ns, "statefulset", "db")
+	// 1b. Deployment cache: its pods share the identity "identity:cache";
+	// each replacement is created while the old pod still terminates.
 	cache := &appsv1.Deployment{
 		ObjectMeta: metav1.ObjectMeta{Name: "cache", Namespace: ns},
 		Spec: appsv1.DeploymentSpec{
@@ -96,7 +103,13 @@ func (c *cluster) placement() *placementRun {
 	if _, err := c.client.AppsV1().Deployments(ns).Create(ctx, cache, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	cacheRun := c.stickyRounds(ns, "app=cache", "cache")
+	cacheRun := c.stickyRounds(ns, "app=cache", "identity:cache", false)
+
+	// 4. Strict placement, and the drain.
+	reqRun := c.requiredRounds(ns)
+	c.drainMoves(ns, "app=db", "db-0")
+	c.remove(ns, "statefulset", "db")
+	c.remove(ns, "statefulset", "rdb")
 
 	// Figures: API writes per sticky pod lifecycle, per node.
 	for _, n := range c.nodes {
@@ -109,7 +122,7 @@ func (c *cluster) placement() *placementRun {
 			w = append(w, kind+" "+v)
 		}
 		total := n.placementWrites() - writesBefore[n.name]
-		lifecycles := dbRun.lifecyclesOn[n.name] + cacheRun.lifecyclesOn[n.name]
+		lifecycles := dbRun.lifecyclesOn[n.name] + cacheRun.lifecyclesOn[n.name] + reqRun.lifecyclesOn[n.name] + 1 // the mimic pod
 		t.Logf("%s: placement API writes %d in this step (counters now %v, %d before it) for %d sticky pod lifecycles (ADD to DEL) = %.2f per lifecycle",
 			n.name, total, w, writesBefore[n.name], lifecycles, float64(total)/float64(max(lifecycles, 1)))
 		if total > 3*lifecycles {
@@ -188,15 +201,33 @@ func (c *cluster) nodeDeleted(p *placementRun, w *workloadsRun) {
 		t.Fatal(err)
 	}
 	stay.waitPodRunningIn(ns, "keep", 2*time.Minute)
-	eventually(t, stay.name+" publishes "+ns+"/keep", time.Minute, 500*time.Millisecond, func() (bool, string) {
-		h, ok := c.holdOf(ns, "keep")
-		return ok && h.Node == stay.name, fmt.Sprintf("entry %+v", h)
-	})
+	c.waitIndexed(ns, "keep", stay.name, "keep")
+	// A pod that must run on gone (stickyip.io/placement: required): pin ran
+	// there, and its replacement, created while gone is cordoned, waits.
+	pin := testPod("pin", map[string]string{annReservation: "10m", annIdentity: "pin", annPlacement: "required"})
+	pin.Namespace, pin.Spec.NodeName = ns, gone.name
+	if _, err := c.client.CoreV1().Pods(ns).Create(ctx, pin, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	gone.waitPodRunningIn(ns, "pin", 2*time.Minute)
+	c.waitIndexed(ns, "identity:pin", gone.name, "pin")
+	c.kubectl("cordon", gone.name)
+	c.remove(ns, "pod", "pin")
+	waiting := unboundPod(ns, "", map[string]string{annReservation: "10m", annIdentity: "pin", annPlacement: "required"})
+	waiting.GenerateName = "pin-"
+	created, err := c.client.CoreV1().Pods(ns).Create(ctx, waiting, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.requireHinted(ns, created.Name, gone.name, true)
+	if out, code := c.stranded(); code != 0 {
+		t.Fatalf("checkpointd stranded with %s still registered: exit %d\n%s", gone.name, code, out)
+	}
 	goneHeld, stayHeld := c.heldBy(gone.name), c.heldBy(stay.name)
 	// The earlier steps' sticky pods have entries too: this step's own
 	// must be among them.
-	if _, ok := goneHeld[ns+"/cache"]; !ok {
-		t.Fatalf("entries before the Node's deletion: %s %v, want %s/cache among them", gone.name, goneHeld, ns)
+	if _, ok := goneHeld[ns+"/identity:cache"]; !ok {
+		t.Fatalf("entries before the Node's deletion: %s %v, want %s/identity:cache among them", gone.name, goneHeld, ns)
 	}
 	if _, ok := stayHeld[ns+"/keep"]; !ok {
 		t.Fatalf("entries before the Node's deletion: %s %v, want %s/keep among them", stay.name, stayHeld, ns)
@@ -221,35 +252,85 @@ func (c *cluster) nodeDeleted(p *placementRun, w *workloadsRun) {
 	})
 	t.Logf("Node %s deleted → its owner references garbage-collected in %s; its entries %v no longer count",
 		gone.name, time.Since(deleted).Round(100*time.Millisecond), slices.Sorted(maps.Keys(goneHeld)))
+	// Each of its identities is now the remaining node's, if that node
+	// still lists it (an older claim: its reservation has not expired), or
+	// nobody's.
 	for key := range goneHeld {
 		kns, id, _ := strings.Cut(key, "/")
-		c.waitHint(kns, id, nil)
+		h := c.hinted(kns, id)
+		if h == gone.name {
+			t.Errorf("%s/%s: the index still names the deleted Node %s", kns, id, gone.name)
+		}
+		if k, keyed := contract.IdentityKey(id); keyed && kns == ns {
+			var want []string
+			if h != "" {
+				want = []string{h}
+			}
+			c.waitHint(kns, k, want)
+		}
+		t.Logf("%s/%s after %s's deletion: the hint names %q", kns, id, gone.name, h)
 	}
 	if held := c.heldBy(stay.name); fmt.Sprint(held) != fmt.Sprint(stayHeld) {
 		t.Errorf("%s's entries: %v, were %v before %s's deletion", stay.name, held, stayHeld, gone.name)
 	}
-	c.waitHint(ns, "keep", []string{stay.name})
+	if c.hinted(ns, "keep") != stay.name {
+		t.Errorf("%s/keep: hint %q, want %s", ns, c.hinted(ns, "keep"), stay.name)
+	}
+	// The pod created before waits, and says so through checkpointd
+	// stranded; one created now is free and runs on the remaining node.
+	out, code := c.stranded()
+	if code != 1 || !strings.Contains(out, created.Name) || !strings.Contains(out, gone.name) {
+		t.Fatalf("checkpointd stranded after %s's deletion: exit %d, want 1 naming %s/%s and %s:\n%s", gone.name, code, ns, created.Name, gone.name, out)
+	}
+	t.Logf("checkpointd stranded names the pod required onto the deleted Node:\n%s", out)
+	free := unboundPod(ns, "", map[string]string{annReservation: "10m", annIdentity: "pin", annPlacement: "required"})
+	free.GenerateName = "pin-"
+	fresh, err := c.client.CoreV1().Pods(ns).Create(ctx, free, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if requiredOf(fresh.Spec.Affinity) != nil {
+		t.Fatalf("a pod of identity:pin created after %s's deletion was still required onto it: %v", gone.name, fresh.Spec.Affinity)
+	}
+	stay.waitPodRunningIn(ns, fresh.Name, 2*time.Minute)
+	c.remove(ns, "pod", created.Name)
+	c.remove(ns, "pod", fresh.Name)
 	if w != nil {
 		w.checkNodeDeleted(c, gone, stay, deleted)
 	} else {
 		t.Log("the workloads step did not pass: its Node deletion checks are left out")
 	}
+	// The namespace controller deletes a deleted namespace's index, which
+	// the index policy lets it do (and nobody else but administrators and
+	// the garbage collector).
+	shards := len(c.shardsIn(ns))
+	start := time.Now()
+	c.kubectl("delete", "namespace", ns, "--wait=true", "--timeout=3m")
+	if left := c.shardsIn(ns); len(left) != 0 {
+		t.Fatalf("namespace %s deleted, its index left: %v", ns, slices.Sorted(maps.Keys(left)))
+	}
+	t.Logf("namespace %s with %d index shards deleted by the namespace controller in %s", ns, shards, time.Since(start).Round(100*time.Millisecond))
 }
 
 // createStickyDB creates StatefulSet db in ns: one replica of
 // stickyPodTemplate with a 10-minute IP reservation.
 func (c *cluster) createStickyDB(ns string) {
+	c.createStatefulSet(ns, "db", stickyPodTemplate("db", map[string]string{annReservation: "10m"}))
+}
+
+// createStatefulSet creates a StatefulSet of one replica of tmpl.
+func (c *cluster) createStatefulSet(ns, name string, tmpl corev1.PodTemplateSpec) {
 	c.t.Helper()
 	one := int32(1)
-	db := &appsv1.StatefulSet{
-		ObjectMeta: metav1.ObjectMeta{Name: "db", Namespace: ns},
+	sts := &appsv1.StatefulSet{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
 		Spec: appsv1.StatefulSetSpec{
 			Replicas: &one,
-			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "db"}},
-			Template: stickyPodTemplate("db", map[string]string{annReservation: "10m"}),
+			Selector: &metav1.LabelSelector{MatchLabels: tmpl.Labels},
+			Template: tmpl,
 		},
 	}
-	if _, err := c.client.AppsV1().StatefulSets(ns).Create(context.Background(), db, metav1.CreateOptions{}); err != nil {
+	if _, err := c.client.AppsV1().StatefulSets(ns).Create(context.Background(), sts, metav1.CreateOptions{}); err != nil {
 		c.t.Fatal(err)
 	}
 }
@@ -270,12 +351,14 @@ type stickyRun struct {
 }
 
 // stickyRounds runs a sticky workload's rounds: its one pod (matching
-// selector, identity identity) runs; once its node publishes the record, a
-// pod requesting steerCPU is bound there; placementDeletes deletes each
-// bring the pod back there with the same IP; then, with the policy's
-// binding removed, one more delete moves it to the other node with another
-// IP (the binding is put back at the end, the steering pod removed).
-func (c *cluster) stickyRounds(ns, selector, identity string) stickyRun {
+// selector, identity identity: a pod name or identity:<key>) runs; once its
+// node publishes the entry, a pod requesting steerCPU is bound there; with
+// attack, every attack on the entry is refused; placementDeletes deletes
+// each bring the pod back there with the same IP and the hint's term; then,
+// with the policy's binding removed, one more delete moves it to the other
+// node with another IP (the binding is put back, the steering pod
+// removed); then the tie.
+func (c *cluster) stickyRounds(ns, selector, identity string, attack bool) stickyRun {
 	t := c.t
 	t.Helper()
 	first := c.waitSticky(ns, selector, "", 3*time.Minute)
@@ -287,15 +370,13 @@ func (c *cluster) stickyRounds(ns, selector, identity string) stickyRun {
 		}
 	}
 	run := stickyRun{holder: holder.name, other: other.name, lifecyclesOn: map[string]int{}}
-	eventually(t, fmt.Sprintf("%s publishes %s/%s", holder.name, ns, identity), time.Minute, 500*time.Millisecond, func() (bool, string) {
-		h, ok := c.holdOf(ns, identity)
-		return ok && h.Node == holder.name && h.Pod == first.Name, fmt.Sprintf("entry %+v", h)
-	})
-	c.waitHint(ns, identity, []string{holder.name})
+	c.waitIndexed(ns, identity, holder.name, first.Name)
 	steer := c.steerPod(ns, holder.name)
 	t.Logf("%s/%s runs on %s with %s; %s/%s (CPU %s) bound there makes %s the scheduler's own choice",
 		ns, first.Name, holder.name, first.IP, ns, steer, steerCPU, other.name)
-	c.forgeClaims(other, ns, identity, first.Name)
+	if attack {
+		c.indexAttacks(other, holder, ns, identity, first)
+	}
 
 	var took []time.Duration
 	last := first
@@ -309,16 +390,17 @@ func (c *cluster) stickyRounds(ns, selector, identity string) stickyRun {
 			t.Fatalf("delete %d of %s/%s: its replacement %s runs on %s with %s, want %s with %s",
 				i, ns, identity, next.Name, next.Node, next.IP, holder.name, first.IP)
 		}
+		c.requireHinted(ns, next.Name, holder.name, false)
 		last = next
 	}
 	sort.Slice(took, func(i, j int) bool { return took[i] < took[j] })
-	t.Logf("%s/%s: %d deletes, every replacement on %s with %s; delete → Running with the same IP: min %s, median %s, max %s",
+	t.Logf("%s/%s: %d deletes, every replacement on %s with %s and the hint's term; delete → Running with the same IP: min %s, median %s, max %s",
 		ns, identity, placementDeletes, holder.name, first.IP, took[0].Round(10*time.Millisecond),
 		took[len(took)/2].Round(10*time.Millisecond), took[len(took)-1].Round(10*time.Millisecond))
 
 	// 2. The control: the same delete without the policy.
 	c.kubectl("delete", "mutatingadmissionpolicybinding", placementBindingName)
-	c.waitHint(ns, identity, nil)
+	c.waitHintApplied(ns, false)
 	c.deletePod(ns, last.Name)
 	moved := c.waitSticky(ns, selector, last.UID, 2*time.Minute)
 	run.lifecyclesOn[holder.name]++
@@ -329,14 +411,15 @@ func (c *cluster) stickyRounds(ns, selector, identity string) stickyRun {
 	t.Logf("control without the policy: the replacement of %s/%s went to %s with %s (%s keeps %s reserved)",
 		ns, identity, moved.Node, moved.IP, holder.name, first.IP)
 	c.applyPlacement()
+	c.waitHintApplied(ns, true)
 	c.remove(ns, "pod", steer)
 
-	// 3. The tie: both nodes hold the identity now; the one that ran the
-	// pod last wins.
-	if h, ok := c.holdOf(ns, identity); !ok || h.Node != other.name || h.Pod != moved.Name {
-		t.Fatalf("%s/%s after the move: entry %+v, want %s's for %s", ns, identity, h, other.name, moved.Name)
+	// 3. The tie: both nodes hold the identity now; the one that claimed it
+	// last wins.
+	c.waitIndexed(ns, identity, other.name, moved.Name)
+	if _, ok := c.lineOf(ns, identity, holder.name); !ok {
+		t.Fatalf("%s/%s: %s's entry gone while its reservation lasts", ns, identity, holder.name)
 	}
-	c.waitHint(ns, identity, []string{other.name})
 	c.deletePod(ns, moved.Name)
 	back := c.waitSticky(ns, selector, moved.UID, 2*time.Minute)
 	run.lifecyclesOn[other.name]++
@@ -344,41 +427,247 @@ func (c *cluster) stickyRounds(ns, selector, identity string) stickyRun {
 		t.Fatalf("after the move %s/%s's replacement runs on %s with %s, want %s (which ran it last) with %s",
 			ns, identity, back.Node, back.IP, other.name, moved.IP)
 	}
-	t.Logf("tie: %s and %s both hold %s/%s; the hint names %s, which ran it last, and the replacement runs there with %s",
+	c.requireHinted(ns, back.Name, other.name, false)
+	t.Logf("tie: %s and %s both hold %s/%s; the hint names %s, which claimed it last, and the replacement runs there with %s",
 		holder.name, other.name, ns, identity, other.name, moved.IP)
 	run.lifecyclesOn[other.name]++ // the last pod's, ended by the caller or by the Node's deletion
 	return run
 }
 
-// forgeClaims tries, with node n's credentials, to claim identity in ns for
-// pod (which runs on another node) and for a pod that never ran: the API
-// server must refuse both (the Node authorizer knows neither pod as n's)
-// and store nothing.
-func (c *cluster) forgeClaims(n *node, ns, identity, pod string) {
+// waitIndexed waits until node's entry of identity in ns names pod and the
+// hint, as the policy reads the index, names node; for a keyed identity it
+// also asks the API server (a dry run: the name of a pod-name identity's
+// pod is taken while it runs).
+func (c *cluster) waitIndexed(ns, identity, node, pod string) {
 	t := c.t
 	t.Helper()
-	ctx := context.Background()
-	before, _ := c.holdOf(ns, identity)
-	ownersBefore := c.ownersOf(ns, placement.ShardOf(identity))
-	api := placement.NewAPI(c.clientAs(c.tokens[nodeUser(n.name)]), n.name)
-	uid, err := api.NodeUID(ctx)
+	if _, keyed := contract.IdentityKey(identity); !keyed {
+		pod = identity
+	}
+	eventually(t, fmt.Sprintf("%s publishes %s/%s", node, ns, identity), time.Minute, 500*time.Millisecond, func() (bool, string) {
+		l, ok := c.lineOf(ns, identity, node)
+		h := c.hinted(ns, identity)
+		return ok && l.Pod == pod && h == node, fmt.Sprintf("entry %+v, hint %q", l, h)
+	})
+	if key, keyed := contract.IdentityKey(identity); keyed {
+		c.waitHint(ns, key, []string{node})
+	}
+}
+
+// requireHinted fails the test unless pod ns/name carries the hint for
+// node: the preferred term, or with required every required term holding
+// the node's name.
+func (c *cluster) requireHinted(ns, name, node string, required bool) {
+	t := c.t
+	t.Helper()
+	p, err := c.client.CoreV1().Pods(ns).Get(context.Background(), name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, p := range []string{pod, identity + "-never-ran"} {
-		forged := placement.Hold{Node: n.name, Pod: p, IPs: []string{"10.244.9.9"}, Since: time.Now()}
-		_, err := api.Apply(ctx, ns, placement.ShardOf(identity), uid, map[string]placement.Hold{identity: forged}, true)
-		if !apierrors.IsForbidden(err) {
-			t.Fatalf("%s claiming %s/%s for pod %s: %v, want Forbidden", n.name, ns, identity, p, err)
+	if !required {
+		if !hasPreferred(p, node) {
+			t.Fatalf("pod %s/%s on %s has no preferred term for %s: %v", ns, name, p.Spec.NodeName, node, p.Spec.Affinity)
 		}
-		t.Logf("%s claiming %s/%s for pod %s: Forbidden (%v)", n.name, ns, identity, p, err)
+		return
 	}
-	if after, ok := c.holdOf(ns, identity); !ok || !after.Equal(before) {
-		t.Fatalf("%s/%s after %s's refused claims: %+v, was %+v", ns, identity, n.name, after, before)
+	sel := requiredOf(p.Spec.Affinity)
+	if sel == nil || len(sel.NodeSelectorTerms) == 0 {
+		t.Fatalf("pod %s/%s has no required node affinity: %v", ns, name, p.Spec.Affinity)
 	}
-	if owners := c.ownersOf(ns, placement.ShardOf(identity)); !slices.Equal(owners, ownersBefore) {
-		t.Fatalf("shard %s/%s owned by %v after %s's refused claims, was %v", ns, placement.ShardOf(identity), owners, n.name, ownersBefore)
+	for _, term := range sel.NodeSelectorTerms {
+		if !slices.ContainsFunc(term.MatchFields, func(f corev1.NodeSelectorRequirement) bool {
+			return f.Key == "metadata.name" && f.Operator == corev1.NodeSelectorOpIn && fmt.Sprint(f.Values) == "["+node+"]"
+		}) {
+			t.Fatalf("pod %s/%s: required term %v does not name %s", ns, name, term, node)
+		}
 	}
+}
+
+// hasPreferred reports whether p prefers node with the hint's weight.
+func hasPreferred(p *corev1.Pod, node string) bool {
+	a := p.Spec.Affinity
+	if a == nil || a.NodeAffinity == nil {
+		return false
+	}
+	return slices.ContainsFunc(a.NodeAffinity.PreferredDuringSchedulingIgnoredDuringExecution, func(term corev1.PreferredSchedulingTerm) bool {
+		return term.Weight == placementWeight && slices.ContainsFunc(term.Preference.MatchFields, func(f corev1.NodeSelectorRequirement) bool {
+			return f.Key == "metadata.name" && f.Operator == corev1.NodeSelectorOpIn && fmt.Sprint(f.Values) == "["+node+"]"
+		})
+	})
+}
+
+// indexAttacks tries, before the deletes that show the pod still comes back
+// to holder, every way issue 31 found to make the entry of identity (held by
+// holder for pod first) stop counting or attract the pod elsewhere: with
+// node other's credentials on every write path, its made-up mirror pod, a
+// namespace user's ConfigMap rights, and a pod author's bare pod annotated
+// stickyip.io/identity with the identity's name, bound to other (whose
+// honest checkpointd publishes it). Each is refused or publishes another
+// identity; the entry and the hint are unchanged.
+func (c *cluster) indexAttacks(other, holder *node, ns, identity string, first placedPod) {
+	t := c.t
+	t.Helper()
+	ctx := context.Background()
+	before, _ := c.lineOf(ns, identity, holder.name)
+	shard := placement.ShardOf(identity)
+	co := c.clientAs(c.tokens[nodeUser(other.name)])
+	w := c.indexWriterFor(other.name)
+	// The pod author: a bare pod mimic, annotated stickyip.io/identity with
+	// the identity's name, bound to other.
+	mimic := testPod("mimic", map[string]string{annReservation: "10m", annIdentity: identity})
+	mimic.Namespace, mimic.Spec.NodeName = ns, other.name
+	if _, err := c.client.CoreV1().Pods(ns).Create(ctx, mimic, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	mimicIP := other.waitPodRunningIn(ns, "mimic", 2*time.Minute)
+	eventually(t, other.name+" publishes the mimic pod as identity:"+identity, time.Minute, 500*time.Millisecond, func() (bool, string) {
+		l, ok := c.lineOf(ns, contract.KeyedIdentity(identity), other.name)
+		return ok && l.Pod == "mimic", fmt.Sprintf("%+v", l)
+	})
+	if mimicIP == first.IP {
+		t.Fatalf("the mimic pod got %s/%s's address %s", ns, identity, first.IP)
+	}
+	requireRefused(t, other.name+" claiming "+identity+" for its pod mimic", w.claim(ns, entryLine(identity, "mimic", "10.244.9.9")),
+		"the entry of a pod-name identity names that pod")
+	requireRefused(t, other.name+" claiming "+identity+", bound to "+holder.name, w.claim(ns, entryLine(identity, identity, "10.244.9.9")), "claim refused:")
+	requireRefused(t, other.name+" claiming "+identity+"-never-ran", w.claim(ns, entryLine(identity+"-never-ran", identity+"-never-ran", "10.244.9.9")), "claim refused:")
+	c.refusedEverywhere(other.name, co, ns, shard, "rewrite "+holder.name+"'s entry", func(cm *corev1.ConfigMap) {
+		cm.Data[holder.name] = strings.Replace(cm.Data[holder.name], first.IP, "10.244.9.9", 1)
+	})
+	c.refusedEverywhere(other.name, co, ns, shard, "remove "+holder.name+"'s entry", func(cm *corev1.ConfigMap) { delete(cm.Data, holder.name) })
+	c.refusedEverywhere(other.name, co, ns, shard, "drop "+holder.name+"'s owner reference", func(cm *corev1.ConfigMap) {
+		cm.OwnerReferences = slices.DeleteFunc(cm.OwnerReferences, func(r metav1.OwnerReference) bool { return r.Name == holder.name })
+	})
+	made := testPod(identity+"x", map[string]string{"kubernetes.io/config.mirror": "x"})
+	yes := true
+	made.Namespace, made.Spec.NodeName = ns, other.name
+	made.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: other.name, UID: c.nodeUID(other.name), Controller: &yes}}
+	_, err := co.CoreV1().Pods(ns).Create(ctx, made, metav1.CreateOptions{})
+	requireRefused(t, other.name+" making up a mirror pod "+made.Name, err, "may create only mirror pods named")
+	editor := c.namespaceEditor(ns)
+	requireRefused(t, "a namespace user deleting the shard", editor.CoreV1().ConfigMaps(ns).Delete(ctx, shard, metav1.DeleteOptions{}), "is written by the nodes")
+	c.refusedEverywhere("a namespace user", editor, ns, shard, "unlabel the shard", func(cm *corev1.ConfigMap) { cm.Labels = nil })
+	if after, ok := c.lineOf(ns, identity, holder.name); !ok || !after.Equal(before) || c.hinted(ns, identity) != holder.name {
+		t.Fatalf("%s/%s after the attacks: %+v (%v), hint %q; want %s's %+v", ns, identity, after, ok, c.hinted(ns, identity), holder.name, before)
+	}
+	c.remove(ns, "pod", "mimic")
+	t.Logf("attacks on %s/%s: the other node's writes (every path), claims, made-up mirror pod, a namespace user's and a pod author's mimic: refused or another identity; the entry unchanged", ns, identity)
+}
+
+// requiredRounds is strict placement (issue 32): StatefulSet rdb, annotated
+// stickyip.io/placement: required, with a required node affinity term of
+// its own (kubernetes.io/os In [linux]). Its pod, deleted 5 times with a
+// CPU-hungry pod on its node, comes back there with its IP, its own term
+// kept and the node ANDed into it; drained (cordon, then the Eviction API,
+// as kubectl drain does), it stays Pending while its node is cordoned and
+// runs there with its IP once uncordoned.
+func (c *cluster) requiredRounds(ns string) stickyRun {
+	t := c.t
+	t.Helper()
+	const deletes = 5
+	tmpl := stickyPodTemplate("rdb", map[string]string{annReservation: "10m", annPlacement: "required"})
+	linux := corev1.NodeSelectorRequirement{Key: "kubernetes.io/os", Operator: corev1.NodeSelectorOpIn, Values: []string{"linux"}}
+	tmpl.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
+		NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{linux}}}}}}
+	c.createStatefulSet(ns, "rdb", tmpl)
+	first := c.waitSticky(ns, "app=rdb", "", 3*time.Minute)
+	holder := c.node(first.Node)
+	run := stickyRun{holder: holder.name, lifecyclesOn: map[string]int{}}
+	c.waitIndexed(ns, "rdb-0", holder.name, first.Name)
+	steer := c.steerPod(ns, holder.name)
+	last := first
+	for i := 1; i <= deletes; i++ {
+		c.deletePod(ns, last.Name)
+		next := c.waitSticky(ns, "app=rdb", last.UID, 2*time.Minute)
+		run.lifecyclesOn[holder.name]++
+		if next.Node != holder.name || next.IP != first.IP {
+			t.Fatalf("required, delete %d: rdb-0 runs on %s with %s, want %s with %s", i, next.Node, next.IP, holder.name, first.IP)
+		}
+		c.requireHinted(ns, next.Name, holder.name, true)
+		p, _ := c.client.CoreV1().Pods(ns).Get(context.Background(), next.Name, metav1.GetOptions{})
+		if terms := requiredOf(p.Spec.Affinity).NodeSelectorTerms; len(terms) != 1 || fmt.Sprint(terms[0].MatchExpressions) != fmt.Sprint([]corev1.NodeSelectorRequirement{linux}) {
+			t.Fatalf("required, delete %d: the template's own required term not kept: %v", i, terms)
+		}
+		last = next
+	}
+	t.Logf("required: %d/%d deletes of %s/rdb-0 with %s's CPU taken back on %s with %s, the template's own term kept and ANDed", deletes, deletes, ns, holder.name, holder.name, first.IP)
+	c.remove(ns, "pod", steer)
+
+	// Drain: cordon, then evict (what kubectl drain does to each pod).
+	c.kubectl("cordon", holder.name)
+	c.evict(ns, last.Name)
+	run.lifecyclesOn[holder.name]++
+	pending := c.waitPendingFor(ns, "app=rdb", last.UID, 20*time.Second)
+	c.kubectl("uncordon", holder.name)
+	back := c.waitSticky(ns, "app=rdb", last.UID, 2*time.Minute)
+	if back.Node != holder.name || back.IP != first.IP {
+		t.Fatalf("required, after uncordon: rdb-0 runs on %s with %s, want %s with %s", back.Node, back.IP, holder.name, first.IP)
+	}
+	t.Logf("required: %s drained (cordon + eviction): %s/%s Pending %s while cordoned; after uncordon back on %s with %s",
+		holder.name, ns, pending, "≥20s", holder.name, first.IP)
+	run.lifecyclesOn[holder.name]++
+	return run
+}
+
+// drainMoves is the drain's control: the preferred StatefulSet's pod
+// (identity identity), evicted from its cordoned node, moves to the other
+// node with another IP, as documented.
+func (c *cluster) drainMoves(ns, selector, identity string) {
+	t := c.t
+	t.Helper()
+	cur := c.waitSticky(ns, selector, "", time.Minute)
+	c.kubectl("cordon", cur.Node)
+	c.evict(ns, cur.Name)
+	moved := c.waitSticky(ns, selector, cur.UID, 2*time.Minute)
+	c.kubectl("uncordon", cur.Node)
+	if moved.Node == cur.Node || moved.IP == cur.IP {
+		t.Fatalf("preferred, drained: %s/%s runs on %s with %s, want the other node", ns, identity, moved.Node, moved.IP)
+	}
+	t.Logf("preferred (the control): %s drained, %s/%s moved to %s with %s (was %s)", cur.Node, ns, identity, moved.Node, moved.IP, cur.IP)
+}
+
+// evict evicts pod ns/name through the Eviction API.
+func (c *cluster) evict(ns, name string) {
+	c.t.Helper()
+	ev := &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}}
+	if err := c.client.PolicyV1().Evictions(ns).Evict(context.Background(), ev); err != nil {
+		c.t.Fatalf("evict %s/%s: %v", ns, name, err)
+	}
+}
+
+// waitPendingFor waits until the pod matching selector that replaces the
+// pod with UID old exists, and checks it stays Pending and unbound for d;
+// it returns its name.
+func (c *cluster) waitPendingFor(ns, selector, old string, d time.Duration) string {
+	t := c.t
+	t.Helper()
+	ctx := context.Background()
+	var name string
+	deadline := time.Now().Add(2*time.Minute + d)
+	var since time.Time
+	for time.Now().Before(deadline) {
+		pods, err := c.client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: selector})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range pods.Items {
+			if string(p.UID) == old || p.DeletionTimestamp != nil {
+				continue
+			}
+			if p.Spec.NodeName != "" {
+				t.Fatalf("%s/%s was bound to %s while its node was cordoned", ns, p.Name, p.Spec.NodeName)
+			}
+			if name == "" {
+				name, since = p.Name, time.Now()
+			}
+		}
+		if name != "" && time.Since(since) >= d {
+			return name
+		}
+		time.Sleep(time.Second)
+	}
+	t.Fatalf("no Pending replacement of %s in %s", selector, ns)
+	return ""
 }
 
 // waitSticky waits until exactly one pod of ns matching selector, other
@@ -443,17 +732,17 @@ func (c *cluster) remove(ns, kind, name string) {
 }
 
 // waitHint waits until the API server's placement policy gives a new pod
-// of identity identity in ns (a reservation, no node) exactly the preferred
-// node affinity terms of weight placementWeight for nodes, none when nodes
-// is empty: a server-side dry-run create runs the mutating admission
-// policies and stores nothing.
-func (c *cluster) waitHint(ns, identity string, nodes []string) {
+// with stickyip.io/identity: key in ns (a reservation, no node) exactly the
+// preferred node affinity terms of weight placementWeight for nodes, none
+// when nodes is empty: a server-side dry-run create runs the mutating
+// admission policies and stores nothing.
+func (c *cluster) waitHint(ns, key string, nodes []string) {
 	t := c.t
 	t.Helper()
 	ctx := context.Background()
 	want := fmt.Sprint(nodes)
-	eventually(t, fmt.Sprintf("placement hint for %s/%s = %s", ns, identity, want), time.Minute, 500*time.Millisecond, func() (bool, string) {
-		p := unboundPod(ns, "", map[string]string{annReservation: "10m", annIdentity: identity})
+	eventually(t, fmt.Sprintf("placement hint for %s/identity:%s = %s", ns, key, want), time.Minute, 500*time.Millisecond, func() (bool, string) {
+		p := unboundPod(ns, "", map[string]string{annReservation: "10m", annIdentity: key})
 		got, err := c.client.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 		if err != nil {
 			return false, err.Error()
@@ -471,4 +760,27 @@ func (c *cluster) waitHint(ns, identity string, nodes []string) {
 		slices.Sort(hinted)
 		return fmt.Sprint(hinted) == want, fmt.Sprintf("hint %v", hinted)
 	})
+}
+
+// waitHintApplied waits until the API server applies the hint (on) or no
+// longer does (its binding removed): a keyed identity some node holds in
+// ns gets the term for the node the index names, or none.
+func (c *cluster) waitHintApplied(ns string, on bool) {
+	c.t.Helper()
+	for _, s := range c.shardsIn(ns) {
+		for n := range s.Values {
+			lines, _ := s.Lines(n)
+			for _, l := range lines {
+				if key, keyed := contract.IdentityKey(l.Identity); keyed && s.OwnedBy(n) {
+					var want []string
+					if on {
+						want = []string{c.hinted(ns, l.Identity)}
+					}
+					c.waitHint(ns, key, want)
+					return
+				}
+			}
+		}
+	}
+	c.t.Fatalf("no keyed identity in %s's index to check the hint with", ns)
 }

@@ -81,10 +81,7 @@ func (c *cluster) podCIDRChange() {
 	if first.Node != n1.name || !oldCIDR.Contains(netip.MustParseAddr(first.IP)) {
 		t.Fatalf("db-0 runs on %s with %s, want node1 with an address of %s", first.Node, first.IP, oldCIDR)
 	}
-	eventually(t, "node1 publishes moving/db-0", time.Minute, 500*time.Millisecond, func() (bool, string) {
-		h, ok := c.holdOf(ns, "db-0")
-		return ok && h.Node == n1.name, fmt.Sprintf("entry %+v", h)
-	})
+	c.waitIndexed(ns, "db-0", n1.name, "db-0")
 	c.kubectl("-n", ns, "scale", "statefulset/db", "--replicas=0")
 	eventually(t, "db-0 gone", 2*time.Minute, 500*time.Millisecond, func() (bool, string) {
 		_, err := c.client.CoreV1().Pods(ns).Get(ctx, "db-0", metav1.GetOptions{})
@@ -93,7 +90,7 @@ func (c *cluster) podCIDRChange() {
 	if r := reservationOf(n1.stickyipList(t), ns+"/db-0"); r == nil || r.IP != first.IP {
 		t.Fatalf("db-0's reservation on node1: %+v, want %s", r, first.IP)
 	}
-	c.waitHint(ns, "db-0", []string{n1.name})
+	c.waitIndexed(ns, "db-0", n1.name, "db-0")
 	t.Logf("db-0 ran on node1 with %s (podCIDR %s); deleted, its address reserved and its entry published", first.IP, oldCIDR)
 
 	// 2. flanneld on node1 cannot reach the API server.
@@ -122,7 +119,10 @@ func (c *cluster) podCIDRChange() {
 		t.Fatal(err)
 	}
 	deleted := time.Now()
-	c.waitHint(ns, "db-0", nil)
+	eventually(t, "db-0's entry no longer counts", time.Minute, 500*time.Millisecond, func() (bool, string) {
+		h := c.hinted(ns, "db-0")
+		return h == "", "the index names "+h
+	})
 	t.Logf("Node node1 deleted: db-0's entry stopped counting %s later (owner reference collected)", time.Since(deleted).Round(100*time.Millisecond))
 	n1.startKubelet(false)
 	var newCIDR netip.Prefix
@@ -160,8 +160,8 @@ func (c *cluster) podCIDRChange() {
 		t.Errorf("PodCIDRChanged event %q does not name db-0's address %s and the new range", ev, first.IP)
 	}
 	eventually(t, "no entry of node1 for db-0", time.Minute, time.Second, func() (bool, string) {
-		h, ok := c.holdOf(ns, "db-0")
-		return !ok || h.Node != n1.name, fmt.Sprintf("entry %+v", h)
+		l, ok := c.lineOf(ns, "db-0", n1.name)
+		return !ok, fmt.Sprintf("entry %+v", l)
 	})
 	t.Logf("checkpointd: %s retired, db-0's reservation dropped, its entry released; event: %s", oldCIDR, ev)
 
@@ -220,10 +220,13 @@ func (c *cluster) podCIDRChange() {
 		t.Errorf("db-0 re-created runs on %s with %s; want node2, the scheduler's own choice (node1 holds nothing of it)", again.Node, again.IP)
 	}
 	for key, s := range c.shardsIn("") {
-		for id, h := range s.Holds {
-			for _, a := range h.IPs {
-				if oldCIDR.Contains(netip.MustParseAddr(a)) {
-					t.Errorf("%s: entry %s names %s of the old range %s", key, id, a, oldCIDR)
+		for n := range s.Values {
+			lines, _ := s.Lines(n)
+			for _, l := range lines {
+				for _, a := range l.IPs {
+					if oldCIDR.Contains(netip.MustParseAddr(a)) {
+						t.Errorf("%s: %s's entry of %s names %s of the old range %s", key, n, l.Identity, a, oldCIDR)
+					}
 				}
 			}
 		}

@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -40,4 +41,27 @@ func (cp *controlPlane) kubectlErr(args ...string) (string, error) {
 	argv := append([]string{"--net=" + cp.ns.Path, filepath.Join(cp.bins.k8s, "kubectl"), "--kubeconfig=" + kc}, args...)
 	out, err := exec.CommandContext(ctx, "nsenter", argv...).CombinedOutput()
 	return string(out), err
+}
+
+// stranded runs `checkpointd stranded` as an administrator would (the
+// admin kubeconfig kubectl uses), and returns its output and exit status.
+func (cp *controlPlane) stranded() (string, int) {
+	t := cp.t
+	t.Helper()
+	kc := filepath.Join(cp.dir, "admin.kubeconfig")
+	if _, err := os.Stat(kc); err != nil {
+		cp.writeKubeconfig(kc, adminUser)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, "nsenter", "--net="+cp.ns.Path, filepath.Join(cp.bins.project, "checkpointd"), "stranded", "--kubeconfig="+kc).CombinedOutput()
+	var exit *exec.ExitError
+	switch {
+	case err == nil:
+		return string(out), 0
+	case errors.As(err, &exit):
+		return string(out), exit.ExitCode()
+	}
+	t.Fatalf("checkpointd stranded: %v\n%s", err, out)
+	return "", -1
 }

@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/stickyip/stickyip/checkpointd/placement"
+	"github.com/stickyip/stickyip/checkpointd/placement/entry"
 	"github.com/stickyip/stickyip/test/harness"
 )
 
@@ -38,17 +39,22 @@ const (
 
 // benchLevels are the index sizes measured: identities in the measured
 // namespace and in the whole cluster.
-var benchLevels = []struct{ inNamespace, total int }{{0, 0}, {1000, 1000}, {10000, 10000}, {10000, 50000}}
+var benchLevels = []struct{ inNamespace, total int }{{0, 0}, {1000, 1000}, {10000, 10000}, {10000, 50000}, {30000, 70000}}
+
+// benchKinds are the pods measured: a pod whose identity the index holds
+// (the preferred hint, and with stickyip.io/placement: required the required
+// one), one that reserves its IP without an entry, one without any stickyip
+// annotation.
+var benchKinds = []string{"held", "held, required", "not held", "plain"}
 
 // BenchmarkPlacementAdmission prints the median time of a pod creation
 // (POST, from the client) with the placement policy's binding in place and
-// removed, on the same API server in the same run, for a pod that reserves
-// its IP and whose identity has an entry (held), one that reserves its IP
-// without an entry (not held), and a pod without any stickyip annotation
-// (plain), at 0, 1,000, 10,000 identities in the measured namespace and
-// 50,000 across 100 namespaces. Every held pod created with the policy on
-// must get exactly the preferred term for its entry's node: the benchmark
-// fails otherwise (a fast wrong answer is no answer).
+// removed, on the same API server in the same run, for each of benchKinds,
+// at 0, 1,000, 10,000 and 30,000 identities in the measured namespace and
+// up to 70,000 across 100 namespaces. Every held pod created with the
+// policy on must get exactly the term (preferred, or required) for its
+// entry's node: the benchmark fails otherwise (a fast wrong answer is no
+// answer).
 func BenchmarkPlacementAdmission(b *testing.B) {
 	bins := findBins(b)
 	netns, h := newNetns(b, "bench")
@@ -123,14 +129,14 @@ func BenchmarkPlacementAdmission(b *testing.B) {
 		k8sRelease(), benchRounds*benchPods)
 	fmt.Fprintf(&out, "| identities (namespace / cluster) | kind | policy off | policy on | added |\n|---|---|---|---|---|\n")
 	for _, r := range rows {
-		for _, kind := range []string{"held", "not held", "plain"} {
+		for _, kind := range benchKinds {
 			if len(r.on[kind]) == 0 {
 				continue // no identity held yet
 			}
 			off, on := median(r.off[kind]), median(r.on[kind])
 			fmt.Fprintf(&out, "| %d / %d | %s | %.2f ms | %.2f ms | %+.2f ms |\n", r.level, r.total, kind, ms(off), ms(on), ms(on-off))
 			if kind != "held" || r.level > 0 {
-				b.ReportMetric(ms(on-off), fmt.Sprintf("ms-added-%s-%d", strings.ReplaceAll(kind, " ", ""), r.total))
+				b.ReportMetric(ms(on-off), fmt.Sprintf("ms-added-%s-%d-%d", strings.NewReplacer(" ", "", ",", "").Replace(kind), r.level, r.total))
 			}
 		}
 		if r.wrongHints > 0 {
@@ -160,35 +166,36 @@ func benchNS(i int) string {
 	return fmt.Sprintf("%s-%02d", benchNamespace, i)
 }
 
-// holderOf is the node that holds identity db-<i>.
+// holderOf is the node that holds identity:db-<i>.
 func holderOf(i int) int { return i % benchNodes }
 
-// fill gives namespace i the identities db-0 … db-<n-1> (as the nodes
-// would: each entry naming its node, each shard owned by the nodes it has
-// entries of), written as admin by server-side apply, one write per shard.
+// fill gives namespace i the identities identity:db-0 … identity:db-<n-1>
+// as the nodes would (each node's entries under its own key of each shard,
+// each shard owned by the nodes with entries there), written as admin,
+// one write per shard.
 func (pb *placementBench) fill(ctx context.Context, i, n int, filled map[int]int) {
 	if filled[i] >= n {
 		return
 	}
 	ns := benchNS(i)
-	shards := map[string]map[string]string{}
-	owners := map[string]map[int]bool{}
+	lines := map[string]map[int][]placement.Line{} // shard → node → entries
 	for k := range n {
-		id := fmt.Sprintf("db-%d", k)
+		id := fmt.Sprintf("identity:db-%d", k)
 		s := placement.ShardOf(id)
-		if shards[s] == nil {
-			shards[s], owners[s] = map[string]string{}, map[int]bool{}
+		if lines[s] == nil {
+			lines[s] = map[int][]placement.Line{}
 		}
-		shards[s][id] = placement.Hold{Node: benchNode(holderOf(k)), Pod: id, Since: benchSince,
-			IPs: []string{fmt.Sprintf("10.%d.%d.%d", 100+i%100, k/250, k%250+1)}}.String()
-		owners[s][holderOf(k)] = true
+		lines[s][holderOf(k)] = append(lines[s][holderOf(k)], placement.Line{Identity: id, Pod: fmt.Sprintf("db-%d-x", k),
+			Seq: uint64(k + 1), Since: benchSince, IPs: []string{fmt.Sprintf("10.%d.%d.%d", 100+i%100, k/250, k%250+1)}})
 	}
-	for _, s := range slices.Sorted(maps.Keys(shards)) {
-		cm := corev1ac.ConfigMap(s, ns).WithLabels(map[string]string{placement.IndexLabel: strings.TrimPrefix(s, placement.ShardPrefix)}).
-			WithData(shards[s])
-		for _, o := range slices.Sorted(maps.Keys(owners[s])) {
+	for _, s := range slices.Sorted(maps.Keys(lines)) {
+		cm := corev1ac.ConfigMap(s, ns).WithLabels(map[string]string{placement.IndexLabel: strings.TrimPrefix(s, placement.ShardPrefix)})
+		data := map[string]string{}
+		for _, o := range slices.Sorted(maps.Keys(lines[s])) {
+			data[benchNode(o)] = entry.FormatValue(lines[s][o])
 			cm.WithOwnerReferences(metav1ac.OwnerReference().WithAPIVersion("v1").WithKind("Node").WithName(benchNode(o)).WithUID(pb.nodes[o]))
 		}
+		cm.WithData(data)
 		if _, err := pb.cs.CoreV1().ConfigMaps(ns).Apply(ctx, cm, metav1.ApplyOptions{FieldManager: "bench", Force: true}); err != nil {
 			pb.b.Fatalf("write %s/%s: %v", ns, s, err)
 		}
@@ -237,6 +244,8 @@ func (pb *placementBench) pod(kind, id string, dryRun bool) *corev1.Pod {
 	switch kind {
 	case "held", "not held":
 		p.Annotations = map[string]string{annReservation: "10m", annIdentity: id}
+	case "held, required":
+		p.Annotations = map[string]string{annReservation: "10m", annIdentity: id, annPlacement: "required"}
 	}
 	if dryRun {
 		p.Name = ""
@@ -253,8 +262,8 @@ func (pb *placementBench) measure(ctx context.Context, n int, on bool, wrong *in
 	out := map[string][]time.Duration{}
 	pods := pb.cs.CoreV1().Pods(benchNamespace)
 	for i := range benchPods {
-		for _, kind := range []string{"held", "not held", "plain"} {
-			if kind == "held" && n == 0 {
+		for _, kind := range benchKinds {
+			if strings.HasPrefix(kind, "held") && n == 0 {
 				continue
 			}
 			k := (i*7919 + pb.serial) % max(n, 1)
@@ -270,17 +279,13 @@ func (pb *placementBench) measure(ctx context.Context, n int, on bool, wrong *in
 				b.Fatalf("create %s: %v", p.Name, err)
 			}
 			out[kind] = append(out[kind], d)
-			if kind != "held" || !on {
+			if !strings.HasPrefix(kind, "held") || !on {
 				continue
 			}
-			var terms []corev1.PreferredSchedulingTerm
-			if a := got.Spec.Affinity; a != nil && a.NodeAffinity != nil {
-				terms = a.NodeAffinity.PreferredDuringSchedulingIgnoredDuringExecution
-			}
-			if len(terms) != 1 || terms[0].Weight != placementWeight || len(terms[0].Preference.MatchFields) != 1 ||
-				fmt.Sprint(terms[0].Preference.MatchFields[0].Values) != "["+benchNode(holderOf(k))+"]" {
+			want := benchNode(holderOf(k))
+			if ok := hasOnly(got, want, kind == "held, required"); !ok {
 				*wrong++
-				b.Logf("held pod of %s: terms %v, want one for %s", id, terms, benchNode(holderOf(k)))
+				b.Logf("%s pod of %s: affinity %v, want exactly the term for %s", kind, id, got.Spec.Affinity, want)
 			}
 		}
 	}
@@ -290,6 +295,24 @@ func (pb *placementBench) measure(ctx context.Context, n int, on bool, wrong *in
 		b.Fatal(err)
 	}
 	return out
+}
+
+// hasOnly reports whether p's node affinity is exactly the hint's term for
+// node: the preferred one, or with required a required term of it alone.
+func hasOnly(p *corev1.Pod, node string, required bool) bool {
+	a := p.Spec.Affinity
+	if a == nil || a.NodeAffinity == nil {
+		return false
+	}
+	want := []corev1.NodeSelectorRequirement{{Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: []string{node}}}
+	if required {
+		r := a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution
+		return a.NodeAffinity.PreferredDuringSchedulingIgnoredDuringExecution == nil && r != nil && len(r.NodeSelectorTerms) == 1 &&
+			fmt.Sprint(r.NodeSelectorTerms[0].MatchFields) == fmt.Sprint(want) && len(r.NodeSelectorTerms[0].MatchExpressions) == 0
+	}
+	terms := a.NodeAffinity.PreferredDuringSchedulingIgnoredDuringExecution
+	return a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution == nil && len(terms) == 1 && terms[0].Weight == placementWeight &&
+		fmt.Sprint(terms[0].Preference.MatchFields) == fmt.Sprint(want)
 }
 
 func median(ds []time.Duration) time.Duration {

@@ -26,6 +26,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/stickyip/stickyip/checkpointd/placement"
+	"github.com/stickyip/stickyip/checkpointd/placement/entry"
 	"github.com/stickyip/stickyip/test/harness"
 )
 
@@ -33,15 +34,23 @@ import (
 // documents for its preferred node affinity term.
 const placementWeight = 100
 
+// annPlacement is contract.AnnotationPlacement, spelled as pod authors do.
+const annPlacement = "stickyip.io/placement"
+
 // TestPlacement applies deploy/placement to a real kube-apiserver
 // (Node,RBAC authorization, NodeRestriction) and checks, with the nodes'
-// own credentials, who may write what in the placement index (IPHoldShard):
-// a node claims an identity only for a pod bound to it, writes only its own
-// entries and owner reference; that the placement policy prefers the
-// holding node for a re-created pod with a reservation and leaves every
+// own credentials and a namespace user's, who may write what in the
+// placement index (stickyip-index-*): a node writes only its own key, claims
+// a pod-name identity only for that very pod bound to it and a keyed one
+// only for a pod bound to it, never through a mirror pod it made up, and
+// every entry is well formed and bounded; nobody else but administrators and
+// the garbage collector writes or deletes a shard, on any write path. Then
+// that the placement policy gives a re-created pod with a reservation a
+// preferred, or on request a required, node affinity for the node that
+// claimed its identity last, keeps the pod's own terms, and leaves every
 // other pod alone; and that checkpointd on the node (real kubelet,
-// containerd and CNI chain) claims a sticky pod's identity at ADD, keeps it
-// through the DEL and releases it at expiry: two writes in all.
+// containerd and CNI chain) claims a sticky pod's identity at ADD, writes
+// its reservation's end at DEL and releases it at expiry: three writes.
 func TestPlacement(t *testing.T) {
 	n := newCheckpointdNode(t)
 	ctx := context.Background()
@@ -55,9 +64,9 @@ func TestPlacement(t *testing.T) {
 	if _, err := n.client.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node2Name}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	for _, p := range []*corev1.Pod{testPod("db-0", nil), testPod("queue-7d9f8-b", nil)} {
+	for _, p := range []*corev1.Pod{testPod("db-0", nil), testPod("queue-7d9f8-b", nil), testPod("own-b", nil)} {
 		p.Namespace = "db"
-		if p.Name == "queue-7d9f8-b" {
+		if p.Name != "db-0" {
 			p.Spec.NodeName = node2Name
 		}
 		if _, err := n.client.CoreV1().Pods("db").Create(ctx, p, metav1.CreateOptions{}); err != nil {
@@ -65,171 +74,205 @@ func TestPlacement(t *testing.T) {
 		}
 	}
 	n.waitPodRunningIn("db", "db-0", 2*time.Minute)
-	node1 := placement.NewAPI(n.clientAs(n.nodeToken()), nodeName)
-	node2 := placement.NewAPI(n.clientAs(n.tokens[nodeUser(node2Name)]), node2Name)
-	uid1, err := node1.NodeUID(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	uid2, err := node2.NodeUID(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	now := time.Now().UTC().Truncate(time.Millisecond)
-	hold := func(node, pod, ip string) placement.Hold {
-		return placement.Hold{Node: node, Pod: pod, IPs: []string{ip}, Since: now}
-	}
-	dbShard, queueShard := placement.ShardOf("db-0"), placement.ShardOf("queue")
+	node1, node2 := n.indexWriterFor(nodeName), n.indexWriterFor(node2Name)
+	dbShard, queueShard := placement.ShardOf("db-0"), placement.ShardOf("identity:queue")
 	if dbShard == queueShard {
-		t.Fatalf("db-0 and queue share %s: the test needs them apart", dbShard)
+		t.Fatalf("db-0 and identity:queue share %s: the test needs them apart", dbShard)
 	}
-
-	// ---- Who may write. First what the writer policy refuses, once it is
-	// in force: node2 claiming db-0, a pod bound to node1.
-	eventually(t, "writer policy in force (node2's claim of node1's pod denied)", time.Minute, time.Second, func() (bool, string) {
-		_, err := node2.Apply(ctx, "db", dbShard, uid2, map[string]placement.Hold{"db-0": hold(node2Name, "db-0", "10.244.2.9")}, false)
+	eventually(t, "index policy in force (node2's claim of node1's pod refused)", time.Minute, time.Second, func() (bool, string) {
+		err := node2.claim("db", entryLine("db-0", "db-0", "10.244.2.9"))
 		if err == nil {
 			n.adminDeleteShard("db", dbShard)
 			return false, "accepted"
 		}
-		return apierrors.IsForbidden(err) && strings.Contains(err.Error(), "only for a pod bound to it"), err.Error()
+		return strings.Contains(err.Error(), "claim refused:"), err.Error()
 	})
-	refused := map[string]func() error{
-		"claim db-0, a pod bound to node1": func() error {
-			_, err := node2.Apply(ctx, "db", dbShard, uid2, map[string]placement.Hold{"db-0": hold(node2Name, "db-0", "10.244.2.9")}, true)
-			return err
-		},
-		"claim web-0, a pod that never ran": func() error {
-			_, err := node2.Apply(ctx, "db", placement.ShardOf("web-0"), uid2, map[string]placement.Hold{"web-0": hold(node2Name, "web-0", "10.244.2.9")}, true)
-			return err
-		},
-		"write an entry naming node1": func() error {
-			_, err := node2.Apply(ctx, "db", dbShard, uid2, map[string]placement.Hold{"db-0": hold(nodeName, "db-0", "10.244.1.9")}, true)
-			return err
-		},
-		"write a shard outside shard-0 … shard-f": func() error {
-			_, err := node2.Apply(ctx, "db", "shard-10", uid2, map[string]placement.Hold{"queue": hold(node2Name, "queue-7d9f8-b", "10.244.2.9")}, true)
-			return err
-		},
-	}
-	for what, f := range refused {
-		if err := f(); !apierrors.IsForbidden(err) {
-			t.Errorf("node2: %s: %v, want Forbidden", what, err)
-		} else {
-			t.Logf("node2: %s: Forbidden (%v)", what, err)
-		}
-	}
-	if l := n.shardsIn("db"); len(l) != 0 {
-		t.Fatalf("refused writes stored something: %+v", l)
-	}
-	// node1 claims db-0 (its pod), node2 queue (a Deployment pod bound to
-	// it, whose identity is not its name).
-	if _, err := node1.Apply(ctx, "db", dbShard, uid1, map[string]placement.Hold{"db-0": hold(nodeName, "db-0", "10.244.1.50")}, false); err != nil {
+	if err := node1.claim("db", entryLine("db-0", "db-0", "10.244.1.50")); err != nil {
 		t.Fatalf("node1 claiming db-0, its own pod: %v", err)
 	}
-	if _, err := node2.Apply(ctx, "db", queueShard, uid2, map[string]placement.Hold{"queue": hold(node2Name, "queue-7d9f8-b", "10.244.2.51")}, false); err != nil {
-		t.Fatalf("node2 claiming queue for its pod queue-7d9f8-b: %v", err)
+	if err := node2.claim("db", entryLine("identity:queue", "queue-7d9f8-b", "10.244.2.51")); err != nil {
+		t.Fatalf("node2 claiming identity:queue for its pod queue-7d9f8-b: %v", err)
 	}
-	two := map[string]placement.Hold{"db-0": hold(nodeName, "db-0", "10.244.1.50")}
-	for _, id := range []string{"x1", "x2", "x3", "x4", "x5", "x6", "x7", "x8"} { // some share db-0's shard
-		if placement.ShardOf(id) == dbShard {
-			two[id] = hold(nodeName, "db-0", "10.244.1.51")
+	n.nodeAttacks(node2)
+	n.namespaceUserAttacks()
+	n.hints()
+	n.publisherLifecycle()
+}
+
+// nodeAttacks: what another node's credentials (node2, running pods
+// own-b and queue-7d9f8-b of namespace db) may not do to node1's entry of
+// db-0, or claim for itself; node1's entry is the same after all of it.
+func (n *node) nodeAttacks(node2 *indexWriter) {
+	t := n.t
+	ctx := context.Background()
+	dbShard := placement.ShardOf("db-0")
+	before, _ := n.lineOf("db", "db-0", nodeName)
+	c2 := n.clientAs(n.tokens[nodeUser(node2Name)])
+	uid1 := n.nodeUID(nodeName)
+	uid2 := n.nodeUID(node2Name)
+	ref := func(node string, uid types.UID) metav1.OwnerReference {
+		return metav1.OwnerReference{APIVersion: "v1", Kind: "Node", Name: node, UID: uid}
+	}
+	// Another node's key, on every write path.
+	n.refusedEverywhere("node2", c2, "db", dbShard, "rewrite node1's entry of db-0 to name node2's pod own-b", func(cm *corev1.ConfigMap) {
+		cm.Data[nodeName] = strings.Replace(cm.Data[nodeName], "10.244.1.50", "10.244.2.3", 1)
+	})
+	n.refusedEverywhere("node2", c2, "db", dbShard, "take node1's entry over under its own key", func(cm *corev1.ConfigMap) {
+		l := entryLine("db-0", "db-0", "10.244.2.3")
+		seq, _ := parseSeq(cm.ResourceVersion)
+		l.Seq = seq
+		cm.Data = map[string]string{node2Name: l.String()}
+		cm.OwnerReferences = []metav1.OwnerReference{ref(node2Name, uid2)}
+	})
+	n.refusedEverywhere("node2", c2, "db", dbShard, "remove node1's entry", func(cm *corev1.ConfigMap) { delete(cm.Data, nodeName) })
+	n.refusedEverywhere("node2", c2, "db", dbShard, "drop node1's owner reference (its entry would stop counting)", func(cm *corev1.ConfigMap) {
+		cm.OwnerReferences = nil
+	})
+	n.refusedEverywhere("node2", c2, "db", dbShard, "label the shard", func(cm *corev1.ConfigMap) { cm.Labels["x"] = "y" })
+	n.refusedEverywhere("node2", c2, "db", dbShard, "add an entry and an owner reference for node1's Node", func(cm *corev1.ConfigMap) {
+		cm.Data[node2Name] = entryLine("db-0", "db-0", "10.244.2.3").String()
+		cm.OwnerReferences = append(cm.OwnerReferences, ref(node2Name, uid2), metav1.OwnerReference{APIVersion: "v1", Kind: "Node", Name: nodeName, UID: uid1 + "x"})
+	})
+	// Claims of its own.
+	requireRefused(t, "node2 claiming db-0 for its pod own-b", node2.claim("db", entryLine("db-0", "own-b", "10.244.2.3")), "the entry of a pod-name identity names that pod")
+	requireRefused(t, "node2 claiming db-0, bound to node1", node2.claim("db", entryLine("db-0", "db-0", "10.244.2.3")), "claim refused:")
+	requireRefused(t, "node2 claiming web-0, which never ran", node2.claim("db", entryLine("web-0", "web-0", "10.244.2.3")), "claim refused:")
+	// A pod it makes up: NodeRestriction lets a kubelet create mirror pods
+	// of any name; deploy/placement only the kubelet's <name>-<node>, and
+	// no claim names such a pod.
+	mirror := func(name string) *corev1.Pod {
+		p := testPod(name, map[string]string{"kubernetes.io/config.mirror": "x"})
+		p.Namespace, p.Spec.NodeName = "db", node2Name
+		yes := true
+		p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: node2Name, UID: uid2, Controller: &yes}}
+		return p
+	}
+	_, err := c2.CoreV1().Pods("db").Create(ctx, mirror("db-1"), metav1.CreateOptions{})
+	requireRefused(t, "node2 creating the mirror pod db/db-1", err, "may create only mirror pods named")
+	if _, err := c2.CoreV1().Pods("db").Create(ctx, mirror("web-"+node2Name), metav1.CreateOptions{}); err != nil {
+		t.Fatalf("node2 creating a mirror pod named as the kubelet names them: %v", err)
+	}
+	requireRefused(t, "node2 claiming identity:web for its mirror pod", node2.claim("db", entryLine("identity:web", "web-"+node2Name, "10.244.2.4")), "mirror pods")
+	requireRefused(t, "node2 claiming web-"+node2Name+" for its mirror pod", node2.claim("db", entryLine("web-"+node2Name, "web-"+node2Name, "10.244.2.4")), "mirror pods")
+	// Entries the honest nodes could not read, or that crowd the others out.
+	raw := func(what, value, want string) {
+		s, err := node2.api.Get(ctx, "db", placement.ShardOf("identity:queue"))
+		if err != nil {
+			t.Fatal(err)
 		}
+		_, err = node2.api.Write(ctx, "db", placement.ShardOf("identity:queue"), s.RV, node2.uid, nil, s.Values[node2Name]+"\n"+value)
+		requireRefused(t, "node2 writing "+what, err, want)
 	}
-	if len(two) >= 3 {
-		if _, err := node1.Apply(ctx, "db", dbShard, uid1, two, false); !apierrors.IsForbidden(err) {
-			t.Errorf("node1 claiming %d identities in one write: %v, want Forbidden (one claim per write)", len(two)-1, err)
-		}
-	}
-	reserved := hold(nodeName, "db-0", "10.244.1.50")
-	reserved.Since = now.Add(time.Second) // db-0 started again on node1
-	if _, err := node1.Apply(ctx, "db", dbShard, uid1, map[string]placement.Hold{"db-0": reserved}, false); err != nil {
-		t.Fatalf("node1 updating its entry: %v", err)
-	}
-	// Raw writes the publisher never makes: removing or re-pointing another
-	// node's entry, its owner reference, labels, another ConfigMap.
-	raw := n.clientAs(n.tokens[nodeUser(node2Name)]).CoreV1().ConfigMaps("db")
-	for what, patch := range map[string]string{
-		"remove node1's entry":                     `{"data":{"db-0":null}}`,
-		"point node1's entry at itself":            `{"data":{"db-0":"` + node2Name + ` db-0 2026-11-25T00:00:00.000Z 10.244.2.9"}}`,
-		"label the shard":                          `{"metadata":{"labels":{"x":"y"}}}`,
-		"make the shard immutable":                 `{"immutable":true}`,
-		"drop node1's owner reference":             `{"metadata":{"ownerReferences":[]}}`,
-		"own node1's shard without an entry there": `{"metadata":{"ownerReferences":[{"apiVersion":"v1","kind":"Node","name":"` + nodeName + `","uid":"` + string(uid1) + `"},{"apiVersion":"v1","kind":"Node","name":"` + node2Name + `","uid":"` + string(uid2) + `"}]}}`,
-	} {
-		_, err := raw.Patch(ctx, dbShard, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
-		if !apierrors.IsForbidden(err) {
-			t.Errorf("node2: %s (merge patch): %v, want Forbidden", what, err)
-		}
-	}
-	// On its own shard: hang it on node1's Node.
-	patch := `{"metadata":{"ownerReferences":[{"apiVersion":"v1","kind":"Node","name":"` + node2Name + `","uid":"` + string(uid2) + `"},{"apiVersion":"v1","kind":"Node","name":"` + nodeName + `","uid":"` + string(uid1) + `"}]}}`
-	if _, err := raw.Patch(ctx, queueShard, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); !apierrors.IsForbidden(err) {
-		t.Errorf("node2: add node1's Node as an owner of its shard (merge patch): %v, want Forbidden", err)
-	}
-	if err := raw.Delete(ctx, dbShard, metav1.DeleteOptions{}); !apierrors.IsForbidden(err) {
-		t.Errorf("node2 deleting a shard: %v, want Forbidden", err)
-	}
+	raw("an entry that does not parse", "identity:x own-b 5 garbage - 10.244.2.5", "an entry is")
+	raw("an address that does not parse", "identity:queue queue-7d9f8-b 0 2026-11-26T00:00:00.000Z - 10.244.2.500", "an entry is")
+	raw("an identity of another shard", entryLine("db-0", "db-0", "10.244.2.5").String(), "in its own shard")
+	raw("20,000 characters", strings.Repeat("x", 20000), "at most 16384 characters")
+	s, _ := node2.api.Get(ctx, "db", placement.ShardOf("identity:queue"))
+	lines, _ := s.Lines(node2Name)
+	lines[0].Seq += 1000 // a claim that says it is newer than it is
+	_, err = node2.api.Write(ctx, "db", placement.ShardOf("identity:queue"), s.RV, node2.uid, nil, entry.FormatValue(lines))
+	requireRefused(t, "node2 moving its claim's seq forward", err, "stale claim:")
 	other := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "kube-proxy", Namespace: "db"}, Data: map[string]string{"x": "y"}}
-	if _, err := raw.Create(ctx, other, metav1.CreateOptions{}); !apierrors.IsForbidden(err) {
-		t.Errorf("node2 creating another ConfigMap: %v, want Forbidden", err)
+	_, err = c2.CoreV1().ConfigMaps("db").Create(ctx, other, metav1.CreateOptions{})
+	requireRefused(t, "node2 creating another ConfigMap", err, "")
+	requireRefused(t, "node2 deleting a shard", c2.CoreV1().ConfigMaps("db").Delete(ctx, dbShard, metav1.DeleteOptions{}), "")
+	// A binding that lets nodes get any pod would make every name pass the
+	// authorizer's check: claims are then refused, whoever they name.
+	n.grantNodesGetPods(func() {
+		requireRefused(t, "node2 claiming identity:queue2 for its pod own-b while nodes may get every pod",
+			node2.claim("db", entryLine("identity:queue2", "own-b", "10.244.2.6")), "nodes may get pods that are not bound to them")
+	})
+	if after, ok := n.lineOf("db", "db-0", nodeName); !ok || !after.Equal(before) || n.hinted("db", "db-0") != nodeName {
+		t.Fatalf("db/db-0 after node2's refused writes: %+v (%v), hint %q; want node1's %+v", after, ok, n.hinted("db", "db-0"), before)
 	}
-	// The namespace's own users cannot write the index either: a service
-	// account with edit rights in db.
+	t.Log("node2: every write on node1's entry refused on every path, every claim it may not make refused; node1's entry unchanged")
+}
+
+// nodeUID is the UID of Node name.
+func (cp *controlPlane) nodeUID(name string) types.UID {
+	nd, err := cp.client.CoreV1().Nodes().Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		cp.t.Fatal(err)
+	}
+	return nd.UID
+}
+
+// grantNodesGetPods runs f while an RBAC binding lets every node get every
+// pod.
+func (cp *controlPlane) grantNodesGetPods(f func()) {
+	t := cp.t
+	ctx := context.Background()
+	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "nodes-get-pods"},
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get"}}}}
+	rb := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "nodes-get-pods"},
+		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: role.Name},
+		Subjects: []rbacv1.Subject{{APIGroup: "rbac.authorization.k8s.io", Kind: "Group", Name: "system:nodes"}}}
+	if _, err := cp.client.RbacV1().ClusterRoles().Create(ctx, role, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cp.client.RbacV1().ClusterRoleBindings().Create(ctx, rb, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	f()
+	for _, err := range []error{
+		cp.client.RbacV1().ClusterRoleBindings().Delete(ctx, rb.Name, metav1.DeleteOptions{}),
+		cp.client.RbacV1().ClusterRoles().Delete(ctx, role.Name, metav1.DeleteOptions{}),
+	} {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// namespaceUserAttacks: a user with every ConfigMap right in namespace db
+// writes no shard, on any path, deletes none, and cannot plant one, with or
+// without the index label; ordinary ConfigMaps stay theirs.
+func (n *node) namespaceUserAttacks() {
+	t := n.t
+	ctx := context.Background()
 	editor := n.namespaceEditor("db")
-	forged := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: placement.ShardOf("web-0"), Namespace: "db",
-		Labels: map[string]string{placement.IndexLabel: strings.TrimPrefix(placement.ShardOf("web-0"), placement.ShardPrefix)}},
-		Data: map[string]string{"web-0": node2Name + " web-0 2026-11-25T00:00:00.000Z 10.244.2.9"}}
-	byPolicy := func(err error) bool {
-		return apierrors.IsForbidden(err) && strings.Contains(err.Error(), "is written by the nodes")
+	dbShard := placement.ShardOf("db-0")
+	n.refusedEverywhere("an editor of namespace db", editor, "db", dbShard, "point db-0's entry at node2", func(cm *corev1.ConfigMap) {
+		cm.Data[nodeName] = strings.Replace(cm.Data[nodeName], "10.244.1.50", "10.244.2.3", 1)
+	})
+	n.refusedEverywhere("an editor of namespace db", editor, "db", dbShard, "unlabel the shard", func(cm *corev1.ConfigMap) { cm.Labels = nil })
+	requireRefused(t, "an editor of namespace db deleting a shard", editor.CoreV1().ConfigMaps("db").Delete(ctx, dbShard, metav1.DeleteOptions{}),
+		"is written by the nodes")
+	free := ""
+	for i := range placement.ShardCount {
+		if name := placement.ShardName(i); len(n.shard("db", name).Values) == 0 && !n.shard("db", name).Exists {
+			free = name
+			break
+		}
 	}
-	if _, err := editor.CoreV1().ConfigMaps("db").Create(ctx, forged, metav1.CreateOptions{}); !byPolicy(err) {
-		t.Errorf("an editor of namespace db creating an index shard: %v, want Forbidden by the index policy", err)
+	plant := func(labels map[string]string) error {
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: free, Namespace: "db", Labels: labels,
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: node2Name, UID: n.nodeUID(node2Name)}}},
+			Data: map[string]string{node2Name: entryLine("db-9", "db-9", "10.244.2.9").String()}}
+		_, err := editor.CoreV1().ConfigMaps("db").Create(ctx, cm, metav1.CreateOptions{})
+		return err
 	}
-	if _, err := editor.CoreV1().ConfigMaps("db").Patch(ctx, dbShard, types.MergePatchType, []byte(`{"data":{"db-0":null}}`), metav1.PatchOptions{}); !byPolicy(err) {
-		t.Errorf("an editor of namespace db removing an entry: %v, want Forbidden by the index policy", err)
-	}
-	if _, err := editor.CoreV1().ConfigMaps("db").Patch(ctx, dbShard, types.MergePatchType, []byte(`{"metadata":{"labels":null}}`), metav1.PatchOptions{}); !byPolicy(err) {
-		t.Errorf("an editor of namespace db unlabelling a shard: %v, want Forbidden by the index policy", err)
-	}
+	requireRefused(t, "an editor of namespace db planting "+free+" without the index label", plant(nil), "is written by the nodes")
+	requireRefused(t, "an editor of namespace db planting "+free+" with it", plant(map[string]string{placement.IndexLabel: strings.TrimPrefix(free, placement.ShardPrefix)}),
+		"is written by the nodes")
+	labelled := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "app-index", Namespace: "db", Labels: map[string]string{placement.IndexLabel: "3"}}}
+	_, err := editor.CoreV1().ConfigMaps("db").Create(ctx, labelled, metav1.CreateOptions{})
+	requireRefused(t, "an editor of namespace db creating another ConfigMap with the index label (a parameter of the hint)", err, "is written by the nodes")
 	plainCM := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "app-config", Namespace: "db"}, Data: map[string]string{"k": "v"}}
 	if _, err := editor.CoreV1().ConfigMaps("db").Create(ctx, plainCM, metav1.CreateOptions{}); err != nil {
 		t.Errorf("an editor of namespace db creating an ordinary ConfigMap: %v", err)
 	}
-	if h, ok := n.holdOf("db", "db-0"); !ok || !h.Equal(reserved) {
-		t.Fatalf("db/db-0 after node2's refused writes: %+v (%v), want node1's %+v", h, ok, reserved)
-	}
-	t.Log("writes: node1 claimed db-0 and updated it, node2 claimed queue for its own pod; node2 was denied every other write")
+}
 
-	// ---- The hint. db-0 (a StatefulSet pod's name) is held by node1, queue
-	// (an identity) by node2.
+// hints checks the placement policy's answer for a new pod in namespace db,
+// where node1 claimed db-0 and node2 identity:queue.
+func (n *node) hints() {
+	t := n.t
+	ctx := context.Background()
 	eventually(t, "placement policy in force", time.Minute, time.Second, func() (bool, string) {
-		terms := n.hintFor(unboundPod("db", "", map[string]string{annReservation: "10", annIdentity: "db-0"}))
-		return len(terms) == 1, fmt.Sprint(terms)
+		pf, _ := n.hintFor(unboundPod("db", "", map[string]string{annReservation: "10", annIdentity: "queue"}))
+		return len(pf) == 1, fmt.Sprint(pf)
 	})
-	own := corev1.PreferredSchedulingTerm{Weight: 7, Preference: corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{
-		{Key: "topology.kubernetes.io/zone", Operator: corev1.NodeSelectorOpIn, Values: []string{"a"}}}}}
-	required := &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{
-		{Key: "kubernetes.io/os", Operator: corev1.NodeSelectorOpIn, Values: []string{"linux"}}}}}}
-	term := func(node string) corev1.PreferredSchedulingTerm {
-		return corev1.PreferredSchedulingTerm{Weight: placementWeight, Preference: corev1.NodeSelectorTerm{MatchFields: []corev1.NodeSelectorRequirement{
-			{Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: []string{node}}}}}
-	}
-	ours, theirs := term(nodeName), term(node2Name)
-	withOwn := func(p *corev1.Pod) *corev1.Pod {
-		p.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
-			RequiredDuringSchedulingIgnoredDuringExecution: required, PreferredDuringSchedulingIgnoredDuringExecution: []corev1.PreferredSchedulingTerm{own}}}
-		return p
-	}
-	antiOnly := func(p *corev1.Pod) *corev1.Pod { // an affinity with no nodeAffinity
-		p.Spec.Affinity = &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{PreferredDuringSchedulingIgnoredDuringExecution: []corev1.WeightedPodAffinityTerm{
-			{Weight: 3, PodAffinityTerm: corev1.PodAffinityTerm{TopologyKey: "kubernetes.io/hostname"}}}}}
-		return p
-	}
-	requiredOnly := func(p *corev1.Pod) *corev1.Pod { // a nodeAffinity with no preferred terms
-		p.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: required}}
-		return p
-	}
 	// db-0 is deleted, as a StatefulSet pod is before its re-creation.
 	zero := int64(0)
 	if err := n.client.CoreV1().Pods("db").Delete(ctx, "db-0", metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
@@ -239,44 +282,103 @@ func TestPlacement(t *testing.T) {
 		_, err := n.client.CoreV1().Pods("db").Get(ctx, "db-0", metav1.GetOptions{})
 		return apierrors.IsNotFound(err), fmt.Sprint(err)
 	})
+	own := corev1.PreferredSchedulingTerm{Weight: 7, Preference: corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{
+		{Key: "topology.kubernetes.io/zone", Operator: corev1.NodeSelectorOpIn, Values: []string{"a"}}}}}
+	linux := corev1.NodeSelectorRequirement{Key: "kubernetes.io/os", Operator: corev1.NodeSelectorOpIn, Values: []string{"linux"}}
+	notNode9 := corev1.NodeSelectorRequirement{Key: "metadata.name", Operator: corev1.NodeSelectorOpNotIn, Values: []string{"node9"}}
+	required := &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{linux}},
+		{MatchExpressions: []corev1.NodeSelectorRequirement{linux}, MatchFields: []corev1.NodeSelectorRequirement{notNode9}}}}
+	on := func(node string) corev1.NodeSelectorRequirement {
+		return corev1.NodeSelectorRequirement{Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: []string{node}}
+	}
+	term := func(node string) corev1.PreferredSchedulingTerm {
+		return corev1.PreferredSchedulingTerm{Weight: placementWeight, Preference: corev1.NodeSelectorTerm{MatchFields: []corev1.NodeSelectorRequirement{on(node)}}}
+	}
+	ours, theirs := term(nodeName), term(node2Name)
+	withOwn := func(p *corev1.Pod) *corev1.Pod {
+		p.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
+			RequiredDuringSchedulingIgnoredDuringExecution: required.DeepCopy(), PreferredDuringSchedulingIgnoredDuringExecution: []corev1.PreferredSchedulingTerm{own}}}
+		return p
+	}
+	antiOnly := func(p *corev1.Pod) *corev1.Pod { // an affinity with no nodeAffinity
+		p.Spec.Affinity = &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{PreferredDuringSchedulingIgnoredDuringExecution: []corev1.WeightedPodAffinityTerm{
+			{Weight: 3, PodAffinityTerm: corev1.PodAffinityTerm{TopologyKey: "kubernetes.io/hostname"}}}}}
+		return p
+	}
+	req := map[string]string{annReservation: "10", annPlacement: "required"}
+	andOurs := &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{
+		{MatchExpressions: []corev1.NodeSelectorRequirement{linux}, MatchFields: []corev1.NodeSelectorRequirement{on(nodeName)}},
+		{MatchExpressions: []corev1.NodeSelectorRequirement{linux}, MatchFields: []corev1.NodeSelectorRequirement{notNode9, on(nodeName)}}}}
 	cases := []struct {
-		name string
-		pod  *corev1.Pod
-		want []corev1.PreferredSchedulingTerm // nil: no affinity at all
+		name      string
+		pod       *corev1.Pod
+		preferred []corev1.PreferredSchedulingTerm // nil: none
+		required  *corev1.NodeSelector             // nil: none
 	}{
 		{"statefulset pod, own affinity kept", withOwn(unboundPod("db", "db-0", map[string]string{annReservation: "10"})),
-			[]corev1.PreferredSchedulingTerm{own, ours}},
-		{"pod anti-affinity only, kept", antiOnly(unboundPod("db", "db-0", map[string]string{annReservation: "10"})), []corev1.PreferredSchedulingTerm{ours}},
-		{"required node affinity only, kept", requiredOnly(unboundPod("db", "db-0", map[string]string{annReservation: "10"})), []corev1.PreferredSchedulingTerm{ours}},
-		{"no affinity of its own", unboundPod("db", "db-0", map[string]string{annReservation: "90s"}), []corev1.PreferredSchedulingTerm{ours}},
+			[]corev1.PreferredSchedulingTerm{own, ours}, required},
+		{"pod anti-affinity only, kept", antiOnly(unboundPod("db", "db-0", map[string]string{annReservation: "10"})), []corev1.PreferredSchedulingTerm{ours}, nil},
+		{"no affinity of its own", unboundPod("db", "db-0", map[string]string{annReservation: "90s"}), []corev1.PreferredSchedulingTerm{ours}, nil},
+		{"placement: preferred, said", unboundPod("db", "db-0", map[string]string{annReservation: "90s", annPlacement: "preferred"}), []corev1.PreferredSchedulingTerm{ours}, nil},
+		{"placement: required, no terms of its own: one", unboundPod("db", "db-0", req), nil,
+			&corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchFields: []corev1.NodeSelectorRequirement{on(nodeName)}}}}},
+		{"placement: required, ANDed into each of its own terms", withOwn(unboundPod("db", "db-0", req)), []corev1.PreferredSchedulingTerm{own}, andOurs},
 		{"identity, generateName, held by node2", unboundPod("db", "", map[string]string{annReservation: "5m", annIdentity: "queue"}),
-			[]corev1.PreferredSchedulingTerm{theirs}},
-		{"a pod named as the identity, without the annotation: node2's entry names another pod", unboundPod("db", "queue", map[string]string{annReservation: "90s"}), nil},
-		{"no reservation annotation", withOwn(unboundPod("db", "db-0", nil)), []corev1.PreferredSchedulingTerm{own}},
-		{"reservation 0", unboundPod("db", "db-0", map[string]string{annReservation: "0"}), nil},
-		{"reservation 0s", unboundPod("db", "db-0", map[string]string{annReservation: "0s"}), nil},
-		{"another identity", unboundPod("db", "db-1", map[string]string{annReservation: "10"}), nil},
-		{"identity annotation wins over the name", unboundPod("db", "db-0", map[string]string{annReservation: "10", annIdentity: "other"}), nil},
-		{"same name, another namespace", unboundPod("default", "db-0", map[string]string{annReservation: "10"}), nil},
+			[]corev1.PreferredSchedulingTerm{theirs}, nil},
+		{"a pod named as the identity's key is another identity", unboundPod("db", "queue", map[string]string{annReservation: "90s"}), nil, nil},
+		{"stickyip.io/identity: db-0 is not the pod db-0", unboundPod("db", "", map[string]string{annReservation: "10", annIdentity: "db-0"}), nil, nil},
+		{"no reservation annotation", withOwn(unboundPod("db", "db-0", nil)), []corev1.PreferredSchedulingTerm{own}, required},
+		{"reservation 0", unboundPod("db", "db-0", map[string]string{annReservation: "0"}), nil, nil},
+		{"reservation 0s", unboundPod("db", "db-0", map[string]string{annReservation: "0s"}), nil, nil},
+		{"another identity", unboundPod("db", "db-1", map[string]string{annReservation: "10"}), nil, nil},
+		{"same name, another namespace", unboundPod("default", "db-0", map[string]string{annReservation: "10"}), nil, nil},
 	}
 	for _, c := range cases {
-		n.checkHint(c.name, c.pod, c.want)
+		n.checkHint(c.name, c.pod, c.preferred, c.required)
 	}
+	_, err := n.hintFor(unboundPod("db", "db-0", map[string]string{annReservation: "10", annPlacement: "requird"}))
+	requireRefused(t, "a pod with stickyip.io/placement: requird", err, `want "required"`)
+
+	// The latest claim wins: db-0 runs on node2 now (bound, nothing runs
+	// it), node2 claims it, and the hint names node2 although node1's
+	// entry is still there.
+	moved := testPod("db-0", nil)
+	moved.Namespace, moved.Spec.NodeName = "db", node2Name
+	if _, err := n.client.CoreV1().Pods("db").Create(ctx, moved, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.indexWriterFor(node2Name).claim("db", entryLine("db-0", "db-0", "10.244.2.7")); err != nil {
+		t.Fatalf("node2 claiming db-0, bound to it now: %v", err)
+	}
+	if err := n.client.CoreV1().Pods("db").Delete(ctx, "db-0", metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the hint names node2, which claimed db-0 last", time.Minute, 500*time.Millisecond, func() (bool, string) {
+		got, err := n.hintFor(unboundPod("db", "db-0", map[string]string{annReservation: "10"}))
+		return err == nil && fmt.Sprint(got) == fmt.Sprint([]corev1.PreferredSchedulingTerm{theirs}), fmt.Sprint(got, err)
+	})
+	t.Log("hint: of node1's and node2's entries of db-0, node2's, the later claim")
 	// A Node that is gone: the garbage collector drops its owner reference
 	// (done by hand here: no controller-manager runs), and its entries stop
 	// counting at once.
+	queueShard := placement.ShardOf("identity:queue")
 	if _, err := n.client.CoreV1().ConfigMaps("db").Patch(ctx, queueShard, types.MergePatchType, []byte(`{"metadata":{"ownerReferences":null}}`), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, "no hint from a node that no longer owns the shard", 30*time.Second, 500*time.Millisecond, func() (bool, string) {
-		terms := n.hintFor(unboundPod("db", "", map[string]string{annReservation: "5m", annIdentity: "queue"}))
-		return len(terms) == 0, fmt.Sprint(terms)
+		got, err := n.hintFor(unboundPod("db", "", map[string]string{annReservation: "5m", annIdentity: "queue", annPlacement: "required"}))
+		return err == nil && len(got) == 0, fmt.Sprint(got, err)
 	})
 	t.Log("hint: identity of a node that no longer owns the shard: none")
-	n.adminDeleteShard("db", dbShard)
+	n.adminDeleteShard("db", placement.ShardOf("db-0"))
 	n.adminDeleteShard("db", queueShard)
+}
 
-	// ---- The publisher: checkpointd on node1 with the real CNI chain.
+// publisherLifecycle: checkpointd on node1 with the real CNI chain claims a
+// sticky pod's identity at its ADD, writes its reservation's end at DEL and
+// releases it at expiry, and writes nothing for a plain pod.
+func (n *node) publisherLifecycle() {
+	t := n.t
 	n.startCheckpointd()
 	const reserve = 20 * time.Second
 	start := time.Now()
@@ -286,32 +388,33 @@ func TestPlacement(t *testing.T) {
 	n.waitAPIPodRunning("plain", 2*time.Minute)
 	var claimed time.Duration
 	eventually(t, "entry of default/web", 30*time.Second, 200*time.Millisecond, func() (bool, string) {
-		h, ok := n.holdOf("default", "web")
+		l, ok := n.lineOf("default", "web", nodeName)
 		if !ok {
 			return false, "no entry yet"
 		}
 		claimed = time.Since(start)
 		owners := n.ownersOf("default", placement.ShardOf("web"))
-		if h.Node != nodeName || h.Pod != "web" || fmt.Sprint(h.IPs) != "["+ip+"]" || fmt.Sprint(owners) != "["+nodeName+"]" {
-			return false, fmt.Sprintf("entry %+v, owners %v", h, owners)
+		if l.Pod != "web" || fmt.Sprint(l.IPs) != "["+ip+"]" || !l.Running() || fmt.Sprint(owners) != "["+nodeName+"]" {
+			return false, fmt.Sprintf("entry %+v, owners %v", l, owners)
 		}
 		return true, ""
 	})
 	t.Logf("publisher: default/web (%s) claimed, %s after the pod's creation", ip, claimed.Round(100*time.Millisecond))
-	if h, ok := n.holdOf("default", "plain"); ok {
-		t.Errorf("a pod without reservation got an entry: %+v", h)
+	if l, ok := n.lineOf("default", "plain", nodeName); ok {
+		t.Errorf("a pod without reservation got an entry: %+v", l)
 	}
 	n.deletePodGracefully("web", time.Minute)
 	deleted := time.Now()
 	expires := deleted.Add(reserve)
-	time.Sleep(reserve / 2)
-	if h, ok := n.holdOf("default", "web"); !ok || h.Pod != "web" {
-		t.Fatalf("entry of default/web %s after the DEL, while its IP is reserved: %+v %v", time.Since(deleted).Round(time.Second), h, ok)
-	}
+	eventually(t, "the reservation's end in default/web's entry", reserve/2, 200*time.Millisecond, func() (bool, string) {
+		l, ok := n.lineOf("default", "web", nodeName)
+		return ok && !l.Running() && l.Until.After(deleted.Add(reserve-5*time.Second)) && l.Until.Before(deleted.Add(reserve+5*time.Second)),
+			fmt.Sprintf("%+v", l)
+	})
 	eventually(t, "entry of default/web released at expiry", reserve+30*time.Second, 500*time.Millisecond, func() (bool, string) {
-		h, ok := n.holdOf("default", "web")
+		l, ok := n.lineOf("default", "web", nodeName)
 		owners := n.ownersOf("default", placement.ShardOf("web"))
-		return !ok && len(owners) == 0, fmt.Sprintf("%+v owners %v", h, owners)
+		return !ok && len(owners) == 0, fmt.Sprintf("%+v owners %v", l, owners)
 	})
 	t.Logf("publisher: entry and owner reference released %s after expiry", time.Since(expires).Round(100*time.Millisecond))
 	writes := map[string]string{}
@@ -322,29 +425,31 @@ func TestPlacement(t *testing.T) {
 		}
 		writes[kind] = v
 	}
-	if writes[placement.WriteClaim] != "1" || writes[placement.WriteUpdate] != "0" || writes[placement.WriteRelease] != "1" {
-		t.Errorf("API writes for one sticky pod's lifecycle and one plain pod: %v, want one claim, no update, one release", writes)
+	if writes[placement.WriteClaim] != "1" || writes[placement.WriteUpdate] != "1" || writes[placement.WriteRelease] != "1" {
+		t.Errorf("API writes for one sticky pod's lifecycle and one plain pod: %v, want one claim, one update (DEL), one release", writes)
 	}
 	t.Logf("publisher: API writes for one sticky pod lifecycle (ADD, DEL, expiry) and one plain pod: %v", writes)
 }
 
 // hintFor returns the preferred node affinity terms pod gets from the
-// mutating admission policies (a server-side dry-run create).
-func (n *node) hintFor(pod *corev1.Pod) []corev1.PreferredSchedulingTerm {
+// mutating admission policies (a server-side dry-run create), and the
+// API server's refusal, if any.
+func (n *node) hintFor(pod *corev1.Pod) ([]corev1.PreferredSchedulingTerm, error) {
 	got, err := n.client.CoreV1().Pods(pod.Namespace).Create(context.Background(), pod, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 	if err != nil {
-		n.t.Fatalf("dry-run create of %s/%s%s: %v", pod.Namespace, pod.Name, pod.GenerateName, err)
+		return nil, err
 	}
 	if a := got.Spec.Affinity; a != nil && a.NodeAffinity != nil {
-		return a.NodeAffinity.PreferredDuringSchedulingIgnoredDuringExecution
+		return a.NodeAffinity.PreferredDuringSchedulingIgnoredDuringExecution, nil
 	}
-	return nil
+	return nil, nil
 }
 
 // checkHint creates pod through the API (a server-side dry run: the
 // mutating admission policies run, nothing is stored) and checks the
-// preferred node affinity terms it gets, and that its own affinity is kept.
-func (n *node) checkHint(name string, pod *corev1.Pod, want []corev1.PreferredSchedulingTerm) {
+// preferred and required node affinity it gets, and that the rest of its
+// own affinity is kept.
+func (n *node) checkHint(name string, pod *corev1.Pod, preferred []corev1.PreferredSchedulingTerm, required *corev1.NodeSelector) {
 	t := n.t
 	t.Helper()
 	got, err := n.client.CoreV1().Pods(pod.Namespace).Create(context.Background(), pod, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
@@ -357,15 +462,19 @@ func (n *node) checkHint(name string, pod *corev1.Pod, want []corev1.PreferredSc
 		terms = a.NodeAffinity.PreferredDuringSchedulingIgnoredDuringExecution
 	}
 	if own := pod.Spec.Affinity; own != nil {
-		a := got.Spec.Affinity
-		if a == nil || fmt.Sprint(a.PodAntiAffinity) != fmt.Sprint(own.PodAntiAffinity) || fmt.Sprint(requiredOf(a)) != fmt.Sprint(requiredOf(own)) {
+		if a := got.Spec.Affinity; a == nil || fmt.Sprint(a.PodAntiAffinity) != fmt.Sprint(own.PodAntiAffinity) {
 			t.Errorf("%s: the pod's own affinity changed: %v, was %v", name, a, own)
 		}
 	}
-	if fmt.Sprint(terms) != fmt.Sprint(want) || (want == nil && got.Spec.Affinity != nil) {
-		t.Errorf("%s: preferred terms %v (affinity %v), want %v", name, terms, got.Spec.Affinity, want)
-	} else {
-		t.Logf("hint: %s: preferred terms %v", name, terms)
+	switch {
+	case fmt.Sprint(terms) != fmt.Sprint(preferred):
+		t.Errorf("%s: preferred terms %v, want %v", name, terms, preferred)
+	case fmt.Sprint(requiredOf(got.Spec.Affinity)) != fmt.Sprint(required):
+		t.Errorf("%s: required %v, want %v", name, requiredOf(got.Spec.Affinity), required)
+	case preferred == nil && required == nil && got.Spec.Affinity != nil && pod.Spec.Affinity == nil:
+		t.Errorf("%s: affinity %v added, want none", name, got.Spec.Affinity)
+	default:
+		t.Logf("hint: %s: preferred %v, required %v", name, terms, requiredOf(got.Spec.Affinity))
 	}
 }
 
@@ -432,66 +541,6 @@ func (cp *controlPlane) namespaceEditor(ns string) kubernetes.Interface {
 		t.Fatal(err)
 	}
 	return cp.clientAs(tok.Status.Token)
-}
-
-// shardsIn returns the placement index shards of namespace ns ("": every
-// namespace) by namespace/name, as admin.
-func (cp *controlPlane) shardsIn(ns string) map[string]*placement.Shard {
-	t := cp.t
-	t.Helper()
-	l, err := cp.client.CoreV1().ConfigMaps(ns).List(context.Background(), metav1.ListOptions{LabelSelector: placement.IndexLabel})
-	if err != nil {
-		t.Fatalf("list the placement index: %v", err)
-	}
-	out := map[string]*placement.Shard{}
-	for i := range l.Items {
-		s, err := placement.DecodeShard(&l.Items[i])
-		if err != nil {
-			t.Fatal(err)
-		}
-		out[l.Items[i].Namespace+"/"+l.Items[i].Name] = s
-	}
-	return out
-}
-
-// holdOf is the entry of identity in namespace ns's placement index, as
-// admin reads it.
-func (cp *controlPlane) holdOf(ns, identity string) (placement.Hold, bool) {
-	s := cp.shardsIn(ns)[ns+"/"+placement.ShardOf(identity)]
-	if s == nil {
-		return placement.Hold{}, false
-	}
-	h, ok := s.Holds[identity]
-	return h, ok
-}
-
-// ownersOf names the Nodes that own shard ns/name.
-func (cp *controlPlane) ownersOf(ns, name string) []string {
-	if s := cp.shardsIn(ns)[ns+"/"+name]; s != nil {
-		return s.Owners
-	}
-	return nil
-}
-
-// heldBy returns the identities (namespace/identity) whose entry names node
-// in every namespace, and whether node still owns the shard each is in.
-func (cp *controlPlane) heldBy(node string) map[string]bool {
-	out := map[string]bool{}
-	for key, s := range cp.shardsIn("") {
-		ns, _, _ := strings.Cut(key, "/")
-		for id := range s.Own(node) {
-			out[ns+"/"+id] = s.OwnedBy(node)
-		}
-	}
-	return out
-}
-
-// adminDeleteShard deletes shard ns/name as admin (gone already is fine).
-func (cp *controlPlane) adminDeleteShard(ns, name string) {
-	err := cp.client.CoreV1().ConfigMaps(ns).Delete(context.Background(), name, metav1.DeleteOptions{})
-	if err != nil && !apierrors.IsNotFound(err) {
-		cp.t.Fatal(err)
-	}
 }
 
 // kubectlPath is the kubectl the e2e build made, "" when there is none

@@ -59,8 +59,8 @@ func TestIdentityAnnotation(t *testing.T) {
 	old := harness.PodArgs{Namespace: "default", Name: "web-5d8f7-abcde", UID: "rs1-a", Annotations: ann}
 	oldNS := n.podNetns(t, "old")
 	ips := n.add(t, oldNS, old)
-	if rows := entriesFor(n.list(t), "default", "web"); len(rows) != 1 || rows[0].IP != ips[0] {
-		t.Fatalf("stickyip list for identity default/web: %+v; want %v", rows, ips)
+	if rows := entriesFor(n.list(t), "default", "identity:web"); len(rows) != 1 || rows[0].IP != ips[0] {
+		t.Fatalf("stickyip list for identity default/identity:web: %+v; want %v", rows, ips)
 	}
 
 	// Surge: the replacement starts while the old pod runs.
@@ -85,6 +85,39 @@ func TestIdentityAnnotation(t *testing.T) {
 	if got := n.add(t, n.podNetns(t, "teama"), other); slices.Equal(got, ips) {
 		t.Fatalf("team-a's pod with key web got default/web's IP %v", got)
 	}
+	n.check(t)
+}
+
+// TestIdentityIsNotAPodName (issue 31): a pod author's
+// stickyip.io/identity: db-0 is not the StatefulSet pod db-0. While db-0's
+// address is reserved, the pod mimic annotated with that key gets another
+// address on its eth0, db-0's stays reserved for db-0, and db-0 re-created
+// gets it back.
+func TestIdentityIsNotAPodName(t *testing.T) {
+	n := newNode(t, flannelConf, "stickyip")
+	db0 := harness.PodArgs{Namespace: "default", Name: "db-0", UID: "sts-1", Annotations: map[string]string{annDuration: "10m"}}
+	ns0 := n.podNetns(t, "db0")
+	ips := n.add(t, ns0, db0)
+	n.del(t, ns0, db0)
+	ns0.Delete()
+
+	mimic := harness.PodArgs{Namespace: "default", Name: "mimic", UID: "m-1",
+		Annotations: map[string]string{annIdentity: "db-0", annDuration: "10m"}}
+	nsM := n.podNetns(t, "mimic")
+	got := n.add(t, nsM, mimic)
+	if slices.Equal(got, ips) {
+		t.Fatalf("a pod annotated stickyip.io/identity: db-0 got the pod db-0's reserved %v", ips)
+	}
+	requireAddrs(t, nsM, got)
+	if rows := entriesFor(n.list(t), "default", "db-0"); len(rows) != 1 || rows[0].IP != ips[0] || rows[0].State != "reserved" {
+		t.Fatalf("db-0's entries after the mimic's ADD: %+v; want %v still reserved", rows, ips)
+	}
+	db0.UID = "sts-2"
+	ns1 := n.podNetns(t, "db0b")
+	if again := n.add(t, ns1, db0); !slices.Equal(again, ips) {
+		t.Fatalf("db-0 re-created got %v, want its reserved %v", again, ips)
+	}
+	requireAddrs(t, ns1, ips)
 	n.check(t)
 }
 

@@ -4,7 +4,8 @@
 // `checkpointd cleanup [--all]`, to daemon.Cleanup, or, as `checkpointd
 // install` and `checkpointd uninstall` (what the DaemonSet of deploy/install
 // runs on every node; `checkpointd ready` is its readiness probe), to
-// package install.
+// package install, or, as `checkpointd stranded`, lists the pods that wait
+// for a node that no longer exists.
 package main
 
 import (
@@ -36,6 +37,8 @@ func run(args []string) int {
 			return runInstall(args[0], args[1:])
 		case "ready":
 			return runReady(args[1:])
+		case "stranded":
+			return runStranded(args[1:])
 		}
 	}
 	fs := flag.NewFlagSet("checkpointd", flag.ContinueOnError)
@@ -50,6 +53,7 @@ func run(args []string) int {
        checkpointd cleanup [--all] [flags]
        checkpointd install|uninstall [flags]   (see checkpointd install --help)
        checkpointd ready --ready-file=FILE     (the installer DaemonSet's readiness probe)
+       checkpointd stranded [--kubeconfig FILE] (pods waiting for a node that no longer exists)
 
 cleanup removes the manifest of every static copy checkpointd placed on this
 node (the systemd unit runs it whenever the daemon stops: the kubelet stops

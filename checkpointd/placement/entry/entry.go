@@ -1,54 +1,197 @@
-// Package entry is the placement index's entry: what a node writes for an
-// identity it holds, "<node> <pod> <since> <ip>[,<ip>…]", the form the
-// placement policy (deploy/placement) splits. It needs nothing of
+// Package entry is the placement index's entry: one line of a node's value
+// in a shard, "<identity> <pod> <seq> <since> <until> <ip>[,<ip>…]", the
+// form deploy/placement's policies split and check. It needs nothing of
 // Kubernetes, so that fuzzing its parser instruments no API client.
 package entry
 
 import (
+	"errors"
 	"fmt"
+	"net/netip"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
+
+	"github.com/stickyip/stickyip/contract"
 )
 
-// timeFormat is how Since is written: RFC 3339 in UTC, to the millisecond
-// (two claims of one identity a second apart must compare).
-const timeFormat = "2006-01-02T15:04:05.000Z07:00"
+// timeFormat is how Since and Until are written: RFC 3339 in UTC, to the
+// millisecond (deploy/placement's index policy checks exactly this form).
+const timeFormat = "2006-01-02T15:04:05.000Z"
 
-// Hold is one entry of a shard: the node holding an identity's addresses.
-// It changes only when a pod of the identity gets its addresses (ADD):
-// whether that pod still runs, and how long the reservation after it
-// lasts, are the node's business, so a DEL writes nothing.
-type Hold struct {
-	Node string   // the node that holds the addresses
-	Pod  string   // the pod that holds, or last held, them there
-	IPs  []string // sorted
-	// Since is when the pod got the addresses on the node (its ADD): of two
-	// nodes holding one identity, the later claim wins.
+// running is Until's text while a sandbox holds the addresses.
+const running = "-"
+
+// MaxValueLen bounds a node's value in one shard (characters), so that no
+// node fills a shard (a ConfigMap holds at most 1 MiB) for the others; the
+// index policy refuses longer ones.
+const MaxValueLen = 16384
+
+// MaxIPs bounds the addresses of one entry (one per range set, as the
+// plugin's stickyip.io/ips).
+const MaxIPs = 8
+
+// Line is one entry: an identity a node holds addresses for.
+type Line struct {
+	// Identity is a pod name, or contract.KeyedIdentity of a
+	// stickyip.io/identity value; in the pod's namespace (the shard's).
+	Identity string
+	// Pod is the pod that holds, or last held, the addresses on the node:
+	// for a pod-name identity, the identity itself.
+	Pod string
+	// Seq is the shard's resourceVersion the claim was written on (0 for a
+	// shard the claim created): of two nodes listing an identity, the one
+	// with the larger Seq claimed it last. The API server checks it.
+	Seq uint64
+	// Since is when the pod got the addresses on the node (its ADD).
 	Since time.Time
+	// Until is when the reservation expires; zero while a sandbox holds the
+	// addresses.
+	Until time.Time
+	// IPs are the addresses, sorted.
+	IPs []string
 }
 
-// Equal reports whether two holds say the same, times to the millisecond
-// (as they are written).
-func (h Hold) Equal(o Hold) bool {
-	return h.Node == o.Node && h.Pod == o.Pod && slices.Equal(h.IPs, o.IPs) &&
-		h.Since.Truncate(time.Millisecond).Equal(o.Since.Truncate(time.Millisecond))
+// Running reports whether a sandbox holds the addresses.
+func (l Line) Running() bool { return l.Until.IsZero() }
+
+// SameClaim reports whether l and o are one claim: the same identity, pod
+// and ADD (times to the millisecond, as written). Only the reservation's
+// end and the addresses may change without a new claim.
+func (l Line) SameClaim(o Line) bool {
+	return l.Identity == o.Identity && l.Pod == o.Pod && ms(l.Since).Equal(ms(o.Since))
 }
 
-// Parse reads an entry.
-func Parse(v string) (Hold, error) {
-	f := strings.Split(v, " ")
-	if len(f) != 4 || f[0] == "" || f[1] == "" || f[3] == "" {
-		return Hold{}, fmt.Errorf("entry %q: want \"<node> <pod> <since> <ip>[,<ip>…]\"", v)
+// Equal reports whether l and o say the same, as written.
+func (l Line) Equal(o Line) bool {
+	return l.SameClaim(o) && l.Seq == o.Seq && ms(l.Until).Equal(ms(o.Until)) && slices.Equal(l.IPs, o.IPs)
+}
+
+func ms(t time.Time) time.Time { return t.Truncate(time.Millisecond) }
+
+// Parse reads one entry, checking what the index policy checks.
+func Parse(s string) (Line, error) {
+	f := strings.Split(s, " ")
+	if len(f) != 6 {
+		return Line{}, fmt.Errorf("entry %q: want \"<identity> <pod> <seq> <since> <until> <ip>[,<ip>…]\"", contract.Clip(s, contract.ClipLen))
 	}
-	since, err := time.Parse(time.RFC3339Nano, f[2])
-	if err != nil {
-		return Hold{}, fmt.Errorf("entry %q: since: %w", v, err)
+	bad := func(what string, err error) (Line, error) {
+		return Line{}, fmt.Errorf("entry %q: %s: %w", contract.Clip(s, contract.ClipLen), what, err)
 	}
-	return Hold{Node: f[0], Pod: f[1], Since: since, IPs: strings.Split(f[3], ",")}, nil
+	l := Line{Identity: f[0], Pod: f[1]}
+	if !contract.IsIdentityName(l.Identity) {
+		return bad("identity", errors.New("neither a pod name nor identity:<key>"))
+	}
+	if !contract.IsPodName(l.Pod) {
+		return bad("pod", errors.New("not a pod name"))
+	}
+	if _, keyed := contract.IdentityKey(l.Identity); !keyed && l.Pod != l.Identity {
+		return bad("pod", errors.New("the entry of a pod-name identity names that pod"))
+	}
+	var err error
+	if l.Seq, err = parseSeq(f[2]); err != nil {
+		return bad("seq", err)
+	}
+	if l.Since, err = time.Parse(timeFormat, f[3]); err != nil {
+		return bad("since", err)
+	}
+	if f[4] != running {
+		if l.Until, err = time.Parse(timeFormat, f[4]); err != nil {
+			return bad("until", err)
+		}
+	}
+	if l.IPs, err = parseIPs(f[5]); err != nil {
+		return bad("addresses", err)
+	}
+	return l, nil
 }
 
-// String renders h as an entry.
-func (h Hold) String() string {
-	return strings.Join([]string{h.Node, h.Pod, h.Since.UTC().Format(timeFormat), strings.Join(h.IPs, ",")}, " ")
+// parseSeq reads a resourceVersion as the policy's pattern has it: decimal,
+// no leading zero.
+func parseSeq(s string) (uint64, error) {
+	if s == "" || len(s) > 19 || (len(s) > 1 && s[0] == '0') || strings.TrimLeft(s, "0123456789") != "" {
+		return 0, fmt.Errorf("%q is not a resourceVersion", contract.Clip(s, contract.ClipLen))
+	}
+	return strconv.ParseUint(s, 10, 63) // CEL compares seqs as int
+}
+
+func parseIPs(s string) ([]string, error) {
+	parts := strings.Split(s, ",")
+	if len(parts) > MaxIPs {
+		return nil, fmt.Errorf("more than %d", MaxIPs)
+	}
+	var out []netip.Addr
+	for _, p := range parts {
+		a, err := netip.ParseAddr(p)
+		if err != nil || a.Zone() != "" || a.String() != p {
+			return nil, fmt.Errorf("%q is not an address", contract.Clip(p, contract.ClipLen))
+		}
+		out = append(out, a)
+	}
+	return sortedIPs(out), nil
+}
+
+// SortIPs returns the addresses ips sorted as an entry holds them; an
+// address that does not parse is dropped.
+func SortIPs(ips []string) []string {
+	var out []netip.Addr
+	for _, s := range ips {
+		if a, err := netip.ParseAddr(s); err == nil {
+			out = append(out, a)
+		}
+	}
+	return sortedIPs(out)
+}
+
+func sortedIPs(as []netip.Addr) []string {
+	slices.SortFunc(as, netip.Addr.Compare)
+	as = slices.Compact(as)
+	out := make([]string, len(as))
+	for i, a := range as {
+		out[i] = a.String()
+	}
+	return out
+}
+
+// String renders l as an entry.
+func (l Line) String() string {
+	until := running
+	if !l.Until.IsZero() {
+		until = l.Until.UTC().Format(timeFormat)
+	}
+	return strings.Join([]string{l.Identity, l.Pod, strconv.FormatUint(l.Seq, 10), l.Since.UTC().Format(timeFormat), until,
+		strings.Join(l.IPs, ",")}, " ")
+}
+
+// ParseValue reads a node's value in a shard: its entries, one per line.
+// A line that cannot be read is skipped and reported in bad, so that one
+// bad entry never hides the others.
+func ParseValue(v string) (lines []Line, bad []error) {
+	for _, s := range strings.Split(v, "\n") {
+		if s == "" {
+			continue
+		}
+		l, err := Parse(s)
+		if err != nil {
+			bad = append(bad, err)
+			continue
+		}
+		lines = append(lines, l)
+	}
+	return lines, bad
+}
+
+// FormatValue renders a node's value: its entries sorted by identity, one
+// per line.
+func FormatValue(lines []Line) string {
+	sorted := slices.SortedFunc(slices.Values(lines), func(a, b Line) int { return strings.Compare(a.Identity, b.Identity) })
+	var b strings.Builder
+	for i, l := range sorted {
+		if i > 0 {
+			b.WriteByte('\n')
+		}
+		b.WriteString(l.String())
+	}
+	return b.String()
 }

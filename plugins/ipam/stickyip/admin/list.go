@@ -10,13 +10,16 @@ import (
 
 // Entry is one line of "list --json".
 type Entry struct {
-	Network           string     `json:"network"`
-	IP                string     `json:"ip"`
-	State             string     `json:"state"`
-	ContainerID       string     `json:"containerID,omitempty"`
-	IfName            string     `json:"ifname,omitempty"`
-	Namespace         string     `json:"namespace,omitempty"`
-	Name              string     `json:"name,omitempty"`
+	Network     string `json:"network"`
+	IP          string `json:"ip"`
+	State       string `json:"state"`
+	ContainerID string `json:"containerID,omitempty"`
+	IfName      string `json:"ifname,omitempty"`
+	Namespace   string `json:"namespace,omitempty"`
+	Name        string `json:"name,omitempty"`
+	// Legacy: recorded before pod names and stickyip.io/identity keys were
+	// told apart (store schema 2); the name answers to both.
+	Legacy            bool       `json:"legacy,omitempty"`
 	UID               string     `json:"uid,omitempty"`
 	Netns             string     `json:"netns,omitempty"`
 	Duration          string     `json:"duration,omitempty"`
@@ -64,6 +67,9 @@ func (t *tool) list(args []string) error {
 		pod := "-"
 		if e.Name != "" {
 			pod = e.Namespace + "/" + e.Name
+			if e.Legacy {
+				pod += " (legacy)"
+			}
 		} else if e.LastPod != "" {
 			pod = "(was " + e.LastPod + ")"
 		}
@@ -98,7 +104,7 @@ func entryOf(network string, r *reservation.Record) Entry {
 	e := Entry{
 		Network: network, IP: r.IP.String(), State: string(r.State), ContainerID: r.ContainerID,
 		IfName: r.IfName, Namespace: r.Identity.Namespace, Name: r.Identity.Name, UID: r.UID, Netns: r.Netns,
-		Clamped: r.Clamped, Imported: r.Imported, AllocatedAt: r.AllocatedAt, LastContainerID: r.LastContainerID,
+		Legacy: r.Identity.Legacy, Clamped: r.Clamped, Imported: r.Imported, AllocatedAt: r.AllocatedAt, LastContainerID: r.LastContainerID,
 	}
 	if r.Identity.IfName != "" {
 		e.IfName = r.Identity.IfName

@@ -1,0 +1,137 @@
+package deploy
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"io"
+	"io/fs"
+	"strconv"
+	"strings"
+	"testing"
+
+	admissionv1 "k8s.io/api/admissionregistration/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/yaml"
+
+	"github.com/stickyip/stickyip/checkpointd/placement"
+	"github.com/stickyip/stickyip/checkpointd/placement/entry"
+	"github.com/stickyip/stickyip/contract"
+)
+
+// placementDocs decodes every object of deploy/placement, strictly.
+func placementDocs(t *testing.T) map[string]any {
+	t.Helper()
+	out := map[string]any{}
+	files, err := fs.Glob(Placement, "placement/*.yaml")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("deploy/placement: %v %v", files, err)
+	}
+	for _, f := range files {
+		data, _ := fs.ReadFile(Placement, f)
+		r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
+		for {
+			doc, err := r.Read()
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				t.Fatalf("%s: %v", f, err)
+			}
+			var head struct{ Kind string }
+			if err := yaml.Unmarshal(doc, &head); err != nil || head.Kind == "" {
+				continue // a comment-only document
+			}
+			var obj any
+			switch head.Kind {
+			case "ValidatingAdmissionPolicy":
+				obj = &admissionv1.ValidatingAdmissionPolicy{}
+			case "ValidatingAdmissionPolicyBinding":
+				obj = &admissionv1.ValidatingAdmissionPolicyBinding{}
+			case "MutatingAdmissionPolicy":
+				obj = &admissionv1.MutatingAdmissionPolicy{}
+			case "MutatingAdmissionPolicyBinding":
+				obj = &admissionv1.MutatingAdmissionPolicyBinding{}
+			case "ClusterRole":
+				obj = &rbacv1.ClusterRole{}
+			case "ClusterRoleBinding":
+				obj = &rbacv1.ClusterRoleBinding{}
+			default:
+				t.Fatalf("%s: unexpected kind %s", f, head.Kind)
+			}
+			if err := yaml.UnmarshalStrict(doc, obj); err != nil {
+				t.Fatalf("%s: %s: %v", f, head.Kind, err)
+			}
+			var meta struct{ Metadata struct{ Name string } }
+			_ = yaml.Unmarshal(doc, &meta)
+			out[head.Kind+"/"+meta.Metadata.Name] = obj
+		}
+	}
+	return out
+}
+
+// The policies compute in CEL what checkpointd computes in Go (the shard of
+// an identity, the names, the label, the bounds): one source, checked here.
+func TestPlacementManifestsMatchThePublisher(t *testing.T) {
+	docs := placementDocs(t)
+	index := docs["ValidatingAdmissionPolicy/stickyip-placement-index"].(*admissionv1.ValidatingAdmissionPolicy)
+	hint := docs["MutatingAdmissionPolicy/stickyip-placement"].(*admissionv1.MutatingAdmissionPolicy)
+	var indexCEL, hintCEL strings.Builder
+	for _, v := range index.Spec.Variables {
+		indexCEL.WriteString(v.Expression + "\n")
+	}
+	for _, v := range index.Spec.Validations {
+		indexCEL.WriteString(v.Expression + "\n" + v.MessageExpression + "\n")
+	}
+	for _, m := range hint.Spec.MatchConditions {
+		hintCEL.WriteString(m.Expression + "\n")
+	}
+	for _, v := range hint.Spec.Variables {
+		hintCEL.WriteString(v.Expression + "\n")
+	}
+	for name, cel := range map[string]string{"index policy": indexCEL.String(), "placement policy": hintCEL.String()} {
+		for _, want := range []string{"'" + placement.ShardAlphabet + "'", "'0123456789abcdef'", "% " + strconv.Itoa(placement.ShardCount),
+			placement.ShardPrefix, contract.AnnotationIdentity, "'" + contract.IdentityKeyPrefix + "'"} {
+			if !strings.Contains(cel, want) && !(name == "index policy" && want == contract.AnnotationIdentity) {
+				t.Errorf("%s does not use %q, as checkpointd/placement does", name, want)
+			}
+		}
+	}
+	for _, want := range []string{"<= " + strconv.Itoa(entry.MaxValueLen), "<= " + strconv.Itoa(entry.MaxIPs)} {
+		if !strings.Contains(indexCEL.String(), want) {
+			t.Errorf("index policy does not bound %q as entry does", want)
+		}
+	}
+	if !strings.Contains(hintCEL.String(), "'"+contract.AnnotationPlacement+"'") || !strings.Contains(hintCEL.String(), "'"+contract.PlacementRequired+"'") {
+		t.Errorf("placement policy does not read %s: %s", contract.AnnotationPlacement, contract.PlacementRequired)
+	}
+	role := docs["ClusterRole/stickyip:placement-publisher"].(*rbacv1.ClusterRole)
+	var names []string
+	for i := range placement.ShardCount {
+		names = append(names, placement.ShardName(i))
+	}
+	if got := fmt.Sprint(role.Rules[1].ResourceNames); got != fmt.Sprint(names) {
+		t.Errorf("RBAC names %s, want the shards %s", got, names)
+	}
+	for _, b := range []string{"MutatingAdmissionPolicyBinding/stickyip-placement", "MutatingAdmissionPolicyBinding/stickyip-placement-params",
+		"ValidatingAdmissionPolicyBinding/stickyip-placement-params"} {
+		var sel string
+		switch o := docs[b].(type) {
+		case *admissionv1.MutatingAdmissionPolicyBinding:
+			sel = fmt.Sprint(o.Spec.ParamRef.Selector.MatchExpressions)
+		case *admissionv1.ValidatingAdmissionPolicyBinding:
+			sel = fmt.Sprint(o.Spec.ParamRef.Selector.MatchExpressions)
+		}
+		if !strings.Contains(sel, placement.IndexLabel) {
+			t.Errorf("%s selects %s, want the label %s", b, sel, placement.IndexLabel)
+		}
+	}
+	kust, _ := fs.ReadFile(Placement, "placement/Kustomization")
+	files, _ := fs.Glob(Placement, "placement/*.yaml")
+	for _, f := range files {
+		if !strings.Contains(string(kust), "- "+strings.TrimPrefix(f, "placement/")+"\n") {
+			t.Errorf("Kustomization does not list %s", f)
+		}
+	}
+}
