@@ -30,9 +30,6 @@ const (
 	// hostPath volume, one subdirectory per pod): each node binds its own
 	// directory there, in its mount namespace.
 	etcdHostPath = "/var/lib/etcd"
-	// annPlacement asks the placement policy for a required (not only
-	// preferred) node affinity (issue 32).
-	annPlacement = "stickyip.io/placement"
 )
 
 // etcdMemberNames are the StatefulSet's pods, in order.
@@ -115,7 +112,7 @@ func etcdStatefulSet(ns string) *appsv1.StatefulSet {
 						Args: []string{"--name=$(POD_NAME)",
 							"--listen-peer-urls=http://0.0.0.0:2380", "--listen-client-urls=http://0.0.0.0:2379",
 							"--initial-advertise-peer-urls=http://$(POD_IP):2380", "--advertise-client-urls=http://$(POD_IP):2379"},
-						Env: []corev1.EnvVar{{Name: "POD_NAME", ValueFrom: field("metadata.name")}, {Name: "POD_IP", ValueFrom: field("status.podIP")}},
+						Env:   []corev1.EnvVar{{Name: "POD_NAME", ValueFrom: field("metadata.name")}, {Name: "POD_IP", ValueFrom: field("status.podIP")}},
 						Ports: []corev1.ContainerPort{{Name: "client", ContainerPort: 2379}, {Name: "peer", ContainerPort: 2380}},
 						Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
 							corev1.ResourceCPU: resource.MustParse("100m")}},

@@ -228,10 +228,7 @@ func (a *etcdApp) waitPublished() {
 		t.Fatal(err)
 	}
 	for _, name := range etcdMemberNames {
-		eventually(t, fmt.Sprintf("%s publishes %s/%s", pods[name].Node, a.ns, name), time.Minute, 500*time.Millisecond, func() (bool, string) {
-			h, ok := a.c.holdOf(a.ns, name)
-			return ok && h.Node == pods[name].Node && h.Pod == name, fmt.Sprintf("entry %+v", h)
-		})
+		a.c.waitIndexed(a.ns, name, pods[name].Node, name)
 	}
 }
 
