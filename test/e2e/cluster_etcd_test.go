@@ -19,9 +19,9 @@ const etcdNamespace = "etcd"
 // again: unchanged), the etcd StatefulSet founded by IP (newEtcdApp,
 // found), every row of etcdDisruptions, each asserted: the members
 // keep their IPs, the member list is unchanged, every endpoint is healthy
-// and the key written before is read, unless the row needs placement
-// required and the re-created pods carry only the preferred hint (drain,
-// until the required policy is in force). Then the StatefulSet, the
+// and the key written before is read; a re-created member carries the
+// required node affinity (a drained node's stays Pending while it is
+// cordoned). Then the StatefulSet, the
 // members' data and their reservations go (`stickyip release` on each
 // node, as an operator frees them), so that the later steps find no entry
 // of theirs in the placement index.

@@ -47,9 +47,6 @@ type etcdDisruption struct {
 	do func(r *etcdRound)
 	// checkpointd: the row needs the node's checkpointd (n/a without it).
 	checkpointd bool
-	// needsRequired: only placement required keeps the IP (the node is
-	// unschedulable while the member is re-created).
-	needsRequired bool
 }
 
 // etcdDisruptions are the rows, in the table's order.
@@ -61,7 +58,7 @@ var etcdDisruptions = []etcdDisruption{
 		}
 	}},
 	{name: "eviction (Eviction API)", do: func(r *etcdRound) { r.evict(r.victim) }},
-	{name: "drain + uncordon", do: (*etcdRound).drain, needsRequired: true},
+	{name: "drain + uncordon", do: (*etcdRound).drain},
 	{name: "node reboot, API server up", do: (*etcdRound).reboot},
 	{name: "kubelet restart", do: func(r *etcdRound) {
 		r.target.kubelet.stop(r.a.c.t, syscall.SIGTERM, 30*time.Second)
@@ -159,25 +156,33 @@ func (a *etcdApp) row(d etcdDisruption) etcdRow {
 	t.Logf("etcd row %q (%s): on %s, member %s", d.name, a.mode(), r.target.name, r.victim)
 	start := time.Now()
 	d.do(r)
-	// A row is waited for until the cluster is back, with stickyip; the
-	// control, and a row that needs placement required when the pods carry
-	// only the hint, are looked at until they settle.
-	exempt := func(row etcdRow) bool { return d.needsRequired && !strings.Contains(row.placement, "required") }
-	row := a.observe(b, start, func(row etcdRow) bool { return a.sticky && !exempt(row) })
+	row := a.observe(b, start)
 	row.name, row.note = d.name, strings.Trim(r.note+"; "+row.note, "; ")
 	if r.after != nil {
 		r.after()
 	}
-	switch {
-	case !a.sticky || row.ok:
-	case exempt(row):
-		t.Logf("etcd row %q: not kept with the preferred hint (placement %s): expected until the required policy is in force", d.name, row.placement)
-	default:
-		t.Errorf("etcd row %q with stickyip: %s", d.name, row)
+	if a.sticky {
+		a.assertKept(row)
 	}
 	t.Logf("etcd row %q (%s): %s (the row took %s, %s of it to ready the cluster)", d.name, a.mode(), row,
 		time.Since(began).Round(100*time.Millisecond), ready.Round(100*time.Millisecond))
 	return row
+}
+
+// assertKept fails the test unless a row with stickyip is back as it was
+// and every re-created pod carries the required node affinity its
+// template asks for (stickyip.io/placement: required).
+func (a *etcdApp) assertKept(row etcdRow) {
+	t := a.c.t
+	t.Helper()
+	if !row.ok {
+		t.Errorf("etcd row %q with stickyip: %s", row.name, row)
+	}
+	for _, term := range strings.Split(row.placement, ", ") {
+		if term != "" && !strings.HasPrefix(term, "required ") {
+			t.Errorf("etcd row %q: a re-created member's node term is %q, want the required one its annotation asks for", row.name, term)
+		}
+	}
 }
 
 // targetOf picks the node running the most members (node2 on a tie) and a
@@ -233,10 +238,10 @@ func (a *etcdApp) waitPublished() {
 }
 
 // observe watches the cluster after a disruption that began at start,
-// until it is back as before b, or the row's time is up: etcdRowLimit when
-// patient says so of the last look, else etcdControlSettle after the three
-// pods run again. It returns the last look.
-func (a *etcdApp) observe(b etcdBefore, start time.Time, patient func(etcdRow) bool) etcdRow {
+// until it is back as before b, or the row's time is up: etcdRowLimit with
+// stickyip, for the control etcdControlSettle after its three pods run
+// again. It returns the last look.
+func (a *etcdApp) observe(b etcdBefore, start time.Time) etcdRow {
 	var row etcdRow
 	var running time.Time // when the three pods first ran again (the control's clock)
 	for {
@@ -251,7 +256,7 @@ func (a *etcdApp) observe(b etcdBefore, start time.Time, patient func(etcdRow) b
 		switch {
 		case time.Since(start) > etcdRowLimit:
 			return row
-		case !patient(row) && !running.IsZero() && time.Since(running) > etcdControlSettle:
+		case !a.sticky && !running.IsZero() && time.Since(running) > etcdControlSettle:
 			return row
 		}
 		time.Sleep(time.Second)
