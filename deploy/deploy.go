@@ -1,7 +1,9 @@
 // Package deploy holds the manifests an operator applies: install/ (`kubectl
-// apply -f deploy/install/`: the installer DaemonSet, in kube-system) and
-// kube-flannel/ (the patch of kube-flannel's CNI config). Go code reads them
-// from here (embedded), so the tests check the files operators get.
+// apply -f deploy/install/`: the installer DaemonSet, in kube-system,
+// rendered from the Helm chart helm/stickyip) and kube-flannel/ (the patch
+// of kube-flannel's CNI config, and the values for flannel's own chart). Go
+// code reads them from here (embedded), so the tests check the files
+// operators get.
 package deploy
 
 import (
@@ -27,6 +29,12 @@ var InstallManifest []byte
 //
 //go:embed kube-flannel/cni-conf-patch.yaml
 var FlannelPatch []byte
+
+// FlannelValues is deploy/kube-flannel/values.yaml: the values that make
+// flannel's own chart install stickyip's conflist.
+//
+//go:embed kube-flannel/values.yaml
+var FlannelValues []byte
 
 // Install decodes InstallManifest, strictly (an unknown field is an error):
 // one DaemonSet and nothing else.

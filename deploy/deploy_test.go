@@ -113,9 +113,29 @@ func TestFlannelPatch(t *testing.T) {
 	if len(patch.Data) != 1 {
 		t.Errorf("patch changes %d keys, want only cni-conf.json (net-conf.json stays)", len(patch.Data))
 	}
+	requireShippedConflist(t, "the patch's cni-conf.json", patch.Data["cni-conf.json"])
+}
+
+// TestFlannelValues: the values for flannel's own chart set its cniConf,
+// and nothing else, to the project's flannel conflist.
+func TestFlannelValues(t *testing.T) {
+	var values struct {
+		Flannel map[string]string `json:"flannel"`
+	}
+	if err := yaml.UnmarshalStrict(FlannelValues, &values); err != nil {
+		t.Fatal(err)
+	}
+	if len(values.Flannel) != 1 {
+		t.Errorf("values set %d keys of flannel, want only cniConf (a user's other values stay theirs)", len(values.Flannel))
+	}
+	requireShippedConflist(t, "flannel.cniConf", values.Flannel["cniConf"])
+}
+
+func requireShippedConflist(t *testing.T, what, conf string) {
+	t.Helper()
 	var got, want any
-	if err := json.Unmarshal([]byte(patch.Data["cni-conf.json"]), &got); err != nil {
-		t.Fatalf("cni-conf.json: %v", err)
+	if err := json.Unmarshal([]byte(conf), &got); err != nil {
+		t.Fatalf("%s: %v", what, err)
 	}
 	shipped, err := os.ReadFile("../conf/10-flannel-stickyip.conflist")
 	if err != nil {
@@ -125,7 +145,7 @@ func TestFlannelPatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !reflect.DeepEqual(got, want) {
-		t.Errorf("cni-conf.json in the patch differs from conf/10-flannel-stickyip.conflist:\n%s", patch.Data["cni-conf.json"])
+		t.Errorf("%s differs from conf/10-flannel-stickyip.conflist:\n%s", what, conf)
 	}
 }
 

@@ -199,6 +199,9 @@ func (e *Engine) pick(tx reservation.Txn, req AddRequest, i int, requested map[i
 		if h := heldIn(held, &e.rangeSets[i], never); h != nil {
 			return h.IP, false, nil
 		}
+		if err := e.refuseWhileWaiting(tx, now); err != nil {
+			return netip.Addr{}, false, err
+		}
 		ip, err = e.findFree(tx, i, req.Identity, now)
 		return ip, true, err
 	}
@@ -215,6 +218,11 @@ func (e *Engine) pick(tx reservation.Txn, req AddRequest, i int, requested map[i
 		(cur.State == reservation.Cooling && !req.Identity.IsZero() && cur.LastIdentity.Same(req.Identity))
 	if !mayTake {
 		return netip.Addr{}, false, fmt.Errorf("%w: %s is %s", ErrIPUnavailable, want, holderPhrase(cur))
+	}
+	if cur == nil { // free as far as the store knows: maybe not while it waits
+		if err := e.refuseWhileWaiting(tx, now); err != nil {
+			return netip.Addr{}, false, err
+		}
 	}
 	return want, false, nil
 }

@@ -31,6 +31,11 @@ var (
 	// longer has (its Node was registered again with another one) and its
 	// configuration has not caught up yet; the runtime should try again later.
 	ErrRangeRetired = errors.New("the network's range is no longer the node's")
+	// ErrRebuildWait: the store was rebuilt without the reservations only
+	// the placement index knows (the API server was away), so no address
+	// that is not already the pod's is handed out until they are back (or
+	// could no longer be live); the runtime should try again later.
+	ErrRebuildWait = errors.New("the rebuilt store waits for the reservations of the placement index")
 	// ErrNoAllocation: CHECK found no allocation for the container.
 	ErrNoAllocation = errors.New("no IP allocation recorded for this container")
 	// ErrNoNetworkConfig: a network has records in a store but no stickyip

@@ -36,6 +36,7 @@ type Env struct {
 // policy, host-local import) comes from the config, so no caller can apply one
 // network's records with other rules.
 type Engine struct {
+	conf      *Config    // the network's config (a rebuild derives each pod's identity from a copy)
 	rangeSets []RangeSet // canonical, as returned by LoadConfig
 	policy    PoolFullPolicy
 	// reuseDelay keeps an address freed without a reservation out of use for
@@ -53,7 +54,7 @@ type Engine struct {
 
 // NewEngine returns the engine of the network whose loaded config is c.
 func NewEngine(c *Config, env Env) *Engine {
-	e := &Engine{rangeSets: c.Ranges, policy: c.Reservation.PoolFull, reuseDelay: c.Reservation.ReuseDelay,
+	e := &Engine{conf: c, rangeSets: c.Ranges, policy: c.Reservation.PoolFull, reuseDelay: c.Reservation.ReuseDelay,
 		maxPerNamespace: c.Reservation.MaxPerNamespace, env: env}
 	if c.HostLocalDataDir != "" {
 		e.hostLocalDir = c.HostLocalDataDir + "/" + c.Name

@@ -20,7 +20,7 @@ bench-tools: $(HOST_LOCAL_STAMP)
 	$(GO) build -o $(BENCH_GOBIN)/ipambench ./test/bench/cmd/ipambench
 
 bench: build bench-tools
-	$(BENCH_GOBIN)/ipambench -stickyip $(BIN)/stickyip -host-local $(BENCH_GOBIN)/host-local \
+	$(BENCH_GOBIN)/ipambench -stickyip $(BIN)/stickyip -checkpointd $(BIN)/checkpointd -host-local $(BENCH_GOBIN)/host-local \
 		-work $(BENCH_DIR)/work -results results $(BENCH_FLAGS)
 
 # The placement policy's cost at scale (issue 25): pod creations against a

@@ -15,6 +15,11 @@ var (
 	ErrFutureSchema = errors.New("store was written by a newer stickyip")
 	// ErrLocked: another process held the store longer than the lock timeout.
 	ErrLocked = errors.New("store is locked by another process")
+	// ErrLost: the database file is missing from a data directory that had
+	// one (its creation mark is there): the node's records are gone while
+	// its sandboxes may still hold addresses, so no call may start over
+	// from an empty store (checkpointd rebuilds it).
+	ErrLost = errors.New("store is missing but this node had one")
 	// ErrIO: the data directory or database file could not be read or written.
 	ErrIO = errors.New("store I/O failure")
 	// ErrNoChange, returned by an Update's function, ends the transaction

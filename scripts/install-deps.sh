@@ -4,7 +4,7 @@
 #   * pinned Go tools, built from the Go module proxy into project-local dirs:
 #       $OUT/containerd/bin/{containerd,containerd-shim-runc-v2,ctr}   containerd v2.3.7
 #       $OUT/tools/cnitool                     cni v1.3.0
-#       $OUT/cni/bin/{bridge,loopback,portmap,host-local}   plugins v1.9.1
+#       $OUT/cni/bin/{bridge,loopback,portmap,bandwidth,host-local}   plugins v1.9.1
 #       $OUT/cni/bin/flannel                   plugins v0.9.1 (before flannel moved out)
 #       $OUT/crio/bin/{crio,copyimg,pinns}     CRI-O v1.36.3 (test/integration/criobuild),
 #                                              with conmon, libseccomp and a C compiler from Debian
@@ -145,6 +145,7 @@ go_install "$CNI_BIN" github.com/containernetworking/plugins "$PLUGINS_VERSION" 
 	github.com/containernetworking/plugins/plugins/main/bridge \
 	github.com/containernetworking/plugins/plugins/main/loopback \
 	github.com/containernetworking/plugins/plugins/meta/portmap \
+	github.com/containernetworking/plugins/plugins/meta/bandwidth \
 	github.com/containernetworking/plugins/plugins/ipam/host-local
 
 go_install "$CNI_BIN" github.com/containernetworking/plugins "$FLANNEL_VERSION" \

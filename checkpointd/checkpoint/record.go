@@ -34,6 +34,10 @@ type Record struct {
 	// ConfigMaps holds the data of configMaps referenced by the pod's volumes and env,
 	// by configMap name (binaryData is folded into the byte map).
 	ConfigMaps map[string]map[string][]byte `json:"configMaps,omitempty"`
+	// IPs are the pod's addresses (status.podIPs) when it was saved: a
+	// store rebuild keeps them for the pod while it is not running.
+	// Records of earlier versions have none.
+	IPs []string `json:"ips,omitempty"`
 	// SavedAt is when this content was first written.
 	SavedAt time.Time `json:"savedAt"`
 }

@@ -165,6 +165,30 @@ func (s *Store) List() ([]*Record, []Corrupt, error) {
 	return recs, bad, nil
 }
 
+// Records returns every valid record, sorted by identity, and changes
+// nothing: a file that fails verification is skipped (List sets it aside
+// and reports it).
+func (s *Store) Records() ([]*Record, error) {
+	entries, err := os.ReadDir(s.dir)
+	if err != nil {
+		return nil, fmt.Errorf("list checkpoints: %w", err)
+	}
+	var recs []*Record
+	for _, e := range entries {
+		name := e.Name()
+		if !e.Type().IsRegular() || strings.HasPrefix(name, ".") || !strings.HasSuffix(name, Suffix) {
+			continue
+		}
+		if id, ok := SplitKey(strings.TrimSuffix(name, Suffix)); ok && id.valid() == nil {
+			if rec, err := s.Load(id); err == nil {
+				recs = append(recs, rec)
+			}
+		}
+	}
+	sort.Slice(recs, func(i, j int) bool { return recs[i].ID().String() < recs[j].ID().String() })
+	return recs, nil
+}
+
 // Quarantine moves the record file of id into corrupt/ and returns its new path.
 func (s *Store) Quarantine(id ID) (string, error) {
 	cdir := filepath.Join(s.dir, CorruptDir)

@@ -5,12 +5,15 @@ package cri
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"strings"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/stickyip/stickyip/checkpointd/sandboxinfo"
 )
 
 // Sandbox is one pod sandbox known to the runtime.
@@ -75,6 +78,64 @@ func (c *Client) Sandboxes(ctx context.Context) ([]Sandbox, error) {
 			s.Namespace, s.Name, s.UID = it.Metadata.Namespace, it.Metadata.Name, it.Metadata.Uid
 		}
 		out = append(out, s)
+	}
+	return out, nil
+}
+
+// Status is what the runtime says of one sandbox beyond its listing.
+type Status struct {
+	// IPs are the addresses of the sandbox's primary network (the CRI's
+	// PodSandboxNetworkStatus: ip, then the additional ones).
+	IPs []netip.Addr
+	// HostNetwork: the sandbox uses the node's network namespace (no CNI).
+	HostNetwork bool
+	// Annotations are the pod's annotations as the sandbox was created with.
+	Annotations map[string]string
+	// Netns is the sandbox's network namespace path from the runtime's
+	// verbose information ("" when it gives none).
+	Netns string
+	// Pid is the sandbox's pause process (0: unknown).
+	Pid int
+}
+
+// Status asks the runtime about sandbox id (verbose, for its network
+// namespace). Addresses that do not parse are an error: the caller must
+// not take an unreadable answer for "no address".
+func (c *Client) Status(ctx context.Context, id string) (Status, error) {
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	resp, err := c.rt.PodSandboxStatus(ctx, &runtimeapi.PodSandboxStatusRequest{PodSandboxId: id, Verbose: true})
+	if err != nil {
+		return Status{}, fmt.Errorf("CRI PodSandboxStatus %s: %w", id, err)
+	}
+	st := resp.GetStatus()
+	if st == nil {
+		return Status{}, fmt.Errorf("CRI PodSandboxStatus %s: no status", id)
+	}
+	out := Status{Annotations: st.Annotations,
+		HostNetwork: st.GetLinux().GetNamespaces().GetOptions().GetNetwork() == runtimeapi.NamespaceMode_NODE}
+	if n := st.GetNetwork(); n != nil {
+		addrs := []string{n.Ip}
+		for _, a := range n.AdditionalIps {
+			addrs = append(addrs, a.GetIp())
+		}
+		for _, a := range addrs {
+			if a == "" {
+				continue
+			}
+			ip, err := netip.ParseAddr(a)
+			if err != nil {
+				return Status{}, fmt.Errorf("CRI PodSandboxStatus %s: address %q: %w", id, a, err)
+			}
+			out.IPs = append(out.IPs, ip.Unmap())
+		}
+	}
+	if v, ok := resp.GetInfo()[sandboxinfo.Key]; ok {
+		in, err := sandboxinfo.Parse(v)
+		if err != nil {
+			return Status{}, fmt.Errorf("CRI PodSandboxStatus %s: %w", id, err)
+		}
+		out.Netns, out.Pid = in.Netns, in.Pid
 	}
 	return out, nil
 }

@@ -3,6 +3,7 @@ package cri
 import (
 	"context"
 	"net"
+	"net/netip"
 	"path/filepath"
 	"testing"
 	"time"
@@ -27,6 +28,49 @@ func (fakeRuntime) ListPodSandbox(context.Context, *runtimeapi.ListPodSandboxReq
 		},
 		{Id: "sb2", Metadata: &runtimeapi.PodSandboxMetadata{Name: "db", Namespace: "prod", Uid: "u2"}, State: runtimeapi.PodSandboxState_SANDBOX_NOTREADY},
 	}}, nil
+}
+
+func (fakeRuntime) PodSandboxStatus(_ context.Context, r *runtimeapi.PodSandboxStatusRequest) (*runtimeapi.PodSandboxStatusResponse, error) {
+	st := &runtimeapi.PodSandboxStatus{Id: r.PodSandboxId, Annotations: map[string]string{"a": "b"}}
+	info := map[string]string{}
+	switch r.PodSandboxId {
+	case "sb1":
+		st.Network = &runtimeapi.PodSandboxNetworkStatus{Ip: "10.244.1.5", AdditionalIps: []*runtimeapi.PodIP{{Ip: "fd00::5"}}}
+		info["info"] = `{"pid":42,"runtimeSpec":{"linux":{"namespaces":[{"type":"network","path":"/var/run/netns/cni-1"}]}}}`
+	case "host":
+		st.Linux = &runtimeapi.LinuxPodSandboxStatus{Namespaces: &runtimeapi.Namespace{Options: &runtimeapi.NamespaceOption{Network: runtimeapi.NamespaceMode_NODE}}}
+	case "bad":
+		st.Network = &runtimeapi.PodSandboxNetworkStatus{Ip: "10.244.1.500"}
+	}
+	return &runtimeapi.PodSandboxStatusResponse{Status: st, Info: info}, nil
+}
+
+func TestStatus(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "cri.sock")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer()
+	runtimeapi.RegisterRuntimeServiceServer(srv, &fakeRuntime{})
+	go srv.Serve(ln)
+	t.Cleanup(srv.Stop)
+	c, err := Dial(sock, 2*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	st, err := c.Status(context.Background(), "sb1")
+	if err != nil || len(st.IPs) != 2 || st.IPs[0] != netip.MustParseAddr("10.244.1.5") || st.IPs[1] != netip.MustParseAddr("fd00::5") ||
+		st.Netns != "/var/run/netns/cni-1" || st.Pid != 42 || st.HostNetwork || st.Annotations["a"] != "b" {
+		t.Fatalf("Status(sb1) = %+v, %v", st, err)
+	}
+	if st, err := c.Status(context.Background(), "host"); err != nil || !st.HostNetwork {
+		t.Fatalf("Status(host) = %+v, %v", st, err)
+	}
+	if _, err := c.Status(context.Background(), "bad"); err == nil {
+		t.Fatal("an address that does not parse was accepted")
+	}
 }
 
 func TestSandboxesOverUnixSocket(t *testing.T) {

@@ -16,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
 
 	"github.com/stickyip/stickyip/checkpointd/boot"
@@ -28,6 +29,7 @@ import (
 	"github.com/stickyip/stickyip/checkpointd/metrics"
 	"github.com/stickyip/stickyip/checkpointd/placement"
 	"github.com/stickyip/stickyip/checkpointd/policy"
+	"github.com/stickyip/stickyip/checkpointd/rebuild"
 	"github.com/stickyip/stickyip/checkpointd/reconcile"
 	"github.com/stickyip/stickyip/reservation"
 )
@@ -57,7 +59,8 @@ func Run(ctx context.Context, cfg Config) error {
 		"checkpointDir", cfg.CheckpointDir, "staticPodDir", cfg.StaticPodDir, "volumeDir", cfg.VolumeDir,
 		"newBoot", p.fresh, "criEndpoint", cfg.CRIEndpoint, "dataDir", cfg.DataDir, "cniConfDir", cfg.CNIConfDir,
 		"flannelSubnetFile", cfg.FlannelSubnetFile, "gracePeriod", cfg.Grace, "apiStablePeriod", cfg.Stable,
-		"interval", cfg.Interval, "volumes", cfg.Volumes, "listen", cfg.ListenAddress, "placement", p.pub != nil)
+		"interval", cfg.Interval, "volumes", cfg.Volumes, "listen", cfg.ListenAddress, "placement", p.pub != nil,
+		"rebuildStore", cfg.RebuildStore && cfg.DataDir != "", "cniResultsDir", cfg.CNIResultsDir)
 	return serve(ctx, cfg, p)
 }
 
@@ -96,7 +99,7 @@ func build(cfg Config, pol policy.Policy) (*parts, error) {
 	if err != nil {
 		return nil, fmt.Errorf("API client: %w", err)
 	}
-	store, err := checkpoint.New(cfg.CheckpointDir)
+	checkpoints, err := checkpoint.New(cfg.CheckpointDir)
 	if err != nil {
 		return nil, err
 	}
@@ -119,10 +122,11 @@ func build(cfg Config, pol policy.Policy) (*parts, error) {
 		return nil, err
 	}
 	var ipamStore reconcile.IPAM
+	var store *ipamstore.Store
 	var holds func() (func(reservation.Entry) bool, error)
 	if cfg.DataDir != "" {
-		s := ipamstore.New(cfg.DataDir, cfg.Timeout, log.With("component", "ipam")).WithCNIConfDir(cfg.CNIConfDir)
-		ipamStore, holds = s, s.NodeHolds
+		store = ipamstore.New(cfg.DataDir, cfg.Timeout, log.With("component", "ipam")).WithCNIConfDir(cfg.CNIConfDir)
+		ipamStore, holds = store, store.NodeHolds
 	}
 	var lease *flannel.Keeper
 	if cfg.FlannelSubnetFile != "" {
@@ -145,7 +149,9 @@ func build(cfg Config, pol policy.Policy) (*parts, error) {
 	})
 	var pub *placement.Publisher
 	if cfg.Placement && ipamStore != nil {
-		pub, err = placement.New(rc, placement.Options{Node: cfg.NodeName, Store: ipamStore, Holds: holds, Interval: cfg.Interval,
+		// While a store rebuilt without the API server waits for the
+		// index's reservations, the publisher leaves the index alone.
+		pub, err = placement.New(rc, placement.Options{Node: cfg.NodeName, Store: rebuild.Published{Store: store}, Holds: holds, Interval: cfg.Interval,
 			WrittenFile: filepath.Join(cfg.CheckpointDir, placement.WrittenFileName),
 			Timeout:     cfg.Timeout, Registry: m.Registry, Log: log.With("component", "placement")})
 		if err != nil {
@@ -153,9 +159,21 @@ func build(cfg Config, pol policy.Policy) (*parts, error) {
 		}
 	}
 	events := kube.NewRecorder(cs, cfg.NodeName, log)
+	var repair reconcile.Repairer
+	if store != nil {
+		var index rebuild.Index // the node's own placement entries: the reservations of deleted pods
+		if pub != nil {
+			index = rebuild.PlacementIndex{Reader: pub}
+		}
+		repair = rebuild.New(rebuild.Config{
+			Enabled: cfg.RebuildStore, Store: store, Runtime: runtime, ResultsDir: cfg.CNIResultsDir,
+			Checkpoints: checkpoints.Records, Index: index,
+			API: api, Node: nodeEvents{api, events}, Metrics: m, Log: log.With("component", "rebuild"),
+		})
+	}
 	rec := reconcile.New(reconcile.Config{
-		Node: cfg.NodeName, Store: store, StaticDir: cfg.StaticPodDir, VolumeDir: cfg.VolumeDir,
-		Runtime: runtime, API: api, Boot: tracker, Policy: pol, IPAM: ipamStore, Events: events, Lease: lease,
+		Node: cfg.NodeName, Store: checkpoints, StaticDir: cfg.StaticPodDir, VolumeDir: cfg.VolumeDir,
+		Runtime: runtime, API: api, Boot: tracker, Policy: pol, IPAM: ipamStore, Repair: repair, Events: events, Lease: lease,
 		Contact: clock, Metrics: m, Log: log,
 		Grace: cfg.Grace, Stable: cfg.Stable, Refresh: cfg.Refresh, LeakMinAge: cfg.LeakMinAge,
 		RestoreTimeout: cfg.RestoreTimeout, CorruptRetention: cfg.CorruptRetention,
@@ -221,4 +239,17 @@ func serve(ctx context.Context, cfg Config, p *parts) error {
 	default:
 		return nil
 	}
+}
+
+// nodeEvents posts Events on the node's own Node, as the API client last
+// saw it.
+type nodeEvents struct {
+	api    *kube.Client
+	events *kube.Recorder
+}
+
+func (n nodeEvents) Node() (*corev1.Node, bool) { return n.api.Node() }
+
+func (n nodeEvents) NodeEvent(node *corev1.Node, eventType, reason, message string) {
+	n.events.NodeEvent(node, eventType, reason, message)
 }

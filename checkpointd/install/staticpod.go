@@ -189,6 +189,10 @@ func Mounts(cfg daemon.Config) ([]HostPath, error) {
 		// network namespace is gone: without the runtime's netns directory
 		// every sandbox would count as alive (safe, but nothing released).
 		add("netns", NetnsDir, corev1.HostPathDirectoryOrCreate, true)
+		if cfg.RebuildStore {
+			// A store rebuild reads the runtime's CNI result cache.
+			add("cni-results", cfg.CNIResultsDir, corev1.HostPathDirectoryOrCreate, true)
+		}
 	}
 	add("cni-conf", cfg.CNIConfDir, corev1.HostPathDirectoryOrCreate, true)
 	switch lease := cfg.FlannelSubnetFile; lease {

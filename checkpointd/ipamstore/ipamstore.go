@@ -116,3 +116,22 @@ func (s *Store) ReleaseContainer(network, containerID, ifname string) (released 
 	})
 	return released, err
 }
+
+// Unconfigured returns the networks of this store that hold sticky records
+// while the CNI config dir no longer keeps their records here (the
+// conflist switched back to another IPAM, or gone); nil without a CNI
+// config dir.
+func (s *Store) Unconfigured() ([]ipam.UnconfiguredNetwork, error) {
+	if s.confDir == "" {
+		return nil, nil
+	}
+	entries, err := s.Entries()
+	if err != nil {
+		return nil, err
+	}
+	now := time.Now()
+	if s.env.Now != nil {
+		now = s.env.Now()
+	}
+	return ipam.UnconfiguredNetworks(s.confDir, s.store.Dir(), entries, now)
+}

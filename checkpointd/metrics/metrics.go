@@ -33,7 +33,16 @@ type Metrics struct {
 	LeaseErrors      prometheus.Counter
 	NodeRangeChanges prometheus.Counter
 	ReconcileErrors  prometheus.Counter
-	LastReconcileUTC prometheus.Gauge
+	// UnconfiguredSticky: sticky records of networks the CNI configuration
+	// no longer keeps in this store (reconcile's cniConfig).
+	UnconfiguredSticky *prometheus.GaugeVec
+
+	StoreDamaged        prometheus.Gauge
+	StoreRebuilds       prometheus.Counter
+	StoreRebuildSeconds prometheus.Gauge
+	StoreUnplaced       prometheus.Counter
+	StoreRebuildWaiting prometheus.Gauge
+	LastReconcileUTC    prometheus.Gauge
 }
 
 // New creates and registers the metrics (plus Go and process collectors).
@@ -61,29 +70,36 @@ func New() *Metrics {
 		RestoreFailures: cv("restore_failures_total", "Restores that failed: invalid-manifest (not written), no-sandbox (written, not running after --restore-timeout).", "reason"),
 		RestoreSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "checkpointd", Name: "restore_seconds",
 			Help: "Time from writing a static copy to its sandbox running.", Buckets: prometheus.ExponentialBuckets(1, 2, 10)}),
-		HandBacksTotal:   c("handbacks_total", "Static copies removed to hand the pod back to the API server."),
-		CopiesRemoved:    cv("copies_removed_total", "Static copies removed, by reason.", "reason"),
-		ReleasesTotal:    c("releases_total", "Checkpoints deleted: parent gone for the grace period, or refused by policy."),
-		PodErrors:        cv("pod_errors_total", "Per-pod step failures (counted once per distinct error), by step.", "step"),
-		APIReachable:     g("api_reachable", "1 when the API server is reachable and the pod watch has synced."),
-		Allocations:      gv("ipam_allocations", "IPs held by live sandboxes, per network."),
-		Reservations:     gv("ipam_reservations", "IPs reserved for deleted pods, per network."),
-		Cooling:          gv("ipam_cooling_ips", "IPs freed less than reservation.reuseDelay ago, skipped while others are free, per network."),
-		FreeIPs:          gv("ipam_free_ips", "IPs neither allocated, reserved nor cooling, per network (from the CNI configs' ranges, as `stickyip status` counts them)."),
-		ReconciledLeaks:  c("ipam_reconciled_leaks_total", "Allocations whose sandbox no longer existed, handled as DEL."),
-		LeaseRestores:    c("flannel_lease_restores_total", "Times the saved flannel subnet lease was put back because flanneld had not written one this boot."),
-		LeaseErrors:      c("flannel_lease_errors_total", "Flannel lease rounds that failed (unreadable, invalid, or not matching the IPAM)."),
-		NodeRangeChanges: c("node_pod_cidr_changes_total", "Times the Node's pod CIDRs changed (registered again with another podCIDR); the old ranges are retired."),
-		ReconcileErrors:  c("reconcile_errors_total", "Reconcile passes that could not observe the node (runtime or disk unreadable)."),
-		LastReconcileUTC: g("last_reconcile_timestamp_seconds", "Unix time of the last successful reconcile pass."),
+		HandBacksTotal:      c("handbacks_total", "Static copies removed to hand the pod back to the API server."),
+		CopiesRemoved:       cv("copies_removed_total", "Static copies removed, by reason.", "reason"),
+		ReleasesTotal:       c("releases_total", "Checkpoints deleted: parent gone for the grace period, or refused by policy."),
+		PodErrors:           cv("pod_errors_total", "Per-pod step failures (counted once per distinct error), by step.", "step"),
+		APIReachable:        g("api_reachable", "1 when the API server is reachable and the pod watch has synced."),
+		Allocations:         gv("ipam_allocations", "IPs held by live sandboxes, per network."),
+		Reservations:        gv("ipam_reservations", "IPs reserved for deleted pods, per network."),
+		Cooling:             gv("ipam_cooling_ips", "IPs freed less than reservation.reuseDelay ago, skipped while others are free, per network."),
+		FreeIPs:             gv("ipam_free_ips", "IPs neither allocated, reserved nor cooling, per network (from the CNI configs' ranges, as `stickyip status` counts them)."),
+		UnconfiguredSticky:  gv("ipam_unconfigured_sticky_ips", "Reservations and allocations with a reservation duration in networks whose CNI config no longer uses this store (the conflist switched back to another IPAM): not 0 means the node silently lost stickyip."),
+		ReconciledLeaks:     c("ipam_reconciled_leaks_total", "Allocations whose sandbox no longer existed, handled as DEL."),
+		LeaseRestores:       c("flannel_lease_restores_total", "Times the saved flannel subnet lease was put back because flanneld had not written one this boot."),
+		LeaseErrors:         c("flannel_lease_errors_total", "Flannel lease rounds that failed (unreadable, invalid, or not matching the IPAM)."),
+		NodeRangeChanges:    c("node_pod_cidr_changes_total", "Times the Node's pod CIDRs changed (registered again with another podCIDR); the old ranges are retired."),
+		ReconcileErrors:     c("reconcile_errors_total", "Reconcile passes that could not observe the node (runtime or disk unreadable)."),
+		StoreDamaged:        g("ipam_store_damaged", "1 while the stickyip store cannot be used (damaged, or missing on a node that had one) and is not rebuilt: no pod gets an address."),
+		StoreRebuilds:       c("ipam_store_rebuilds_total", "Times the stickyip store was rebuilt from the node's sources (the damaged file kept aside)."),
+		StoreRebuildSeconds: g("ipam_store_rebuild_seconds", "Time from the last damage seen to its rebuilt store in place."),
+		StoreUnplaced:       c("ipam_store_rebuild_unplaced_total", "Addresses or reservations a rebuild could not place (each named in the log and the Event)."),
+		StoreRebuildWaiting: g("ipam_store_rebuild_waiting", "1 while a store rebuilt without the API server waits for the placement index's reservations (no new address is handed out)."),
+		LastReconcileUTC:    g("last_reconcile_timestamp_seconds", "Unix time of the last successful reconcile pass."),
 	}
 	m.Registry.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.Checkpoints, m.CorruptTotal, m.SavesTotal, m.Refusals, m.RestoresActive, m.RestoresTotal,
 		m.RestoreFailures, m.RestoreSeconds, m.HandBacksTotal, m.CopiesRemoved, m.ReleasesTotal, m.PodErrors,
-		m.APIReachable, m.Allocations, m.Reservations, m.Cooling, m.FreeIPs, m.ReconciledLeaks, m.LeaseRestores,
+		m.APIReachable, m.Allocations, m.Reservations, m.Cooling, m.FreeIPs, m.UnconfiguredSticky, m.ReconciledLeaks, m.LeaseRestores,
 		m.LeaseErrors, m.NodeRangeChanges, m.ReconcileErrors, m.LastReconcileUTC,
+		m.StoreDamaged, m.StoreRebuilds, m.StoreRebuildSeconds, m.StoreUnplaced, m.StoreRebuildWaiting,
 	)
 	return m
 }

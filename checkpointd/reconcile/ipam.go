@@ -23,6 +23,9 @@ func (r *Reconciler) reconcileIPAM(s *snapshot) {
 	entries, err := r.cfg.IPAM.Entries()
 	if err != nil {
 		r.problem(checkpoint.ID{}, "ipam", "cannot read the IPAM store", err)
+		if r.cfg.Repair != nil {
+			r.cfg.Repair.Suspect(err)
+		}
 		return
 	}
 	r.solved(checkpoint.ID{}, "ipam")

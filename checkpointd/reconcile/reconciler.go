@@ -12,7 +12,8 @@
 //     registered again with another podCIDR retires the old range) and keep
 //     the flannel lease (lease.go; put back only when the API server has
 //     been unreachable for the grace period, before any copy is written,
-//     and never a lease of a retired range);
+//     and never a lease of a retired range); then rebuild the IPAM store if
+//     no call can use it (Repair, checkpointd/rebuild);
 //  4. decide and act, per pod identity: state.Decide on the snapshot's
 //     inputs, then carry out exactly the actions it returns: save (save.go),
 //     refuse (report.go), write files and restore (restore.go), remove
@@ -20,9 +21,10 @@
 //     one pod's error stays that pod's (logged and counted, never the
 //     daemon's health);
 //  5. confirm that restored copies got a running sandbox (restore.go);
-//  6. reconcile the IPAM store with the runtime (ipam.go), forget the
-//     identities that left (memory.go), prune old corrupt checkpoints, set
-//     the gauges.
+//  6. reconcile the IPAM store with the runtime (ipam.go), say when the CNI
+//     configuration no longer uses the store that holds reservations
+//     (cniconf.go), forget the identities that left (memory.go), prune old
+//     corrupt checkpoints, set the gauges.
 //
 // Every step is idempotent: what fails is retried by the next pass. Only
 // the loop's goroutine touches the Reconciler's state, except Health.
@@ -78,6 +80,16 @@ type IPAM interface {
 	ReleaseContainer(network, containerID, ifname string) (released bool, err error)
 }
 
+// Repairer rebuilds the IPAM store when no call can use it
+// (checkpointd/rebuild).
+type Repairer interface {
+	// Pass checks the store and rebuilds it when needed; it reports
+	// whether it did.
+	Pass(ctx context.Context) bool
+	// Suspect says a read of the store failed with err.
+	Suspect(err error)
+}
+
 // PoolCounter is implemented by IPAMs that know their networks' ranges.
 type PoolCounter interface {
 	// Pools returns each network's totals, as `stickyip status` counts them.
@@ -95,6 +107,7 @@ type Config struct {
 	Boot      *boot.Tracker
 	Policy    policy.Policy
 	IPAM      IPAM            // optional
+	Repair    Repairer        // optional: rebuilds a damaged or lost IPAM store
 	Events    Events          // optional
 	Lease     *flannel.Keeper // optional
 	Contact   *contact.Clock  // the last API contact; nil: unknown (only never-replaced pods are restored)
@@ -123,6 +136,7 @@ type Reconciler struct {
 	// written; restores are held back until they are.
 	bootUnrecorded bool
 	wasMissing     map[string]bool // IPAM allocations whose sandbox was missing last pass
+	cni            cniState        // the CNI configuration against the store (cniconf.go)
 
 	mu      sync.Mutex // guards lastOK and lastErr (read by Health)
 	lastOK  time.Time
@@ -197,11 +211,15 @@ func (r *Reconciler) Reconcile(ctx context.Context) error {
 	r.track(snap)
 	r.nodeRanges()
 	r.keepLease(snap) // before restores: a restored copy's ADD needs the lease
+	if r.cfg.Repair != nil {
+		r.cfg.Repair.Pass(ctx) // a flannel network's range needs the lease
+	}
 	for _, id := range snap.ids() {
 		r.pod(ctx, snap, id)
 	}
 	r.confirmRestores(snap)
 	r.reconcileIPAM(snap)
+	r.cniConfig(snap)
 	r.prune(snap)
 	r.pruneCorrupt(snap.now)
 	r.gauges(snap)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -23,7 +24,7 @@ func (r *Reconciler) save(ctx context.Context, s *snapshot, id checkpoint.ID) {
 	pod := stripPod(parent)
 	old := s.records[id]
 	m := r.mem(id)
-	if last := m.captured; !last.IsZero() && old != nil && samePod(old.Pod, pod) && s.now.Sub(last) < r.cfg.Refresh {
+	if last := m.captured; !last.IsZero() && old != nil && samePod(old.Pod, pod) && slices.Equal(old.IPs, podIPs(parent)) && s.now.Sub(last) < r.cfg.Refresh {
 		return
 	}
 	if err := id.CheckLen(); err != nil {
@@ -32,7 +33,7 @@ func (r *Reconciler) save(ctx context.Context, s *snapshot, id checkpoint.ID) {
 			"checkpointd on node %s cannot checkpoint this pod: %v", r.cfg.Node, err)
 		return
 	}
-	rec := &checkpoint.Record{Pod: pod}
+	rec := &checkpoint.Record{Pod: pod, IPs: podIPs(parent)}
 	if err := r.capture(ctx, rec); err != nil {
 		r.problem(id, "save", "cannot read what the pod's checkpoint needs", err)
 		return
@@ -120,6 +121,18 @@ func stripPod(p *corev1.Pod) *corev1.Pod {
 		},
 		Spec: *p.Spec.DeepCopy(),
 	}
+}
+
+// podIPs returns the pod's addresses as its status lists them.
+func podIPs(p *corev1.Pod) []string {
+	var out []string
+	for _, ip := range p.Status.PodIPs {
+		out = append(out, ip.IP)
+	}
+	if len(out) == 0 && p.Status.PodIP != "" {
+		out = append(out, p.Status.PodIP)
+	}
+	return out
 }
 
 func samePod(a, b *corev1.Pod) bool {

@@ -17,7 +17,7 @@
 //	    ├── containers  <containerID> 0 <ifname> 0 <addr16>   → ""
 //	    ├── identities  <namespace> 0 <name> 0 <ifname> 0 <addr16> → ""
 //	    ├── expiry      <unix nanos, 8 bytes BE> <addr16>     → ""  (reserved and cooling records)
-//	    └── bookkeeping <key>                                  → value (boot ID, import mark, last address handed out)
+//	    └── bookkeeping <key>                                  → value (boot ID, import mark, last address handed out, rebuild marks)
 //
 // A store of an older schema is migrated by the first transaction that opens
 // it: a write migrates in its own transaction, a read first runs a write
@@ -29,4 +29,12 @@
 // A new database is initialised in a temporary file and renamed into place, so
 // an existing empty or truncated stickyip.db is always damage: it is reported
 // as reservation.ErrCorrupt and never touched.
+//
+// Beside the database, the data directory holds:
+//
+//	stickyip.lock                       the lock every process queues on
+//	stickyip.created                    the creation mark (mark.go): written once a database exists;
+//	                                    without stickyip.db it means the store was lost (reservation.ErrLost)
+//	stickyip.db.damaged-<UTC time>      a damaged database kept by a rebuild (Replace), never written
+//	stickyip.db.new, stickyip.db.rebuild  a new database being created or rebuilt (a leftover is replaced)
 package boltstore

@@ -1,6 +1,7 @@
 package boltstore
 
 import (
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -160,29 +161,53 @@ func (s *Store) viewOnce(fn func(tx *bolt.Tx) error) error {
 // withDB takes the directory lock, opens the database for one use, runs fn and
 // closes everything. Panics and memory faults from a damaged file become
 // ErrCorrupt instead of crashing the caller.
-func (s *Store) withDB(readOnly bool, fn func(db *bolt.DB) error) (err error) {
+func (s *Store) withDB(readOnly bool, fn func(db *bolt.DB) error) error {
 	lk, err := s.lock(readOnly)
 	if err != nil {
 		return err
 	}
 	defer lk.release()
 
+	fresh := false
+	switch missing, err := s.present(); {
+	case err != nil:
+		return err
+	case missing && readOnly:
+		return fn(nil)
+	case missing:
+		if err := s.create(); err != nil {
+			return err
+		}
+		fresh = true
+	}
+	return s.open(readOnly, !fresh, fn)
+}
+
+// present checks the database file before it is opened: missing is true
+// when the data directory never had one (a lost one is reservation.ErrLost),
+// and an empty file is damage. The caller holds the lock.
+func (s *Store) present() (missing bool, err error) {
 	path := s.Path()
 	fi, statErr := os.Stat(path)
 	switch {
 	case errors.Is(statErr, fs.ErrNotExist):
-		if readOnly {
-			return fn(nil)
+		if lost, err := s.marked(); err != nil || lost {
+			return false, cmp.Or(err, s.lostError())
 		}
-		if err := s.create(); err != nil {
-			return err
-		}
+		return true, nil
 	case statErr != nil:
-		return fmt.Errorf("%w: %v", reservation.ErrIO, statErr)
+		return false, fmt.Errorf("%w: %v", reservation.ErrIO, statErr)
 	case fi.Size() == 0:
-		return fmt.Errorf("%w: %s is empty (truncated?)", reservation.ErrCorrupt, path)
+		return false, fmt.Errorf("%w: %s is empty (truncated?)", reservation.ErrCorrupt, path)
 	}
+	return false, nil
+}
 
+// open opens the existing database for one use and runs fn. A writer of a
+// store created before creation marks existed writes the mark (mark). The
+// caller holds the lock.
+func (s *Store) open(readOnly, mark bool, fn func(db *bolt.DB) error) (err error) {
+	path := s.Path()
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer func() {
 		if r := recover(); r != nil {
@@ -202,6 +227,12 @@ func (s *Store) withDB(readOnly bool, fn func(db *bolt.DB) error) (err error) {
 	if err != nil {
 		return classifyOpenError(path, err)
 	}
+	if mark && !readOnly {
+		if err := s.mark(time.Now()); err != nil {
+			_ = db.Close()
+			return err
+		}
+	}
 	ferr := fn(db)
 	if cerr := db.Close(); cerr != nil && ferr == nil {
 		ferr = fmt.Errorf("%w: closing %s: %v", reservation.ErrIO, path, cerr)
@@ -220,17 +251,7 @@ func (s *Store) create() error {
 	if err != nil {
 		return fmt.Errorf("%w: creating %s: %v", reservation.ErrIO, tmp, err)
 	}
-	err = db.Update(func(tx *bolt.Tx) error {
-		m, err := tx.CreateBucketIfNotExists(bucketMeta)
-		if err != nil {
-			return err
-		}
-		if err := m.Put(keySchema, u64(SchemaVersion)); err != nil {
-			return err
-		}
-		_, err = tx.CreateBucketIfNotExists(bucketNetworks)
-		return err
-	})
+	err = db.Update(initBuckets)
 	if cerr := db.Close(); err == nil {
 		err = cerr
 	}
@@ -244,7 +265,20 @@ func (s *Store) create() error {
 		_ = os.Remove(tmp)
 		return fmt.Errorf("%w: creating %s: %v", reservation.ErrIO, s.Path(), err)
 	}
-	return nil
+	return s.mark(time.Now())
+}
+
+// initBuckets lays out a new database: the schema version and the networks bucket.
+func initBuckets(tx *bolt.Tx) error {
+	m, err := tx.CreateBucketIfNotExists(bucketMeta)
+	if err != nil {
+		return err
+	}
+	if err := m.Put(keySchema, u64(SchemaVersion)); err != nil {
+		return err
+	}
+	_, err = tx.CreateBucketIfNotExists(bucketNetworks)
+	return err
 }
 
 func syncDir(dir string) error {
@@ -297,7 +331,7 @@ func classifyTxError(err error) error {
 	if err == nil {
 		return nil
 	}
-	for _, known := range []error{reservation.ErrCorrupt, reservation.ErrFutureSchema, reservation.ErrIO, reservation.ErrLocked} {
+	for _, known := range []error{reservation.ErrCorrupt, reservation.ErrFutureSchema, reservation.ErrIO, reservation.ErrLocked, reservation.ErrLost} {
 		if errors.Is(err, known) {
 			return err
 		}

@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"encoding/json"
 	"fmt"
 	"os/exec"
 	"path/filepath"
@@ -60,20 +61,19 @@ func (a *etcdApp) release() {
 	})
 }
 
-// etcdControl is the same table on host-local, the control (a step of
-// TestClusterInstall, after the uninstall: kube-flannel's own conflist,
-// whose flannel plugin delegates to host-local; no checkpointd, no
-// placement). Its rows are measured, not
-// asserted, but one: a member deleted must come back with another IP (the
-// table would show nothing otherwise).
+// etcdControl is the same table on host-local, the control (the last
+// step of TestClusterInstall, on the nodes the uninstall leaves: flannel's
+// own conflist, whose flannel plugin delegates to host-local; no plugin,
+// no checkpointd, no placement). Its rows are measured, not asserted, but
+// one: a member deleted must come back with another IP (the table would
+// show nothing otherwise).
 func (c *cluster) etcdControl() {
 	t := c.t
-	// kube-flannel's cni-conf.json names no IPAM: the flannel plugin
-	// delegates with host-local.
-	want := c.offlineFlannelConf()
+	want := c.kubeFlannelConfig()["cni-conf.json"]
 	for _, n := range c.nodes {
-		if conf, err := n.conflist(); err != nil || conf != want {
-			t.Fatalf("%s: the conflist is not kube-flannel's own (%v):\n%s\nwant:\n%s", n.name, err, conf, want)
+		conf, err := n.conflist()
+		if err != nil || conf != want || !onHostLocal(conf) {
+			t.Fatalf("%s: the conflist is not flannel's own on host-local (%v):\n%s\nkube-flannel's cni-conf.json:\n%s", n.name, err, conf, want)
 		}
 	}
 	a := c.newEtcdApp(etcdNamespace, false)
@@ -82,6 +82,24 @@ func (c *cluster) etcdControl() {
 		t.Errorf("control: %q kept every IP on host-local (%s): the table proves nothing", r.name, r)
 	}
 	a.remove()
+	c.kubectl("delete", "namespace", etcdNamespace, "--wait=true", "--timeout=2m")
+}
+
+// onHostLocal reports whether conflist is a flannel one whose plugin
+// delegates to host-local (names no IPAM, or host-local) and names
+// stickyip nowhere.
+func onHostLocal(conflist string) bool {
+	var conf struct {
+		Plugins []struct {
+			Type string
+			IPAM *struct{ Type string }
+		}
+	}
+	if err := json.Unmarshal([]byte(conflist), &conf); err != nil || len(conf.Plugins) == 0 || strings.Contains(conflist, "stickyip") {
+		return false
+	}
+	f := conf.Plugins[0]
+	return f.Type == "flannel" && (f.IPAM == nil || f.IPAM.Type == "host-local")
 }
 
 // stickyipRelease runs `stickyip release NAMESPACE/NAME` on the node (its

@@ -82,6 +82,7 @@ func (c *cluster) installJourney() {
 	v1 := buildImage(t, imgDir, "e2e-install-v1")
 	v2 := buildImage(t, imgDir, "e2e-install-v2")
 	t.Logf("two image builds (%s, %s): %s", v1.version, v2.version, time.Since(buildStart).Round(100*time.Millisecond))
+	c.installImages = []image{v1, v2}
 	ctx := context.Background()
 	cs := c.client
 	for _, n := range c.nodes {
@@ -147,49 +148,15 @@ func (c *cluster) installJourney() {
 	}
 
 	// ---- 3. Upgrade while pods are created on both nodes.
-	for _, n := range c.nodes {
-		v2.importInto(n)
-	}
-	watch := c.watchPlugins(t, v1, v2)
-	churn := c.createPodsUntil(t, 3*time.Second)
-	time.Sleep(3 * time.Second) // pods are being created when the upgrade starts
 	upgrade := manifestFor(t, imgDir, v2)
-	t.Logf("kubectl apply --dry-run=server -f (deploy/install, image %s):\n%s", v2.ref, c.kubectl("apply", "--dry-run=server", "-f", upgrade))
-	upStart := time.Now()
-	t.Logf("kubectl apply -f (deploy/install, image %s):\n%s", v2.ref, c.kubectl("apply", "-f", upgrade))
-	upTook := c.waitInstalled(v2, upStart)
-	c.kubectl("-n", installerNamespace, "rollout", "status", "daemonset/stickyip", "--timeout=3m")
-	upEnd := time.Now()
-	time.Sleep(3 * time.Second)
-	created, err := churn.stop()
-	if err != nil {
-		t.Errorf("pod creation during the upgrade: %v", err)
-	}
-	seen := watch.stop()
-	if seen.failures > 0 {
-		t.Errorf("the plugin could not be run %d times of %d looks during the upgrade (last: %s)", seen.failures, seen.looks, seen.lastFailure)
-	}
-	if !seen.mixed {
-		t.Errorf("never saw one node on %s while the other was still on %s: the rollout did not go node by node", v2.version, v1.version)
-	}
-	during := map[string]int{}
-	for _, p := range created {
-		if p.at.After(upStart) && p.at.Before(upEnd) {
-			during[p.node]++
-		}
-	}
-	if during["node1"] == 0 || during["node2"] == 0 {
-		t.Errorf("pods created on each node while the upgrade ran (%s): %v; the test proved nothing about pod starts there", upEnd.Sub(upStart), during)
-	}
-	for _, p := range created {
-		n := c.node(p.node)
-		n.waitAPIPodRunning(p.name, 3*time.Minute)
-		for _, ev := range n.podEvents(ctx, p.name) {
-			if ev.Reason == "FailedCreatePodSandBox" {
-				t.Errorf("pod %s on %s: a pod start failed during the upgrade: %s", p.name, p.node, ev.Message)
-			}
-		}
-	}
+	up := c.upgradeWhilePodsStart(v1, v2,
+		func() {
+			t.Logf("kubectl apply --dry-run=server -f (deploy/install, image %s):\n%s", v2.ref, c.kubectl("apply", "--dry-run=server", "-f", upgrade))
+		},
+		func() {
+			t.Logf("kubectl apply -f (deploy/install, image %s):\n%s", v2.ref, c.kubectl("apply", "-f", upgrade))
+		})
+	created := up.created
 	for _, n := range c.nodes {
 		name := "sticky-" + n.name
 		n.createPod(n.podOn(name, map[string]string{annReservation: "30"}))
@@ -197,9 +164,7 @@ func (c *cluster) installJourney() {
 			t.Fatalf("%s: default/%s after the upgrade got %s, want its reserved %s", n.name, name, again, reserved[n.name])
 		}
 	}
-	t.Logf("upgrade %s → %s: kubectl apply → node1 %s, node2 %s (plugin and healthy checkpointd), rollout complete %s; plugin run %d times meanwhile, 0 failed; %d pods created (node1 %d, node2 %d within the rollout), all started with no failed sandbox; each node's reserved IP came back (%v)",
-		v1.version, v2.version, upTook["node1"].Round(100*time.Millisecond), upTook["node2"].Round(100*time.Millisecond),
-		upEnd.Sub(upStart).Round(100*time.Millisecond), seen.looks, len(created), during["node1"], during["node2"], reserved)
+	t.Logf("upgrade %s → %s: kubectl apply → %s; each node's reserved IP came back (%v)", v1.version, v2.version, up, reserved)
 
 	// ---- 4. Uninstall, as docs/install.md says.
 	// 1. The conflist back to host-local: kube-flannel's original
@@ -340,6 +305,80 @@ func (c *cluster) installJourney() {
 	}
 }
 
+// upgradeRun is what an upgrade while pods are created showed.
+type upgradeRun struct {
+	took    map[string]time.Duration // per node, from the apply: the new plugin and a healthy checkpointd
+	rollout time.Duration            // from the apply to the rollout complete
+	looks   int                      // runs of the nodes' plugin meanwhile (none failed)
+	created []churnPod
+	during  map[string]int // pods created on each node within the rollout
+}
+
+func (u upgradeRun) String() string {
+	return fmt.Sprintf("node1 %s, node2 %s (plugin and healthy checkpointd), rollout complete %s; plugin run %d times meanwhile, 0 failed; %d pods created (node1 %d, node2 %d within the rollout), all started with no failed sandbox",
+		u.took["node1"].Round(100*time.Millisecond), u.took["node2"].Round(100*time.Millisecond), u.rollout.Round(100*time.Millisecond),
+		u.looks, len(u.created), u.during["node1"], u.during["node2"])
+}
+
+// upgradeWhilePodsStart upgrades the nodes from one image to another the
+// way apply does it (kubectl apply, helm upgrade; check runs first, pods
+// already being created) while pods are created on both nodes every 3 s,
+// and waits until every node runs the new image's plugin and checkpointd.
+// It fails the test unless the plugin was a runnable file at every look,
+// one node ran the new plugin while the other still ran the old (node by
+// node), pods were created on each node within the rollout, and every pod
+// created started with no FailedCreatePodSandBox (0 failed CNI calls).
+func (c *cluster) upgradeWhilePodsStart(from, to image, check, apply func()) upgradeRun {
+	t := c.t
+	t.Helper()
+	for _, n := range c.nodes {
+		to.importInto(n)
+	}
+	watch := c.watchPlugins(t, from, to)
+	churn := c.createPodsUntil(t, 3*time.Second)
+	time.Sleep(3 * time.Second) // pods are being created when the upgrade starts
+	check()
+	start := time.Now()
+	apply()
+	u := upgradeRun{took: c.waitInstalled(to, start), during: map[string]int{}}
+	c.kubectl("-n", installerNamespace, "rollout", "status", "daemonset/stickyip", "--timeout=3m")
+	end := time.Now()
+	u.rollout = end.Sub(start)
+	time.Sleep(3 * time.Second)
+	created, err := churn.stop()
+	if err != nil {
+		t.Errorf("pod creation during the upgrade: %v", err)
+	}
+	u.created = created
+	seen := watch.stop()
+	u.looks = seen.looks
+	if seen.failures > 0 {
+		t.Errorf("the plugin could not be run %d times of %d looks during the upgrade (last: %s)", seen.failures, seen.looks, seen.lastFailure)
+	}
+	if !seen.mixed {
+		t.Errorf("never saw one node on %s while the other was still on %s: the rollout did not go node by node", to.version, from.version)
+	}
+	for _, p := range created {
+		if p.at.After(start) && p.at.Before(end) {
+			u.during[p.node]++
+		}
+	}
+	if u.during["node1"] == 0 || u.during["node2"] == 0 {
+		t.Errorf("pods created on each node while the upgrade ran (%s): %v; the test proved nothing about pod starts there", u.rollout, u.during)
+	}
+	ctx := context.Background()
+	for _, p := range created {
+		n := c.node(p.node)
+		n.waitAPIPodRunning(p.name, 3*time.Minute)
+		for _, ev := range n.podEvents(ctx, p.name) {
+			if ev.Reason == "FailedCreatePodSandBox" {
+				t.Errorf("pod %s on %s: a pod start failed during the upgrade: %s", p.name, p.node, ev.Message)
+			}
+		}
+	}
+	return u
+}
+
 // removeContents removes everything in dir, not dir itself (a node's bind
 // mount point).
 func removeContents(t testing.TB, dir string) {
@@ -419,6 +458,9 @@ func (n *node) bindNodePaths() {
 		// names no path
 		{"/var/lib/cni/flannel", filepath.Join(n.dir, "flannel", "data")},
 		{"/var/lib/cni/networks", filepath.Join(n.dir, "host-local")},
+		// the runtime's CNI result cache (libcni's), which a store rebuild
+		// reads: the node's own, not the machine's
+		{"/var/lib/cni/results", filepath.Join(n.dir, "cni-results")},
 	}
 	for _, b := range binds {
 		if _, err := os.Stat(b.source); errors.Is(err, fs.ErrNotExist) {

@@ -40,7 +40,10 @@ import (
 //     the controllers (workloads).
 //  8. placement: deploy/placement with sticky pods deleted again and again,
 //     the control, the tie, the forged claims (placement).
-//  9. node-deleted: the node that ran the cache pod last goes and its Node
+//  9. store-rebuild: node2's store overwritten, deleted, then overwritten
+//     with the API server away; checkpointd rebuilds it each time, no pod
+//     loses its address, no drain (storeRebuild).
+//  10. node-deleted: the node that ran the cache pod last goes and its Node
 //     is deleted: placement's and the workloads' last checks (nodeDeleted).
 //
 // The install journey is TestClusterInstall, on a cluster of its own: it
@@ -68,7 +71,8 @@ func TestCluster(t *testing.T) {
 	s.run("workloads", []string{"stickyip", "vxlan-then-host-gw?", "flanneld-api-away?", "power-cut?", "etcd?"}, func() { w = c.workloads() })
 	var p *placementRun
 	s.run("placement", []string{"stickyip", "vxlan-then-host-gw?", "flanneld-api-away?", "power-cut?", "etcd?", "workloads?"}, func() { p = c.placement() })
-	s.run("node-deleted", []string{"placement"}, func() {
+	s.run("store-rebuild", []string{"stickyip", "vxlan-then-host-gw?", "flanneld-api-away?", "power-cut?", "etcd?", "workloads?", "placement?"}, c.storeRebuild)
+	s.run("node-deleted", []string{"placement", "store-rebuild?"}, func() {
 		if !s.passed("workloads") {
 			w = nil
 		}
@@ -93,8 +97,13 @@ func bootSteps(t *testing.T) (*cluster, *steps) {
 //  2. install: deploy/install the way docs/install.md says: install, the
 //     ConfigMap patch, an upgrade while pods start, the uninstall
 //     (installJourney).
-//  3. etcd-host-local: issue 32's disruption table on the nodes the
-//     uninstall left, on kube-flannel's own conflist (host-local): the
+//  3. helm: the same with Helm on flannel installed by its own chart:
+//     kube-flannel.yml replaced by flannel's chart, deploy/helm/stickyip
+//     installed, flannel switched and upgraded with a changed value, the
+//     switch undone and noticed, stickyip upgraded while pods start and
+//     uninstalled (helmJourney).
+//  4. etcd-host-local: issue 32's disruption table on the nodes the
+//     uninstall leaves, on flannel's own conflist (host-local): the
 //     control of TestCluster's etcd step (etcdControl).
 func TestClusterInstall(t *testing.T) {
 	c, s := bootSteps(t)
@@ -102,7 +111,8 @@ func TestClusterInstall(t *testing.T) {
 
 	s.run("kube-flannel", nil, c.kubeFlannelInstalled)
 	s.run("install", []string{"kube-flannel"}, c.installJourney)
-	s.run("etcd-host-local", []string{"install"}, c.etcdControl)
+	s.run("helm", []string{"install"}, c.helmJourney)
+	s.run("etcd-host-local", []string{"install", "helm?"}, c.etcdControl)
 }
 
 // clusterNode is where a cluster node lives: its name and its address on
@@ -140,8 +150,12 @@ type cluster struct {
 	// flannel's and the CNI plugin's.
 	flannelImages []harness.OfflineImage
 	// kubeFlannelShipped is kube-flannel's ConfigMap data as
-	// kube-flannel.yml created it.
+	// kube-flannel.yml created it; kubeFlannelFile, the manifest applied.
 	kubeFlannelShipped map[string]string
+	kubeFlannelFile    string
+	// installImages are the two image builds of the install step, which
+	// the helm step installs again.
+	installImages []image
 }
 
 // bootCluster creates and starts the cluster with the nodes' options

@@ -232,11 +232,11 @@ func (n *node) runInstaller(ds *appsv1.DaemonSet, img image) {
 	t := n.t
 	t.Helper()
 	paths := map[string]string{
-		"/opt/cni/bin":                 n.cniBinDir,
-		"/etc/kubernetes/manifests":    n.staticPodDir(),
-		"/etc/kubernetes/kubelet.conf": filepath.Join(n.dir, "kubelet.kubeconfig"),
-		"/var/lib/stickyip":            n.checkpointDir(), // used by uninstall only
-		"/run/stickyip":                filepath.Join(n.runDir(), "stickyip"),
+		"/opt/cni/bin":                  n.cniBinDir,
+		"/etc/kubernetes/manifests":     n.staticPodDir(),
+		"/etc/kubernetes/kubelet.conf":  filepath.Join(n.dir, "kubelet.kubeconfig"),
+		"/var/lib/stickyip/checkpoints": n.checkpointDir(), // used by uninstall only
+		"/run/stickyip/checkpointd":     filepath.Join(n.runDir(), "stickyip", "checkpointd"),
 	}
 	tmpl := ds.Spec.Template.DeepCopy()
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: installerPodName, Namespace: ds.Namespace, Labels: tmpl.Labels},

@@ -121,6 +121,7 @@ func (c *cluster) startKubeFlannel() {
 	}
 	start := time.Now()
 	manifest := kubeFlannelManifest(t, harness.ShortTempDir(t))
+	c.kubeFlannelFile = manifest
 	t.Logf("kubectl apply -f kube-flannel.yml (%s@%s, images replaced):\n%s", flannelModule, harness.FlannelVersion, c.kubectl("apply", "-f", manifest))
 	c.kubeFlannelShipped = c.kubeFlannelConfig()
 	c.waitFlannelRollout()

@@ -43,9 +43,13 @@ const (
 
 // TestNodeReadyWithStickyipStatus: fill the pool with live pods and a
 // reservation — the node stays Ready for more than 3 minutes while the next
-// pod fails with stickyip's error 100 in its events; damage the store — the
-// node's Ready condition turns False with stickyip's message; move the store
-// aside (docs/troubleshooting.md, "Error 102") — the node is Ready again and pods run.
+// pod fails with stickyip's error 100 in its events; damage the store, with
+// checkpointd told not to rebuild it (--rebuild-store=false) — the node's
+// Ready condition turns False with stickyip's message, and checkpointd says
+// so (metric, Event); move the store aside — still NotReady (a lost store is
+// not an empty one); `checkpointd rebuild-store` (docs/troubleshooting.md,
+// "Error 102") — the node is Ready again, the running pods keep their
+// addresses, and a new pod runs without a drain.
 func TestNodeReadyWithStickyipStatus(t *testing.T) {
 	if _, major, err := harness.ContainerdVersion(); err == nil && major < 2 {
 		t.Skip("containerd before 2.0 calls no CNI STATUS and cannot run the cniVersion 1.1.0 conflist (STICKYIP_CONTAINERD)")
@@ -60,6 +64,7 @@ func TestNodeReadyWithStickyipStatus(t *testing.T) {
 	t.Logf("runtime: containerd %s; CNI: conf/10-bridge-stickyip.conflist (cniVersion 1.1.0), range %s-%s, poolFull fail",
 		n.ctd.Version, bridgeStart, bridgeEnd)
 	n.startKubelet(true)
+	n.startCheckpointd("CHECKPOINTD_REBUILD_STORE=false")
 	ctx := context.Background()
 	ready := n.readyCondition(ctx)
 	t.Logf("node %s: Ready=%s (%s)", nodeName, ready.Status, ready.Message)
@@ -152,35 +157,77 @@ func TestNodeReadyWithStickyipStatus(t *testing.T) {
 			t.Fatalf("Ready condition message %q does not mention %q", notReady.Message, want)
 		}
 	}
-	t.Logf("DAMAGED STORE: node Ready=%s after %s; reason %s; message %q; node events: %v",
-		notReady.Status, time.Since(damaged).Round(time.Second), notReady.Reason, notReady.Message, eventReasons(n.nodeEvents(ctx)))
+	eventually(t, "checkpointd reports the damage", time.Minute, time.Second, func() (bool, string) {
+		v, err := n.metric("checkpointd_ipam_store_damaged")
+		return v == "1", fmt.Sprintf("checkpointd_ipam_store_damaged %q %v", v, err)
+	})
+	var said string
+	eventually(t, "an IPAMStoreDamaged Event on the Node", time.Minute, time.Second, func() (bool, string) {
+		for _, e := range n.nodeEvents(ctx) {
+			if e.Reason == "IPAMStoreDamaged" {
+				said = e.Message
+				return true, ""
+			}
+		}
+		return false, fmt.Sprint(eventReasons(n.nodeEvents(ctx)))
+	})
+	t.Logf("DAMAGED STORE: node Ready=%s after %s; reason %s; message %q; checkpointd (--rebuild-store=false) says: %s",
+		notReady.Status, time.Since(damaged).Round(time.Second), notReady.Reason, notReady.Message, said)
 	n.deletePodNow("one-too-many")
 
-	// Phase 3: the operator moves the damaged store aside.
+	// Phase 3: the damaged store moved aside: lost, not empty.
 	if err := os.Rename(db, db+".damaged"); err != nil {
 		t.Fatal(err)
 	}
+	eventually(t, "node NotReady saying the store was lost", time.Minute, time.Second, func() (bool, string) {
+		c := n.readyCondition(ctx)
+		return c.Status == corev1.ConditionFalse && strings.Contains(c.Message, "this node had a store"), string(c.Status) + ": " + c.Message
+	})
+
+	// Phase 4: the operator's one step: checkpointd rebuild-store.
 	repaired := time.Now()
+	n.rebuildStoreOnce()
 	var back *corev1.NodeCondition
 	eventually(t, "node Ready again", time.Minute, time.Second, func() (bool, string) {
 		back = n.readyCondition(ctx)
 		return back.Status == corev1.ConditionTrue, string(back.Status) + ": " + back.Message
 	})
-	t.Logf("REPAIRED: node Ready=%s after %s; reason %s; message %q", back.Status,
+	t.Logf("REBUILT: node Ready=%s %s after checkpointd rebuild-store; reason %s; message %q", back.Status,
 		time.Since(repaired).Round(time.Second), back.Reason, back.Message)
-
-	// The new store does not know the running pods: drain them, then pods
-	// run again.
-	for name := range live {
-		n.deletePodGracefully(name, 2*time.Minute)
+	held := map[string]string{}
+	for _, e := range n.stickyipList(t) {
+		if e.State == "allocated" {
+			held[e.IP] = e.Name
+		}
 	}
+	for name, ip := range live {
+		if held[ip] != name {
+			t.Fatalf("after the rebuild %s's %s is held by %q, want %s (list %v)", name, ip, held[ip], name, held)
+		}
+	}
+	// No drain: the running pods keep their addresses; the new pod gets the
+	// free one (db's reservation was known only to the lost store: this node
+	// has no placement index and db no checkpoint).
 	n.createPod(testPod("after-repair", nil))
 	ip := n.waitAPIPodRunning("after-repair", 2*time.Minute)
-	if !inRange(ip) {
-		t.Fatalf("after-repair got %s, want an address of %s-%s", ip, bridgeStart, bridgeEnd)
+	if !inRange(ip) || ip == live["web-1"] || ip == live["web-2"] {
+		t.Fatalf("after-repair got %s, want the free address of %s-%s (web-1 %s, web-2 %s run)", ip, bridgeStart, bridgeEnd, live["web-1"], live["web-2"])
 	}
 	run(t, filepath.Join(n.bins.project, "stickyip"), "--data-dir", n.stickyipDataDir(), "check")
-	t.Logf("after the drain, pod after-repair runs with %s", ip)
+	t.Logf("without a drain, pod after-repair runs with %s beside web-1 %s and web-2 %s", ip, live["web-1"], live["web-2"])
+}
+
+// rebuildStoreOnce runs `checkpointd rebuild-store` with the node's
+// checkpointd settings, in the node's namespaces, and waits for it.
+func (n *node) rebuildStoreOnce() {
+	t := n.t
+	t.Helper()
+	p := n.start("checkpointd-rebuild-store", n.checkpointdEnv(), filepath.Join(n.bins.project, "checkpointd"), "rebuild-store")
+	eventually(t, "checkpointd rebuild-store", time.Minute, 500*time.Millisecond, func() (bool, string) { return !p.running(), "" })
+	log, _ := os.ReadFile(p.logPath)
+	if p.err != nil || !strings.Contains(string(log), "IPAM store rebuilt") {
+		t.Fatalf("checkpointd rebuild-store: %v\n%s", p.err, log)
+	}
 }
 
 // writeBridgeConfig writes the project's CNI 1.1.0 bridge conflist (conf/,

@@ -14,6 +14,13 @@ import (
 // TestClusterInstall ended in another process).
 func TestHostMountPointRemovedByTheLastUser(t *testing.T) {
 	base := t.TempDir()
+	// A registry of its own: the machine's is shared with every e2e process
+	// running (another's cluster holds it, and the last user would never be
+	// this test).
+	saved := [...]string{hostPathDir, hostPathMutex, hostPathUsers, hostPathMade}
+	hostPathDir = filepath.Join(base, "registry")
+	hostPathMutex, hostPathUsers, hostPathMade = filepath.Join(hostPathDir, "mutex"), filepath.Join(hostPathDir, "users"), filepath.Join(hostPathDir, "made")
+	t.Cleanup(func() { hostPathDir, hostPathMutex, hostPathUsers, hostPathMade = saved[0], saved[1], saved[2], saved[3] })
 	dir := filepath.Join(base, "run", "flannel")
 	file := filepath.Join(base, "run", "xtables.lock")
 

@@ -18,7 +18,7 @@ const cmdTimeout = 60 * time.Second
 
 // UpstreamPlugins are the CNI plugins scripts/install-deps.sh builds into
 // <repo>/_output/cni/bin.
-var UpstreamPlugins = []string{"bridge", "loopback", "portmap", "host-local", "flannel"}
+var UpstreamPlugins = []string{"bridge", "loopback", "portmap", "bandwidth", "host-local", "flannel"}
 
 // systemTools are the Debian-packaged programs the harness runs (containerd
 // comes from ContainerdBinDir).

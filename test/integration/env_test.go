@@ -30,6 +30,10 @@ const (
 const (
 	flannelConf = "10-flannel-stickyip.conflist"
 	bridgeConf  = "10-bridge-stickyip.conflist"
+	// k3sConf is the --flannel-cni-conf file of docs/install.md's k3s
+	// section: k3s's own chain (flannel with forceAddress, portmap,
+	// bandwidth) with stickyip as flannel's IPAM.
+	k3sConf = "k3s-flannel-stickyip.conflist"
 )
 
 // Flannel's subnet on the fake node.

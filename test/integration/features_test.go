@@ -246,7 +246,7 @@ func TestContainerdIdentity(t *testing.T) {
 	if !slices.Equal(ips1, ips2) {
 		t.Fatalf("the replacement pod got %v, want the identity's %v", ips2, ips1)
 	}
-	if rows := entriesFor(n.list(t), "kube-system", "agent"); len(rows) != 1 || rows[0].State != "allocated" {
-		t.Fatalf("stickyip list for kube-system/agent: %+v", rows)
+	if rows := entriesFor(n.list(t), "kube-system", "identity:agent"); len(rows) != 1 || rows[0].State != "allocated" {
+		t.Fatalf("stickyip list for kube-system/identity:agent: %+v", rows)
 	}
 }

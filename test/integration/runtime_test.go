@@ -111,7 +111,9 @@ func TestContainerdNoStatusBefore110(t *testing.T) {
 
 // TestContainerdNetworkReady: what the kubelet reads from CRI Status (and
 // puts in the node's Ready condition) while stickyip's pool is full, while
-// its store is damaged, and after the operator moved the damaged store aside.
+// its store is damaged, after the damaged store was moved aside (lost: still
+// not ready), and after the store was rebuilt (ready, the running pods'
+// addresses kept).
 // The shipped CNI 1.1.0 bridge conflist, its range narrowed to 3 addresses,
 // poolFull: fail.
 func TestContainerdNetworkReady(t *testing.T) {
@@ -174,12 +176,21 @@ func TestContainerdNetworkReady(t *testing.T) {
 		t.Fatal("stickyip logged no error for the failing STATUS")
 	}
 
-	// Repair as docs/troubleshooting.md ("Error 102") says: move it aside; the new store
-	// does not know the running pods, so they go too (drain).
+	// The file moved aside, as an operator would have done before stores were
+	// rebuilt: a lost store is no empty one (its running pods' addresses are
+	// unknown), the network stays not ready, saying so.
 	if err := os.Rename(db, db+".damaged"); err != nil {
 		t.Fatal(err)
 	}
+	requireNetworkReady(t, cri, false, "this node had a store")
+	// The rebuild (checkpointd's, here its one-shot form) brings it back
+	// with the running pods' addresses: no drain (TestContainerdStoreRebuild).
+	rebuildStore(t, n, ctd.Address, filepath.Join(n.dir, "checkpoints"))
 	requireNetworkReady(t, cri, true, "")
+	rows = n.list(t)
+	if len(ipsIn(rows, "allocated")) != 2 {
+		t.Fatalf("after the rebuild: %+v; want web-1's and web-2's addresses allocated", rows)
+	}
 	for _, id := range live {
 		if err := cri.DeletePod(ctx, id); err != nil {
 			t.Fatal(err)

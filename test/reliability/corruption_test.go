@@ -129,9 +129,10 @@ func expectCheckExplains(t *testing.T, p *plugin, dir string, words ...string) {
 	t.Logf("stickyip check says: %s", strings.TrimSpace(string(o.Stdout)+string(o.Stderr)))
 }
 
-// TestCorruption damages the database in several ways and asserts that every
-// CNI command fails with code 102, that the damaged file is left exactly as
-// it was, and that the operator tool explains the problem.
+// TestCorruption damages the database in several ways (and deletes it under
+// its creation mark) and asserts that every CNI command fails with code 102,
+// that the damaged file is left exactly as it was (a deleted one is not
+// created again), and that the operator tool explains the problem.
 func TestCorruption(t *testing.T) {
 	p := newPlugin(t)
 	f := &figures{}
@@ -155,6 +156,13 @@ func TestCorruption(t *testing.T) {
 		{"not a stickyip database", func(t *testing.T, path string) { foreignBolt(t, path) }},
 		{"schema from the future", func(t *testing.T, path string) { setSchema(t, path, 99) }},
 		{"schema zero", func(t *testing.T, path string) { setSchema(t, path, 0) }},
+		// Lost, not damaged: the file gone, its creation mark there. No call
+		// may start over from an empty store while its sandboxes run.
+		{"deleted (its creation mark stays)", func(t *testing.T, path string) {
+			if err := os.Remove(path); err != nil {
+				t.Fatal(err)
+			}
+		}},
 	}
 	for _, d := range damages {
 		t.Run(d.name, func(t *testing.T) {
@@ -162,8 +170,11 @@ func TestCorruption(t *testing.T) {
 			d.damage(t, s.db())
 			before := statFile(t, s.db())
 			wantCode, words := uint(102), []string{s.db()}
-			if strings.Contains(d.name, "future") {
+			switch {
+			case strings.Contains(d.name, "future"):
 				words = append(words, "upgrade")
+			case strings.Contains(d.name, "deleted"):
+				words = append(words, "this node had a store")
 			}
 			for _, op := range []struct {
 				name string
@@ -189,7 +200,7 @@ func TestCorruption(t *testing.T) {
 			if strings.Contains(d.name, "future") {
 				expectCheckExplains(t, p, s.dir, "newer stickyip")
 			} else {
-				expectCheckExplains(t, p, s.dir, "move it aside")
+				expectCheckExplains(t, p, s.dir, "checkpointd rebuild-store")
 			}
 			expectUntouched(t, s.db(), before)
 			if _, err := os.Stat(s.db() + ".new"); err == nil {

@@ -18,6 +18,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/stickyip/stickyip/checkpointd/cnicache"
 	"github.com/stickyip/stickyip/checkpointd/daemon"
 	"github.com/stickyip/stickyip/checkpointd/flannel"
 	"github.com/stickyip/stickyip/contract"
@@ -28,11 +29,13 @@ func main() {
 }
 
 func run(args []string) int {
-	cleanup, all := false, false
+	cleanup, all, rebuildStore := false, false, false
 	if len(args) > 0 {
 		switch args[0] {
 		case "cleanup":
 			cleanup, args = true, args[1:]
+		case "rebuild-store":
+			rebuildStore, args = true, args[1:]
 		case "install", "uninstall":
 			return runInstall(args[0], args[1:])
 		case "ready":
@@ -51,6 +54,7 @@ func run(args []string) int {
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), `Usage: checkpointd [flags]
        checkpointd cleanup [--all] [flags]
+       checkpointd rebuild-store [flags]
        checkpointd install|uninstall [flags]   (see checkpointd install --help)
        checkpointd ready --ready-file=FILE     (the installer DaemonSet's readiness probe)
        checkpointd stranded [--kubeconfig FILE] (pods waiting for a node that no longer exists)
@@ -62,6 +66,11 @@ writes the same manifests back meanwhile); their files stay until the next
 checkpointd pass after the copy stopped, or a reboot. With --all also the
 copies' files and every checkpoint, stored secret, mark, saved flannel lease
 and the last API contact. It takes the same directory flags as the daemon.
+
+rebuild-store rebuilds a damaged or lost stickyip store once, as the daemon
+does unless --rebuild-store=false: from the runtime's sandboxes, its CNI
+result cache, the network namespaces and the checkpoints; the damaged file is
+kept as stickyip.db.damaged-<time>. It reads no placement index.
 
 Every flag can also be set with the environment variable CHECKPOINTD_<FLAG>, e.g. CHECKPOINTD_GRACE_PERIOD=30s.
 
@@ -95,6 +104,17 @@ Every flag can also be set with the environment variable CHECKPOINTD_<FLAG>, e.g
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	if rebuildStore {
+		rebuilt, err := daemon.RebuildStore(ctx, cfg)
+		if err != nil {
+			cfg.Log.Error("rebuild-store failed", "err", err)
+			return 1
+		}
+		if !rebuilt {
+			fmt.Println("the store can be used: nothing to rebuild")
+		}
+		return 0
+	}
 	if err := daemon.Run(ctx, cfg); err != nil {
 		cfg.Log.Error("checkpointd failed", "err", err)
 		return 1
@@ -129,6 +149,8 @@ func daemonFlags(fs *flag.FlagSet, cfg *daemon.Config) *string {
 	fs.StringVar(&cfg.Reservation, "restore-reservation", contract.DefaultRestoreReservation, "reservation annotation given to restored copies whose parent has none, so the parent gets the IP back")
 	fs.StringVar(&cfg.Volumes, "volumes", "copy", "secrets/configMaps: copy (saved with the checkpoint, restored as read-only host files) or drop (restored as empty dirs; no secret access needed)")
 	fs.StringVar(&cfg.ListenAddress, "listen-address", contract.DefaultListenAddress, `address for /healthz and /metrics ("": disabled)`)
+	fs.BoolVar(&cfg.RebuildStore, "rebuild-store", true, "rebuild the stickyip store when it is damaged, or missing on a node that had one, from what the node knows (the damaged file is kept aside); false: report it and leave the node NotReady for the operator (checkpointd rebuild-store)")
+	fs.StringVar(&cfg.CNIResultsDir, "cni-results-dir", cnicache.DefaultDir, "the container runtime's CNI result cache (libcni's), a source of a store rebuild")
 	fs.BoolVar(&cfg.Placement, "placement", true, "publish this node's sticky identities in the placement index (ConfigMaps stickyip-placement-*) for the placement policy (deploy/placement; needs --data-dir and the node's own credentials)")
 	return fs.String("log-level", "info", "debug, info, warn or error")
 }

@@ -307,3 +307,30 @@ func TestRequestedAddressRules(t *testing.T) {
 		t.Fatalf("default/a asking for its own cooling %s: %s %v", v4, out, e)
 	}
 }
+
+// A store file deleted under a node that had one: ADD, DEL and GC fail
+// with error 102 and STATUS with 50 (the node goes NotReady), and no call
+// starts over from an empty store, which would hand out the addresses its
+// running pods hold. A data directory that never had a store is not that
+// case: its first ADD creates one.
+func TestLostStoreServesNoCall(t *testing.T) {
+	dir := t.TempDir()
+	conf := netConf{ver: "1.1.0", dataDir: dir}.bytes()
+	if _, e := call(t, "ADD", "c1", podArgs("a", "u1"), conf); e != nil {
+		t.Fatalf("first ADD on a new data directory: %v", e)
+	}
+	if err := os.Remove(filepath.Join(dir, boltstore.DBFile)); err != nil {
+		t.Fatal(err)
+	}
+	for _, verb := range []string{"ADD", "DEL", "GC"} {
+		if _, e := call(t, verb, "c2", podArgs("b", "u2"), conf); e == nil || e.Code != 102 || !strings.Contains(e.Msg, "this node had a store") {
+			t.Fatalf("%s on a lost store: %+v, want code 102 saying the store was lost", verb, e)
+		}
+	}
+	if _, e := call(t, "STATUS", "", "", conf); e == nil || e.Code != 50 || !strings.Contains(e.Details, "checkpointd rebuilds") {
+		t.Fatalf("STATUS on a lost store: %+v, want code 50 naming the rebuild", e)
+	}
+	if _, err := os.Stat(filepath.Join(dir, boltstore.DBFile)); !os.IsNotExist(err) {
+		t.Fatalf("a call created a new store in place of the lost one: %v", err)
+	}
+}

@@ -20,21 +20,26 @@ import (
 const usage = `stickyip — operator tool for the stickyip IPAM store
 
 Usage:
-  stickyip [--data-dir DIR] list [--network NAME] [--json]
-  stickyip [--data-dir DIR] release NAMESPACE/NAME [--network NAME] [--ifname IF]
-  stickyip [--data-dir DIR] gc [--cni-conf-dir DIR] [--network NAME]
-  stickyip [--data-dir DIR] import --network NAME [--from DIR]
-  stickyip [--data-dir DIR] check [--cni-conf-dir DIR] [--json]
-  stickyip status [--cni-conf-dir DIR] [--network NAME] [--json]
+  stickyip [STORE] list [--network NAME] [--json]
+  stickyip [STORE] release NAMESPACE/NAME [--network NAME] [--ifname IF]
+  stickyip [STORE] gc [--network NAME]
+  stickyip [STORE] import --network NAME [--from DIR]
+  stickyip [STORE] check [--json]
+  stickyip [STORE] status [--network NAME] [--json]
   stickyip version
 
---data-dir defaults to $STICKYIP_DATA_DIR, else ` + contract.DefaultDataDir + `.
+STORE is --data-dir DIR (also $STICKYIP_DATA_DIR): that store alone. Without
+it, the stores the CNI configuration names: the data directory of every
+network in --cni-conf-dir DIR (default ` + contract.DefaultCNIConfDir + `) whose IPAM
+is stickyip, else ` + contract.DefaultDataDir + `. Both flags go before or after
+the command.
 Exit codes: 0 ok, 1 problems found or nothing to do, 2 error.
 `
 
 type tool struct {
 	stdout, stderr io.Writer
-	dataDir        string
+	dataDir        dirFlag // --data-dir: this store alone
+	confDir        string  // --cni-conf-dir: the CNI configuration, which names the stores otherwise
 }
 
 // printJSON prints v as indented JSON (the --json form of every command).
@@ -51,11 +56,12 @@ func Run(args []string, stdout, stderr io.Writer) int {
 	global := flag.NewFlagSet("stickyip", flag.ContinueOnError)
 	global.SetOutput(stderr)
 	global.Usage = func() { fmt.Fprint(stderr, usage) }
-	defDir := os.Getenv("STICKYIP_DATA_DIR")
-	if defDir == "" {
-		defDir = contract.DefaultDataDir
+	t.dataDir.dir = contract.DefaultDataDir
+	if d := os.Getenv("STICKYIP_DATA_DIR"); d != "" {
+		t.dataDir = dirFlag{dir: d, set: true}
 	}
-	global.StringVar(&t.dataDir, "data-dir", defDir, "stickyip data directory")
+	global.Var(&t.dataDir, "data-dir", "the store's data directory (default: the CNI configuration's)")
+	global.StringVar(&t.confDir, "cni-conf-dir", contract.DefaultCNIConfDir, "the CNI configuration: the networks, their stores and ranges")
 	if err := global.Parse(args); err != nil {
 		return 2
 	}
@@ -84,7 +90,7 @@ func Run(args []string, stdout, stderr io.Writer) int {
 			return 1
 		}
 		fmt.Fprintf(stderr, "stickyip %s: %v\n", rest[0], err)
-		if hint := hintFor(err, t.dataDir); hint != "" {
+		if hint := hintFor(err, failedStore(err, t.dataDir.dir)); hint != "" {
 			fmt.Fprintln(stderr, hint)
 		}
 		return 2
@@ -94,11 +100,13 @@ func Run(args []string, stdout, stderr io.Writer) int {
 
 var errNothing = errors.New("nothing to do")
 
-// flags returns a flag set for a subcommand that also accepts --data-dir.
+// flags returns a flag set for a subcommand that also accepts --data-dir
+// and --cni-conf-dir.
 func (t *tool) flags(name string) *flag.FlagSet {
 	fs := flag.NewFlagSet("stickyip "+name, flag.ContinueOnError)
 	fs.SetOutput(t.stderr)
-	fs.StringVar(&t.dataDir, "data-dir", t.dataDir, "stickyip data directory")
+	fs.Var(&t.dataDir, "data-dir", "the store's data directory (default: the CNI configuration's)")
+	fs.StringVar(&t.confDir, "cni-conf-dir", t.confDir, "the CNI configuration: the networks, their stores and ranges")
 	return fs
 }
 
@@ -117,15 +125,6 @@ func parse(fs *flag.FlagSet, args []string) ([]string, error) {
 	}
 }
 
-func (t *tool) store() *boltstore.Store { return boltstore.New(t.dataDir, 0) }
-
-func (t *tool) networks(only string) ([]string, error) {
-	if only != "" {
-		return []string{only}, nil
-	}
-	return t.store().Networks()
-}
-
 // hintFor tells the operator what to do about a store error.
 func hintFor(err error, dataDir string) string {
 	db := filepath.Join(dataDir, boltstore.DBFile)
@@ -133,12 +132,18 @@ func hintFor(err error, dataDir string) string {
 	case errors.Is(err, reservation.ErrFutureSchema):
 		return "This binary is older than the one that last wrote the store. Install the newer stickyip again; the file was not modified."
 	case errors.Is(err, reservation.ErrCorrupt):
-		return fmt.Sprintf(`The store is damaged; stickyip refuses to use it and has not modified it. To recover:
-  1. keep a copy for analysis:   cp %[1]s %[1]s.broken
-  2. move it aside:              mv %[1]s %[1]s.damaged-$(date +%%s)
-  3. the next CNI call creates an empty store. Running pods keep their addresses on their
-     interfaces but are no longer recorded: run "stickyip import" if host-local data exists,
-     and let checkpointd (or a CNI GC) reconcile. Reservations in the damaged file are lost.`, db)
+		return fmt.Sprintf(`The store is damaged; stickyip refuses to use it and has not modified it.
+checkpointd rebuilds it from what the node knows (running sandboxes, the runtime's CNI
+result cache, its checkpoints, the node's placement entries) and keeps this file as
+%[1]s.damaged-<time>, unless it runs with --rebuild-store=false.
+Then, after looking at it: checkpointd rebuild-store (same flags as the daemon) rebuilds it
+once. See docs/troubleshooting.md, "Error 102".`, db)
+	case errors.Is(err, reservation.ErrLost):
+		return fmt.Sprintf(`The store file is missing, but %[2]s says this node had one: the addresses its
+running pods hold are unknown, so no CNI call uses an empty store in its place.
+checkpointd rebuilds it from what the node knows, unless it runs with --rebuild-store=false;
+then run: checkpointd rebuild-store (same flags as the daemon). See docs/troubleshooting.md, "Error 102".`,
+			db, filepath.Join(dataDir, boltstore.MarkFile))
 	case errors.Is(err, reservation.ErrLocked):
 		return "Another process holds the store. Find it with: fuser -v " + filepath.Join(dataDir, boltstore.LockFile) + " " + db
 	case errors.Is(err, reservation.ErrIO):

@@ -108,12 +108,32 @@ func TestCheckExplainsDamagedStore(t *testing.T) {
 		t.Fatal(err)
 	}
 	out, _, code := run(t, "--data-dir", dir, "check")
-	if code != 2 || !strings.Contains(out, "cannot be read") || !strings.Contains(out, "mv "+db) {
+	if code != 2 || !strings.Contains(out, "cannot be read") || !strings.Contains(out, "checkpointd rebuild-store") {
 		t.Fatalf("check of a damaged store: code %d\n%s", code, out)
 	}
 	_, errOut, code := run(t, "--data-dir", dir, "list")
 	if code != 2 || !strings.Contains(errOut, "has not modified it") {
 		t.Fatalf("list of a damaged store: code %d\n%s", code, errOut)
+	}
+}
+
+// A lost store (the file gone, the creation mark there) is not an empty
+// one: the tool says so and lists nothing as if it were.
+func TestCheckExplainsLostStore(t *testing.T) {
+	dir := t.TempDir()
+	seed(t, dir)
+	if err := os.Remove(filepath.Join(dir, boltstore.DBFile)); err != nil {
+		t.Fatal(err)
+	}
+	out, _, code := run(t, "--data-dir", dir, "check")
+	if code != 2 || !strings.Contains(out, "this node had one") || !strings.Contains(out, "checkpointd rebuild-store") {
+		t.Fatalf("check of a lost store: code %d\n%s", code, out)
+	}
+	if _, errOut, code := run(t, "--data-dir", dir, "list"); code != 2 || !strings.Contains(errOut, "missing") {
+		t.Fatalf("list of a lost store: code %d\n%s", code, errOut)
+	}
+	if _, err := os.Stat(filepath.Join(dir, boltstore.DBFile)); !os.IsNotExist(err) {
+		t.Fatalf("the tool created a store in place of the lost one: %v", err)
 	}
 }
 
@@ -268,11 +288,8 @@ func TestCheckReportsRecordsOnUnassignableAddresses(t *testing.T) {
 		}
 	}
 	out, _, _ = run(t, "--data-dir", dir, "check", "--cni-conf-dir", confDir, "--json")
-	var res struct {
-		OK       bool     `json:"ok"`
-		Problems []string `json:"problems"`
-	}
-	if err := json.Unmarshal([]byte(out), &res); err != nil || res.OK || len(res.Problems) != 2 {
+	var res []CheckResult
+	if err := json.Unmarshal([]byte(out), &res); err != nil || len(res) != 1 || res[0].OK || len(res[0].Problems) != 2 {
 		t.Fatalf("check --json: %v %s", err, out)
 	}
 }

@@ -10,21 +10,32 @@ import (
 	"github.com/stickyip/stickyip/contract"
 	"github.com/stickyip/stickyip/ipam"
 	"github.com/stickyip/stickyip/reservation"
+	"github.com/stickyip/stickyip/reservation/boltstore"
 )
 
+// importCmd imports host-local's allocations of a network into its store:
+// the store and host-local's directory its config names (ipam.dataDir,
+// ipam.hostLocalDataDir), unless --data-dir or --from say otherwise.
 func (t *tool) importCmd(args []string) error {
 	fs := t.flags("import")
 	network := fs.String("network", "", "network name (required)")
-	from := fs.String("from", "", "host-local data directory of the network (default "+contract.DefaultHostLocalDataDir+"/NETWORK)")
+	from := fs.String("from", "", "host-local data directory of the network (default: the config's hostLocalDataDir, else "+contract.DefaultHostLocalDataDir+", /NETWORK)")
 	if _, err := parse(fs, args); err != nil {
 		return err
 	}
 	if *network == "" {
 		return fmt.Errorf("--network is required")
 	}
+	dataDir, hostLocal, err := t.importDirs(*network)
+	if err != nil {
+		return err
+	}
 	dir := *from
 	if dir == "" {
-		dir = filepath.Join(contract.DefaultHostLocalDataDir, *network)
+		if hostLocal == "" {
+			return fmt.Errorf("network %s: its config turns the host-local import off (ipam.hostLocalDataDir \"\"); give --from", *network)
+		}
+		dir = filepath.Join(hostLocal, *network)
 	}
 	if _, err := os.Stat(dir); err != nil {
 		return err
@@ -32,7 +43,7 @@ func (t *tool) importCmd(args []string) error {
 	log := slog.New(slog.NewTextHandler(t.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	env := ipam.HostEnv(log)
 	var n int
-	err := t.store().Update(*network, func(tx reservation.Txn) (err error) {
+	err = boltstore.New(dataDir, 0).Update(*network, func(tx reservation.Txn) (err error) {
 		n, err = ipam.ImportHostLocal(tx, dir, nil, env.BootID, time.Now(), log)
 		if err != nil {
 			return err
@@ -40,8 +51,32 @@ func (t *tool) importCmd(args []string) error {
 		return ipam.MarkImported(tx, time.Now(), n)
 	})
 	if err != nil {
-		return err
+		return inStore(dataDir, err)
 	}
-	fmt.Fprintf(t.stdout, "%s: imported %d allocations from %s\n", *network, n, dir)
+	fmt.Fprintf(t.stdout, "%s: imported %d allocations from %s into %s\n", *network, n, dir, dataDir)
 	return nil
+}
+
+// importDirs returns the store and host-local's directory for network:
+// --data-dir when given; else those of its config in --cni-conf-dir; else
+// the defaults (stderr says so).
+func (t *tool) importDirs(network string) (dataDir, hostLocal string, err error) {
+	hostLocal = contract.DefaultHostLocalDataDir
+	nets, _, err := ipam.NetworkStores(t.confDir)
+	if err != nil {
+		return "", "", err
+	}
+	for _, n := range nets {
+		if n.Network == network {
+			dataDir, hostLocal = n.DataDir, n.HostLocalDataDir
+		}
+	}
+	switch {
+	case t.dataDir.set:
+		dataDir = t.dataDir.dir
+	case dataDir == "":
+		dataDir = defaultDataDir
+		fmt.Fprintf(t.stderr, "stickyip import: no network %s uses stickyip in %s; importing into %s, the default data directory\n", network, t.confDir, dataDir)
+	}
+	return dataDir, hostLocal, nil
 }

@@ -10,7 +10,9 @@ import (
 
 // Entry is one line of "list --json".
 type Entry struct {
-	Network     string `json:"network"`
+	Network string `json:"network"`
+	// DataDir is the store the record is in.
+	DataDir     string `json:"dataDir"`
 	IP          string `json:"ip"`
 	State       string `json:"state"`
 	ContainerID string `json:"containerID,omitempty"`
@@ -41,25 +43,49 @@ func (t *tool) list(args []string) error {
 	if _, err := parse(fs, args); err != nil {
 		return err
 	}
-	nets, err := t.networks(*network)
+	stores, err := t.stores()
 	if err != nil {
 		return err
 	}
 	entries := []Entry{}
-	for _, n := range nets {
-		err := t.store().View(n, func(tx reservation.Txn) error {
-			return tx.ForEach(func(r *reservation.Record) error {
-				entries = append(entries, entryOf(n, r))
-				return nil
-			})
-		})
+	byStore := make([][]Entry, len(stores))
+	for i, s := range stores {
+		nets, err := s.networks(*network, len(stores) == 1)
 		if err != nil {
 			return err
 		}
+		for _, n := range nets {
+			err := s.store().View(n, func(tx reservation.Txn) error {
+				return tx.ForEach(func(r *reservation.Record) error {
+					byStore[i] = append(byStore[i], entryOf(s.dir, n, r))
+					return nil
+				})
+			})
+			if err != nil {
+				return inStore(s.dir, err)
+			}
+		}
+		entries = append(entries, byStore[i]...)
 	}
 	if *asJSON {
 		return t.printJSON(entries)
 	}
+	for i, s := range stores {
+		if len(stores) > 1 { // each store named, then its table
+			if i > 0 {
+				fmt.Fprintln(t.stdout)
+			}
+			fmt.Fprintln(t.stdout, s.heading())
+		}
+		if err := t.listTable(byStore[i]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// listTable prints entries as list's table.
+func (t *tool) listTable(entries []Entry) error {
 	w := tabwriter.NewWriter(t.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "NETWORK\tIP\tSTATE\tPOD\tIFNAME\tCONTAINER\tKEEP\tEXPIRES")
 	now := time.Now()
@@ -100,9 +126,9 @@ func orDash(s string) string {
 	return s
 }
 
-func entryOf(network string, r *reservation.Record) Entry {
+func entryOf(dataDir, network string, r *reservation.Record) Entry {
 	e := Entry{
-		Network: network, IP: r.IP.String(), State: string(r.State), ContainerID: r.ContainerID,
+		Network: network, DataDir: dataDir, IP: r.IP.String(), State: string(r.State), ContainerID: r.ContainerID,
 		IfName: r.IfName, Namespace: r.Identity.Namespace, Name: r.Identity.Name, UID: r.UID, Netns: r.Netns,
 		Legacy: r.Identity.Legacy, Clamped: r.Clamped, Imported: r.Imported, AllocatedAt: r.AllocatedAt, LastContainerID: r.LastContainerID,
 	}

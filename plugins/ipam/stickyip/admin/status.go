@@ -7,7 +7,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/stickyip/stickyip/contract"
 	"github.com/stickyip/stickyip/ipam"
 	"github.com/stickyip/stickyip/reservation"
 	"github.com/stickyip/stickyip/reservation/boltstore"
@@ -29,26 +28,29 @@ type PoolStatus struct {
 
 // status prints how full each stickyip network's range sets are. The ranges
 // come from the CNI configs (the store does not keep them), the records from
-// each network's own data directory.
+// each network's own data directory; with --data-dir, only the networks
+// keeping their records there.
 func (t *tool) status(args []string) error {
 	fs := t.flags("status")
-	confDir := fs.String("cni-conf-dir", contract.DefaultCNIConfDir, "CNI network configs to read the ranges from")
 	network := fs.String("network", "", "only this network")
 	asJSON := fs.Bool("json", false, "print JSON")
 	if _, err := parse(fs, args); err != nil {
 		return err
 	}
-	confs, problems, err := ipam.StickyipNetworks(*confDir)
+	confs, problems, err := ipam.StickyipNetworks(t.confDir)
 	if err != nil {
 		return err
 	}
 	for _, p := range problems {
 		fmt.Fprintln(t.stderr, "stickyip status: skipped:", p)
 	}
+	if t.dataDir.set { // --data-dir wins: that store's networks only
+		maps.DeleteFunc(confs, func(_ string, c ipam.StickyipNetwork) bool { return !sameDir(c.DataDir, t.dataDir.dir) })
+	}
 	names := slices.Sorted(maps.Keys(confs))
 	if *network != "" {
 		if _, ok := confs[*network]; !ok {
-			return fmt.Errorf("no stickyip network %q in %s", *network, *confDir)
+			return fmt.Errorf("no stickyip network %q in %s", *network, t.confDir)
 		}
 		names = []string{*network}
 	}

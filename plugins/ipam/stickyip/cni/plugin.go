@@ -158,7 +158,9 @@ func StatusError(err error) *types.Error {
 	hint := ""
 	switch {
 	case errors.Is(err, reservation.ErrCorrupt):
-		hint = "the file was not modified; run `stickyip check`, then see docs/troubleshooting.md, \"Error 102\" (drain the node, then move the damaged file aside to start over)"
+		hint = "the file was not modified; checkpointd rebuilds the store from what the node knows and keeps the file aside (unless --rebuild-store=false: then run `stickyip check` and see docs/troubleshooting.md, \"Error 102\")"
+	case errors.Is(err, reservation.ErrLost):
+		hint = "checkpointd rebuilds the store from what the node knows (unless --rebuild-store=false: see docs/troubleshooting.md, \"Error 102\")"
 	case errors.Is(err, reservation.ErrFutureSchema):
 		hint = "install the stickyip that wrote it, or a newer one"
 	case errors.Is(err, reservation.ErrIO):
@@ -181,6 +183,8 @@ func ToCNIError(err error) *types.Error {
 		code = types.ErrInvalidEnvironmentVariables
 	case errors.Is(err, ipam.ErrHolderAlive):
 		code = types.ErrTryAgainLater
+	case errors.Is(err, ipam.ErrRebuildWait):
+		code, hint = types.ErrTryAgainLater, "the kubelet retries; checkpointd reads the placement index as soon as the API server answers"
 	case errors.Is(err, ipam.ErrRangeRetired):
 		code, hint = types.ErrTryAgainLater, "the node's pod CIDR changed; the kubelet retries until the network's configuration has the new range"
 	case errors.Is(err, reservation.ErrLocked):
@@ -193,6 +197,8 @@ func ToCNIError(err error) *types.Error {
 		code = types.ErrUnknownContainer
 	case errors.Is(err, reservation.ErrCorrupt), errors.Is(err, reservation.ErrFutureSchema):
 		code, hint = CodeStoreUnreadable, "the file was not modified; run `stickyip check` for details, see docs/troubleshooting.md, \"Error 102\""
+	case errors.Is(err, reservation.ErrLost):
+		code, hint = CodeStoreUnreadable, "checkpointd rebuilds the store; see docs/troubleshooting.md, \"Error 102\""
 	case errors.Is(err, reservation.ErrIO):
 		code = types.ErrIOFailure
 	}

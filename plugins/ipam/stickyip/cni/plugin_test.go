@@ -20,6 +20,7 @@ func TestToCNIErrorCodes(t *testing.T) {
 		{ipam.ErrInvalidArgs, types.ErrInvalidEnvironmentVariables},
 		{ipam.ErrHolderAlive, types.ErrTryAgainLater},
 		{ipam.ErrRangeRetired, types.ErrTryAgainLater},
+		{ipam.ErrRebuildWait, types.ErrTryAgainLater},
 		{reservation.ErrLocked, types.ErrTryAgainLater},
 		{ipam.ErrPoolExhausted, CodePoolExhausted},
 		{ipam.ErrIPUnavailable, CodeIPUnavailable},
@@ -27,6 +28,7 @@ func TestToCNIErrorCodes(t *testing.T) {
 		{ipam.ErrNoAllocation, types.ErrUnknownContainer},
 		{reservation.ErrCorrupt, CodeStoreUnreadable},
 		{reservation.ErrFutureSchema, CodeStoreUnreadable},
+		{reservation.ErrLost, CodeStoreUnreadable},
 		{reservation.ErrIO, types.ErrIOFailure},
 		{errors.New("something else"), types.ErrInternal},
 	} {

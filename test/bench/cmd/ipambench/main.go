@@ -24,6 +24,7 @@ import (
 // config is the command line.
 type config struct {
 	stickyipBin, hostLocalBin string
+	checkpointdBin            string
 	plugins                   []string
 	work                      string
 	keep                      bool
@@ -62,12 +63,13 @@ func run() error {
 	var cfg config
 	var plugins, workloads string
 	flag.StringVar(&cfg.stickyipBin, "stickyip", "bin/stickyip", "stickyip plugin binary")
+	flag.StringVar(&cfg.checkpointdBin, "checkpointd", "bin/checkpointd", "checkpointd binary (workload 7)")
 	flag.StringVar(&cfg.hostLocalBin, "host-local", ".cache/bench/bin/host-local", "upstream host-local binary")
 	flag.StringVar(&plugins, "plugins", "host-local,stickyip", "plugins to run (comma-separated)")
 	flag.StringVar(&cfg.work, "work", ".cache/bench/work", "scratch directory for data dirs (emptied first, removed after unless -keep)")
 	flag.BoolVar(&cfg.keep, "keep", false, "keep the scratch directory")
 	flag.StringVar(&cfg.results, "results", "results", "directory for results/bench-<timestamp>.md (\"\" = do not write)")
-	flag.StringVar(&workloads, "workloads", "1,2,3,4,5,6", "workloads to run (comma-separated numbers)")
+	flag.StringVar(&workloads, "workloads", "1,2,3,4,5,6,7", "workloads to run (comma-separated numbers)")
 	flag.IntVar(&cfg.nEmpty, "n-empty", 300, "workload 1: ADD+DEL pairs per plugin")
 	flag.IntVar(&cfg.nFull, "n-full", 10, "workload 2: ADDs into the 99.98%-full /16 per plugin")
 	flag.IntVar(&cfg.nDel, "n-del", 10, "workload 2: DELs of an unknown container with 60,000 allocations")
@@ -96,12 +98,12 @@ func run() error {
 	cfg.workloads = map[int]bool{}
 	for _, w := range strings.Split(workloads, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(w))
-		if err != nil || n < 1 || n > 6 {
-			return fmt.Errorf("-workloads: %q is not a workload number 1..6", w)
+		if err != nil || n < 1 || n > 7 {
+			return fmt.Errorf("-workloads: %q is not a workload number 1..7", w)
 		}
 		cfg.workloads[n] = true
 	}
-	for _, p := range []*string{&cfg.stickyipBin, &cfg.hostLocalBin, &cfg.work} {
+	for _, p := range []*string{&cfg.stickyipBin, &cfg.hostLocalBin, &cfg.checkpointdBin, &cfg.work} {
 		abs, err := filepath.Abs(*p)
 		if err != nil {
 			return err
@@ -147,6 +149,7 @@ func run() error {
 		{4, "live reservations", b.workloadReservations},
 		{5, "engine micro-benchmarks", b.micro},
 		{6, "switching a full /16 from host-local", b.workloadSwitch},
+		{7, "damaged store on a 110-pod node", b.workloadRebuild},
 	}
 	var failed []string
 	for _, s := range steps {

@@ -1,0 +1,45 @@
+package rebuild
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/stickyip/stickyip/checkpointd/ipamstore"
+	"github.com/stickyip/stickyip/reservation"
+)
+
+// Waiter is a store that says which rebuilt networks wait for the
+// placement index's reservations (checkpointd/ipamstore).
+type Waiter interface {
+	Entries() ([]reservation.Entry, error)
+	Waiting() (map[string]time.Time, error)
+}
+
+// Published is the store as the placement publisher reads it: while a
+// rebuilt network waits for the index's reservations, nothing is read (an
+// error, so the publisher skips its pass). Publishing the rebuilt store
+// then would remove from the index the very entries the rebuild waits to
+// read back.
+type Published struct{ Store Waiter }
+
+// Entries returns the store's entries, unless a rebuilt network waits.
+func (p Published) Entries() ([]reservation.Entry, error) {
+	w, err := p.Store.Waiting()
+	if err != nil {
+		return nil, err
+	}
+	if len(w) > 0 {
+		return nil, fmt.Errorf("the rebuilt IPAM store waits for the placement index's reservations (networks %v): the index is not changed until they are read", keys(w))
+	}
+	return p.Store.Entries()
+}
+
+func keys(m map[string]time.Time) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}
+
+var _ Store = (*ipamstore.Store)(nil)

@@ -1,0 +1,352 @@
+package rebuild
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/stickyip/stickyip/checkpointd/cri"
+	"github.com/stickyip/stickyip/ipam"
+	"github.com/stickyip/stickyip/reservation"
+	"github.com/stickyip/stickyip/reservation/boltstore"
+)
+
+// scenario is the node of the issue: a StatefulSet pod db-0 (sticky), a
+// deleted sticky pod whose reservation the index holds (gone), three plain
+// pods; then the store's first 32 KiB are overwritten.
+type scenario struct {
+	*node
+	ips     map[string]string
+	damaged []byte
+}
+
+func newScenario(t *testing.T) *scenario {
+	n := newNode(t, true)
+	s := &scenario{node: n, ips: map[string]string{}}
+	for _, p := range []struct {
+		name string
+		keep time.Duration
+	}{{"db-0", 30 * time.Minute}, {"gone", 30 * time.Minute}, {"plain-1", 0}, {"plain-2", 0}, {"plain-3", 0}} {
+		ip, err := n.add("c-"+p.name, "apps", p.name, p.keep)
+		must(t, err)
+		s.ips[p.name] = ip
+	}
+	n.del("c-gone")
+	n.running("c-db-0", "apps", "db-0", s.ips["db-0"], sticky30, true)
+	n.running("c-plain-1", "apps", "plain-1", s.ips["plain-1"], nil, true)
+	n.running("c-plain-2", "apps", "plain-2", s.ips["plain-2"], nil, false) // no CNI result: the namespace shows it
+	n.running("c-plain-3", "apps", "plain-3", s.ips["plain-3"], nil, true)
+	n.netns["/run/netns/c-plain-3"] = nil // namespace unreadable: the CNI result shows it
+	delete(n.netns, "/run/netns/c-plain-3")
+	n.index.entries = []IndexEntry{
+		{Namespace: "apps", Identity: "db-0", Pod: "db-0", IPs: []netip.Addr{netip.MustParseAddr(s.ips["db-0"])}},
+		{Namespace: "apps", Identity: "gone", Pod: "gone", IPs: []netip.Addr{netip.MustParseAddr(s.ips["gone"])}, Until: n.now.Add(25 * time.Minute)},
+	}
+	return s
+}
+
+// afterRebuild checks what the users of the node must see.
+func (s *scenario) afterRebuild(t *testing.T) {
+	t.Helper()
+	got := s.entries()
+	for _, name := range []string{"db-0", "plain-1", "plain-2", "plain-3"} {
+		e, ok := got[s.ips[name]]
+		if !ok || e.State != reservation.Allocated || e.ContainerID != "c-"+name {
+			t.Fatalf("%s's address %s after the rebuild: %+v, want allocated to its sandbox", name, s.ips[name], e)
+		}
+	}
+	if e := got[s.ips["db-0"]]; e.Identity.Name != "db-0" || e.Duration != 30*time.Minute {
+		t.Fatalf("db-0 lost its identity or duration: %+v", e)
+	}
+	s.check()
+	// 8 more pods: none gets an address a running pod or the reservation holds.
+	taken := []string{s.ips["db-0"], s.ips["plain-1"], s.ips["plain-2"], s.ips["plain-3"], s.ips["gone"]}
+	for i := range 8 {
+		name := "new-" + string(rune('a'+i))
+		ip, err := s.add("c-"+name, "apps", name, 0)
+		must(t, err)
+		if slices.Contains(taken, ip) {
+			t.Fatalf("%s got %s, which a running pod or the reservation holds", name, ip)
+		}
+	}
+	// The deleted pod re-created gets its address; db-0 deleted comes back with its own.
+	if ip, err := s.add("c-gone-2", "apps", "gone", 30*time.Minute); err != nil || ip != s.ips["gone"] {
+		t.Fatalf("gone re-created got %s (%v), want %s", ip, err, s.ips["gone"])
+	}
+	s.del("c-db-0")
+	if ip, err := s.add("c-db-0-2", "apps", "db-0", 30*time.Minute); err != nil || ip != s.ips["db-0"] {
+		t.Fatalf("db-0 re-created got %s (%v), want %s", ip, err, s.ips["db-0"])
+	}
+	s.check()
+}
+
+func (s *scenario) keptDamage(t *testing.T) {
+	t.Helper()
+	kept, _ := filepath.Glob(filepath.Join(s.dir, boltstore.AsidePrefix+"*"))
+	if len(kept) != 1 {
+		t.Fatalf("damaged files kept: %v", kept)
+	}
+	b, err := os.ReadFile(kept[0])
+	if err != nil || !bytes.Equal(b, s.damaged) {
+		t.Fatalf("the damaged bytes are not on disk as they were (%v)", err)
+	}
+}
+
+func TestRebuildOfADamagedStore(t *testing.T) {
+	s := newScenario(t)
+	s.damaged = s.damage()
+	if !s.b.Pass(context.Background()) {
+		t.Fatal("not rebuilt")
+	}
+	s.keptDamage(t)
+	if got := s.entries()[s.ips["gone"]]; got.State != reservation.Reserved || !got.ExpiresAt.Equal(s.now.Add(25*time.Minute)) {
+		t.Fatalf("gone's reservation: %+v, want it until the index's end", got)
+	}
+	if testutil.ToFloat64(s.m.StoreRebuilds) != 1 || testutil.ToFloat64(s.m.StoreDamaged) != 0 || testutil.ToFloat64(s.m.StoreRebuildWaiting) != 0 {
+		t.Fatal("metrics do not say it")
+	}
+	if len(s.events.events) != 1 || !strings.Contains(s.events.events[0], EventRebuilt) || !strings.Contains(s.events.events[0], "kept as") ||
+		!strings.Contains(s.events.events[0], "4 allocated, 1 reserved") {
+		t.Fatalf("Events %q", s.events.events)
+	}
+	s.afterRebuild(t)
+	if s.b.Pass(context.Background()) {
+		t.Fatal("a usable store was rebuilt again")
+	}
+}
+
+func TestRebuildOfADeletedStore(t *testing.T) {
+	s := newScenario(t)
+	must(t, os.Remove(filepath.Join(s.dir, boltstore.DBFile)))
+	if _, err := s.add("c-early", "apps", "early", 0); !errors.Is(err, reservation.ErrLost) {
+		t.Fatalf("ADD on the lost store: %v, want ErrLost", err)
+	}
+	if !s.b.Pass(context.Background()) {
+		t.Fatal("not rebuilt")
+	}
+	s.afterRebuild(t)
+}
+
+// With the API server away, what the node knows alone is rebuilt; no new
+// address is handed out (the index's reservations are not in yet), nor is
+// the index changed; once the API server answers they are restored.
+func TestRebuildWithTheAPIServerAway(t *testing.T) {
+	s := newScenario(t)
+	s.damaged = s.damage()
+	s.api.up = false
+	s.b.Pass(context.Background())
+	if s.index.reads != 0 {
+		t.Fatal("the index was read while the API server was away")
+	}
+	if _, err := s.add("c-new", "apps", "new", 0); !errors.Is(err, ipam.ErrRebuildWait) {
+		t.Fatalf("a new pod while the index is not read: %v, want ErrRebuildWait", err)
+	}
+	if _, err := (Published{Store: s.store}).Entries(); err == nil {
+		t.Fatal("the placement publisher reads the store while it waits for the index")
+	}
+	if testutil.ToFloat64(s.m.StoreRebuildWaiting) != 1 || len(s.events.events) != 0 {
+		t.Fatalf("waiting %v, events %q (none until the API server answers)", testutil.ToFloat64(s.m.StoreRebuildWaiting), s.events.events)
+	}
+	s.api.up = true
+	s.b.Pass(context.Background())
+	if len(s.events.events) != 2 || !strings.Contains(s.events.events[0], EventRebuilt) || !strings.Contains(s.events.events[1], EventRestored) {
+		t.Fatalf("events %q", s.events.events)
+	}
+	if _, err := (Published{Store: s.store}).Entries(); err != nil {
+		t.Fatal(err)
+	}
+	s.keptDamage(t)
+	s.afterRebuild(t)
+}
+
+// A running sandbox whose addresses nothing shows: no rebuild (the node
+// stays NotReady) until one source does.
+func TestRebuildWaitsForUnreadableSources(t *testing.T) {
+	s := newScenario(t)
+	s.damage()
+	s.rt.sandboxes = append(s.rt.sandboxes, cri.Sandbox{ID: "c-blind", Namespace: "apps", Name: "blind", Ready: true})
+	s.rt.statusErr["c-blind"] = errors.New("rpc error: deadline exceeded")
+	if s.b.Pass(context.Background()) {
+		t.Fatal("rebuilt without the addresses of a running sandbox")
+	}
+	if testutil.ToFloat64(s.m.StoreDamaged) != 1 {
+		t.Fatal("the damage is not in the metric")
+	}
+	s.rt.listErr = errors.New("runtime down")
+	if s.b.Pass(context.Background()) {
+		t.Fatal("rebuilt without the runtime")
+	}
+	s.rt.listErr = nil
+	delete(s.rt.statusErr, "c-blind")
+	s.rt.status["c-blind"] = cri.Status{IPs: []netip.Addr{netip.MustParseAddr("10.9.0.77")}}
+	if !s.b.Pass(context.Background()) {
+		t.Fatal("not rebuilt once the sources are readable")
+	}
+	if e := s.entries()["10.9.0.77"]; e.ContainerID != "c-blind" || e.IfName != "eth0" {
+		t.Fatalf("the runtime's address: %+v", e)
+	}
+}
+
+// --rebuild-store=false: today's behaviour, said in a metric and an Event.
+func TestRebuildOff(t *testing.T) {
+	s := newScenario(t)
+	s.node.b.cfg.Enabled = false
+	damaged := s.damage()
+	if s.b.Pass(context.Background()) {
+		t.Fatal("rebuilt with --rebuild-store=false")
+	}
+	if b, _ := os.ReadFile(filepath.Join(s.dir, boltstore.DBFile)); !bytes.Equal(b, damaged) {
+		t.Fatal("the damaged file was changed")
+	}
+	if testutil.ToFloat64(s.m.StoreDamaged) != 1 || len(s.events.events) != 1 || !strings.Contains(s.events.events[0], EventDamaged) {
+		t.Fatalf("metric %v, events %q", testutil.ToFloat64(s.m.StoreDamaged), s.events.events)
+	}
+}
+
+// A checkpoint keeps a saved pod's address while it does not run; the
+// index, when it says the pod was deleted, ends it then.
+func TestRebuildKeepsCheckpointedAddresses(t *testing.T) {
+	s := newScenario(t)
+	s.ckpts = append(s.ckpts, checkpointOf("apps", "gone", sticky30, s.ips["gone"]), checkpointOf("apps", "db-0", sticky30, s.ips["db-0"]))
+	s.damage()
+	s.api.up = false
+	s.b.Pass(context.Background())
+	if got := s.entries()[s.ips["gone"]]; got.State != reservation.Reserved || !got.ExpiresAt.Equal(s.now.Add(30*time.Minute)) {
+		t.Fatalf("the checkpointed pod's address with the API away: %+v", got)
+	}
+	s.api.up = true
+	s.b.Pass(context.Background())
+	if got := s.entries()[s.ips["gone"]]; !got.ExpiresAt.Equal(s.now.Add(25 * time.Minute)) {
+		t.Fatalf("after the index: %+v, want the index's earlier end", got)
+	}
+	s.afterRebuild(t)
+}
+
+// An API server that refuses the index (no placement manifests, no RBAC)
+// is no reason to hold back new addresses: the rebuild says what is lost.
+func TestRebuildWhenTheIndexIsRefused(t *testing.T) {
+	s := newScenario(t)
+	s.damage()
+	s.index.err = apierrors.NewForbidden(schema.GroupResource{Resource: "configmaps"}, "", errors.New("no RBAC"))
+	s.b.Pass(context.Background())
+	if _, err := s.add("c-new", "apps", "new", 0); err != nil {
+		t.Fatalf("new pod after a rebuild without index: %v", err)
+	}
+	s.index.err = errAway
+	s2 := newScenario(t)
+	s2.damage()
+	s2.index.err = errAway
+	s2.b.Pass(context.Background())
+	if _, err := s2.add("c-new", "apps", "new", 0); !errors.Is(err, ipam.ErrRebuildWait) {
+		t.Fatalf("an index that could not be reached: %v, want the wait", err)
+	}
+}
+
+// Sources that disagree: the running sandbox keeps the address; a stopped
+// sandbox whose DEL has not succeeded keeps its own until that DEL; a
+// previous boot's sticky sandbox leaves a reservation from the boot.
+func TestRebuildWhenSourcesDisagree(t *testing.T) {
+	n := newNode(t, true)
+	_, e := n.add("c-x", "apps", "x", 0)
+	must(t, e)
+	must(t, os.Remove(filepath.Join(n.dir, boltstore.DBFile)))
+	n.running("c-run", "apps", "run", "10.9.0.20", nil, true)
+	n.cache("c-stale", "apps", "stale", "10.9.0.20", nil, "/run/netns/c-stale") // a leftover claiming it
+	n.gone["/run/netns/c-stale"] = true
+	// db-0 deleted while the store was damaged: its DEL keeps failing, the
+	// runtime lists it stopped, its CNI result stays.
+	// The bridge plugin removed its interface before the IPAM's DEL failed:
+	// its namespace shows no address, its CNI result does.
+	n.rt.sandboxes = append(n.rt.sandboxes, cri.Sandbox{ID: "c-db", Namespace: "apps", Name: "db-0", UID: "uid-db-0"})
+	n.rt.status["c-db"] = cri.Status{IPs: []netip.Addr{netip.MustParseAddr("10.9.0.21")}, Netns: "/run/netns/c-db"}
+	n.netns["/run/netns/c-db"] = map[string][]netip.Addr{"lo": nil}
+	n.cache("c-db", "apps", "db-0", "10.9.0.21", sticky30, "/run/netns/c-db")
+	// CRI-O after a failed DEL: the sandbox still runs, its interface and its
+	// CNI result are gone, only the runtime's status shows its address.
+	n.running("c-crio", "apps", "crio-0", "10.9.0.23", sticky30, false)
+	n.netns["/run/netns/c-crio"] = map[string][]netip.Addr{"lo": nil}
+	// A sticky pod of the previous boot: the runtime forgot it, its result stays.
+	n.cache("c-old", "apps", "old", "10.9.0.22", map[string]string{"io.kubernetes.cri/reserved-ip-duration": "2h"}, "/run/netns/c-old")
+	old := filepath.Join(n.cacheDir, "net1-c-old-eth0")
+	must(t, os.Chtimes(old, n.now.Add(-3*time.Hour), n.now.Add(-3*time.Hour)))
+	if !n.b.Pass(context.Background()) {
+		t.Fatal("not rebuilt")
+	}
+	got := n.entries()
+	if got["10.9.0.20"].ContainerID != "c-run" {
+		t.Fatalf("10.9.0.20: %+v, want the running sandbox's", got["10.9.0.20"])
+	}
+	if got["10.9.0.21"].State != reservation.Allocated || got["10.9.0.21"].ContainerID != "c-db" {
+		t.Fatalf("stopped db-0: %+v", got["10.9.0.21"])
+	}
+	boot := n.env.BootTime()
+	if got["10.9.0.22"].State != reservation.Reserved || !got["10.9.0.22"].ExpiresAt.Equal(boot.Add(2*time.Hour)) {
+		t.Fatalf("previous boot's sticky pod: %+v", got["10.9.0.22"])
+	}
+	if e := got["10.9.0.23"]; e.State != reservation.Allocated || e.ContainerID != "c-crio" || e.Duration != 30*time.Minute {
+		t.Fatalf("the address only the runtime's status shows: %+v", e)
+	}
+	n.del("c-db") // its DEL retried: a reservation for db-0
+	if ip, err := n.add("c-db-2", "apps", "db-0", 30*time.Minute); err != nil || ip != "10.9.0.21" {
+		t.Fatalf("db-0 got %s (%v)", ip, err)
+	}
+	n.check()
+}
+
+// A store is never rebuilt without the config of a network that keeps its
+// records there (a wrong --cni-conf-dir, a config not written yet): the
+// rebuilt store would be empty, and the plugin would hand out every
+// running pod's address.
+func TestRebuildNeedsTheNetworksConfig(t *testing.T) {
+	s := newScenario(t)
+	s.damage()
+	conf := filepath.Join(filepath.Dir(s.dir), "net.d", "10-net1.conflist")
+	saved, err := os.ReadFile(conf)
+	must(t, err)
+	must(t, os.Remove(conf))
+	if s.b.Pass(context.Background()) {
+		t.Fatal("rebuilt without any network config")
+	}
+	must(t, os.WriteFile(conf, saved, 0o644))
+	if !s.b.Pass(context.Background()) {
+		t.Fatal("not rebuilt once the config is back")
+	}
+	s.afterRebuild(t)
+}
+
+// A sandbox the runtime runs is of this boot, whatever creation time it
+// reports (a fake or a runtime that gives none: the Unix epoch); one whose
+// namespace cannot be read and for which nothing shows an address stops
+// the rebuild.
+func TestRebuildOfRunningSandboxesWithoutCreationTime(t *testing.T) {
+	n := newNode(t, true)
+	_, e := n.add("c-x", "apps", "x", 0)
+	must(t, e)
+	n.damage()
+	n.rt.sandboxes = append(n.rt.sandboxes, cri.Sandbox{ID: "c-epoch", Namespace: "apps", Name: "epoch", Ready: true, CreatedAt: time.Unix(0, 0)},
+		cri.Sandbox{ID: "c-mute", Namespace: "apps", Name: "mute", Ready: true, CreatedAt: time.Unix(0, 0)})
+	n.rt.status["c-epoch"] = cri.Status{IPs: []netip.Addr{netip.MustParseAddr("10.9.0.30")}}
+	if n.b.Pass(context.Background()) {
+		t.Fatal("rebuilt while nothing shows the addresses of a running sandbox (c-mute)")
+	}
+	n.rt.status["c-mute"] = cri.Status{IPs: []netip.Addr{netip.MustParseAddr("10.9.0.31")}}
+	if !n.b.Pass(context.Background()) {
+		t.Fatal("not rebuilt")
+	}
+	for ip, cid := range map[string]string{"10.9.0.30": "c-epoch", "10.9.0.31": "c-mute"} {
+		if e := n.entries()[ip]; e.State != reservation.Allocated || e.ContainerID != cid || e.BootID != "boot-2" {
+			t.Fatalf("%s: %+v, want allocated to the running %s in this boot", ip, e, cid)
+		}
+	}
+}

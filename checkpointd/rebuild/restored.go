@@ -1,0 +1,234 @@
+package rebuild
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"slices"
+	"time"
+
+	"github.com/stickyip/stickyip/checkpointd/checkpoint"
+	"github.com/stickyip/stickyip/contract"
+	"github.com/stickyip/stickyip/ipam"
+	"github.com/stickyip/stickyip/reservation"
+)
+
+// IndexEntry is one of the node's own lines in the placement index
+// (design: `<identity> <pod> <seq> <since> <until> <ip>[,<ip>…]` under the
+// node's key of a shard in the pod's namespace).
+type IndexEntry struct {
+	Namespace string
+	// Identity is the reservation's identity: a pod name, or
+	// identity:<key> (what ipam.Config.Identity returns).
+	Identity string
+	Pod      string
+	IPs      []netip.Addr
+	Since    time.Time
+	// Until is the reservation's end; zero ("-") while a sandbox held the
+	// addresses when the line was written.
+	Until time.Time
+}
+
+// Index reads the node's own entries of the placement index, in every
+// namespace (placement.ReadOwn). An error the API server answered with (it
+// refused: no placement manifests, no RBAC) is read as "no index"; any
+// other (it is away) as "not yet".
+type Index interface {
+	ReadOwn(ctx context.Context) ([]IndexEntry, error)
+}
+
+// restorer turns checkpoints and index entries into reservations of the
+// networks, for the identities no sandbox holds.
+type restorer struct {
+	confs   map[string]*ipam.Config
+	names   []string
+	now     time.Time
+	running map[reservation.Identity]bool // identities (ifname eth0) a sandbox holds
+	ifnames map[string]string             // each network's interface
+	notes   []string
+}
+
+func newRestorer(confs map[string]*ipam.Config, h holders, now time.Time) *restorer {
+	r := &restorer{confs: confs, now: now, running: h.running, ifnames: h.ifnames}
+	for n := range confs {
+		r.names = append(r.names, n)
+		if r.ifnames[n] == "" {
+			r.ifnames[n] = defaultIfName
+		}
+	}
+	slices.Sort(r.names)
+	return r
+}
+
+// holders are the identities sandboxes hold, and each network's most used
+// interface (the one a restored reservation is for: the index and the
+// checkpoints do not name it).
+type holders struct {
+	running map[reservation.Identity]bool
+	ifnames map[string]string
+}
+
+// holding adds what one sandbox holds in network n.
+func (h *holders) holding(n string, id reservation.Identity, count map[string]map[string]int, ifname string) {
+	if count[n] == nil {
+		count[n] = map[string]int{}
+	}
+	count[n][ifname]++
+	if !id.IsZero() {
+		h.running[id] = true
+	}
+}
+
+func (h *holders) pickIfnames(count map[string]map[string]int) {
+	for n, c := range count {
+		best := defaultIfName
+		for ifname, k := range c {
+			if k > c[best] || (k == c[best] && ifname < best) {
+				best = ifname
+			}
+		}
+		h.ifnames[n] = best
+	}
+}
+
+// runningOf returns what the plan's attachments hold.
+func runningOf(confs map[string]*ipam.Config, plan Plan) holders {
+	h := holders{running: map[reservation.Identity]bool{}, ifnames: map[string]string{}}
+	count := map[string]map[string]int{}
+	for n, nr := range plan.Networks {
+		for _, a := range nr.Attachments {
+			id := identityOf(confs[n], a.Args, a.Annotations)
+			if !id.IsZero() {
+				id.IfName = a.IfName
+			}
+			h.holding(n, id, count, a.IfName)
+		}
+	}
+	h.pickIfnames(count)
+	return h
+}
+
+// storeHolders returns what the allocations of a store hold.
+func storeHolders(entries []reservation.Entry) holders {
+	h := holders{running: map[reservation.Identity]bool{}, ifnames: map[string]string{}}
+	count := map[string]map[string]int{}
+	for _, e := range entries {
+		if e.State == reservation.Allocated {
+			h.holding(e.Network, e.Identity, count, e.IfName)
+		}
+	}
+	h.pickIfnames(count)
+	return h
+}
+
+// identityOf is the pod's identity in a network by the plugin's rule
+// (ipam.Config.Identity), without the interface; zero when it has none.
+func identityOf(c *ipam.Config, args ipam.PodArgs, ann map[string]string) reservation.Identity {
+	cc := *c
+	cc.Args, cc.Annotations = args, ann
+	who, err := cc.Identity()
+	if err != nil || who.IsZero() {
+		return reservation.Identity{}
+	}
+	return reservation.Identity{Namespace: who.Namespace, Name: who.Name}
+}
+
+// fromCheckpoint reserves, for a saved pod no sandbox runs, the addresses
+// it had when saved, for its reservation duration from now: the checkpoint
+// says the pod is to come back to this node (it is released only once the
+// API server has said for the grace period that the pod is gone), so no
+// other pod may take them meanwhile. An index entry of the same
+// reservation, when read, ends it at its own (earlier) end.
+func (r *restorer) fromCheckpoint(rec *checkpoint.Record) map[string][]ipam.Restored {
+	out := map[string][]ipam.Restored{}
+	p := rec.Pod
+	args := ipam.PodArgs{Namespace: p.Namespace, Name: p.Name, UID: string(p.UID)}
+	for _, s := range rec.IPs {
+		ip, err := netip.ParseAddr(s)
+		if err != nil {
+			r.notes = append(r.notes, fmt.Sprintf("checkpoint of %s: address %q does not parse", rec.ID(), contract.Clip(s, contract.ClipLen)))
+			continue
+		}
+		n := r.networkOf(ip)
+		if n == "" {
+			continue
+		}
+		id := identityOf(r.confs[n], args, p.Annotations)
+		id.IfName = r.ifnames[n]
+		if id.Namespace == "" || r.running[id] {
+			continue
+		}
+		c := *r.confs[n]
+		c.Args, c.Annotations = args, p.Annotations
+		d, _, _, err := c.ReservationFor()
+		if err != nil || d <= 0 {
+			continue // not sticky: nothing to keep
+		}
+		out[n] = append(out[n], ipam.Restored{Identity: id, PodName: p.Name, IPs: []netip.Addr{ip}, Until: r.now.Add(d),
+			From: "checkpoint " + rec.ID().String()})
+	}
+	return out
+}
+
+// fromIndex reserves the addresses of an index entry no sandbox holds until
+// the entry's end. An entry written while a sandbox held its addresses
+// ("-") whose sandbox is gone ends at an unknown time: it is kept only when
+// a checkpoint of the pod gives its duration (dur), from now.
+func (r *restorer) fromIndex(e IndexEntry, dur map[reservation.Identity]time.Duration) map[string][]ipam.Restored {
+	out := map[string][]ipam.Restored{}
+	for _, ip := range e.IPs {
+		n := r.networkOf(ip)
+		if n == "" {
+			r.notes = append(r.notes, fmt.Sprintf("index entry %s/%s: %s is in no range of the node's networks", e.Namespace, e.Identity, ip))
+			continue
+		}
+		id := reservation.Identity{Namespace: e.Namespace, Name: e.Identity, IfName: r.ifnames[n]}
+		if r.running[id] {
+			continue
+		}
+		until := e.Until
+		if until.IsZero() {
+			d := dur[reservation.Identity{Namespace: e.Namespace, Name: e.Identity}]
+			if d <= 0 {
+				r.notes = append(r.notes, fmt.Sprintf("index entry %s/%s %s: held by a sandbox when last published, which is gone; its end is unknown and no checkpoint gives its duration: not kept",
+					e.Namespace, e.Identity, ip))
+				continue
+			}
+			until = r.now.Add(d)
+		}
+		out[n] = append(out[n], ipam.Restored{Identity: id, PodName: e.Pod, IPs: []netip.Addr{ip}, Until: until,
+			From: "placement index"})
+	}
+	return out
+}
+
+// durations returns the reservation duration each checkpointed pod's
+// identity asks for (by the first network's rules that has one).
+func (r *restorer) durations(recs []*checkpoint.Record) map[reservation.Identity]time.Duration {
+	out := map[reservation.Identity]time.Duration{}
+	for _, rec := range recs {
+		for _, n := range r.names {
+			c := *r.confs[n]
+			c.Args = ipam.PodArgs{Namespace: rec.Pod.Namespace, Name: rec.Pod.Name, UID: string(rec.Pod.UID)}
+			c.Annotations = rec.Pod.Annotations
+			id := identityOf(r.confs[n], c.Args, c.Annotations)
+			if d, _, _, err := c.ReservationFor(); err == nil && d > 0 && id.Namespace != "" {
+				out[id] = d
+				break
+			}
+		}
+	}
+	return out
+}
+
+func (r *restorer) networkOf(ip netip.Addr) string {
+	p := planner{confs: r.confs, names: r.names}
+	return p.networkOf(ip)
+}
+
+// merge appends b's reservations to a's.
+func merge(a, b map[string][]ipam.Restored) {
+	for n, rs := range b {
+		a[n] = append(a[n], rs...)
+	}
+}

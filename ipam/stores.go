@@ -1,0 +1,88 @@
+package ipam
+
+import (
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/stickyip/stickyip/contract"
+)
+
+// NetworkStore is where a network configured with stickyip keeps its
+// records, as its CNI config says: ipam.dataDir (default
+// contract.DefaultDataDir) and the host-local directory it imports from
+// (ipam.hostLocalDataDir, default contract.DefaultHostLocalDataDir; "" when
+// the import is off).
+type NetworkStore struct {
+	Network          string
+	DataDir          string
+	HostLocalDataDir string
+	// File is the CNI config file the network comes from.
+	File string
+}
+
+// NetworkStores returns, in network name order, the data directory of
+// every network in the CNI config dir dir whose IPAM is stickyip, read from
+// the config alone: unlike StickyipNetworks it needs no ranges, so a
+// flannel network is found before flanneld has written its subnet file
+// (at boot, or with flanneld down). Files that do not parse are named in
+// problems, as by ReadConfDir, and so are stickyip blocks whose directories
+// are not absolute paths.
+func NetworkStores(dir string) ([]NetworkStore, []string, error) {
+	nets, problems, err := ReadConfDir(dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	var out []NetworkStore
+	for _, n := range nets {
+		for _, p := range n.Plugins {
+			s, ok, err := pluginStore(p)
+			if err != nil {
+				problems = append(problems, fmt.Sprintf("%s: network %s: %v", n.File, n.Name, err))
+				break
+			}
+			if ok {
+				s.Network, s.File = n.Name, n.File
+				out = append(out, s)
+				break
+			}
+		}
+	}
+	slices.SortFunc(out, func(a, b NetworkStore) int { return strings.Compare(a.Network, b.Network) })
+	return out, problems, nil
+}
+
+// pluginStore reads the directories of a plugin entry's stickyip IPAM
+// block; ok is false for another IPAM or none.
+func pluginStore(p ConfPlugin) (NetworkStore, bool, error) {
+	if len(p.IPAM) == 0 {
+		return NetworkStore{}, false, nil
+	}
+	var block struct {
+		Type             string  `json:"type"`
+		DataDir          string  `json:"dataDir"`
+		HostLocalDataDir *string `json:"hostLocalDataDir"`
+	}
+	if err := json.Unmarshal(p.IPAM, &block); err != nil {
+		return NetworkStore{}, false, fmt.Errorf("ipam: %w", err)
+	}
+	if block.Type != contract.PluginType {
+		return NetworkStore{}, false, nil
+	}
+	s := NetworkStore{DataDir: contract.DefaultDataDir, HostLocalDataDir: contract.DefaultHostLocalDataDir}
+	if block.DataDir != "" {
+		s.DataDir = block.DataDir
+	}
+	if block.HostLocalDataDir != nil {
+		s.HostLocalDataDir = *block.HostLocalDataDir
+	}
+	for _, d := range []struct{ key, dir string }{{"ipam.dataDir", s.DataDir}, {"ipam.hostLocalDataDir", s.HostLocalDataDir}} {
+		if d.dir != "" && !filepath.IsAbs(d.dir) {
+			return NetworkStore{}, false, fmt.Errorf("%s %q is not an absolute path", d.key, d.dir)
+		}
+	}
+	s.DataDir = filepath.Clean(s.DataDir)
+	return s, true, nil
+}

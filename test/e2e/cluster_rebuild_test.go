@@ -1,0 +1,285 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/stickyip/stickyip/checkpointd/rebuild"
+	"github.com/stickyip/stickyip/reservation/boltstore"
+)
+
+// rebuildNS is the store-rebuild step's namespace.
+const rebuildNS = "rebuild"
+
+// rebuildNode is what the store-rebuild step keeps on its node: the
+// addresses of db-0 (a StatefulSet pod), of gone (a sticky pod deleted, its
+// reservation in the node's placement entries) and of three plain pods.
+type rebuildNode struct {
+	n     *node
+	ips   map[string]string
+	dbUID string
+}
+
+// storeRebuild is TestCluster's store-rebuild step (issue 33): on node2, a
+// StatefulSet pod db-0, the reservation of a deleted sticky pod gone and
+// three plain pods; then node2's store is damaged, three times, and with
+// no operator step checkpointd rebuilds it:
+//
+//   - overwritten: the first 32 KiB of stickyip.db overwritten;
+//   - deleted: stickyip.db deleted;
+//   - api-away: the API server stopped, the first 32 KiB overwritten; what
+//     the node knows alone is rebuilt (every pod's address allocated, no new
+//     address handed out), then, once the API server is back, gone's
+//     reservation from the index.
+//
+// Each time: a new pod runs on node2 within 2 minutes of the damage; 8 more
+// get no address a running pod or the reservation holds; gone re-created
+// gets its address; db-0 deleted comes back with its own; `stickyip check`
+// exits 0; the damaged bytes are still on disk; an Event on the Node says
+// what was rebuilt from where.
+func (c *cluster) storeRebuild() {
+	t := c.t
+	c.applyPlacement() // as the placement step left it (unchanged), or for this step alone
+	r := c.rebuildSetup(c.nodes[1])
+	for _, how := range []string{"overwritten", "deleted", "api-away"} {
+		start := time.Now()
+		c.rebuildRound(r, how)
+		t.Logf("store-rebuild %s: whole round %s", how, time.Since(start).Round(100*time.Millisecond))
+	}
+	c.kubectl("delete", "namespace", rebuildNS, "--wait=false")
+}
+
+// rebuildSetup makes the step's pods on n.
+func (c *cluster) rebuildSetup(n *node) *rebuildNode {
+	t := c.t
+	ctx := context.Background()
+	if _, err := c.client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: rebuildNS}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	c.waitDefaultServiceAccount(rebuildNS)
+	r := &rebuildNode{n: n, ips: map[string]string{}}
+	tmpl := stickyPodTemplate("rdb", map[string]string{annReservation: "10m"})
+	tmpl.Spec.NodeSelector = map[string]string{corev1.LabelHostname: n.name}
+	c.createStatefulSet(rebuildNS, "db", tmpl)
+	names := []string{"gone", "plain-1", "plain-2", "plain-3"}
+	for _, name := range names {
+		ann := map[string]string(nil)
+		if name == "gone" {
+			ann = map[string]string{annReservation: "10m"}
+		}
+		c.createPinned(n, name, ann)
+	}
+	for _, name := range append(names, "db-0") {
+		r.ips[name] = n.waitPodRunningIn(rebuildNS, name, 3*time.Minute)
+	}
+	r.dbUID = c.podUID(rebuildNS, "db-0")
+	c.goneReserved(r)
+	t.Logf("%s: db-0 %s, gone %s (deleted, reserved in the index), plain pods %s %s %s", n.name,
+		r.ips["db-0"], r.ips["gone"], r.ips["plain-1"], r.ips["plain-2"], r.ips["plain-3"])
+	return r
+}
+
+// rebuildRound damages the node's store one way (how) and checks what
+// users must see.
+func (c *cluster) rebuildRound(r *rebuildNode, how string) {
+	t, n := c.t, r.n
+	before := n.metricInt("checkpointd_ipam_store_rebuilds_total")
+	if how == "api-away" {
+		c.stopAPIServer()
+	}
+	db := filepath.Join(n.stickyipDataDir(), boltstore.DBFile)
+	var damaged []byte
+	if how == "deleted" {
+		if err := os.Remove(db); err != nil {
+			t.Fatal(err)
+		}
+	} else {
+		damaged = overwriteStart(t, db, 32<<10)
+	}
+	damage := time.Now()
+	eventually(t, n.name+": checkpointd rebuilds the store", 2*time.Minute, 500*time.Millisecond, func() (bool, string) {
+		got := n.metricInt("checkpointd_ipam_store_rebuilds_total")
+		return got == before+1, fmt.Sprintf("checkpointd_ipam_store_rebuilds_total %d", got)
+	})
+	t.Logf("%s: store %s, rebuilt by checkpointd %s after the damage", n.name, how, time.Since(damage).Round(100*time.Millisecond))
+	if how == "api-away" {
+		c.whileAPIAway(r)
+	}
+	c.requireRebuilt(r, how, damage, damaged)
+}
+
+// whileAPIAway checks the store rebuilt with the API server away, then
+// starts the API server and waits for the index's reservations.
+func (c *cluster) whileAPIAway(r *rebuildNode) {
+	t, n := c.t, r.n
+	if v := n.metricInt("checkpointd_ipam_store_rebuild_waiting"); v != 1 {
+		t.Fatalf("%s: checkpointd_ipam_store_rebuild_waiting %d with the API server away, want 1", n.name, v)
+	}
+	byIP := map[string]string{}
+	for _, e := range n.stickyipList(t) {
+		byIP[e.IP] = e.State + " " + e.Namespace + "/" + e.Name
+	}
+	for name, ip := range r.ips {
+		want := "allocated " + rebuildNS + "/" + name
+		if name == "gone" {
+			if s := byIP[ip]; s != "" {
+				t.Fatalf("%s: gone's %s is %q before the index could be read, want no record (only the index knows it)", n.name, ip, s)
+			}
+			continue
+		}
+		if byIP[ip] != want {
+			t.Fatalf("%s: %s's %s after a rebuild with the API server away: %q, want %q", n.name, name, ip, byIP[ip], want)
+		}
+	}
+	t.Logf("%s: rebuilt with the API server away: every running pod's address allocated, gone's not yet reserved, no new address handed out", n.name)
+	start := time.Now()
+	c.startControlPlane()
+	eventually(t, n.name+": the index's reservations restored", 2*time.Minute, time.Second, func() (bool, string) {
+		v := n.metricInt("checkpointd_ipam_store_rebuild_waiting")
+		return v == 0, fmt.Sprintf("checkpointd_ipam_store_rebuild_waiting %d", v)
+	})
+	t.Logf("%s: the index's reservations restored %s after the API server started; Event: %s", n.name,
+		time.Since(start).Round(100*time.Millisecond), c.nodeEvent(n.name, rebuild.EventRestored))
+}
+
+// requireRebuilt checks a rebuilt node.
+func (c *cluster) requireRebuilt(r *rebuildNode, how string, damage time.Time, damaged []byte) {
+	t, n := c.t, r.n
+	held := []string{r.ips["db-0"], r.ips["gone"], r.ips["plain-1"], r.ips["plain-2"], r.ips["plain-3"]}
+	first := "new-" + how
+	c.createPinned(n, first, nil)
+	ip := n.waitPodRunningIn(rebuildNS, first, 2*time.Minute-time.Since(damage))
+	t.Logf("%s: pod %s runs with %s %s after the damage", n.name, first, ip, time.Since(damage).Round(100*time.Millisecond))
+	more := []string{first}
+	for i := range 8 {
+		more = append(more, fmt.Sprintf("more-%s-%d", how, i))
+		c.createPinned(n, more[len(more)-1], nil)
+	}
+	got := map[string]string{}
+	for _, name := range more {
+		got[name] = n.waitPodRunningIn(rebuildNS, name, 2*time.Minute)
+		if slices.Contains(held, got[name]) {
+			t.Fatalf("%s: pod %s got %s, which a running pod or the reservation holds (%v)", n.name, name, got[name], r.ips)
+		}
+	}
+	c.createPinned(n, "gone", map[string]string{annReservation: "10m"})
+	if ip := n.waitPodRunningIn(rebuildNS, "gone", 2*time.Minute); ip != r.ips["gone"] {
+		t.Fatalf("%s: gone re-created got %s, want its reserved %s", n.name, ip, r.ips["gone"])
+	}
+	c.deletePod(rebuildNS, "db-0")
+	eventually(t, "db-0 re-created", 2*time.Minute, time.Second, func() (bool, string) {
+		uid := c.podUID(rebuildNS, "db-0")
+		return uid != "" && uid != r.dbUID, "uid " + uid
+	})
+	r.dbUID = c.podUID(rebuildNS, "db-0")
+	if ip := n.waitPodRunningIn(rebuildNS, "db-0", 2*time.Minute); ip != r.ips["db-0"] {
+		t.Fatalf("%s: db-0 re-created got %s, want its own %s", n.name, ip, r.ips["db-0"])
+	}
+	run(t, filepath.Join(n.bins.project, "stickyip"), "--data-dir", n.stickyipDataDir(), "check")
+	if damaged != nil {
+		requireKept(t, n.stickyipDataDir(), damaged)
+	}
+	ev := c.nodeEvent(n.name, rebuild.EventRebuilt)
+	if !strings.Contains(ev, "Rebuilt from") {
+		t.Fatalf("%s: %s Event %q", n.name, rebuild.EventRebuilt, ev)
+	}
+	t.Logf("%s (%s): 8 more pods got %v; gone and db-0 got their addresses back; stickyip check ok; Event: %s", n.name, how, got, ev)
+	for _, name := range more {
+		c.deletePod(rebuildNS, name)
+	}
+	c.goneReserved(r)
+}
+
+// createPinned creates pod name in rebuildNS bound to n.
+func (c *cluster) createPinned(n *node, name string, ann map[string]string) {
+	p := testPod(name, ann)
+	p.Namespace, p.Spec.NodeName = rebuildNS, n.name
+	if _, err := c.client.CoreV1().Pods(rebuildNS).Create(context.Background(), p, metav1.CreateOptions{}); err != nil {
+		c.t.Fatalf("create pod %s/%s: %v", rebuildNS, name, err)
+	}
+}
+
+// goneReserved deletes pod gone and waits until its node's entry in the
+// index says when its reservation ends.
+func (c *cluster) goneReserved(r *rebuildNode) {
+	r.n.deletePodGracefullyIn(rebuildNS, "gone", 2*time.Minute)
+	eventually(c.t, "gone's reservation in the index", time.Minute, time.Second, func() (bool, string) {
+		l, ok := c.lineOf(rebuildNS, "gone", r.n.name)
+		return ok && !l.Running(), fmt.Sprintf("entry %+v", l)
+	})
+}
+
+// podUID is the UID of pod ns/name ("" when there is none).
+func (c *cluster) podUID(ns, name string) string {
+	p, err := c.client.CoreV1().Pods(ns).Get(context.Background(), name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return ""
+	}
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return string(p.UID)
+}
+
+// metricInt reads an integer sample of checkpointd's /metrics (0 when not
+// exposed or unreadable).
+func (n *node) metricInt(name string) int {
+	v, err := n.metric(name)
+	if err != nil {
+		return 0
+	}
+	var i int
+	fmt.Sscan(v, &i)
+	return i
+}
+
+// overwriteStart overwrites the first size bytes of path and returns the
+// file as it is then.
+func overwriteStart(t interface {
+	Helper()
+	Fatal(...any)
+}, path string, size int) []byte {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt(bytes.Repeat([]byte("damaged!"), size/8), 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// requireKept fails unless a file the rebuild kept in dir holds damaged.
+func requireKept(t interface {
+	Helper()
+	Fatalf(string, ...any)
+}, dir string, damaged []byte) {
+	t.Helper()
+	kept, _ := filepath.Glob(filepath.Join(dir, boltstore.AsidePrefix+"*"))
+	for _, k := range kept {
+		if b, err := os.ReadFile(k); err == nil && bytes.Equal(b, damaged) {
+			return
+		}
+	}
+	t.Fatalf("no file of %v holds the damaged bytes", kept)
+}
