@@ -237,7 +237,10 @@ func (a *etcdApp) remove() {
 	a.c.kubectl("delete", "-n", a.ns, "statefulset", etcdName, "--ignore-not-found", "--cascade=foreground", "--wait=true", "--timeout=2m")
 	eventually(t, "etcd pods gone", 2*time.Minute, time.Second, func() (bool, string) {
 		l, err := a.c.client.CoreV1().Pods(a.ns).List(context.Background(), metav1.ListOptions{LabelSelector: "app=" + etcdName})
-		return err == nil && len(l.Items) == 0, fmt.Sprint(err, l)
+		if err != nil {
+			return false, err.Error()
+		}
+		return len(l.Items) == 0, fmt.Sprintf("%d pods", len(l.Items))
 	})
 	for _, n := range a.c.nodes {
 		removeContents(t, n.etcdDir())
@@ -247,21 +250,25 @@ func (a *etcdApp) remove() {
 	}
 }
 
-// saveLogs copies the members' container logs (the kubelet's podLogsDir)
-// into each node's log directory, etcd-pods/, as .txt (kept out of
-// run-e2e.sh's tails of *.log).
+// saveLogs copies the members' container logs (the kubelet's podLogsDir,
+// gone with their pods) into each node's log directory, etcd-pods/, as
+// .txt (kept out of run-e2e.sh's tails of *.log); a log it cannot copy is
+// said.
 func (a *etcdApp) saveLogs() {
 	for _, n := range a.c.nodes {
 		files, _ := filepath.Glob(filepath.Join(n.podLogsDir(), a.ns+"_"+etcdName+"-*", etcdName, "*.log"))
 		for _, f := range files {
-			b, err := os.ReadFile(f)
-			if err != nil {
-				continue
-			}
 			pod := filepath.Base(filepath.Dir(filepath.Dir(f)))
 			dst := filepath.Join(n.logDir, "etcd-pods", pod+"_"+strings.TrimSuffix(filepath.Base(f), ".log")+".txt")
-			if os.MkdirAll(filepath.Dir(dst), 0o755) == nil {
-				_ = os.WriteFile(dst, b, 0o644)
+			b, err := os.ReadFile(f)
+			if err == nil {
+				err = os.MkdirAll(filepath.Dir(dst), 0o755)
+			}
+			if err == nil {
+				err = os.WriteFile(dst, b, 0o644)
+			}
+			if err != nil {
+				a.c.t.Logf("etcd logs: %s: %v", f, err)
 			}
 		}
 	}

@@ -31,12 +31,14 @@ import (
 // flannel's own conflist, no checkpointd, no placement).
 
 // etcdRowLimit bounds how long a row waits for the cluster to come back
-// with stickyip; the control stops looking etcdControlSettle after its
-// three pods run again (bounded by etcdRowLimit too): a member at a new IP
-// is listed at its old peer address for good (etcd never changes a peer
-// URL by itself), so what the control shows by then is what users get.
+// with stickyip. The control stops looking once its three pods have run
+// again for etcdControlQuiet and two looks in a row saw the same, or for
+// etcdControlSettle: a member at a new IP is listed at its old peer
+// address for good (etcd never changes a peer URL by itself), so what the
+// control shows by then is what its users get.
 const (
 	etcdRowLimit      = 3 * time.Minute
+	etcdControlQuiet  = 5 * time.Second
 	etcdControlSettle = 15 * time.Second
 )
 
@@ -239,13 +241,13 @@ func (a *etcdApp) waitPublished() {
 
 // observe watches the cluster after a disruption that began at start,
 // until it is back as before b, or the row's time is up: etcdRowLimit with
-// stickyip, for the control etcdControlSettle after its three pods run
-// again. It returns the last look.
+// stickyip; for the control, once it has settled after its three pods run
+// again (etcdControlQuiet, etcdControlSettle). It returns the last look.
 func (a *etcdApp) observe(b etcdBefore, start time.Time) etcdRow {
-	var row etcdRow
+	var row, last etcdRow
 	var running time.Time // when the three pods first ran again (the control's clock)
 	for {
-		row = a.look(b)
+		last, row = row, a.look(b)
 		if row.ok {
 			row.back = time.Since(start)
 			return row
@@ -253,10 +255,12 @@ func (a *etcdApp) observe(b etcdBefore, start time.Time) etcdRow {
 		if pods, err := a.pods(); err == nil && allRunning(pods) && running.IsZero() {
 			running = time.Now()
 		}
+		ran := time.Since(running)
 		switch {
 		case time.Since(start) > etcdRowLimit:
 			return row
-		case !a.sticky && !running.IsZero() && time.Since(running) > etcdControlSettle:
+		case a.sticky || running.IsZero():
+		case ran > etcdControlSettle, ran > etcdControlQuiet && row.String() == last.String():
 			return row
 		}
 		time.Sleep(time.Second)
@@ -468,53 +472,66 @@ func (r *etcdRound) evict(name string) {
 }
 
 // drain is `kubectl drain` of the target node (cordon, then the Eviction
-// API for its pods, kube-flannel's DaemonSet pod left), then, once the
-// evicted members' replacements have been created and looked at for
-// drainHold, `kubectl uncordon`. The note says where they were meanwhile.
+// API for its pods, kube-flannel's DaemonSet pod left), then, once every
+// evicted member's replacement is scheduled or drainHold has passed,
+// `kubectl uncordon`. The note says where the replacements were meanwhile;
+// one that carries a required term and was scheduled while the node was
+// cordoned fails the test.
 func (r *etcdRound) drain() {
 	c := r.a.c
 	t := c.t
 	t.Helper()
-	const drainHold = 15 * time.Second
-	on := map[string]bool{}
+	const drainHold = 10 * time.Second
 	before, err := r.a.pods()
 	if err != nil {
 		t.Fatal(err)
 	}
-	for name, p := range before {
-		on[name] = p.Node == r.target.name
+	var evicted []string
+	for _, name := range etcdMemberNames {
+		if before[name].Node == r.target.name {
+			evicted = append(evicted, name)
+		}
 	}
 	if out, err := c.kubectlErr("drain", r.target.name, "--ignore-daemonsets", "--delete-emptydir-data", "--timeout=3m"); err != nil {
 		c.kubectl("uncordon", r.target.name)
 		t.Fatalf("kubectl drain %s: %v\n%s", r.target.name, err, out)
 	}
-	time.Sleep(drainHold)
-	pods, err := r.a.pods()
+	drained := time.Now()
+	var where []string
+	for scheduled := false; !scheduled && time.Since(drained) < drainHold; time.Sleep(500 * time.Millisecond) {
+		scheduled, where = r.a.whereNow(evicted, r.target.name)
+	}
+	r.note = fmt.Sprintf("%s cordoned %s: %s", r.target.name, time.Since(drained).Round(100*time.Millisecond), strings.Join(where, ", "))
+	c.kubectl("uncordon", r.target.name)
+}
+
+// whereNow says where the replacements of members names are, and whether
+// each is scheduled; one that carries a required term and is scheduled
+// while cordoned (its node) is, fails the test.
+func (a *etcdApp) whereNow(names []string, cordoned string) (bool, []string) {
+	t := a.c.t
+	t.Helper()
+	pods, err := a.pods()
 	if err != nil {
 		t.Fatal(err)
 	}
+	all := true
 	var where []string
-	for _, name := range etcdMemberNames {
-		if !on[name] {
-			continue
-		}
+	for _, name := range names {
 		p, ok := pods[name]
 		switch {
 		case !ok:
-			where = append(where, name+" not re-created")
+			all, where = false, append(where, name+" not re-created")
 		case p.Node == "":
-			where = append(where, fmt.Sprintf("%s Pending (%s)", name, p.Placement))
+			all, where = false, append(where, fmt.Sprintf("%s Pending (%s)", name, p.Placement))
 		default:
 			where = append(where, fmt.Sprintf("%s on %s (%s)", name, p.Node, p.Placement))
+			if strings.HasPrefix(p.Placement, "required") {
+				t.Errorf("%s, placement %s, scheduled on %s while %s was cordoned", name, p.Placement, p.Node, cordoned)
+			}
 		}
 	}
-	r.note = fmt.Sprintf("%s cordoned %s: %s", r.target.name, drainHold, strings.Join(where, ", "))
-	for _, name := range etcdMemberNames {
-		if p, ok := pods[name]; on[name] && ok && strings.HasPrefix(p.Placement, "required") && p.Node != "" {
-			t.Errorf("%s, placement %s, scheduled on %s while %s was cordoned", name, p.Placement, p.Node, r.target.name)
-		}
-	}
-	c.kubectl("uncordon", r.target.name)
+	return all, where
 }
 
 // reboot cuts the target node's power and boots it with the API server up
