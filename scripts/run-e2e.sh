@@ -8,8 +8,10 @@
 # and mount namespace (the kubelet's fixed device-plugin directory is the
 # node's own), so any two tests can run at once. The groups (minutes on an
 # idle machine; under the four groups' load on 2 cores, about twice that):
-#   cluster   TestCluster: the two-node scenarios on one cluster boot (10)
-#   install   TestClusterInstall, the install journey on its own cluster (8)
+#   cluster   TestCluster: the two-node scenarios on one cluster boot, the
+#             etcd disruption table among them (10)
+#   install   TestClusterInstall, the install journey on its own cluster, then
+#             the etcd table's control on host-local (8)
 #   node-a    the checkpoint and restore scenarios, then
 #             TestClusterPodCIDRChange on its own cluster (8)
 #   node-b    every other test, the smoke tests among them (so a new test

@@ -34,14 +34,16 @@ import (
 //  5. power-cut: node2 loses power while the API server is away and boots:
 //     checkpointd's kept lease and restored pod, then flanneld's own lease
 //     and the hand-back when the API server returns (powerCut).
-//  6. workloads: a Deployment and a StatefulSet through the scheduler and
+//  6. etcd: issue 32's disruption table with stickyip, a 3-member etcd
+//     that knows its members by pod IP (etcdSticky).
+//  7. workloads: a Deployment and a StatefulSet through the scheduler and
 //     the controllers (workloads).
-//  7. placement: deploy/placement with sticky pods deleted again and again,
+//  8. placement: deploy/placement with sticky pods deleted again and again,
 //     the control, the tie, the forged claims (placement).
-//  8. store-rebuild: node2's store overwritten, deleted, then overwritten
+//  9. store-rebuild: node2's store overwritten, deleted, then overwritten
 //     with the API server away; checkpointd rebuilds it each time, no pod
 //     loses its address, no drain (storeRebuild).
-//  9. node-deleted: the node that ran the cache pod last goes and its Node
+//  10. node-deleted: the node that ran the cache pod last goes and its Node
 //     is deleted: placement's and the workloads' last checks (nodeDeleted).
 //
 // The install journey is TestClusterInstall, on a cluster of its own: it
@@ -64,11 +66,12 @@ func TestCluster(t *testing.T) {
 	// passed, if they ran.
 	s.run("flanneld-api-away", []string{"kube-flannel", "vxlan-then-host-gw?"}, func() { c.flanneldWithoutAPI(c.nodes[1]) })
 	s.run("power-cut", []string{"stickyip", "vxlan-then-host-gw?", "flanneld-api-away?"}, c.powerCut)
+	s.run("etcd", []string{"stickyip", "vxlan-then-host-gw?", "flanneld-api-away?", "power-cut?"}, c.etcdSticky)
 	var w *workloadsRun
-	s.run("workloads", []string{"stickyip", "vxlan-then-host-gw?", "flanneld-api-away?", "power-cut?"}, func() { w = c.workloads() })
+	s.run("workloads", []string{"stickyip", "vxlan-then-host-gw?", "flanneld-api-away?", "power-cut?", "etcd?"}, func() { w = c.workloads() })
 	var p *placementRun
-	s.run("placement", []string{"stickyip", "vxlan-then-host-gw?", "flanneld-api-away?", "power-cut?", "workloads?"}, func() { p = c.placement() })
-	s.run("store-rebuild", []string{"stickyip", "vxlan-then-host-gw?", "flanneld-api-away?", "power-cut?", "workloads?", "placement?"}, c.storeRebuild)
+	s.run("placement", []string{"stickyip", "vxlan-then-host-gw?", "flanneld-api-away?", "power-cut?", "etcd?", "workloads?"}, func() { p = c.placement() })
+	s.run("store-rebuild", []string{"stickyip", "vxlan-then-host-gw?", "flanneld-api-away?", "power-cut?", "etcd?", "workloads?", "placement?"}, c.storeRebuild)
 	s.run("node-deleted", []string{"placement", "store-rebuild?"}, func() {
 		if !s.passed("workloads") {
 			w = nil
@@ -99,6 +102,9 @@ func bootSteps(t *testing.T) (*cluster, *steps) {
 //     installed, flannel switched and upgraded with a changed value, the
 //     switch undone and noticed, stickyip upgraded while pods start and
 //     uninstalled (helmJourney).
+//  4. etcd-host-local: issue 32's disruption table on the nodes the
+//     uninstall leaves, on flannel's own conflist (host-local): the
+//     control of TestCluster's etcd step (etcdControl).
 func TestClusterInstall(t *testing.T) {
 	c, s := bootSteps(t)
 	defer s.summary()
@@ -106,6 +112,7 @@ func TestClusterInstall(t *testing.T) {
 	s.run("kube-flannel", nil, c.kubeFlannelInstalled)
 	s.run("install", []string{"kube-flannel"}, c.installJourney)
 	s.run("helm", []string{"install"}, c.helmJourney)
+	s.run("etcd-host-local", []string{"install", "helm?"}, c.etcdControl)
 }
 
 // clusterNode is where a cluster node lives: its name and its address on

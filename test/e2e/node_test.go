@@ -522,11 +522,7 @@ func (n *node) powerOn() {
 		n.mnt.Reboot(t)
 	}
 	n.ctd.Restart(t)
-	if n.mnt != nil && n.mnt.Bound(shippedCRISocket) {
-		// containerd made its socket again: bound again where
-		// bindNodePaths put it (the reboot's bind was of the old one).
-		n.mnt.Bind(t, shippedCRISocket, n.ctd.Address)
-	}
+	n.rebindCRISocket()
 	if n.kubeProxy != nil {
 		n.startKubeProxy()
 	}
@@ -535,6 +531,24 @@ func (n *node) powerOn() {
 		n.startCheckpointd()
 	}
 	t.Log("node powered on")
+}
+
+// rebindCRISocket binds containerd's socket again where bindNodePaths put
+// it, once containerd has made it again (the bind was of the old one).
+func (n *node) rebindCRISocket() {
+	if n.mnt != nil && n.mnt.Bound(shippedCRISocket) {
+		n.mnt.Bind(n.t, shippedCRISocket, n.ctd.Address)
+	}
+}
+
+// restartContainerd restarts the node's containerd as `systemctl restart
+// containerd` does: SIGTERM, its shims and the pods keep running, then a
+// start on the same directories (harness Containerd.Stop, Restart).
+func (n *node) restartContainerd() {
+	n.t.Helper()
+	n.ctd.Stop(n.t)
+	n.ctd.Restart(n.t)
+	n.rebindCRISocket()
 }
 
 // sandbox is what the test reads about a pod sandbox from the runtime.

@@ -365,6 +365,17 @@ func (c *Containerd) Crash(t testing.TB) {
 	}
 }
 
+// Stop stops containerd as `systemctl stop containerd` does (SIGTERM, the
+// unit's KillMode=process): the shims, and with them the pods' sandboxes
+// and containers, keep running, and so does the state directory. Restart
+// starts it again; it finds them.
+func (c *Containerd) Stop(t testing.TB) {
+	t.Helper()
+	if !c.terminate(30 * time.Second) {
+		t.Fatal("harness: containerd did not exit within 30 s of SIGTERM")
+	}
+}
+
 // Restart starts containerd again on the same directories (after Crash or Stop).
 func (c *Containerd) Restart(t testing.TB) {
 	t.Helper()

@@ -21,7 +21,8 @@
 //	addrs, err := harness.Addrs(fmt.Sprintf("/proc/%d/ns/net", st.PID), "eth0")
 //	err = cri.DeletePod(ctx, id)                // StopPodSandbox + RemovePodSandbox (CNI DEL)
 //	ctd.Crash(t)                                // power loss: kill runtime + sandboxes, wipe state
-//	ctd.Restart(t)                              // start again on the same root
+//	ctd.Stop(t)                                 // systemctl stop: SIGTERM, the pods keep running
+//	ctd.Restart(t)                              // start again on the same root (after Crash or Stop)
 //
 // cnitool (scenarios without a runtime) runs inside the node namespace, one
 // pod netns per sandbox (cnitool derives the container ID from its path):

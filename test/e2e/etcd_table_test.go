@@ -1,0 +1,575 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Issue 32's disruption table: what each disruption costs a 3-member etcd
+// cluster whose members know each other by pod IP (etcd_app_test.go), as
+// its users would check it: the pods' IPs, `etcdctl member list` (the
+// addresses the members are listed at), `etcdctl endpoint health` of the
+// addresses clients know (the member list's client URLs before the
+// disruption), and a key written before, read after.
+//
+// The same rows run twice: with stickyip (TestCluster's etcd step: the
+// plugin, checkpointd and deploy/placement on the nodes; the pods ask for
+// placement required) and on host-local as the control
+// (TestClusterInstall's etcd-host-local step, after the uninstall: kube-
+// flannel's own conflist, no checkpointd, no placement).
+
+// etcdRowLimit bounds how long a row waits for the cluster to come back
+// with stickyip. The control stops looking once its three pods have run
+// again for etcdControlQuiet and two looks in a row saw the same, or for
+// etcdControlSettle: a member at a new IP is listed at its old peer
+// address for good (etcd never changes a peer URL by itself), so what the
+// control shows by then is what its users get.
+const (
+	etcdRowLimit      = 3 * time.Minute
+	etcdControlQuiet  = 5 * time.Second
+	etcdControlSettle = 15 * time.Second
+)
+
+// etcdDisruption is a row of the table: what is done to the cluster.
+type etcdDisruption struct {
+	name string
+	// do disrupts; r.target is the node to act on, r.victim a member of it.
+	do func(r *etcdRound)
+	// checkpointd: the row needs the node's checkpointd (n/a without it).
+	checkpointd bool
+}
+
+// etcdDisruptions are the rows, in the table's order.
+var etcdDisruptions = []etcdDisruption{
+	{name: "delete one member", do: func(r *etcdRound) { r.a.c.deletePod(r.a.ns, r.victim) }},
+	{name: "delete all three at once", do: func(r *etcdRound) {
+		for _, name := range etcdMemberNames {
+			r.a.c.deletePod(r.a.ns, name)
+		}
+	}},
+	{name: "eviction (Eviction API)", do: func(r *etcdRound) { r.evict(r.victim) }},
+	{name: "drain + uncordon", do: (*etcdRound).drain},
+	{name: "node reboot, API server up", do: (*etcdRound).reboot},
+	{name: "kubelet restart", do: func(r *etcdRound) {
+		r.target.kubelet.stop(r.a.c.t, syscall.SIGTERM, 30*time.Second)
+		r.target.startKubelet(false)
+		r.target.waitKubeletHealthy()
+	}},
+	{name: "containerd restart", do: func(r *etcdRound) { r.target.restartContainerd() }},
+	{name: "checkpointd restart", checkpointd: true, do: func(r *etcdRound) {
+		r.target.checkpointd.stop(r.a.c.t, syscall.SIGTERM, 30*time.Second)
+		r.target.startCheckpointd()
+	}},
+	{name: "ballast on the node, member deleted", do: (*etcdRound).ballast},
+}
+
+// table runs every row on app a (with stickyip its results are asserted;
+// the control's are measured), prints the table and writes it to
+// _output/e2e-logs/<test>/etcd-<mode>.md.
+func (a *etcdApp) table() []etcdRow {
+	start := time.Now()
+	var rows []etcdRow
+	for _, d := range etcdDisruptions {
+		rows = append(rows, a.row(d))
+		a.saveLogs()
+	}
+	md := formatEtcdTable(rows)
+	a.c.t.Logf("etcd disruption table (%s), %d rows in %s:\n%s", a.mode(), len(rows), time.Since(start).Round(time.Second), md)
+	name := "etcd-host-local.md"
+	if a.sticky {
+		name = "etcd-stickyip.md"
+	}
+	writeFile(a.c.t, filepath.Join(filepath.Dir(a.c.nodes[0].logDir), name), []byte(md), 0o644)
+	return rows
+}
+
+// mode names the table's run.
+func (a *etcdApp) mode() string {
+	if a.sticky {
+		return "stickyip"
+	}
+	return "host-local, the control"
+}
+
+// etcdRound is one row's run.
+type etcdRound struct {
+	a      *etcdApp
+	target *node  // the node acted on: the one running the most members
+	victim string // a member on target
+	note   string // what the disruption itself showed (drain: where the members went)
+	// after, when set, undoes what the disruption left once the row has
+	// looked (the ballast).
+	after func()
+}
+
+// etcdBefore is the cluster as a row starts.
+type etcdBefore struct {
+	pods      map[string]etcdPod
+	members   []etcdMember
+	endpoints []string // the member list's client URLs: what clients know
+	key, val  string
+}
+
+// etcdRow is a row's outcome.
+type etcdRow struct {
+	name      string
+	na        string // why the row did not run ("": it ran)
+	restarted int    // members whose pod (re-created) or container (restarted) is new
+	kept      int    // members with the IP they had
+	moved     []string
+	list      string // the member list against the one before
+	healthy   int    // endpoints (the addresses clients know) healthy
+	key       string // the key written before: "read", or what happened
+	placement string // the node terms the re-created pods carry
+	back      time.Duration
+	note      string
+	ok        bool
+}
+
+// row runs disruption d: a healthy cluster first (a new one when the last
+// row broke it), a key written, the disruption, then the cluster observed
+// until it is back as it was or the row's time is up.
+func (a *etcdApp) row(d etcdDisruption) etcdRow {
+	t := a.c.t
+	r := &etcdRound{a: a}
+	if d.checkpointd && a.c.nodes[0].checkpointd == nil {
+		return etcdRow{name: d.name, na: "no checkpointd on the nodes"}
+	}
+	began := time.Now()
+	a.ensure()
+	if a.sticky {
+		a.waitPublished()
+	}
+	ready := time.Since(began)
+	b := a.before(d.name)
+	r.target, r.victim = targetOf(a.c, b.pods)
+	t.Logf("etcd row %q (%s): on %s, member %s", d.name, a.mode(), r.target.name, r.victim)
+	start := time.Now()
+	d.do(r)
+	row := a.observe(b, start)
+	row.name, row.note = d.name, strings.Trim(r.note+"; "+row.note, "; ")
+	if r.after != nil {
+		r.after()
+	}
+	if a.sticky {
+		a.assertKept(row)
+	}
+	t.Logf("etcd row %q (%s): %s (the row took %s, %s of it to ready the cluster)", d.name, a.mode(), row,
+		time.Since(began).Round(100*time.Millisecond), ready.Round(100*time.Millisecond))
+	return row
+}
+
+// assertKept fails the test unless a row with stickyip is back as it was
+// and every re-created pod carries the required node affinity its
+// template asks for (stickyip.io/placement: required).
+func (a *etcdApp) assertKept(row etcdRow) {
+	t := a.c.t
+	t.Helper()
+	if !row.ok {
+		t.Errorf("etcd row %q with stickyip: %s", row.name, row)
+	}
+	for _, term := range strings.Split(row.placement, ", ") {
+		if term != "" && !strings.HasPrefix(term, "required ") {
+			t.Errorf("etcd row %q: a re-created member's node term is %q, want the required one its annotation asks for", row.name, term)
+		}
+	}
+}
+
+// targetOf picks the node running the most members (node2 on a tie) and a
+// member on it.
+func targetOf(c *cluster, pods map[string]etcdPod) (*node, string) {
+	count := map[string][]string{}
+	for _, name := range etcdMemberNames {
+		count[pods[name].Node] = append(count[pods[name].Node], name)
+	}
+	target := c.nodes[len(c.nodes)-1]
+	for _, n := range c.nodes {
+		if len(count[n.name]) > len(count[target.name]) {
+			target = n
+		}
+	}
+	return target, count[target.name][0]
+}
+
+// before reads the cluster as row name starts and writes its key.
+func (a *etcdApp) before(name string) etcdBefore {
+	t := a.c.t
+	t.Helper()
+	pods, err := a.pods()
+	if err != nil {
+		t.Fatal(err)
+	}
+	members, err := a.client.memberList(etcdClientURL(pods[etcdMemberNames[0]].IP))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := etcdBefore{pods: pods, members: members, key: "/row/" + strings.ReplaceAll(name, " ", "-"), val: fmt.Sprintf("written at %s", time.Now().Format(time.RFC3339Nano))}
+	for _, m := range members {
+		b.endpoints = append(b.endpoints, m.ClientURLs...)
+	}
+	if err := a.client.put(b.endpoints[0], b.key, b.val); err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// waitPublished waits until each member's node has published its entry in
+// the placement index (the hint a re-created pod gets comes from there).
+func (a *etcdApp) waitPublished() {
+	t := a.c.t
+	t.Helper()
+	pods, err := a.pods()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range etcdMemberNames {
+		a.c.waitIndexed(a.ns, name, pods[name].Node, name)
+	}
+}
+
+// observe watches the cluster after a disruption that began at start,
+// until it is back as before b, or the row's time is up: etcdRowLimit with
+// stickyip; for the control, once it has settled after its three pods run
+// again (etcdControlQuiet, etcdControlSettle). It returns the last look.
+func (a *etcdApp) observe(b etcdBefore, start time.Time) etcdRow {
+	var row, last etcdRow
+	var running time.Time // when the three pods first ran again (the control's clock)
+	for {
+		last, row = row, a.look(b)
+		if row.ok {
+			row.back = time.Since(start)
+			return row
+		}
+		if pods, err := a.pods(); err == nil && allRunning(pods) && running.IsZero() {
+			running = time.Now()
+		}
+		ran := time.Since(running)
+		switch {
+		case time.Since(start) > etcdRowLimit:
+			return row
+		case a.sticky || running.IsZero():
+		case ran > etcdControlSettle, ran > etcdControlQuiet && row.String() == last.String():
+			return row
+		}
+		time.Sleep(time.Second)
+	}
+}
+
+// look is one look at the cluster against b: the pods' IPs, and, asked
+// at once of every address a client may know (b's endpoints, then the
+// pods' current ones), the health of b's endpoints, the member list and
+// b's key.
+func (a *etcdApp) look(b etcdBefore) etcdRow {
+	row := etcdRow{list: "not read", key: "not read"}
+	pods, err := a.pods()
+	if err != nil {
+		row.note = err.Error()
+		return row
+	}
+	row.podsAgainst(b.pods, pods)
+	endpoints := slices.Clone(b.endpoints)
+	for _, name := range etcdMemberNames {
+		if ip := pods[name].IP; ip != "" && !slices.Contains(endpoints, etcdClientURL(ip)) {
+			endpoints = append(endpoints, etcdClientURL(ip))
+		}
+	}
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for _, err := range a.client.healthAll(b.endpoints) {
+			if err == nil {
+				row.healthy++
+			}
+		}
+	})
+	wg.Go(func() { row.list = a.listAgainst(b.members, endpoints, pods) })
+	wg.Go(func() { row.key = a.keyAgainst(b.key, b.val, endpoints) })
+	wg.Wait()
+	row.ok = len(pods) == etcdReplicas && row.kept == etcdReplicas && row.list == "unchanged" &&
+		row.healthy == len(b.endpoints) && row.key == "read"
+	if row.ok {
+		row.ok, row.note = a.runtimeAgrees(pods)
+	}
+	return row
+}
+
+// podsAgainst fills the row's pod columns: members restarted (a new pod
+// or container), IPs kept, moves, the node terms of the new pods.
+func (row *etcdRow) podsAgainst(before, pods map[string]etcdPod) {
+	var placements []string
+	for _, name := range etcdMemberNames {
+		was, now := before[name], pods[name]
+		if now.UID != was.UID || now.Container != was.Container {
+			row.restarted++
+			if now.UID != was.UID {
+				placements = append(placements, now.Placement)
+			}
+		}
+		if now.IP != "" && now.IP == was.IP {
+			row.kept++
+		}
+		if now.Node != "" && now.Node != was.Node {
+			row.moved = append(row.moved, fmt.Sprintf("%s %s→%s", name, was.Node, now.Node))
+		}
+	}
+	row.placement = strings.Join(slices.Compact(slices.Sorted(slices.Values(placements))), ", ")
+}
+
+// listAgainst reads the member list through the first of endpoints that
+// answers and describes it against before (describeList); when none
+// answers `member list`, a member's own view (serializable) is described,
+// marked so, or "not read".
+func (a *etcdApp) listAgainst(before []etcdMember, endpoints []string, pods map[string]etcdPod) string {
+	var lin, ser []etcdMember
+	var linErr, serErr error
+	var serFrom string
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		lin, _, linErr = eachEndpoint(endpoints, func(ep string) ([]etcdMember, error) { return a.client.members(ep, true) })
+	})
+	wg.Go(func() {
+		ser, serFrom, serErr = eachEndpoint(endpoints, func(ep string) ([]etcdMember, error) { return a.client.members(ep, false) })
+	})
+	wg.Wait()
+	switch {
+	case linErr == nil:
+		return describeList(before, lin, pods)
+	case serErr == nil:
+		return "not read; " + urlHost(serFrom) + "'s own view: " + describeList(before, ser, pods)
+	}
+	return "not read"
+}
+
+// keyAgainst reads key through the first of endpoints that answers:
+// "read" when it holds val, else what it holds, or "not read".
+func (a *etcdApp) keyAgainst(key, val string, endpoints []string) string {
+	type kv struct {
+		v     string
+		found bool
+	}
+	got, _, err := eachEndpoint(endpoints, func(ep string) (kv, error) {
+		v, found, err := a.client.get(ep, key)
+		return kv{v, found}, err
+	})
+	switch {
+	case err != nil:
+		return "not read"
+	case !got.found:
+		return "missing"
+	case got.v != val:
+		return fmt.Sprintf("changed: %q", got.v)
+	}
+	return "read"
+}
+
+// describeList is "unchanged" when members are the members before, else
+// what changed, with where each changed member's pod is now.
+func describeList(before, after []etcdMember, pods map[string]etcdPod) string {
+	if slices.EqualFunc(before, after, func(x, y etcdMember) bool { return x.ID == y.ID && x.String() == y.String() }) {
+		return "unchanged"
+	}
+	var diffs []string
+	for _, m := range after {
+		i := slices.IndexFunc(before, func(x etcdMember) bool { return x.ID == m.ID })
+		if i >= 0 && before[i].String() == m.String() {
+			continue
+		}
+		d := m.String()
+		if p, ok := pods[m.Name]; ok {
+			d += " (its pod at " + p.IP + ")"
+		}
+		diffs = append(diffs, d)
+	}
+	if len(after) != len(before) {
+		diffs = append(diffs, fmt.Sprintf("%d members, were %d", len(after), len(before)))
+	}
+	return strings.Join(diffs, "; ")
+}
+
+// runtimeAgrees checks that each member's node runs one ready sandbox for
+// its pod, with the IP the API shows.
+func (a *etcdApp) runtimeAgrees(pods map[string]etcdPod) (bool, string) {
+	for _, p := range pods {
+		sbs, err := a.c.node(p.Node).readySandboxes(context.Background(), a.ns, p.Name)
+		if err != nil {
+			return false, err.Error()
+		}
+		if len(sbs) != 1 || sbs[0].UID != p.UID || sbs[0].IP != p.IP {
+			return false, fmt.Sprintf("%s: API uid %s IP %s; %s's runtime %+v", p.Name, p.UID, p.IP, p.Node, sbs)
+		}
+	}
+	return true, ""
+}
+
+// String is the row in one line.
+func (r etcdRow) String() string {
+	if r.na != "" {
+		return "n/a: " + r.na
+	}
+	back := "not back"
+	if r.ok {
+		back = "back in " + r.back.Round(100*time.Millisecond).String()
+	}
+	s := fmt.Sprintf("%s; restarted %d, IP kept %d/%d, moved %v, placement %q; member list %s; health %d/%d; key %s",
+		back, r.restarted, r.kept, etcdReplicas, r.moved, r.placement, r.list, r.healthy, etcdReplicas, r.key)
+	if r.note != "" {
+		s += "; " + r.note
+	}
+	return s
+}
+
+// formatEtcdTable is the table in Markdown, as docs/e2e.md shows it.
+func formatEtcdTable(rows []etcdRow) string {
+	var b strings.Builder
+	b.WriteString("| disruption | members restarted | IP kept | member list | endpoint health | key written before | back in | how |\n")
+	b.WriteString("|---|---|---|---|---|---|---|---|\n")
+	for _, r := range rows {
+		if r.na != "" {
+			fmt.Fprintf(&b, "| %s | n/a: %s | | | | | | |\n", r.name, r.na)
+			continue
+		}
+		back := "not back"
+		if r.ok {
+			back = r.back.Round(100 * time.Millisecond).String()
+		}
+		var how []string
+		if len(r.moved) > 0 {
+			how = append(how, "moved "+strings.Join(r.moved, ", "))
+		} else if r.restarted > 0 {
+			how = append(how, "same nodes")
+		}
+		if r.placement != "" {
+			how = append(how, "new pods' node term: "+r.placement)
+		}
+		if r.note != "" {
+			how = append(how, r.note)
+		}
+		fmt.Fprintf(&b, "| %s | %d | %d/%d | %s | %d/%d healthy | %s | %s | %s |\n",
+			r.name, r.restarted, r.kept, etcdReplicas, r.list, r.healthy, etcdReplicas, r.key, back, strings.Join(how, "; "))
+	}
+	return b.String()
+}
+
+// evict asks the Eviction API to evict member name (no budget stops it).
+func (r *etcdRound) evict(name string) {
+	t := r.a.c.t
+	t.Helper()
+	ev := &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: r.a.ns}}
+	if err := r.a.c.client.CoreV1().Pods(r.a.ns).EvictV1(context.Background(), ev); err != nil {
+		t.Fatalf("evict %s/%s: %v", r.a.ns, name, err)
+	}
+}
+
+// drain is `kubectl drain` of the target node (cordon, then the Eviction
+// API for its pods, kube-flannel's DaemonSet pod left), then, once every
+// evicted member's replacement is scheduled or drainHold has passed,
+// `kubectl uncordon`. The note says where the replacements were meanwhile;
+// one that carries a required term and was scheduled while the node was
+// cordoned fails the test.
+func (r *etcdRound) drain() {
+	c := r.a.c
+	t := c.t
+	t.Helper()
+	const drainHold = 10 * time.Second
+	before, err := r.a.pods()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var evicted []string
+	for _, name := range etcdMemberNames {
+		if before[name].Node == r.target.name {
+			evicted = append(evicted, name)
+		}
+	}
+	if out, err := c.kubectlErr("drain", r.target.name, "--ignore-daemonsets", "--delete-emptydir-data", "--timeout=3m"); err != nil {
+		c.kubectl("uncordon", r.target.name)
+		t.Fatalf("kubectl drain %s: %v\n%s", r.target.name, err, out)
+	}
+	drained := time.Now()
+	var where []string
+	for scheduled := false; !scheduled && time.Since(drained) < drainHold; time.Sleep(500 * time.Millisecond) {
+		scheduled, where = r.a.whereNow(evicted, r.target.name)
+	}
+	r.note = fmt.Sprintf("%s cordoned %s: %s", r.target.name, time.Since(drained).Round(100*time.Millisecond), strings.Join(where, ", "))
+	c.kubectl("uncordon", r.target.name)
+}
+
+// whereNow says where the replacements of members names are, and whether
+// each is scheduled; one that carries a required term and is scheduled
+// while cordoned (its node) is, fails the test.
+func (a *etcdApp) whereNow(names []string, cordoned string) (bool, []string) {
+	t := a.c.t
+	t.Helper()
+	pods, err := a.pods()
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := true
+	var where []string
+	for _, name := range names {
+		p, ok := pods[name]
+		switch {
+		case !ok:
+			all, where = false, append(where, name+" not re-created")
+		case p.Node == "":
+			all, where = false, append(where, fmt.Sprintf("%s Pending (%s)", name, p.Placement))
+		default:
+			where = append(where, fmt.Sprintf("%s on %s (%s)", name, p.Node, p.Placement))
+			if strings.HasPrefix(p.Placement, "required") {
+				t.Errorf("%s, placement %s, scheduled on %s while %s was cordoned", name, p.Placement, p.Node, cordoned)
+			}
+		}
+	}
+	return all, where
+}
+
+// reboot cuts the target node's power and boots it with the API server up
+// (node.powerOff, node.powerOn: its pods' sandboxes die with it, no CNI
+// DEL), and waits until the Node is Ready.
+func (r *etcdRound) reboot() {
+	r.target.powerOff()
+	r.target.powerOn()
+	r.target.waitKubeletHealthy()
+	r.target.waitReady()
+}
+
+// waitKubeletHealthy waits until the node's kubelet answers its /healthz
+// (it has reached its runtime), failing if it exits.
+func (n *node) waitKubeletHealthy() {
+	t := n.t
+	t.Helper()
+	hc := n.httpClient()
+	eventually(t, n.name+"'s kubelet /healthz", 2*time.Minute, 500*time.Millisecond, func() (bool, string) {
+		if err := n.kubelet.exited(); err != nil {
+			t.Fatal(err)
+		}
+		resp, err := hc.Get("http://127.0.0.1:10248/healthz")
+		if err != nil {
+			return false, err.Error()
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK, resp.Status
+	})
+}
+
+// ballast binds a pod requesting steerCPU to the target node, so that the
+// scheduler's own scoring prefers the other node, then deletes the victim;
+// the ballast is removed after the row's look.
+func (r *etcdRound) ballast() {
+	c := r.a.c
+	steer := c.steerPod(r.a.ns, r.target.name)
+	c.deletePod(r.a.ns, r.victim)
+	r.note = fmt.Sprintf("%s (%s CPU) bound to %s", steer, steerCPU, r.target.name)
+	r.after = func() { c.remove(r.a.ns, "pod", steer) }
+}
