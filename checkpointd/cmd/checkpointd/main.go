@@ -18,9 +18,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/stickyip/stickyip/checkpointd/cnicache"
 	"github.com/stickyip/stickyip/checkpointd/daemon"
 	"github.com/stickyip/stickyip/checkpointd/flannel"
+	"github.com/stickyip/stickyip/cnicache"
 	"github.com/stickyip/stickyip/contract"
 )
 

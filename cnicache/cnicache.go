@@ -2,11 +2,13 @@
 // libcni writes after every successful ADD, for each network and interface
 // of a sandbox, and removes after its DEL (containerd and CRI-O both use
 // libcni: /var/lib/cni/results/<network>-<container ID>-<ifname>). Each
-// holds what that ADD was given and returned: the network, the sandbox's
-// container ID, interface and network namespace, its CNI_ARGS (the pod's
-// namespace, name and UID), its capability arguments (the pod's annotations)
-// and the result (its addresses). A store rebuild (checkpointd/rebuild)
-// reads it as one of the node's own sources.
+// holds what that ADD was given and returned: the network and its config,
+// the sandbox's container ID, interface and network namespace, its
+// CNI_ARGS (the pod's namespace, name and UID), its capability arguments
+// (the pod's annotations) and the result (its addresses). A store rebuild
+// (checkpointd/rebuild) reads it as one of the node's own sources; the
+// plugin reads it to tell a lost data directory from a new one
+// (ipam.CacheWitness).
 //
 // libcni writes the files with a plain write (not atomically): a file cut
 // short by a crash does not parse and is reported, never guessed at.
@@ -52,6 +54,9 @@ type Entry struct {
 	Annotations map[string]string
 	// IPs are the addresses of the result.
 	IPs []netip.Addr
+	// Config is the network configuration the ADD ran with, as libcni
+	// cached it (the conflist, or the single config, as bytes).
+	Config []byte
 	// Written is the file's modification time: when the ADD ended.
 	Written time.Time
 }
@@ -70,6 +75,7 @@ func (e *Entry) Arg(k string) string {
 type file struct {
 	Kind           string                     `json:"kind"`
 	ContainerID    string                     `json:"containerId"`
+	Config         []byte                     `json:"config"`
 	IfName         string                     `json:"ifName"`
 	NetworkName    string                     `json:"networkName"`
 	NetNS          string                     `json:"netns"`
@@ -111,7 +117,7 @@ func Parse(name string, data []byte) (Entry, error) {
 	case f.Result == nil:
 		return Entry{}, fmt.Errorf("%s: no result", name)
 	}
-	e := Entry{Network: f.NetworkName, ContainerID: f.ContainerID, IfName: f.IfName, Netns: f.NetNS, Args: f.CniArgs}
+	e := Entry{Network: f.NetworkName, ContainerID: f.ContainerID, IfName: f.IfName, Netns: f.NetNS, Args: f.CniArgs, Config: f.Config}
 	if raw, ok := f.CapabilityArgs[annotationsCapability]; ok && string(raw) != "null" {
 		if err := json.Unmarshal(raw, &e.Annotations); err != nil {
 			return Entry{}, fmt.Errorf("%s: capability %s is not a map of strings: %v", name, annotationsCapability, err)
