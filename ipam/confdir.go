@@ -46,27 +46,38 @@ func ReadConfDir(dir string) (nets []ConfNetwork, problems []string, err error) 
 			problems = append(problems, err.Error())
 			continue
 		}
-		var nc struct {
-			Name       string       `json:"name"`
-			CNIVersion string       `json:"cniVersion"`
-			Plugins    []ConfPlugin `json:"plugins"`
-			ConfPlugin
-		}
-		if err := json.Unmarshal(data, &nc); err != nil || nc.Name == "" {
-			problems = append(problems, fmt.Sprintf("%s: not a network config (%v)", f, err))
+		n, err := ParseNetwork(data)
+		if err != nil {
+			problems = append(problems, fmt.Sprintf("%s: %v", f, err))
 			continue
 		}
-		if seen[nc.Name] {
+		if seen[n.Name] {
 			continue
 		}
-		seen[nc.Name] = true
-		plugins := nc.Plugins
-		if len(plugins) == 0 {
-			plugins = []ConfPlugin{nc.ConfPlugin}
-		}
-		nets = append(nets, ConfNetwork{Name: nc.Name, CNIVersion: nc.CNIVersion, File: f, Plugins: plugins})
+		seen[n.Name] = true
+		n.File = f
+		nets = append(nets, n)
 	}
 	return nets, problems, nil
+}
+
+// ParseNetwork reads one network config: a conflist, or a single plugin's
+// config (its one plugin entry).
+func ParseNetwork(data []byte) (ConfNetwork, error) {
+	var nc struct {
+		Name       string       `json:"name"`
+		CNIVersion string       `json:"cniVersion"`
+		Plugins    []ConfPlugin `json:"plugins"`
+		ConfPlugin
+	}
+	if err := json.Unmarshal(data, &nc); err != nil || nc.Name == "" {
+		return ConfNetwork{}, fmt.Errorf("not a network config (%v)", err)
+	}
+	plugins := nc.Plugins
+	if len(plugins) == 0 {
+		plugins = []ConfPlugin{nc.ConfPlugin}
+	}
+	return ConfNetwork{Name: nc.Name, CNIVersion: nc.CNIVersion, Plugins: plugins}, nil
 }
 
 // StickyipNetwork is a configured network whose IPAM is stickyip.

@@ -37,21 +37,30 @@ func NetworkStores(dir string) ([]NetworkStore, []string, error) {
 	}
 	var out []NetworkStore
 	for _, n := range nets {
-		for _, p := range n.Plugins {
-			s, ok, err := pluginStore(p)
-			if err != nil {
-				problems = append(problems, fmt.Sprintf("%s: network %s: %v", n.File, n.Name, err))
-				break
-			}
-			if ok {
-				s.Network, s.File = n.Name, n.File
-				out = append(out, s)
-				break
-			}
+		s, ok, err := n.Store()
+		if err != nil {
+			problems = append(problems, fmt.Sprintf("%s: network %s: %v", n.File, n.Name, err))
+			continue
+		}
+		if ok {
+			out = append(out, s)
 		}
 	}
 	slices.SortFunc(out, func(a, b NetworkStore) int { return strings.Compare(a.Network, b.Network) })
 	return out, problems, nil
+}
+
+// Store returns where n keeps its records when its IPAM is stickyip (the
+// first plugin entry with a stickyip IPAM block); ok is false otherwise.
+func (n ConfNetwork) Store() (s NetworkStore, ok bool, err error) {
+	for _, p := range n.Plugins {
+		s, ok, err := pluginStore(p)
+		if err != nil || ok {
+			s.Network, s.File = n.Name, n.File
+			return s, ok, err
+		}
+	}
+	return NetworkStore{}, false, nil
 }
 
 // pluginStore reads the directories of a plugin entry's stickyip IPAM

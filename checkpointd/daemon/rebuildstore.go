@@ -28,7 +28,7 @@ func RebuildStore(ctx context.Context, cfg Config) (bool, error) {
 		return false, err
 	}
 	defer runtime.Close()
-	store := ipamstore.New(cfg.DataDir, cfg.Timeout, cfg.Log.With("component", "ipam")).WithCNIConfDir(cfg.CNIConfDir)
+	store := ipamstore.New(cfg.DataDir, cfg.Timeout, cfg.Log.With("component", "ipam")).WithCNIConfDir(cfg.CNIConfDir).WithCNIResultsDir(cfg.CNIResultsDir)
 	b := rebuild.New(rebuild.Config{
 		Enabled: true, Store: store, Runtime: runtime, ResultsDir: cfg.CNIResultsDir,
 		Checkpoints: checkpoint.Open(cfg.CheckpointDir).Records, Log: cfg.Log,

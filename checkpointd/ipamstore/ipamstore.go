@@ -31,6 +31,15 @@ func (s *Store) WithCNIConfDir(dir string) *Store {
 	return s
 }
 
+// WithCNIResultsDir names the runtime's CNI result cache: a data directory
+// with neither a database nor a creation mark, whose store a sandbox there
+// got its address from, is a lost store (ipam.CacheWitness), rebuilt as
+// one, not a new node's.
+func (s *Store) WithCNIResultsDir(dir string) *Store {
+	s.store.WithLostWitness(ipam.CacheWitness(dir, s.store.Dir()))
+	return s
+}
+
 // Pools returns the totals of every stickyip network configured in the CNI
 // config dir that keeps its records in this store, counted by the engine
 // exactly as `stickyip status` counts them.

@@ -34,7 +34,9 @@
 //
 //	stickyip.lock                       the lock every process queues on
 //	stickyip.created                    the creation mark (mark.go): written once a database exists;
-//	                                    without stickyip.db it means the store was lost (reservation.ErrLost)
+//	                                    without stickyip.db it means the store was lost (reservation.ErrLost);
+//	                                    without either, the witness (WithLostWitness) tells a new
+//	                                    directory from one removed whole
 //	stickyip.db.damaged-<UTC time>      a damaged database kept by a rebuild (Replace), never written
 //	stickyip.db.new, stickyip.db.rebuild  a new database being created or rebuilt (a leftover is replaced)
 package boltstore

@@ -186,3 +186,64 @@ func TestReplaceRefusesANewerSchema(t *testing.T) {
 		t.Fatalf("Replace = %v, want ErrFutureSchema", err)
 	}
 }
+
+// A data directory removed whole, its creation mark with it, is lost, not
+// new, when the witness says a sandbox got its address from it: every call
+// fails and no database is created; Damage reports it, so a rebuild runs;
+// the rebuild's new store is used from then on. A witness that cannot
+// answer fails every call too. On a new node (no answer) the first write
+// creates the store, and the witness is not asked again once the mark
+// exists.
+func TestDirectoryRemovedWhole(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	asked := 0
+	answer, answerErr := "", error(nil)
+	s := New(dir, time.Second).WithLostWitness(func() (string, error) {
+		asked++
+		return answer, answerErr
+	})
+	put(t, s, "10.0.0.2")
+	if asked != 1 {
+		t.Fatalf("witness asked %d times to create a new store, want 1", asked)
+	}
+	put(t, s, "10.0.0.3")
+	if asked != 1 {
+		t.Fatalf("witness asked again with the store in place (%d)", asked)
+	}
+
+	must(t, os.RemoveAll(dir))
+	answer = "the runtime's CNI result cache holds cbr0-c1-eth0"
+	for name, call := range map[string]func() error{
+		"Update": func() error { return s.Update("n", func(reservation.Txn) error { return nil }) },
+		"View":   func() error { return s.View("n", func(reservation.Txn) error { return nil }) },
+		"Health": s.Health,
+		"Damage": s.Damage,
+	} {
+		err := call()
+		if !errors.Is(err, reservation.ErrLost) || !strings.Contains(err.Error(), answer) {
+			t.Errorf("%s on a directory removed whole: %v, want ErrLost naming the witness", name, err)
+		}
+	}
+	if _, err := os.Stat(s.Path()); !os.IsNotExist(err) {
+		t.Fatalf("a call created %s on a lost store", s.Path())
+	}
+
+	answer, answerErr = "", errors.New("permission denied")
+	if err := s.Update("n", func(reservation.Txn) error { return nil }); !errors.Is(err, reservation.ErrIO) || !strings.Contains(err.Error(), "permission denied") {
+		t.Fatalf("Update with a witness that cannot answer: %v, want ErrIO naming why", err)
+	}
+	if _, err := os.Stat(s.Path()); !os.IsNotExist(err) {
+		t.Fatalf("a call created %s while the witness could not answer", s.Path())
+	}
+
+	answer, answerErr = "the runtime's CNI result cache holds cbr0-c1-eth0", nil
+	got, err := s.Replace(time.Now(), rebuildOne("10.0.0.2"))
+	if err != nil || got.Aside != "" || !errors.Is(got.Why, reservation.ErrLost) {
+		t.Fatalf("Replace = %+v, %v", got, err)
+	}
+	asked = 0
+	put(t, s, "10.0.0.4")
+	if asked != 0 {
+		t.Fatalf("witness asked %d times after the rebuild (the new store has its mark)", asked)
+	}
+}

@@ -47,6 +47,7 @@ var (
 type Store struct {
 	dir         string
 	lockTimeout time.Duration
+	witness     func() (string, error) // WithLostWitness
 }
 
 // New returns the store kept in dir. Nothing is opened or created until the
@@ -56,6 +57,19 @@ func New(dir string, lockTimeout time.Duration) *Store {
 		lockTimeout = contract.DefaultLockTimeout
 	}
 	return &Store{dir: dir, lockTimeout: lockTimeout}
+}
+
+// WithLostWitness sets the test run when the data directory has neither a
+// database nor a creation mark, before a new store is created there: a
+// directory removed whole looks like one that never had a store. The test
+// returns what shows that this node had a store here (ipam.CacheWitness:
+// a sandbox that got its address from it), or "" for a new node; with an
+// answer, or an error, every call fails as on a lost store
+// (reservation.ErrLost) instead of handing out addresses in use. It returns
+// s.
+func (s *Store) WithLostWitness(w func() (string, error)) *Store {
+	s.witness = w
+	return s
 }
 
 // Dir returns the data directory.
@@ -184,8 +198,9 @@ func (s *Store) withDB(readOnly bool, fn func(db *bolt.DB) error) error {
 }
 
 // present checks the database file before it is opened: missing is true
-// when the data directory never had one (a lost one is reservation.ErrLost),
-// and an empty file is damage. The caller holds the lock.
+// when the data directory never had one (a lost one is reservation.ErrLost:
+// its creation mark, or the witness, says it had), and an empty file is
+// damage. The caller holds the lock.
 func (s *Store) present() (missing bool, err error) {
 	path := s.Path()
 	fi, statErr := os.Stat(path)
@@ -193,6 +208,17 @@ func (s *Store) present() (missing bool, err error) {
 	case errors.Is(statErr, fs.ErrNotExist):
 		if lost, err := s.marked(); err != nil || lost {
 			return false, cmp.Or(err, s.lostError())
+		}
+		if s.witness != nil {
+			seen, err := s.witness()
+			if err != nil {
+				return false, fmt.Errorf("%w: %s and its creation mark are missing, and whether this node had a store cannot be told (%v): no address is handed out until it can",
+					reservation.ErrIO, path, err)
+			}
+			if seen != "" {
+				return false, fmt.Errorf("%w: %s and its creation mark are missing (the data directory removed?), but %s: the addresses its running pods hold are unknown, "+
+					"so no address is handed out until the store is rebuilt", reservation.ErrLost, path, seen)
+			}
 		}
 		return true, nil
 	case statErr != nil:

@@ -17,7 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/stickyip/stickyip/checkpointd/checkpoint"
-	"github.com/stickyip/stickyip/checkpointd/cnicache"
+	"github.com/stickyip/stickyip/cnicache"
 	"github.com/stickyip/stickyip/test/harness"
 )
 
@@ -27,10 +27,13 @@ import (
 // runtime's own sources are read without a kubelet or an API server).
 // The node: a sticky pod db, a deleted sticky pod gone (its checkpoint
 // holds its address), three plain pods; db deleted after the damage (its
-// DEL fails until the store is back).
+// DEL fails until the store is back). The damage: the first 32 KiB
+// overwritten, the file deleted, or the data directory removed whole (its
+// creation mark with it: the runtime's CNI result cache says the node had
+// a store).
 
 func TestContainerdStoreRebuild(t *testing.T) {
-	for _, damage := range []string{"overwritten", "deleted"} {
+	for _, damage := range []string{"overwritten", "deleted", "directory"} {
 		t.Run(damage, func(t *testing.T) {
 			n := newNode(t, bridgeConf, "stickyip")
 			ctd, cri := n.startContainerd(t)
@@ -71,10 +74,19 @@ func storeRebuild(t *testing.T, n *node, cri *harness.CRIClient, endpoint, damag
 
 	db := filepath.Join(n.dataDir, "stickyip.db")
 	var damaged []byte
-	if damage == "overwritten" {
+	switch damage {
+	case "overwritten":
 		damaged = overwriteStart(t, db, 32<<10)
-	} else if err := os.Remove(db); err != nil {
-		t.Fatal(err)
+	case "deleted":
+		if err := os.Remove(db); err != nil {
+			t.Fatal(err)
+		}
+	case "directory": // the data directory removed whole, its creation mark with it
+		if err := os.RemoveAll(n.dataDir); err != nil {
+			t.Fatal(err)
+		}
+	default:
+		t.Fatalf("unknown damage %q", damage)
 	}
 	if status {
 		requireNetworkReady(t, cri, false, "stickyip cannot allocate addresses on this node")

@@ -10,7 +10,6 @@ import (
 	"github.com/stickyip/stickyip/contract"
 	"github.com/stickyip/stickyip/ipam"
 	"github.com/stickyip/stickyip/reservation"
-	"github.com/stickyip/stickyip/reservation/boltstore"
 )
 
 // importCmd imports host-local's allocations of a network into its store:
@@ -43,7 +42,7 @@ func (t *tool) importCmd(args []string) error {
 	log := slog.New(slog.NewTextHandler(t.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	env := ipam.HostEnv(log)
 	var n int
-	err = boltstore.New(dataDir, 0).Update(*network, func(tx reservation.Txn) (err error) {
+	err = openStore(dataDir).Update(*network, func(tx reservation.Txn) (err error) {
 		n, err = ipam.ImportHostLocal(tx, dir, nil, env.BootID, time.Now(), log)
 		if err != nil {
 			return err

@@ -9,7 +9,6 @@ import (
 
 	"github.com/stickyip/stickyip/ipam"
 	"github.com/stickyip/stickyip/reservation"
-	"github.com/stickyip/stickyip/reservation/boltstore"
 )
 
 // PoolStatus is one network of "status --json".
@@ -60,7 +59,7 @@ func (t *tool) status(args []string) error {
 		c := confs[n]
 		st := PoolStatus{Network: n, DataDir: c.DataDir, ConfigFile: c.File}
 		e := ipam.NewEngine(c.Config, ipam.Env{})
-		err := boltstore.New(c.DataDir, 0).View(n, func(tx reservation.Txn) (err error) {
+		err := openStore(c.DataDir).View(n, func(tx reservation.Txn) (err error) {
 			if st.Sets, st.Outside, err = e.Summary(tx, now); err != nil {
 				return err
 			}

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/stickyip/stickyip/cnicache"
 	"github.com/stickyip/stickyip/contract"
 	"github.com/stickyip/stickyip/ipam"
 	"github.com/stickyip/stickyip/reservation/boltstore"
@@ -69,7 +70,13 @@ func (s storeDir) label(network string, several bool) string {
 	return network
 }
 
-func (s storeDir) store() *boltstore.Store { return boltstore.New(s.dir, 0) }
+// store opens the directory's store as the plugin does: a directory
+// removed whole while a sandbox holds one of its addresses is lost, not new.
+func (s storeDir) store() *boltstore.Store { return openStore(s.dir) }
+
+func openStore(dir string) *boltstore.Store {
+	return boltstore.New(dir, 0).WithLostWitness(ipam.CacheWitness(cnicache.DefaultDir, dir))
+}
 
 // stores returns the stores a command works on. --data-dir (or
 // $STICKYIP_DATA_DIR) wins: that one store. Otherwise the CNI configuration

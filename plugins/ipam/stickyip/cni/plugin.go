@@ -20,6 +20,7 @@ import (
 	current "github.com/containernetworking/cni/pkg/types/100"
 	"github.com/containernetworking/cni/pkg/version"
 
+	"github.com/stickyip/stickyip/cnicache"
 	"github.com/stickyip/stickyip/contract"
 	"github.com/stickyip/stickyip/ipam"
 	"github.com/stickyip/stickyip/reservation"
@@ -59,7 +60,7 @@ func Run(args *skel.CmdArgs, fn func(*Call) error) (err error) {
 	}
 	log, closeLog := openLog(conf.LogFile)
 	defer closeLog()
-	c := &Call{Args: args, Conf: conf, Store: boltstore.New(conf.DataDir, conf.LockTimeout), Log: log}
+	c := &Call{Args: args, Conf: conf, Store: store(conf, conf.LockTimeout), Log: log}
 	c.Engine = ipam.NewEngine(conf, ipam.HostEnv(log.With("network", conf.Name)))
 	if err := fn(c); err != nil {
 		log.Error("call failed", "network", conf.Name, "container", args.ContainerID, "ifname", args.IfName, "error", err)
@@ -137,6 +138,14 @@ func (c *Call) PrevResultIPs() ([]netip.Addr, error) {
 	return out, nil
 }
 
+// store is the network's store. A data directory with neither a database
+// nor a creation mark is new unless the runtime's CNI result cache (libcni's
+// default, where containerd and CRI-O keep it) shows a sandbox that got its
+// address from it: then it was removed whole, and is lost.
+func store(conf *ipam.Config, lockTimeout time.Duration) *boltstore.Store {
+	return boltstore.New(conf.DataDir, lockTimeout).WithLostWitness(ipam.CacheWitness(cnicache.DefaultDir, conf.DataDir))
+}
+
 // statusLockWait bounds how long STATUS waits for a writer to finish; a lock
 // held longer is not a health problem (see boltstore.Store.Health).
 const statusLockWait = 2 * time.Second
@@ -144,7 +153,7 @@ const statusLockWait = 2 * time.Second
 // Health answers CNI STATUS: nil when stickyip can serve ADDs on this node,
 // else StatusError. It reads only (STATUS is polled every few seconds).
 func (c *Call) Health() error {
-	if err := boltstore.New(c.Conf.DataDir, min(c.Conf.LockTimeout, statusLockWait)).Health(); err != nil {
+	if err := store(c.Conf, min(c.Conf.LockTimeout, statusLockWait)).Health(); err != nil {
 		return StatusError(err)
 	}
 	return nil
