@@ -125,7 +125,7 @@ func build(cfg Config, pol policy.Policy) (*parts, error) {
 	var store *ipamstore.Store
 	var holds func() (func(reservation.Entry) bool, error)
 	if cfg.DataDir != "" {
-		store = ipamstore.New(cfg.DataDir, cfg.Timeout, log.With("component", "ipam")).WithCNIConfDir(cfg.CNIConfDir)
+		store = ipamstore.New(cfg.DataDir, cfg.Timeout, log.With("component", "ipam")).WithCNIConfDir(cfg.CNIConfDir).WithCNIResultsDir(cfg.CNIResultsDir)
 		ipamStore, holds = store, store.NodeHolds
 	}
 	var lease *flannel.Keeper
@@ -210,6 +210,20 @@ func serve(ctx context.Context, cfg Config, p *parts) error {
 			defer scancel()
 			if err := srv.Shutdown(sctx); err != nil {
 				log.Warn("HTTP server shutdown", "err", err)
+			}
+		}()
+	}
+	if cfg.DataDir != "" {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := watchDataDir(ctx, cfg.DataDir, cfg.Interval); err != nil {
+				log.Error("checkpointd stopping", "err", err)
+				select {
+				case errc <- err:
+				default:
+				}
+				cancel()
 			}
 		}()
 	}

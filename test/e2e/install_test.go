@@ -128,6 +128,36 @@ func TestInstaller(t *testing.T) {
 	t.Logf("upgrade %s → %s: old installer pod deleted → %s installed and its checkpointd healthy: %s; %d pods created (%d of them within that window), all started with no failed sandbox; default/web got %s back",
 		v1.version, v2.version, v2.version, upgradeEnd.Sub(upgradeStart).Round(100*time.Millisecond), len(created), during, ip)
 
+	// ---- The data directory removed whole on the host while pods run (its
+	// creation mark with it): the plugin refuses every ADD (the runtime's
+	// CNI result cache shows the store existed), the static-pod checkpointd,
+	// whose mount now holds the removed directory, exits, the kubelet starts
+	// it again on the host's directory, and it rebuilds the store from the
+	// runtime. No address a running pod holds is handed out.
+	running := map[string]string{"web": ip}
+	for _, name := range created {
+		running[name] = n.waitAPIPodRunning(name, time.Minute)
+	}
+	start = time.Now()
+	if err := os.RemoveAll(n.stickyipDataDir()); err != nil {
+		t.Fatal(err)
+	}
+	n.createPod(testPod("after-removal", nil))
+	newIP := n.waitAPIPodRunning("after-removal", 3*time.Minute)
+	for name, held := range running {
+		if held == newIP {
+			t.Fatalf("after the data directory's removal, default/after-removal got %s, which running pod %s holds", newIP, name)
+		}
+	}
+	list := n.stickyipList(t)
+	for name, held := range running {
+		if got := ipOf(list, "default/"+name); got != held {
+			t.Fatalf("after the data directory's removal, stickyip list has default/%s at %q, want its running address %s", name, got, held)
+		}
+	}
+	t.Logf("data directory removed whole with %d pods running: default/after-removal running with %s (none of theirs) %s later, every running pod's address in the rebuilt store",
+		len(running), newIP, time.Since(start).Round(100*time.Millisecond))
+
 	// ---- Power cut with the API server away: the installed checkpointd
 	// (a static pod) starts without it and restores.
 	n.createPod(podSpec("kube-system", "keeper", map[string]string{annCheckpoint: "true", annReservation: "30"}))
