@@ -4,7 +4,9 @@ package reliability
 
 import (
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/binary"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -14,6 +16,8 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 	"golang.org/x/sys/unix"
+
+	"github.com/stickyip/stickyip/cnicache"
 )
 
 // store is a data directory with a database made by the real plugin.
@@ -163,6 +167,15 @@ func TestCorruption(t *testing.T) {
 				t.Fatal(err)
 			}
 		}},
+		// Lost too: the data directory removed whole, its creation mark
+		// with it, while the runtime's CNI result cache holds an ADD through
+		// stickyip with that directory (a sandbox not deleted since).
+		{"directory removed whole (a cached ADD names it)", func(t *testing.T, path string) {
+			cacheADD(t, "corrnet", filepath.Dir(path))
+			if err := os.RemoveAll(filepath.Dir(path)); err != nil {
+				t.Fatal(err)
+			}
+		}},
 	}
 	for _, d := range damages {
 		t.Run(d.name, func(t *testing.T) {
@@ -175,6 +188,8 @@ func TestCorruption(t *testing.T) {
 				words = append(words, "upgrade")
 			case strings.Contains(d.name, "deleted"):
 				words = append(words, "this node had a store")
+			case strings.Contains(d.name, "removed whole"):
+				words = append(words, "this node had one", "CNI result cache")
 			}
 			for _, op := range []struct {
 				name string
@@ -480,4 +495,31 @@ func setSchema(t *testing.T, path string, v uint64) {
 	}); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// cacheADD writes, where the runtime's libcni keeps it (the plugin reads
+// that default), the result cache file of an ADD of network through
+// stickyip with dataDir, as libcni writes it for a sandbox not deleted
+// since; it is removed when the test ends.
+func cacheADD(t *testing.T, network, dataDir string) {
+	t.Helper()
+	conf, err := json.Marshal(map[string]any{"cniVersion": "1.0.0", "name": network, "type": "bridge",
+		"ipam": map[string]any{"type": "stickyip", "dataDir": dataDir}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := fmt.Sprintf("reliability-%x", sha256.Sum256([]byte(dataDir)))[:40]
+	body, err := json.Marshal(map[string]any{"kind": "cniCacheV1", "containerId": id, "config": conf, "ifName": "eth0",
+		"networkName": network, "result": map[string]any{"cniVersion": "1.0.0", "ips": []map[string]string{{"address": "10.99.0.2/24"}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(cnicache.DefaultDir, network+"-"+id+"-eth0")
+	if err := os.MkdirAll(cnicache.DefaultDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, body, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.Remove(path) })
 }
