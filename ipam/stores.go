@@ -52,10 +52,9 @@ func NetworkStores(dir string) ([]NetworkStore, []string, error) {
 
 // Store returns where n keeps its records when its IPAM is stickyip (the
 // first plugin entry with a stickyip IPAM block); ok is false otherwise.
-func (n ConfNetwork) Store() (s NetworkStore, ok bool, err error) {
+func (n ConfNetwork) Store() (NetworkStore, bool, error) {
 	for _, p := range n.Plugins {
-		s, ok, err := pluginStore(p)
-		if err != nil || ok {
+		if s, ok, err := pluginStore(p); err != nil || ok {
 			s.Network, s.File = n.Name, n.File
 			return s, ok, err
 		}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/stickyip/stickyip/contract"
 	"github.com/stickyip/stickyip/ipam"
+	"github.com/stickyip/stickyip/plugins/ipam/stickyip/cni"
 	"github.com/stickyip/stickyip/reservation"
 )
 
@@ -42,7 +43,7 @@ func (t *tool) importCmd(args []string) error {
 	log := slog.New(slog.NewTextHandler(t.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	env := ipam.HostEnv(log)
 	var n int
-	err = openStore(dataDir).Update(*network, func(tx reservation.Txn) (err error) {
+	err = cni.OpenStore(dataDir, 0).Update(*network, func(tx reservation.Txn) (err error) {
 		n, err = ipam.ImportHostLocal(tx, dir, nil, env.BootID, time.Now(), log)
 		if err != nil {
 			return err

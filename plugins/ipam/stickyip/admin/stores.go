@@ -7,9 +7,9 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/stickyip/stickyip/cnicache"
 	"github.com/stickyip/stickyip/contract"
 	"github.com/stickyip/stickyip/ipam"
+	"github.com/stickyip/stickyip/plugins/ipam/stickyip/cni"
 	"github.com/stickyip/stickyip/reservation/boltstore"
 )
 
@@ -70,13 +70,8 @@ func (s storeDir) label(network string, several bool) string {
 	return network
 }
 
-// store opens the directory's store as the plugin does: a directory
-// removed whole while a sandbox holds one of its addresses is lost, not new.
-func (s storeDir) store() *boltstore.Store { return openStore(s.dir) }
-
-func openStore(dir string) *boltstore.Store {
-	return boltstore.New(dir, 0).WithLostWitness(ipam.CacheWitness(cnicache.DefaultDir, dir))
-}
+// store opens the directory's store as the plugin does (cni.OpenStore).
+func (s storeDir) store() *boltstore.Store { return cni.OpenStore(s.dir, 0) }
 
 // stores returns the stores a command works on. --data-dir (or
 // $STICKYIP_DATA_DIR) wins: that one store. Otherwise the CNI configuration
