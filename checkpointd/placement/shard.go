@@ -2,6 +2,7 @@ package placement
 
 import (
 	"slices"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -16,12 +17,16 @@ type Owner struct {
 	APIVersion string
 }
 
-// Shard is a shard of the index as the API server showed it.
+// Shard is a shard of the index as the API server showed it; it is not
+// changed once decoded (Others indexes it on first use).
 type Shard struct {
 	Exists bool              // false: no such object (yet)
 	RV     string            // its resourceVersion
 	Values map[string]string // each node's value, by node name
 	Owners []Owner           // its ownerReferences to Nodes
+
+	indexOnce sync.Once
+	byID      map[string]map[string]Line // owners' entries by identity, then node (Others)
 }
 
 // DecodeShard reads a shard.
@@ -49,19 +54,36 @@ func (s *Shard) OwnedBy(node string) bool {
 func (s *Shard) Lines(node string) ([]Line, []error) { return entry.ParseValue(s.Values[node]) }
 
 // Others returns the entries for identity of the nodes other than node
-// that own the shard, by node.
+// that own the shard, by node. The owners' values are parsed once per
+// shard read, not once per identity asked about.
 func (s *Shard) Others(node, identity string) map[string]Line {
+	s.indexOnce.Do(s.index)
 	out := map[string]Line{}
-	for n := range s.Values {
-		if n == node || !s.OwnedBy(n) {
-			continue
-		}
-		lines, _ := s.Lines(n)
-		if i := slices.IndexFunc(lines, func(l Line) bool { return l.Identity == identity }); i >= 0 {
-			out[n] = lines[i]
+	for n, l := range s.byID[identity] {
+		if n != node {
+			out[n] = l
 		}
 	}
 	return out
+}
+
+// index fills byID: each owner's first entry of each identity.
+func (s *Shard) index() {
+	s.byID = map[string]map[string]Line{}
+	for n := range s.Values {
+		if !s.OwnedBy(n) {
+			continue
+		}
+		lines, _ := s.Lines(n)
+		for _, l := range lines {
+			if s.byID[l.Identity] == nil {
+				s.byID[l.Identity] = map[string]Line{}
+			}
+			if _, seen := s.byID[l.Identity][n]; !seen {
+				s.byID[l.Identity][n] = l
+			}
+		}
+	}
 }
 
 // staleOwners returns the UIDs of node's ownerReferences other than uid (a
