@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strings"
 )
 
 // Own is one of the node's entries in the index, in its namespace.
@@ -21,9 +20,7 @@ type Own struct {
 // cannot be read is an error naming it; an entry that cannot be read is
 // skipped.
 func (p *Publisher) ReadOwn(ctx context.Context) ([]Own, error) {
-	refs := slices.SortedFunc(maps.Keys(p.written.set), func(a, b shardRef) int {
-		return strings.Compare(a.Namespace+"/"+a.Name, b.Namespace+"/"+b.Name)
-	})
+	refs := slices.SortedFunc(maps.Keys(p.written.set), compareRefs)
 	var out []Own
 	for _, ref := range refs {
 		rctx, cancel := context.WithTimeout(ctx, p.opts.Timeout)

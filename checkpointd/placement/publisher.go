@@ -201,9 +201,7 @@ func (p *Publisher) Pass(ctx context.Context) {
 			refs = append(refs, ref)
 		}
 	}
-	slices.SortFunc(refs, func(a, b shardRef) int {
-		return strings.Compare(a.Namespace+"/"+a.Name, b.Namespace+"/"+b.Name)
-	})
+	slices.SortFunc(refs, compareRefs)
 	lost := map[Key]string{}
 	for _, ref := range refs {
 		if b, ok := p.retry[ref]; ok && now.Before(b.next) {

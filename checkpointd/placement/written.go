@@ -30,6 +30,12 @@ const (
 // shardRef names a shard.
 type shardRef struct{ Namespace, Name string }
 
+// compareRefs orders shards by namespace/name, the order they are written
+// and read in.
+func compareRefs(a, b shardRef) int {
+	return strings.Compare(a.Namespace+"/"+a.Name, b.Namespace+"/"+b.Name)
+}
+
 // written is the set of shards holding the node's entries, kept in a file.
 type written struct {
 	path string // "": not kept
