@@ -2,9 +2,12 @@ package placement
 
 import (
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/stickyip/stickyip/checkpointd/placement/entry"
@@ -20,18 +23,21 @@ type Owner struct {
 // Shard is a shard of the index as the API server showed it; it is not
 // changed once decoded (Others indexes it on first use).
 type Shard struct {
-	Exists bool              // false: no such object (yet)
+	Exists bool              // false: no such object (yet), or not known
 	RV     string            // its resourceVersion
 	Values map[string]string // each node's value, by node name
 	Owners []Owner           // its ownerReferences to Nodes
+	// Refs are all its ownerReferences, as they are: a write that must drop
+	// some (Cleanup) gives back the others unchanged.
+	Refs []metav1.OwnerReference
 
 	indexOnce sync.Once
-	byID      map[string]map[string]Line // owners' entries by identity, then node (Others)
+	byID      map[string]map[string]Line // counted entries by identity, then node (Others)
 }
 
 // DecodeShard reads a shard.
 func DecodeShard(cm *corev1.ConfigMap) *Shard {
-	s := &Shard{Exists: true, RV: cm.ResourceVersion, Values: map[string]string{}}
+	s := &Shard{Exists: true, RV: cm.ResourceVersion, Values: map[string]string{}, Refs: cm.OwnerReferences}
 	for _, r := range cm.OwnerReferences {
 		if r.Kind == "Node" {
 			s.Owners = append(s.Owners, Owner{Name: r.Name, UID: r.UID, APIVersion: r.APIVersion})
@@ -41,6 +47,13 @@ func DecodeShard(cm *corev1.ConfigMap) *Shard {
 		s.Values[k] = v
 	}
 	return s
+}
+
+// rv is the shard's resourceVersion as a number (0 for a shard that does
+// not exist): no claim written on it may carry a larger Seq.
+func (s *Shard) rv() uint64 {
+	n, _ := strconv.ParseUint(s.RV, 10, 63)
+	return n
 }
 
 // OwnedBy reports whether node owns the shard (a v1 Node ownerReference):
@@ -53,9 +66,10 @@ func (s *Shard) OwnedBy(node string) bool {
 // them (skipped).
 func (s *Shard) Lines(node string) ([]Line, []error) { return entry.ParseValue(s.Values[node]) }
 
-// Others returns the entries for identity of the nodes other than node
-// that own the shard, by node. The owners' values are parsed once per
-// shard read, not once per identity asked about.
+// Others returns the entries for identity that the placement hint counts,
+// of the nodes other than node: owners of the shard, with a Seq the index
+// policy could have checked (at most the shard's resourceVersion). The
+// values are parsed once per shard read, not once per identity asked about.
 func (s *Shard) Others(node, identity string) map[string]Line {
 	s.indexOnce.Do(s.index)
 	out := map[string]Line{}
@@ -67,15 +81,19 @@ func (s *Shard) Others(node, identity string) map[string]Line {
 	return out
 }
 
-// index fills byID: each owner's first entry of each identity.
+// index fills byID: each owner's first counted entry of each identity.
 func (s *Shard) index() {
 	s.byID = map[string]map[string]Line{}
+	rv := s.rv()
 	for n := range s.Values {
 		if !s.OwnedBy(n) {
 			continue
 		}
 		lines, _ := s.Lines(n)
 		for _, l := range lines {
+			if l.Seq > rv {
+				continue
+			}
 			if s.byID[l.Identity] == nil {
 				s.byID[l.Identity] = map[string]Line{}
 			}
@@ -86,14 +104,72 @@ func (s *Shard) index() {
 	}
 }
 
-// staleOwners returns the UIDs of node's ownerReferences other than uid (a
-// Node deleted and registered again has a new UID).
-func (s *Shard) staleOwners(node string, uid types.UID) []types.UID {
-	var out []types.UID
-	for _, o := range s.Owners {
-		if o.Name == node && o.UID != uid {
-			out = append(out, o.UID)
+// ClaimSeq returns the Seq a claim of identity by node must carry to be
+// taken on this shard: its resourceVersion, which is above every other
+// node's claim of the identity (each was at most the resourceVersion it
+// was written on, and every write since has raised it); 0 for a shard
+// that does not exist. A view older than the shard may give too small a
+// Seq: the index policy then refuses the claim as stale.
+func (s *Shard) ClaimSeq() uint64 { return s.rv() }
+
+// junkLine reports whether a line of a value is one no node could have
+// written under the index policy: too few fields to hold a seq, a seq that
+// is not a number of at most 18 digits, or one beyond rv. The policy's
+// definition, to the character.
+func junkLine(l string, rv uint64) bool {
+	if l == "" {
+		return false
+	}
+	f := strings.Split(l, " ")
+	if len(f) < 3 || !entry.IsSeq(f[2]) {
+		return true
+	}
+	n, _ := strconv.ParseUint(f[2], 10, 63)
+	return n > rv
+}
+
+// Junk returns the keys of nodes other than node holding a line no node
+// could have written under the index policy (written before the policy
+// existed): node's next write must remove them.
+func (s *Shard) Junk(node string) []string {
+	rv := s.rv()
+	var out []string
+	for k, v := range s.Values {
+		if k == node {
+			continue
+		}
+		if slices.ContainsFunc(strings.Split(v, "\n"), func(l string) bool { return junkLine(l, rv) }) {
+			out = append(out, k)
 		}
 	}
+	slices.Sort(out)
 	return out
+}
+
+// Cleanup returns what node's write must remove besides its own change,
+// nil when nothing: keys of other nodes holding junk (Junk); its own
+// ownerReferences to UIDs other than uid (a Node deleted and registered
+// again); and any other node's reference that carries uid, with that
+// node's key (made up: the garbage collector would remove it together
+// with node's own, and the index policy requires it gone).
+func (s *Shard) Cleanup(node string, uid types.UID) *Cleanup {
+	c := &Cleanup{RV: s.RV, DropKeys: s.Junk(node)}
+	dropped := false
+	for _, r := range s.Refs {
+		mine := r.Kind == "Node" && r.Name == node
+		switch {
+		case mine && r.UID != uid, !mine && r.UID == uid:
+			dropped = true
+			if _, ok := s.Values[r.Name]; !mine && ok && !slices.Contains(c.DropKeys, r.Name) {
+				c.DropKeys = append(c.DropKeys, r.Name)
+			}
+		case !mine:
+			c.Refs = append(c.Refs, r)
+		}
+	}
+	if !dropped && len(c.DropKeys) == 0 {
+		return nil
+	}
+	slices.Sort(c.DropKeys)
+	return c
 }

@@ -132,8 +132,9 @@ func (cp *controlPlane) indexWriterFor(node string) *indexWriter {
 	return &indexWriter{cp: cp, node: node, api: api, uid: uid}
 }
 
-// claim writes l (its Seq the shard's current resourceVersion) beside the
-// node's other entries in the shard, and returns the API server's answer.
+// claim writes l (its Seq the shard's current resourceVersion, as the
+// publisher claims) beside the node's other entries in the shard, and
+// returns the API server's answer.
 func (w *indexWriter) claim(ns string, l placement.Line) error {
 	name := placement.ShardOf(l.Identity)
 	s, err := w.api.Get(context.Background(), ns, name)
@@ -142,12 +143,13 @@ func (w *indexWriter) claim(ns string, l placement.Line) error {
 	}
 	lines, _ := s.Lines(w.node)
 	lines = slices.DeleteFunc(lines, func(o placement.Line) bool { return o.Identity == l.Identity })
-	rv := s.RV
-	if !s.Exists {
-		rv = ""
-	}
-	l.Seq, _ = parseSeq(s.RV)
-	_, err = w.api.Write(context.Background(), ns, name, rv, w.uid, nil, entry.FormatValue(append(lines, l)))
+	l.Seq = s.ClaimSeq()
+	return w.write(ns, name, entry.FormatValue(append(lines, l)))
+}
+
+// write makes value the node's in shard ns/name, as its publisher does.
+func (w *indexWriter) write(ns, name, value string) error {
+	_, err := w.api.Write(context.Background(), ns, name, placement.Change{Value: value, UID: w.uid})
 	return err
 }
 

@@ -160,8 +160,7 @@ func (n *node) nodeAttacks(node2 *indexWriter) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, err = node2.api.Write(ctx, "db", placement.ShardOf("identity:queue"), s.RV, node2.uid, nil, s.Values[node2Name]+"\n"+value)
-		requireRefused(t, "node2 writing "+what, err, want)
+		requireRefused(t, "node2 writing "+what, node2.write("db", placement.ShardOf("identity:queue"), s.Values[node2Name]+"\n"+value), want)
 	}
 	raw("an entry that does not parse", "identity:x own-b 5 garbage - 10.244.2.5", "an entry is")
 	raw("an address that does not parse", "identity:queue queue-7d9f8-b 0 2026-11-26T00:00:00.000Z - 10.244.2.500", "an entry is")
@@ -169,9 +168,9 @@ func (n *node) nodeAttacks(node2 *indexWriter) {
 	raw("20,000 characters", strings.Repeat("x", 20000), "at most 16384 characters")
 	s, _ := node2.api.Get(ctx, "db", placement.ShardOf("identity:queue"))
 	lines, _ := s.Lines(node2Name)
-	lines[0].Seq += 1000 // a claim that says it is newer than it is
-	_, err = node2.api.Write(ctx, "db", placement.ShardOf("identity:queue"), s.RV, node2.uid, nil, entry.FormatValue(lines))
-	requireRefused(t, "node2 moving its claim's seq forward", err, "stale claim:")
+	rv, _ := parseSeq(s.RV)
+	lines[0].Seq = rv + 1000 // a claim that says it is newer than anything written
+	requireRefused(t, "node2 moving its claim's seq forward", node2.write("db", placement.ShardOf("identity:queue"), entry.FormatValue(lines)), "stale claim:")
 	other := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "kube-proxy", Namespace: "db"}, Data: map[string]string{"x": "y"}}
 	_, err = c2.CoreV1().ConfigMaps("db").Create(ctx, other, metav1.CreateOptions{})
 	requireRefused(t, "node2 creating another ConfigMap", err, "")
