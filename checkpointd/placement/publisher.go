@@ -2,6 +2,7 @@ package placement
 
 import (
 	"context"
+	"hash/fnv"
 	"log/slog"
 	"maps"
 	"slices"
@@ -201,6 +202,7 @@ func (p *Publisher) Pass(ctx context.Context) {
 		}
 	}
 	slices.SortFunc(refs, compareRefs)
+	refs = rotate(refs, p.opts.Node)
 	lost := map[Key]string{}
 	for _, ref := range refs {
 		if b, ok := p.retry[ref]; ok && now.Before(b.next) {
@@ -244,3 +246,17 @@ func (p *Publisher) desired() (map[Key]Line, bool) {
 	return want, true
 }
 
+
+// rotate returns refs, in order, starting at a place of their own for node:
+// nodes that start together (a burst of new pods, a cluster booting) meet
+// in different shards, rather than all in the first one, where each
+// would wait for the API server to apply the others' writes first.
+func rotate(refs []shardRef, node string) []shardRef {
+	if len(refs) < 2 {
+		return refs
+	}
+	h := fnv.New32a()
+	h.Write([]byte(node))
+	i := int(h.Sum32() % uint32(len(refs)))
+	return append(refs[i:], refs[:i]...)
+}
