@@ -27,19 +27,24 @@ import (
 // holds, and nothing it made is left on the host — also when the product is
 // broken and when it is interrupted.
 
-// TestDemo: db-0, annotated, gets the same address back after it is deleted
-// and created again; meanwhile `stickyip list` shows the address reserved and
+// TestDemo runs `make demo`, the README's first command after make install:
+// db-0, annotated, gets the same address back after it is deleted and
+// created again; meanwhile `stickyip list` shows the address reserved and
 // another pod asking for it is refused, and gets another one unasked; web-0,
 // not annotated, comes back with a different address. Read from what the demo
 // prints, not from its own verdict.
 func TestDemo(t *testing.T) {
 	harness.RequireRoot(t)
-	before := snapshotHost(t)
-	cmd := demoCommand(t, stickyipBin(t))
-	out, err := cmd.CombinedOutput()
-	t.Logf("scripts/demo.sh:\n%s", out)
+	root, err := harness.RepoRoot()
 	if err != nil {
-		t.Fatalf("demo: %v", err)
+		t.Fatal(err)
+	}
+	before := snapshotHost(t)
+	cmd := demoCommand(t, []string{"OUT=" + harness.OutputDir()}, "make", "-C", root, "--no-print-directory", "demo")
+	out, err := cmd.CombinedOutput()
+	t.Logf("make demo:\n%s", out)
+	if err != nil {
+		t.Fatalf("make demo: %v", err)
 	}
 	text := string(out)
 	db0 := demoMatch(t, text, `(?m)^   demo/db-0 +reserved-ip-duration "10" +eth0 (\S+)$`)
@@ -80,7 +85,7 @@ case "$CNI_COMMAND $CNI_ARGS" in
 esac
 exit $st
 `, real))
-	cmd := demoCommand(t, broken)
+	cmd := demoScript(t, broken)
 	out, err := cmd.CombinedOutput()
 	t.Logf("scripts/demo.sh with a plugin that frees reservations:\n%s", out)
 	var exit *exec.ExitError
@@ -105,7 +110,7 @@ func TestDemoInterrupted(t *testing.T) {
 esac
 exec %q "$@"
 `, mark, stickyipBin(t)))
-	cmd := demoCommand(t, slow)
+	cmd := demoScript(t, slow)
 	// A file, not a pipe: readable while the demo runs.
 	outFile, err := os.Create(filepath.Join(t.TempDir(), "demo.out"))
 	if err != nil {
@@ -155,19 +160,26 @@ exec %q "$@"
 	requireHostAsBefore(t, before, pgid)
 }
 
-// demoCommand is scripts/demo.sh with stickyip as its plugin and the
-// harness's cnitool and bridge, in a process group of its own, killed with
-// its group if it runs past the test's deadline.
-func demoCommand(t *testing.T, stickyip string) *exec.Cmd {
+// demoScript is scripts/demo.sh with stickyip as its plugin and the
+// harness's cnitool and bridge.
+func demoScript(t *testing.T, stickyip string) *exec.Cmd {
 	t.Helper()
 	root, err := harness.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
+	return demoCommand(t, []string{"STICKYIP=" + stickyip, "OUT=" + harness.OutputDir()}, filepath.Join(root, "scripts", "demo.sh"))
+}
+
+// demoCommand is argv with env added, in a process group of its own (the
+// demo's PID is its group's ID), killed with its group if it runs past the
+// test's deadline.
+func demoCommand(t *testing.T, env []string, argv ...string) *exec.Cmd {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)
-	cmd := exec.CommandContext(ctx, filepath.Join(root, "scripts", "demo.sh"))
-	cmd.Env = append(os.Environ(), "STICKYIP="+stickyip, "OUT="+harness.OutputDir())
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	cmd.Env = append(os.Environ(), env...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.WaitDelay = 10 * time.Second
