@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# demo.sh — watch a pod keep its IP, on this machine, in a few seconds
+# demo.sh — watch a pod keep its IP, on this machine, in about a second
 # (`make demo`; root, no cluster).
 #
 # A throwaway node (a network namespace holding the bridge), a network
@@ -61,16 +61,19 @@ fail() {
 # (the bridge and the veths live in them), its directory and, when its first
 # namespace made it and it is empty again, /run/netns.
 cleanup() {
-	local st=$? i
+	local st=$? i left=()
 	trap - EXIT INT TERM
 	for ((i = ${#MADE[@]} - 1; i >= 0; i--)); do
-		[ ! -e "/run/netns/${MADE[i]}" ] || ip netns del "${MADE[i]}" || st=1
+		[ ! -e "/run/netns/${MADE[i]}" ] || ip netns del "${MADE[i]}" || left+=("${MADE[i]}")
 	done
 	if [ -n "$NETNS_DIR_MADE" ] && [ -z "$(ls -A /run/netns 2>/dev/null)" ]; then
 		umount /run/netns 2>/dev/null && rmdir /run/netns
 	fi
-	[ -z "$WORK" ] || rm -rf "$WORK"
-	if [ ${#MADE[@]} -gt 0 ] || [ -n "$WORK" ]; then
+	[ -z "$WORK" ] || rm -rf "$WORK" || left+=("$WORK")
+	if [ ${#left[@]} -gt 0 ]; then
+		printf '\ndemo: could not remove %s\n' "${left[*]}" >&2
+		st=1
+	elif [ ${#MADE[@]} -gt 0 ] || [ -n "$WORK" ]; then
 		say ""
 		say "Cleaned up: the network namespaces $TAG-* (with the bridge and veths in them) and $WORK."
 	fi
