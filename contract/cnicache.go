@@ -35,8 +35,8 @@ const cniCacheKindV1 = "cniCacheV1"
 // annotations (containerd ≥ 1.5, CRI-O).
 const annotationsCapability = "io.kubernetes.cri.pod-annotations"
 
-// maxCNICacheFile bounds what is read of one file: a result and a config are a few
-// KiB; anything far larger is not libcni's.
+// maxCNICacheFile bounds what is read of one file: a result and a config
+// are a few KiB; anything far larger is not libcni's.
 const maxCNICacheFile = 1 << 20
 
 // CNICacheEntry is one cached ADD.
@@ -95,10 +95,10 @@ type cniCacheResult struct {
 	} `json:"ip6"`
 }
 
-// ParseCNICacheFile reads one cache file named name. The name must be the one libcni
-// gives the file (<network>-<container ID>-<ifname>), every address must
-// parse, and the annotations, when present, must be a string map: anything
-// else is an error naming what is wrong.
+// ParseCNICacheFile reads one cache file named name. The name must be the
+// one libcni gives the file (<network>-<container ID>-<ifname>), every
+// address must parse, and the annotations, when present, must be a string
+// map: anything else is an error naming what is wrong.
 func ParseCNICacheFile(name string, data []byte) (CNICacheEntry, error) {
 	var f cniCacheFile
 	if err := json.Unmarshal(data, &f); err != nil {

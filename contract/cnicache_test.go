@@ -69,8 +69,8 @@ func TestRead(t *testing.T) {
 	}
 }
 
-// FuzzParseCNICacheFile: any file is refused with an error, or read into an entry
-// whose fields are the ones its name says, with valid addresses.
+// FuzzParseCNICacheFile: any file is refused with an error, or read into an
+// entry whose fields are the ones its name says, with valid addresses.
 func FuzzParseCNICacheFile(f *testing.F) {
 	f.Add("cbr0-5f1e0c2a-eth0", []byte(sample))
 	f.Add("n-c-eth0", []byte(`{"kind":"cniCacheV1","containerId":"c","ifName":"eth0","networkName":"n","result":{"ip4":{"ip":"10.0.0.2/24"},"ip6":{"ip":"::1/128"}}}`))
