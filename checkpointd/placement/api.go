@@ -3,7 +3,9 @@ package placement
 import (
 	"context"
 	"encoding/json"
+	"errors"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -37,13 +39,12 @@ type Change struct {
 	Cleanup *Cleanup
 }
 
-// Cleanup is what a node's write must remove besides its own change, on
-// the shard as last read: every other ownerReference is given back as it
-// was, on that resourceVersion.
+// Cleanup is what a node's write must do besides its own change, on the
+// shard as last read: every other ownerReference is given back as it was,
+// on that resourceVersion.
 type Cleanup struct {
-	RV       string                  // the shard's resourceVersion, which the write requires
-	Refs     []metav1.OwnerReference // every ownerReference to keep but the node's own
-	DropKeys []string                // other nodes' keys to remove
+	RV   string                  // the shard's resourceVersion, which the write requires
+	Refs []metav1.OwnerReference // every other node's ownerReference, kept
 }
 
 // clientAPI is API on a client.
@@ -76,16 +77,16 @@ func (a *clientAPI) Get(ctx context.Context, ns, name string) (*Shard, error) {
 	return DecodeShard(cm), nil
 }
 
-// Write sets the node's value by server-side apply (which creates the
-// shard when there is none), removes it by a strategic-merge patch (an
-// apply removes only what its own field manager set, and a shard written by
-// an earlier checkpointd, or edited by an administrator, has fields of
-// other managers), and makes a cleanup by a merge patch of the whole
-// reference list on the resourceVersion read (the only way to remove one of
-// two references with the same UID; rare, and a conflict is read again).
+// Write sets the node's value by a strategic-merge patch of its key and of
+// its reference (merged by UID, the list's key), creating the shard when
+// there is none (another node creating it meanwhile: patched after all);
+// removes it by one too; and makes a cleanup by a merge patch of the whole
+// reference list on the resourceVersion read (rare; a conflict is read
+// again). Not server-side apply: it keeps a managedFields entry per field
+// manager, which every node would need (FieldManager).
 func (a *clientAPI) Write(ctx context.Context, ns, name string, c Change) (*Shard, error) {
 	cms := a.client.CoreV1().ConfigMaps(ns)
-	opts := metav1.PatchOptions{FieldManager: FieldManager(a.node)}
+	opts := metav1.PatchOptions{FieldManager: FieldManager}
 	var kind types.PatchType
 	var body any
 	switch {
@@ -94,22 +95,29 @@ func (a *clientAPI) Write(ctx context.Context, ns, name string, c Change) (*Shar
 	case c.Value == "":
 		kind, body = types.StrategicMergePatchType, releasePatch(a.node, c.UID)
 	default:
-		force := true
-		opts.Force = &force
-		kind, body = types.ApplyPatchType, applyShard(ns, name, a.node, c)
+		kind, body = types.StrategicMergePatchType, setPatch(name, a.node, c)
 	}
 	data, err := json.Marshal(body)
 	if err != nil {
 		return nil, err
 	}
-	cm, err := cms.Patch(ctx, name, kind, data, opts)
-	if apierrors.IsNotFound(err) && c.Value == "" {
-		return &Shard{Values: map[string]string{}}, nil // nothing left to remove
+	for range 2 {
+		cm, err := cms.Patch(ctx, name, kind, data, opts)
+		switch {
+		case apierrors.IsNotFound(err) && c.Value == "":
+			return &Shard{Values: map[string]string{}}, nil // nothing left to remove
+		case apierrors.IsNotFound(err) && c.Cleanup == nil:
+			cm, err = cms.Create(ctx, newShard(ns, name, a.node, c), metav1.CreateOptions{FieldManager: FieldManager})
+			if apierrors.IsAlreadyExists(err) {
+				continue // created meanwhile: patch it
+			}
+		}
+		if err != nil {
+			return nil, err
+		}
+		return DecodeShard(cm), nil
 	}
-	if err != nil {
-		return nil, err
-	}
-	return DecodeShard(cm), nil
+	return nil, apierrors.NewConflict(corev1.Resource("configmaps"), name, errors.New("created and deleted while written"))
 }
 
 // ownRef is node's ownerReference to its Node.
@@ -117,14 +125,21 @@ func ownRef(node string, uid types.UID) metav1.OwnerReference {
 	return metav1.OwnerReference{APIVersion: "v1", Kind: "Node", Name: node, UID: uid}
 }
 
-// applyShard is the apply configuration of node's value in shard ns/name:
-// the shard's label, the node's key and its ownerReference, nothing else.
-func applyShard(ns, name, node string, c Change) map[string]any {
+// newShard is shard ns/name created by node with its value.
+func newShard(ns, name, node string, c Change) *corev1.ConfigMap {
+	return &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{IndexLabel: shardNumber(name)},
+			OwnerReferences: []metav1.OwnerReference{ownRef(node, c.UID)}},
+		Data: map[string]string{node: c.Value},
+	}
+}
+
+// setPatch is the strategic merge patch that makes node's key value and
+// adds its reference (merged by UID): no other node's key or reference is
+// touched.
+func setPatch(name, node string, c Change) map[string]any {
 	return map[string]any{
-		"apiVersion": "v1",
-		"kind":       "ConfigMap",
 		"metadata": map[string]any{
-			"name": name, "namespace": ns,
 			"labels":          map[string]string{IndexLabel: shardNumber(name)},
 			"ownerReferences": []metav1.OwnerReference{ownRef(node, c.UID)},
 		},
@@ -144,14 +159,10 @@ func releasePatch(node string, uid types.UID) map[string]any {
 
 // cleanupPatch is the merge patch of c: the reference list as it is to be
 // (the others kept as read, the node's own to its Node while it has a
-// value), the dropped keys and the node's own key, on the resourceVersion
-// read.
+// value) and the node's own key, on the resourceVersion read.
 func cleanupPatch(name, node string, c Change) map[string]any {
 	refs := append([]metav1.OwnerReference{}, c.Cleanup.Refs...)
 	data := map[string]any{}
-	for _, k := range c.Cleanup.DropKeys {
-		data[k] = nil
-	}
 	if c.Value == "" {
 		data[node] = nil
 	} else {

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/netip"
-	"strings"
 	"testing"
 	"time"
 
@@ -40,17 +39,6 @@ func TestShardOfIsStable(t *testing.T) {
 		if n := seen[ShardName(i)]; n < 15 || n > 25 {
 			t.Errorf("%s holds %d of 160 StatefulSet pods, want about 20", ShardName(i), n)
 		}
-	}
-}
-
-func TestFieldManager(t *testing.T) {
-	if got := FieldManager("node1"); got != "stickyip/node1" {
-		t.Errorf("FieldManager(node1) = %q", got)
-	}
-	long := strings.Repeat("n", 200)
-	a, b := FieldManager(long), FieldManager(long+"x")
-	if len(a) > 128 || a == b || !strings.HasPrefix(a, "stickyip/") {
-		t.Errorf("FieldManager of long names: %q, %q: want ≤ 128 characters, distinct", a, b)
 	}
 }
 
@@ -141,11 +129,11 @@ func TestWriteBodies(t *testing.T) {
 		}
 		return b
 	}
-	ap := decode(applyShard("db", name, "node1", Change{Value: value, UID: "uid-1"}))
+	ap := decode(setPatch(name, "node1", Change{Value: value, UID: "uid-1"}))
 	if ap.Metadata.ResourceVersion != "" || ap.Metadata.Labels[IndexLabel] != name[len(ShardPrefix):] || len(ap.Metadata.Labels) != 1 ||
 		len(ap.Data) != 1 || *ap.Data["node1"] != value || len(ap.Metadata.OwnerReferences) != 1 ||
 		ap.Metadata.OwnerReferences[0]["name"] != "node1" || ap.Metadata.OwnerReferences[0]["uid"] != "uid-1" {
-		t.Errorf("apply: %+v", ap)
+		t.Errorf("set: %+v", ap)
 	}
 	rel := decode(releasePatch("node1", "uid-1"))
 	if rel.Metadata.ResourceVersion != "" || len(rel.Data) != 1 || rel.Data["node1"] != nil ||
@@ -154,9 +142,9 @@ func TestWriteBodies(t *testing.T) {
 	}
 	other := metav1.OwnerReference{APIVersion: "v1", Kind: "Node", Name: "node2", UID: "uid-2"}
 	cl := decode(cleanupPatch(name, "node1", Change{Value: value, UID: "uid-1",
-		Cleanup: &Cleanup{RV: "42", Refs: []metav1.OwnerReference{other}, DropKeys: []string{"node3"}}}))
+		Cleanup: &Cleanup{RV: "42", Refs: []metav1.OwnerReference{other}}}))
 	if cl.Metadata.ResourceVersion != "42" || len(cl.Metadata.OwnerReferences) != 2 || cl.Metadata.OwnerReferences[0]["name"] != "node2" ||
-		cl.Metadata.OwnerReferences[1]["name"] != "node1" || len(cl.Data) != 2 || cl.Data["node3"] != nil || *cl.Data["node1"] != value {
+		cl.Metadata.OwnerReferences[1]["name"] != "node1" || len(cl.Data) != 1 || *cl.Data["node1"] != value {
 		t.Errorf("cleanup: %+v", cl)
 	}
 }

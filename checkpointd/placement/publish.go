@@ -132,7 +132,9 @@ func (p *Publisher) write(ctx context.Context, ref shardRef, s *Shard, st *Step,
 		p.nodeUID = uid
 	}
 	value := entry.FormatValue(st.Lines)
+	start := time.Now()
 	got, err := p.api.Write(ctx, ref.Namespace, ref.Name, Change{Value: value, UID: p.nodeUID, Cleanup: s.Cleanup(p.opts.Node, p.nodeUID)})
+	p.pause(ctx, time.Since(start))
 	if err != nil {
 		delete(p.shards, ref) // read it again before the next write
 		return nil, p.refusedWrite(ref, st, err, now)
@@ -149,6 +151,27 @@ func (p *Publisher) write(ctx context.Context, ref shardRef, s *Shard, st *Step,
 	}
 	p.opts.Log.Info("placement "+st.Kind+" written", args...)
 	return got, made
+}
+
+// maxPause bounds the pause after a write.
+const maxPause = time.Second
+
+// pause waits twice as long as a write took, at most maxPause, before the
+// node's next write. The API server applies concurrent writes of one shard
+// one after the other, running the index policy again for each write each
+// time another was applied first: when many nodes write at once (a
+// StatefulSet scaled up over many nodes, a cluster booting), writes slow
+// down, and each node leaves the server room in proportion (with 100 nodes
+// writing at once, without it, most of the server's time went to writes
+// tried again). An idle server answers in milliseconds: the pause is as
+// short.
+func (p *Publisher) pause(ctx context.Context, took time.Duration) {
+	t := time.NewTimer(min(2*took, maxPause))
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
 }
 
 // claimedSeq is the Seq of st's claims.
@@ -197,7 +220,10 @@ func (p *Publisher) refusedWrite(ref shardRef, st *Step, err error, now time.Tim
 		}
 		return refused
 	case policy && (strings.Contains(msg, "stale claim:") || strings.Contains(msg, "index cleanup:")),
-		apierrors.IsConflict(err), apierrors.IsAlreadyExists(err):
+		apierrors.IsConflict(err), apierrors.IsAlreadyExists(err),
+		// another node's reference with this node's UID, into which the patch
+		// merged this node's: a cleanup, on the shard read again
+		policy && strings.Contains(msg, "may add or remove only its own ownerReference"):
 		return reread
 	}
 	p.fail("apply", name, err)

@@ -246,7 +246,6 @@ func (p *Publisher) desired() (map[Key]Line, bool) {
 	return want, true
 }
 
-
 // rotate returns refs, in order, starting at a place of their own for node:
 // nodes that start together (a burst of new pods, a cluster booting) meet
 // in different shards, rather than all in the first one, where each

@@ -3,7 +3,6 @@ package placement
 import (
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
@@ -112,64 +111,29 @@ func (s *Shard) index() {
 // Seq: the index policy then refuses the claim as stale.
 func (s *Shard) ClaimSeq() uint64 { return s.rv() }
 
-// junkLine reports whether a line of a value is one no node could have
-// written under the index policy: too few fields to hold a seq, a seq that
-// is not a number of at most 18 digits, or one beyond rv. The policy's
-// definition, to the character.
-func junkLine(l string, rv uint64) bool {
-	if l == "" {
-		return false
-	}
-	f := strings.Split(l, " ")
-	if len(f) < 3 || !entry.IsSeq(f[2]) {
-		return true
-	}
-	n, _ := strconv.ParseUint(f[2], 10, 63)
-	return n > rv
-}
-
-// Junk returns the keys of nodes other than node holding a line no node
-// could have written under the index policy (written before the policy
-// existed): node's next write must remove them.
-func (s *Shard) Junk(node string) []string {
-	rv := s.rv()
-	var out []string
-	for k, v := range s.Values {
-		if k == node {
-			continue
-		}
-		if slices.ContainsFunc(strings.Split(v, "\n"), func(l string) bool { return junkLine(l, rv) }) {
-			out = append(out, k)
-		}
-	}
-	slices.Sort(out)
-	return out
-}
-
-// Cleanup returns what node's write must remove besides its own change,
-// nil when nothing: keys of other nodes holding junk (Junk); its own
-// ownerReferences to UIDs other than uid (a Node deleted and registered
-// again); and any other node's reference that carries uid, with that
-// node's key (made up: the garbage collector would remove it together
-// with node's own, and the index policy requires it gone).
+// Cleanup returns what node's write must do besides its own change, nil
+// when nothing: remove its own ownerReferences to UIDs other than uid (a
+// Node deleted and registered again). A shard where two references share a UID (another node gave its
+// own reference this node's UID, or the other way round) needs a cleanup
+// too, to remove nothing: a server-side apply refuses an object whose list
+// of references repeats a UID, and a strategic merge patch would merge this
+// node's reference into the first with its UID, another node's.
 func (s *Shard) Cleanup(node string, uid types.UID) *Cleanup {
-	c := &Cleanup{RV: s.RV, DropKeys: s.Junk(node)}
-	dropped := false
+	c := &Cleanup{RV: s.RV}
+	need := false
+	seen := map[types.UID]bool{}
 	for _, r := range s.Refs {
-		mine := r.Kind == "Node" && r.Name == node
-		switch {
-		case mine && r.UID != uid, !mine && r.UID == uid:
-			dropped = true
-			if _, ok := s.Values[r.Name]; !mine && ok && !slices.Contains(c.DropKeys, r.Name) {
-				c.DropKeys = append(c.DropKeys, r.Name)
-			}
+		need = need || seen[r.UID]
+		seen[r.UID] = true
+		switch mine := r.Kind == "Node" && r.Name == node; {
+		case mine && r.UID != uid:
+			need = true
 		case !mine:
 			c.Refs = append(c.Refs, r)
 		}
 	}
-	if !dropped && len(c.DropKeys) == 0 {
+	if !need {
 		return nil
 	}
-	slices.Sort(c.DropKeys)
 	return c
 }

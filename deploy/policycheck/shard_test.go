@@ -6,7 +6,6 @@ import (
 	"strings"
 	"testing"
 
-
 	"github.com/stickyip/stickyip/checkpointd/placement"
 )
 
@@ -106,4 +105,3 @@ func TestIndexShardIsPublishersShard(t *testing.T) {
 		}
 	}
 }
-

@@ -32,12 +32,12 @@ func TestRoundTrip(t *testing.T) {
 		"db-0 db-0 1 2026-11-25T00:00:00.000Z - ::ffff:10.0.0.1x", //
 		"db-0 db-0 1 2026-11-25T00:00:00.000Z - " + strings.Repeat("10.0.0.1,", 8) + "10.0.0.2",
 		"db-0 db-0 1000000000000000000 2026-11-25T00:00:00.000Z - 10.0.0.1", // 19 digits: beyond the policies' ints
-		"db-0 db-0 1 2026-11-25T00:00:00.000Z - ::ffff:10.0.0.1",             // IPv4-mapped IPv6 (CEL isIP refuses it)
-		"db-0 db-0 1 2026-11-25T00:00:00.000Z - 2001:DB8::1",                 // not canonical
-		"db-0 db-0 1 2026-11-25T00:00:00.000Z - 2001:db8:0:0:0:0:0:1",        // not canonical
-		"db..0 db..0 1 2026-11-25T00:00:00.000Z - 10.0.0.1",                  // not an RFC 1123 subdomain
-		"db.-0 db.-0 1 2026-11-25T00:00:00.000Z - 10.0.0.1",                  //
-		"identity:-x pod 1 2026-11-25T00:00:00.000Z - 10.0.0.1",              //
+		"db-0 db-0 1 2026-11-25T00:00:00.000Z - ::ffff:10.0.0.1",            // IPv4-mapped IPv6 (CEL isIP refuses it)
+		"db-0 db-0 1 2026-11-25T00:00:00.000Z - 2001:DB8::1",                // not canonical
+		"db-0 db-0 1 2026-11-25T00:00:00.000Z - 2001:db8:0:0:0:0:0:1",       // not canonical
+		"db..0 db..0 1 2026-11-25T00:00:00.000Z - 10.0.0.1",                 // not an RFC 1123 subdomain
+		"db.-0 db.-0 1 2026-11-25T00:00:00.000Z - 10.0.0.1",                 //
+		"identity:-x pod 1 2026-11-25T00:00:00.000Z - 10.0.0.1",             //
 	} {
 		if l, err := Parse(bad); err == nil {
 			t.Errorf("Parse(%q) accepted: %+v", bad, l)
