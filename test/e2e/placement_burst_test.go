@@ -183,9 +183,29 @@ func runBurst(b *testing.B, cp *controlPlane, admin kubernetes.Interface, ns str
 }
 
 // burstStore is a node's IPAM store as the publisher reads it.
-type burstStore struct{ entries []reservation.Entry }
+type burstStore struct {
+	mu      sync.Mutex
+	entries []reservation.Entry
+}
 
-func (s *burstStore) Entries() ([]reservation.Entry, error) { return s.entries, nil }
+func (s *burstStore) Entries() ([]reservation.Entry, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.entries), nil
+}
+
+// set changes every entry with f, on copies (the publisher may hold the
+// old ones).
+func (s *burstStore) set(f func(*reservation.Entry)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i, e := range s.entries {
+		rec := *e.Record
+		e.Record = &rec
+		f(&e)
+		s.entries[i] = e
+	}
+}
 
 // countingTransport counts a publisher's requests: reads (GET), writes
 // (anything else), and writes answered with an error.
