@@ -289,7 +289,9 @@ func (a *adversary) move(r *rand.Rand, id string) (string, func(*corev1.ConfigMa
 	case 2:
 		return "references reordered or dropped", func(cm *corev1.ConfigMap) {
 			if r.IntN(2) == 0 {
-				r.Shuffle(len(cm.OwnerReferences), func(i, j int) { cm.OwnerReferences[i], cm.OwnerReferences[j] = cm.OwnerReferences[j], cm.OwnerReferences[i] })
+				r.Shuffle(len(cm.OwnerReferences), func(i, j int) {
+					cm.OwnerReferences[i], cm.OwnerReferences[j] = cm.OwnerReferences[j], cm.OwnerReferences[i]
+				})
 			} else if len(cm.OwnerReferences) > 0 {
 				i := r.IntN(len(cm.OwnerReferences))
 				cm.OwnerReferences = slices.Delete(cm.OwnerReferences, i, i+1)
