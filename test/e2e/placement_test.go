@@ -129,6 +129,13 @@ func (n *node) nodeAttacks(node2 *indexWriter) {
 		cm.OwnerReferences = nil
 	})
 	n.refusedEverywhere("node2", c2, "db", dbShard, "label the shard", func(cm *corev1.ConfigMap) { cm.Labels["x"] = "y" })
+	yes := true
+	n.refusedEverywhere("node2", c2, "db", dbShard, "annotate the shard", func(cm *corev1.ConfigMap) { cm.Annotations = map[string]string{"x": "y"} })
+	n.refusedEverywhere("node2", c2, "db", dbShard, "put a finalizer on the shard", func(cm *corev1.ConfigMap) { cm.Finalizers = []string{"x.io/y"} })
+	n.refusedEverywhere("node2", c2, "db", dbShard, "make the shard immutable", func(cm *corev1.ConfigMap) { cm.Immutable = &yes })
+	n.refusedEverywhere("node2", c2, "db", dbShard, "a second reference of node1's name", func(cm *corev1.ConfigMap) {
+		cm.OwnerReferences = append(cm.OwnerReferences, ref(nodeName, uid2))
+	})
 	n.refusedEverywhere("node2", c2, "db", dbShard, "add an entry and an owner reference for node1's Node", func(cm *corev1.ConfigMap) {
 		cm.Data[node2Name] = entryLine("db-0", "db-0", "10.244.2.3").String()
 		cm.OwnerReferences = append(cm.OwnerReferences, ref(node2Name, uid2), metav1.OwnerReference{APIVersion: "v1", Kind: "Node", Name: nodeName, UID: uid1 + "x"})
@@ -137,6 +144,23 @@ func (n *node) nodeAttacks(node2 *indexWriter) {
 	requireRefused(t, "node2 claiming db-0 for its pod own-b", node2.claim("db", entryLine("db-0", "own-b", "10.244.2.3")), "the entry of a pod-name identity names that pod")
 	requireRefused(t, "node2 claiming db-0, bound to node1", node2.claim("db", entryLine("db-0", "db-0", "10.244.2.3")), "claim refused:")
 	requireRefused(t, "node2 claiming web-0, which never ran", node2.claim("db", entryLine("web-0", "web-0", "10.244.2.3")), "claim refused:")
+	// A keyed identity belongs to every pod of the namespace that carries the
+	// key: the API server cannot check the key, only that the pod is bound
+	// to the writer (placement.md, "What stays possible").
+	if err := node2.claim("db", entryLine("identity:anyone-may-claim", "own-b", "10.244.2.3")); err != nil {
+		t.Errorf("node2 claiming a keyed identity for its pod own-b (allowed by design): %v", err)
+	}
+	qs := placement.ShardOf("identity:queue")
+	qcur, _ := node2.api.Get(ctx, "db", qs)
+	twice := qcur.Values[node2Name] + "\n" + strings.SplitN(qcur.Values[node2Name], "\n", 2)[0]
+	requireRefused(t, "node2 listing one identity twice", node2.write("db", qs, twice), "each identity once")
+	var many []string
+	for i := 0; len(many) < placement.MaxClaims+1; i++ {
+		if id := fmt.Sprintf("identity:m%d", i); placement.ShardOf(id) == qs {
+			many = append(many, entryLine(id, "own-b", "10.244.2.4").String())
+		}
+	}
+	requireRefused(t, "node2 making 13 claims in one write", node2.write("db", qs, strings.Join(many, "\n")), "at most 12")
 	// A pod it makes up: NodeRestriction lets a kubelet create mirror pods
 	// of any name; deploy/placement only the kubelet's <name>-<node>, and
 	// no claim names such a pod.
