@@ -75,7 +75,7 @@ func findBins(t testing.TB) bins {
 	return b
 }
 
-// require skips (or, with E2E_STRICT, fails) the test unless the
+// require skips (or, in strict mode, fails) the test unless the
 // Kubernetes binaries names are built.
 func (b bins) require(t testing.TB, names ...string) {
 	t.Helper()
@@ -86,15 +86,12 @@ func (b bins) require(t testing.TB, names ...string) {
 	}
 }
 
-// missing skips the test for a missing component, or fails it when
-// E2E_STRICT is set (make test-e2e builds everything, so there a missing
-// binary is a bug, not a reason to skip).
+// missing skips the test for a missing component, or fails it in strict
+// mode (harness.Missing: make test-e2e builds everything, so there a
+// missing binary is a bug, not a reason to skip).
 func missing(t testing.TB, format string, args ...any) {
 	t.Helper()
-	if os.Getenv("E2E_STRICT") != "" {
-		t.Fatalf("e2e: "+format, args...)
-	}
-	t.Skipf("e2e: "+format, args...)
+	harness.Missing(t, "e2e: "+format, args...)
 }
 
 // nodeOptions choose what the node runs.

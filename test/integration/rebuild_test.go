@@ -157,7 +157,7 @@ func rebuildStore(t *testing.T, n *node, endpoint, ckptDir string) string {
 	t.Helper()
 	bin := filepath.Join(filepath.Dir(stickyipBin(t)), "checkpointd")
 	if _, err := os.Stat(bin); err != nil {
-		t.Skipf("skipping: %s missing (run make build)", bin)
+		harness.Missing(t, "%s missing (run make build)", bin)
 	}
 	cmd := exec.Command(bin, "rebuild-store", "--data-dir", n.dataDir, "--cni-conf-dir", n.confDir,
 		"--cri-endpoint", "unix://"+endpoint, "--checkpoint-dir", ckptDir, "--cni-results-dir", cnicache.DefaultDir,
