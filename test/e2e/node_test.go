@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"sort"
@@ -105,6 +106,9 @@ type nodeOptions struct {
 	// plugin in its CNI bin dir and no subnet.env (no stand-in); its
 	// subnet is flanneld's lease once written.
 	flannel bool
+	// ipamConf: keys set in the ipam block of the project's conflist
+	// (writeCNIConfig), e.g. holderWait.
+	ipamConf map[string]any
 }
 
 // node is a simulated Kubernetes node: its kubelet, containerd (from
@@ -278,6 +282,7 @@ func (n *node) writeCNIConfig() {
 	ipam["dataDir"] = n.stickyipDataDir()
 	ipam["hostLocalDataDir"] = filepath.Join(n.dir, "host-local")
 	ipam["logFile"] = filepath.Join(n.logDir, "stickyip.log")
+	maps.Copy(ipam, n.opts.ipamConf)
 	if n.opts.ipam == "host-local" {
 		flannel["ipam"] = map[string]any{"type": "host-local", "dataDir": filepath.Join(n.dir, "host-local")}
 	}
