@@ -304,6 +304,11 @@ func (n *node) writeConflist(conflist map[string]any) {
 	writeFile(t, filepath.Join(n.cniConfDir(), "10-flannel.conflist"), js, 0o644)
 }
 
+// kubeletSyncFrequency is the kubelets' syncFrequency: each pod is synced
+// again at most 1.5 times this long after its last sync (the pod workers'
+// resync, jittered by up to half).
+const kubeletSyncFrequency = 10 * time.Second
+
 // writeKubeletConfig writes the KubeletConfiguration (ENVIRONMENT.md's
 // settings for this machine) pointing at the node's containerd.
 func (n *node) writeKubeletConfig() {
@@ -336,12 +341,12 @@ authentication:
 authorization:
   mode: AlwaysAllow
 nodeStatusUpdateFrequency: 5s
-syncFrequency: 10s
+syncFrequency: %s
 evictionHard:
   memory.available: "1Mi"
 imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
-`, n.staticPodDir(), n.ctd.Address, n.podLogsDir())), 0o644)
+`, n.staticPodDir(), n.ctd.Address, n.podLogsDir(), kubeletSyncFrequency)), 0o644)
 }
 
 // startContainerd starts the node's containerd (test/harness: own mount
