@@ -11,6 +11,9 @@ import (
 	"time"
 )
 
+// readyTimeout bounds a runtime's start until CRI reports ready.
+const readyTimeout = 30 * time.Second
+
 // daemon is a container runtime process (containerd, crio) the harness
 // started in a node network namespace.
 type daemon struct {

@@ -20,7 +20,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/stickyip/stickyip/checkpointd/checkpoint"
-	"github.com/stickyip/stickyip/cnicache"
+	"github.com/stickyip/stickyip/contract"
 	"github.com/stickyip/stickyip/test/harness"
 )
 
@@ -183,7 +183,7 @@ func rebuildStore(t *testing.T, n *node, endpoint, ckptDir string) string {
 		harness.Missing(t, "%s missing (run make build)", bin)
 	}
 	cmd := exec.Command(bin, "rebuild-store", "--data-dir", n.dataDir, "--cni-conf-dir", n.confDir,
-		"--cri-endpoint", "unix://"+endpoint, "--checkpoint-dir", ckptDir, "--cni-results-dir", cnicache.DefaultDir,
+		"--cri-endpoint", "unix://"+endpoint, "--checkpoint-dir", ckptDir, "--cni-results-dir", contract.DefaultCNIResultsDir,
 		"--volume-dir", filepath.Join(n.dir, "volumes"), "--node-name", "node1")
 	out, err := cmd.CombinedOutput()
 	if err != nil {
