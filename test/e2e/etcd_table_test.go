@@ -362,6 +362,9 @@ func (a *etcdApp) observe(b etcdBefore, start, end time.Time) etcdRow {
 			return row
 		}
 		if time.Since(start) > etcdRowLimit {
+			if row.ok { // back, but too late for a whole window
+				row.ok, row.note = false, strings.Trim("back only at the end of the row's time; "+row.note, "; ")
+			}
 			row.looks = looks
 			return row
 		}
