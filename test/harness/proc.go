@@ -132,8 +132,9 @@ func parentPID(pid int) int {
 	return 0
 }
 
-// alive reports whether pid exists and is not a zombie.
-func alive(pid int) bool {
+// Alive reports whether pid exists and is not a zombie (a killed shim may
+// stay <defunct> a while: PID 1 here reaps slowly).
+func Alive(pid int) bool {
 	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
 		return false
