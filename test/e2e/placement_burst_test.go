@@ -50,7 +50,13 @@ var burstScenarios = []struct {
 // an identity's hint naming another node): the figures are for
 // docs/placement.md.
 func BenchmarkPlacementBurst(b *testing.B) {
-	bins := findBins(b)
+	for _, release := range []string{defaultK8sRelease, "1.36"} {
+		b.Run(release, func(b *testing.B) { burst(b, binsOf(b, release), release) })
+	}
+}
+
+// burst runs burstScenarios on one API server of release.
+func burst(b *testing.B, bins bins, release string) {
 	netns, h := newNetns(b, "burst")
 	var names []string
 	for i := range burstNodes {
@@ -72,7 +78,7 @@ func BenchmarkPlacementBurst(b *testing.B) {
 		}
 	}
 	var out strings.Builder
-	fmt.Fprintf(&out, "\nA burst of claims, every publisher started at once, kube-apiserver %s (Node,RBAC, NodeRestriction, deploy/placement)\n\n", k8sRelease())
+	fmt.Fprintf(&out, "\nA burst of claims, every publisher started at once, kube-apiserver %s (Node,RBAC, NodeRestriction, deploy/placement)\n\n", release)
 	fmt.Fprintf(&out, "| nodes × new sticky pods | claims | 25 %% / 50 %% / 90 %% / all in the index | issue 38's bound | API writes (failed) per claim | reads per claim |\n|---|---|---|---|---|---|\n")
 	for i, sc := range burstScenarios {
 		if only := os.Getenv("BURST_SCENARIOS"); only != "" && !slices.Contains(strings.Split(only, ","), strconv.Itoa(i)) {
