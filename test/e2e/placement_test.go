@@ -211,6 +211,39 @@ func (n *node) nodeAttacks(node2 *indexWriter) {
 	t.Log("node2: every write on node1's entry refused on every path, every claim it may not make refused; node1's entry unchanged")
 }
 
+// requirePoliciesBeforeRBAC fails the test unless the RBAC that lets nodes
+// write the placement index was created after every policy of
+// deploy/placement and its binding (issue 38: a line written before the
+// index policy exists was never checked): their resourceVersions, never
+// changed since, are etcd's order of creation.
+func (cp *controlPlane) requirePoliciesBeforeRBAC() {
+	t := cp.t
+	ctx := context.Background()
+	a := cp.client.AdmissionregistrationV1()
+	crb, err := cp.client.RbacV1().ClusterRoleBindings().Get(ctx, "stickyip:placement-publisher", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rbac, _ := parseSeq(crb.ResourceVersion)
+	check := func(kind, name, rv string) {
+		if n, _ := parseSeq(rv); n >= rbac {
+			t.Errorf("%s %s created after the nodes' RBAC (resourceVersion %s ≥ %s): nodes could write the index unchecked", kind, name, rv, crb.ResourceVersion)
+		}
+	}
+	for _, name := range []string{"stickyip-placement-index", "stickyip-placement-pods"} {
+		p, err := a.ValidatingAdmissionPolicies().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		check("ValidatingAdmissionPolicy", name, p.ResourceVersion)
+		b, err := a.ValidatingAdmissionPolicyBindings().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		check("ValidatingAdmissionPolicyBinding", name, b.ResourceVersion)
+	}
+}
+
 // nodeUID is the UID of Node name.
 func (cp *controlPlane) nodeUID(name string) types.UID {
 	nd, err := cp.client.CoreV1().Nodes().Get(context.Background(), name, metav1.GetOptions{})
@@ -590,6 +623,7 @@ func (cp *controlPlane) applyPlacement() {
 		t.Logf("kubectl apply --dry-run=server -f %s:\n%s", dir, cp.kubectl("apply", "--dry-run=server", "-f", dir))
 		out := cp.kubectl("apply", "-k", dir)
 		t.Logf("kubectl apply -k %s:\n%s", dir, out)
+		cp.requirePoliciesBeforeRBAC()
 		// Applying the manifests again changes nothing: every field the API
 		// server would default is spelled out (a list such as resourceRules is
 		// atomic, so a defaulted field in it made kubectl rewrite it each time).
