@@ -212,10 +212,11 @@ func (n *node) nodeAttacks(node2 *indexWriter) {
 }
 
 // requirePoliciesBeforeRBAC fails the test unless the RBAC that lets nodes
-// write the placement index was created after every policy of
-// deploy/placement and its binding (issue 38: a line written before the
-// index policy exists was never checked): their resourceVersions, never
-// changed since, are etcd's order of creation.
+// write the placement index was created after the bindings of
+// deploy/placement's policies (issue 38: a line written before the index
+// policy is in force was never checked). A binding's resourceVersion, never
+// changed since, is etcd's order of its creation (a policy's is not: the
+// API server writes its status after a type check).
 func (cp *controlPlane) requirePoliciesBeforeRBAC() {
 	t := cp.t
 	ctx := context.Background()
@@ -225,22 +226,23 @@ func (cp *controlPlane) requirePoliciesBeforeRBAC() {
 		t.Fatal(err)
 	}
 	rbac, _ := parseSeq(crb.ResourceVersion)
-	check := func(kind, name, rv string) {
-		if n, _ := parseSeq(rv); n >= rbac {
-			t.Errorf("%s %s created after the nodes' RBAC (resourceVersion %s ≥ %s): nodes could write the index unchecked", kind, name, rv, crb.ResourceVersion)
-		}
-	}
+	rvs := map[string]string{}
 	for _, name := range []string{"stickyip-placement-index", "stickyip-placement-pods"} {
-		p, err := a.ValidatingAdmissionPolicies().Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		check("ValidatingAdmissionPolicy", name, p.ResourceVersion)
 		b, err := a.ValidatingAdmissionPolicyBindings().Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		check("ValidatingAdmissionPolicyBinding", name, b.ResourceVersion)
+		rvs["ValidatingAdmissionPolicyBinding "+name] = b.ResourceVersion
+	}
+	mb, err := a.MutatingAdmissionPolicyBindings().Get(ctx, placementBindingName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rvs["MutatingAdmissionPolicyBinding "+placementBindingName] = mb.ResourceVersion
+	for what, rv := range rvs {
+		if n, _ := parseSeq(rv); n >= rbac {
+			t.Errorf("%s created after the nodes' RBAC (resourceVersion %s ≥ %s): nodes could write the index unchecked", what, rv, crb.ResourceVersion)
+		}
 	}
 }
 
