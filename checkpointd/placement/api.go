@@ -8,7 +8,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
+
+	"github.com/stickyip/stickyip/checkpointd/apiclient"
 )
 
 // API is what the publisher asks of the API server, with the node's own
@@ -30,53 +31,53 @@ type API interface {
 
 // clientAPI is API on a client.
 type clientAPI struct {
-	client kubernetes.Interface
+	client *apiclient.Client
 	node   string
 }
 
 // NewAPI returns the API of node through client.
-func NewAPI(client kubernetes.Interface, node string) API {
+func NewAPI(client *apiclient.Client, node string) API {
 	return &clientAPI{client: client, node: node}
 }
 
 func (a *clientAPI) NodeUID(ctx context.Context) (types.UID, error) {
-	n, err := a.client.CoreV1().Nodes().Get(ctx, a.node, metav1.GetOptions{})
-	if err != nil {
+	var n corev1.Node
+	if err := a.client.Get(ctx, apiclient.Nodes, "", a.node, &n); err != nil {
 		return "", err
 	}
 	return n.UID, nil
 }
 
 func (a *clientAPI) Get(ctx context.Context, ns, name string) (*Shard, error) {
-	cm, err := a.client.CoreV1().ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{})
+	var cm corev1.ConfigMap
+	err := a.client.Get(ctx, apiclient.ConfigMaps, ns, name, &cm)
 	if apierrors.IsNotFound(err) {
 		return &Shard{Values: map[string]string{}}, nil
 	}
 	if err != nil {
 		return nil, err
 	}
-	return DecodeShard(cm), nil
+	return DecodeShard(&cm), nil
 }
 
 func (a *clientAPI) Write(ctx context.Context, ns, name, rv string, uid types.UID, stale []types.UID, value string) (*Shard, error) {
-	cms := a.client.CoreV1().ConfigMaps(ns)
-	opts := metav1.CreateOptions{FieldManager: FieldManager(a.node)}
+	var cm corev1.ConfigMap
 	if rv == "" {
-		cm, err := cms.Create(ctx, newShard(ns, name, a.node, uid, value), opts)
-		if err != nil {
+		opts := metav1.CreateOptions{FieldManager: FieldManager(a.node)}
+		if err := a.client.Create(ctx, apiclient.ConfigMaps, ns, newShard(ns, name, a.node, uid, value), opts, &cm); err != nil {
 			return nil, err
 		}
-		return DecodeShard(cm), nil
+		return DecodeShard(&cm), nil
 	}
 	patch, err := shardPatch(name, rv, a.node, uid, stale, value)
 	if err != nil {
 		return nil, err
 	}
-	cm, err := cms.Patch(ctx, name, types.StrategicMergePatchType, patch, metav1.PatchOptions{FieldManager: FieldManager(a.node)})
-	if err != nil {
+	opts := metav1.PatchOptions{FieldManager: FieldManager(a.node)}
+	if err := a.client.Patch(ctx, apiclient.ConfigMaps, ns, name, types.StrategicMergePatchType, patch, opts, &cm); err != nil {
 		return nil, err
 	}
-	return DecodeShard(cm), nil
+	return DecodeShard(&cm), nil
 }
 
 // newShard is shard ns/name as node creates it, holding its value.
