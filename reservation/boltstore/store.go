@@ -79,13 +79,19 @@ func (s *Store) Dir() string { return s.dir }
 func (s *Store) Path() string { return filepath.Join(s.dir, DBFile) }
 
 // Update runs fn in one read-write transaction on network's records and commits
-// it, synced to disk, when fn returns nil. When fn returns
-// reservation.ErrNoChange the transaction is rolled back and Update returns
-// nil. The database is created when missing.
+// it, synced to disk, when fn returns nil, with the journal's changes
+// (JournalFile) made first. When fn returns reservation.ErrNoChange the
+// transaction is rolled back and Update returns nil. The database is
+// created when missing.
 func (s *Store) Update(network string, fn func(reservation.Txn) error) error {
 	err := s.withDB(false, func(db *bolt.DB) error {
-		return db.Update(func(tx *bolt.Tx) error {
+		var j *journal
+		err := db.Update(func(tx *bolt.Tx) error {
 			if err := checkSchema(tx, true); err != nil {
+				return err
+			}
+			var err error
+			if j, err = s.pending(tx); err != nil {
 				return err
 			}
 			t, err := openNetwork(tx, network, true)
@@ -94,6 +100,13 @@ func (s *Store) Update(network string, fn func(reservation.Txn) error) error {
 			}
 			return fn(t)
 		})
+		if err == nil {
+			// The commit holds the journal's changes and changed its base: a
+			// journal not emptied (this failing, a crash) is ignored, and
+			// overwritten by the next entry.
+			_ = j.clear()
+		}
+		return err
 	})
 	if errors.Is(err, reservation.ErrNoChange) {
 		return nil
@@ -133,10 +146,20 @@ func (s *Store) Networks() ([]string, error) {
 	return names, err
 }
 
-// view opens the database read-only; fn gets a nil tx when there is no
-// database. A store of an older schema is upgraded first (one write
-// transaction), so readers see the current layout.
+// view runs fn on the store as the calls see it: the database with the
+// journal's changes (a transaction rolled back after fn: nothing is written),
+// or, without a journal, as stored (viewStored).
 func (s *Store) view(fn func(tx *bolt.Tx) error) error {
+	if err, done := s.viewJournaled(fn); done {
+		return err
+	}
+	return s.viewStored(fn)
+}
+
+// viewStored opens the database read-only; fn gets a nil tx when there is
+// no database. A store of an older schema is upgraded first (one write
+// transaction), so readers see the current layout. The journal is not read.
+func (s *Store) viewStored(fn func(tx *bolt.Tx) error) error {
 	err := s.viewOnce(fn)
 	if !errors.Is(err, errOlderSchema) {
 		return err
