@@ -2,10 +2,13 @@ package boltstore
 
 import (
 	"bytes"
+	"encoding/binary"
+	"fmt"
 	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -40,6 +43,17 @@ func held(t *testing.T, s *Store) []string {
 	return out
 }
 
+// frameEnds returns where each frame of a journal ends, up to the first
+// empty header.
+func frameEnds(data []byte) []int {
+	var out []int
+	for off := 0; off+frameHeader <= len(data) && !bytes.Equal(data[off:off+frameHeader], emptyHeader); {
+		off += frameHeader + int(binary.LittleEndian.Uint32(data[off:]))
+		out = append(out, off)
+	}
+	return out
+}
+
 func fileBytes(t *testing.T, path string) []byte {
 	t.Helper()
 	b, err := os.ReadFile(path)
@@ -65,12 +79,15 @@ func TestJournaledChangeIsSeenThenCommitted(t *testing.T) {
 		t.Fatalf("after two journaled changes a call sees %v, want [10.0.0.3]", got)
 	}
 	journal := filepath.Join(s.Dir(), JournalFile)
-	if len(fileBytes(t, journal)) == 0 {
-		t.Fatal("no journal written")
+	if n := len(frameEnds(fileBytes(t, journal))); n != 2 {
+		t.Fatalf("journal holds %d entries, want 2", n)
+	}
+	if n := len(fileBytes(t, journal)); n != journalSize {
+		t.Fatalf("journal of %d bytes, want %d (made whole, never grown)", n, journalSize)
 	}
 	put(t, s, "10.0.0.4")
-	if n := len(fileBytes(t, journal)); n != 0 {
-		t.Fatalf("journal holds %d bytes after a commit", n)
+	if journalHead(s.Dir()) {
+		t.Fatal("journal still heads an entry after a commit")
 	}
 	// What is committed, read straight from the file.
 	var stored []string
@@ -93,13 +110,12 @@ func TestJournaledChangeIsSeenThenCommitted(t *testing.T) {
 func TestJournalCutAnywhere(t *testing.T) {
 	s := newStore(t)
 	put(t, s, "10.0.0.2")
-	var sizes []int // the journal's size after each entry
 	journal := filepath.Join(s.Dir(), JournalFile)
 	for _, ip := range []string{"10.0.0.3", "10.0.0.4", "10.0.0.5"} {
 		putJournaled(t, s, ip)
-		sizes = append(sizes, len(fileBytes(t, journal)))
 	}
-	full := fileBytes(t, journal)
+	sizes := frameEnds(fileBytes(t, journal)) // where each entry ends
+	full := fileBytes(t, journal)[:sizes[2]+frameHeader]
 	want := func(cut int) []string {
 		out := []string{"10.0.0.2"}
 		for i, n := range sizes {
@@ -171,12 +187,12 @@ func TestJournalBounds(t *testing.T) {
 	for i := range maxJournalEntries {
 		putJournaled(t, s, netip.AddrFrom4([4]byte{10, 0, 0, byte(i + 1)}).String())
 	}
-	if len(fileBytes(t, journal)) == 0 {
-		t.Fatal("no journal")
+	if n := len(frameEnds(fileBytes(t, journal))); n != maxJournalEntries {
+		t.Fatalf("%d entries, want %d", n, maxJournalEntries)
 	}
 	putJournaled(t, s, "10.0.0.200")
-	if n := len(fileBytes(t, journal)); n != 0 {
-		t.Fatalf("journal of %d entries not committed by the next change (%d bytes)", maxJournalEntries, n)
+	if journalHead(s.Dir()) {
+		t.Fatalf("journal of %d entries not committed by the next change", maxJournalEntries)
 	}
 	if n := len(held(t, s)); n != maxJournalEntries+2 {
 		t.Fatalf("%d addresses, want %d", n, maxJournalEntries+2)
@@ -189,8 +205,27 @@ func TestJournalBounds(t *testing.T) {
 		}
 		return nil
 	}))
-	if n := len(fileBytes(t, journal)); n != 0 {
-		t.Fatalf("a change of %d records was journaled (%d bytes)", maxJournalOps+1, n)
+	if journalHead(s.Dir()) {
+		t.Fatalf("a change of %d records was journaled", maxJournalOps+1)
+	}
+	// Changes that fill the file: the one that does not fit is committed.
+	big := func(third byte) error {
+		return s.UpdateJournaled("n", func(tx reservation.Txn) error {
+			for i := range maxJournalOps {
+				r := &reservation.Record{IP: netip.AddrFrom4([4]byte{10, 1, third, byte(i)}), State: reservation.Allocated,
+					ContainerID: fmt.Sprintf("%064d", int(third)*1000+i), IfName: "eth0", Netns: "/var/run/netns/" + strings.Repeat("n", 100)}
+				if err := tx.Put(r); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	}
+	for third := byte(0); journalHead(s.Dir()) || third == 0; third++ {
+		must(t, big(third))
+		if third > journalSize/(maxJournalOps*200) {
+			t.Fatalf("%d changes of %d records each all journaled in a file of %d bytes", third+1, maxJournalOps, journalSize)
+		}
 	}
 }
 
@@ -211,5 +246,23 @@ func TestJournalOfAReplacedStore(t *testing.T) {
 	must(t, err)
 	if got := held(t, s); !slices.Equal(got, []string{"10.0.0.7"}) {
 		t.Fatalf("rebuilt store shows %v, want [10.0.0.7]", got)
+	}
+}
+
+// An entry decodes to what was encoded; every shorter payload is refused.
+func TestJournalEntryEncoding(t *testing.T) {
+	ip := netip.MustParseAddr("fd00::7")
+	e := journalEntry{Base: journalBase{Inode: 7, Txid: 1 << 40}, Seq: 3, Ops: []journalOp{
+		{Net: "cbr0", Put: []byte(`{"ip":"10.0.0.2"}`)}, {Net: "cbr0", Del: &ip}, {Net: "n2", Meta: &[2]string{"bootID", "b"}}}}
+	p := e.encode()
+	got, err := decodeEntry(p)
+	if err != nil || got.Base != e.Base || got.Seq != 3 || len(got.Ops) != 3 || string(got.Ops[0].Put) != `{"ip":"10.0.0.2"}` ||
+		*got.Ops[1].Del != ip || *got.Ops[2].Meta != *e.Ops[2].Meta || got.Ops[2].Net != "n2" {
+		t.Fatalf("decoded %+v, %v; want %+v", got, err, e)
+	}
+	for n := range len(p) {
+		if _, err := decodeEntry(p[:n]); err == nil {
+			t.Fatalf("a payload cut to %d of %d bytes decoded", n, len(p))
+		}
 	}
 }

@@ -3,8 +3,6 @@ package boltstore
 import (
 	"encoding/binary"
 	"errors"
-	"os"
-	"path/filepath"
 
 	bolt "go.etcd.io/bbolt"
 
@@ -12,7 +10,7 @@ import (
 )
 
 // UpdateJournaled runs fn as Update does, with the journal's changes made
-// first, but instead of committing it appends fn's changes to the journal
+// first, but instead of committing it adds fn's changes to the journal
 // (JournalFile) and rolls the transaction back: nothing is synced, the
 // database is not written. Every later call sees the changes (Update and
 // the readers apply the journal first), a killed process cannot lose them
@@ -21,8 +19,9 @@ import (
 // database is never damaged by it.
 //
 // It commits, synced, as Update, when the journal is full
-// (maxJournalEntries), when fn changes more than maxJournalOps records, or
-// when the database must first be created or migrated.
+// (maxJournalEntries, or no room in the file), when fn changes more than
+// maxJournalOps records, or when the database must first be created or
+// migrated.
 func (s *Store) UpdateJournaled(network string, fn func(reservation.Txn) error) error {
 	err := s.withDB(false, func(db *bolt.DB) error {
 		tx, err := db.Begin(true)
@@ -35,6 +34,7 @@ func (s *Store) UpdateJournaled(network string, fn func(reservation.Txn) error) 
 			return err
 		}
 		j, err := s.pending(tx)
+		defer j.close()
 		if err != nil {
 			return err
 		}
@@ -46,11 +46,13 @@ func (s *Store) UpdateJournaled(network string, fn func(reservation.Txn) error) 
 		if err := fn(rec); err != nil {
 			return err
 		}
+		if len(rec.ops) == 0 {
+			return nil
+		}
 		if current && len(j.entries) < maxJournalEntries && len(rec.ops) <= maxJournalOps {
-			if len(rec.ops) == 0 {
-				return nil
+			if added, err := j.add(rec.ops); err != nil || added {
+				return err
 			}
-			return j.add(rec.ops)
 		}
 		if err := tx.Commit(); err != nil {
 			return err
@@ -79,7 +81,7 @@ func storedSchema(tx *bolt.Tx) uint64 {
 // is no journal, no database, or the store cannot be opened for writing (a
 // read-only directory): the caller then reads the database as stored.
 func (s *Store) viewJournaled(fn func(tx *bolt.Tx) error) (err error, done bool) {
-	if fi, err := os.Stat(filepath.Join(s.dir, JournalFile)); err != nil || fi.Size() == 0 {
+	if !journalHead(s.dir) {
 		return nil, false
 	}
 	lk, err := s.lock(false)
@@ -100,7 +102,9 @@ func (s *Store) viewJournaled(fn func(tx *bolt.Tx) error) (err error, done bool)
 		if err := checkSchema(tx, true); err != nil {
 			return err
 		}
-		if _, err := s.pending(tx); err != nil {
+		j, err := s.pending(tx)
+		j.close()
+		if err != nil {
 			return err
 		}
 		ran = true

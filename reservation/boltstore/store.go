@@ -102,10 +102,11 @@ func (s *Store) Update(network string, fn func(reservation.Txn) error) error {
 		})
 		if err == nil {
 			// The commit holds the journal's changes and changed its base: a
-			// journal not emptied (this failing, a crash) is ignored, and
+			// journal not voided (this failing, a crash) is ignored, and
 			// overwritten by the next entry.
 			_ = j.clear()
 		}
+		j.close()
 		return err
 	})
 	if errors.Is(err, reservation.ErrNoChange) {
