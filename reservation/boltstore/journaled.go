@@ -93,7 +93,7 @@ func (s *Store) viewJournaled(fn func(tx *bolt.Tx) error) (err error, done bool)
 		return nil, false
 	}
 	ran := false
-	err = s.open(false, false, func(db *bolt.DB) error {
+	err = s.open(false, false, 0, func(db *bolt.DB) error {
 		tx, err := db.Begin(true)
 		if err != nil {
 			return err

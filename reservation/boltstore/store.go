@@ -78,43 +78,6 @@ func (s *Store) Dir() string { return s.dir }
 // Path returns the database file path.
 func (s *Store) Path() string { return filepath.Join(s.dir, DBFile) }
 
-// Update runs fn in one read-write transaction on network's records and commits
-// it, synced to disk, when fn returns nil, with the journal's changes
-// (JournalFile) made first. When fn returns reservation.ErrNoChange the
-// transaction is rolled back and Update returns nil. The database is
-// created when missing.
-func (s *Store) Update(network string, fn func(reservation.Txn) error) error {
-	err := s.withDB(false, func(db *bolt.DB) error {
-		var j *journal
-		err := db.Update(func(tx *bolt.Tx) error {
-			if err := checkSchema(tx, true); err != nil {
-				return err
-			}
-			var err error
-			if j, err = s.pending(tx); err != nil {
-				return err
-			}
-			t, err := openNetwork(tx, network, true)
-			if err != nil {
-				return err
-			}
-			return fn(t)
-		})
-		if err == nil {
-			// The commit holds the journal's changes and changed its base: a
-			// journal not voided (this failing, a crash) is ignored, and
-			// overwritten by the next entry.
-			_ = j.clear()
-		}
-		j.close()
-		return err
-	})
-	if errors.Is(err, reservation.ErrNoChange) {
-		return nil
-	}
-	return err
-}
-
 // View runs fn in a read-only transaction on network's records. A missing
 // database or network reads as empty.
 func (s *Store) View(network string, fn func(reservation.Txn) error) error {
@@ -200,6 +163,13 @@ func (s *Store) viewOnce(fn func(tx *bolt.Tx) error) error {
 // closes everything. Panics and memory faults from a damaged file become
 // ErrCorrupt instead of crashing the caller.
 func (s *Store) withDB(readOnly bool, fn func(db *bolt.DB) error) error {
+	return s.withRoom(readOnly, 0, fn)
+}
+
+// withRoom is withDB with a file mapping of at least room bytes (0: bbolt's
+// default), which does not move while a transaction grows the file up to
+// that size.
+func (s *Store) withRoom(readOnly bool, room int, fn func(db *bolt.DB) error) error {
 	lk, err := s.lock(readOnly)
 	if err != nil {
 		return err
@@ -218,7 +188,7 @@ func (s *Store) withDB(readOnly bool, fn func(db *bolt.DB) error) error {
 		}
 		fresh = true
 	}
-	return s.open(readOnly, !fresh, fn)
+	return s.open(readOnly, !fresh, room, fn)
 }
 
 // present checks the database file before it is opened: missing is true
@@ -256,7 +226,7 @@ func (s *Store) present() (missing bool, err error) {
 // open opens the existing database for one use and runs fn. A writer of a
 // store created before creation marks existed writes the mark (mark). The
 // caller holds the lock.
-func (s *Store) open(readOnly, mark bool, fn func(db *bolt.DB) error) (err error) {
+func (s *Store) open(readOnly, mark bool, room int, fn func(db *bolt.DB) error) (err error) {
 	path := s.Path()
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer func() {
@@ -266,8 +236,9 @@ func (s *Store) open(readOnly, mark bool, fn func(db *bolt.DB) error) (err error
 	}()
 
 	db, err := bolt.Open(path, 0o600, &bolt.Options{
-		Timeout:  time.Second,
-		ReadOnly: readOnly,
+		Timeout:         time.Second,
+		ReadOnly:        readOnly,
+		InitialMmapSize: room,
 		// Never create or initialise a file here: a missing database was created
 		// atomically above, and an existing one is only ever opened.
 		OpenFile: func(name string, flag int, perm os.FileMode) (*os.File, error) {
