@@ -77,25 +77,36 @@ func restClient(cfg *rest.Config) (*rest.RESTClient, error) {
 	return rest.RESTClientFor(c)
 }
 
-// Get reads object ns/name of resource into into.
+// Get reads object ns/name of resource into into (ns "": a cluster-scoped
+// resource, a Node).
 func (c *Client) Get(ctx context.Context, resource, ns, name string, into runtime.Object) error {
-	return c.req.Get().Namespace(ns).Resource(resource).Name(name).Do(ctx).Into(into)
+	return in(c.req.Get(), ns).Resource(resource).Name(name).Do(ctx).Into(into)
 }
 
-// List lists resource in ns ("": every namespace) into into.
+// List lists resource in ns ("": every namespace, or a cluster-scoped
+// resource) into into.
 func (c *Client) List(ctx context.Context, resource, ns string, opts metav1.ListOptions, into runtime.Object) error {
-	return c.req.Get().Namespace(ns).Resource(resource).VersionedParams(&opts, metav1.ParameterCodec).Do(ctx).Into(into)
+	return in(c.req.Get(), ns).Resource(resource).VersionedParams(&opts, metav1.ParameterCodec).Do(ctx).Into(into)
 }
 
 // Create creates obj as resource in ns; the object as created goes into into.
 func (c *Client) Create(ctx context.Context, resource, ns string, obj runtime.Object, opts metav1.CreateOptions, into runtime.Object) error {
-	return c.req.Post().Namespace(ns).Resource(resource).VersionedParams(&opts, metav1.ParameterCodec).Body(obj).Do(ctx).Into(into)
+	return in(c.req.Post(), ns).Resource(resource).VersionedParams(&opts, metav1.ParameterCodec).Body(obj).Do(ctx).Into(into)
 }
 
 // Patch patches object ns/name of resource with data (of type pt); the
 // object as patched goes into into.
 func (c *Client) Patch(ctx context.Context, resource, ns, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, into runtime.Object) error {
-	return c.req.Patch(pt).Namespace(ns).Resource(resource).Name(name).VersionedParams(&opts, metav1.ParameterCodec).Body(data).Do(ctx).Into(into)
+	return in(c.req.Patch(pt), ns).Resource(resource).Name(name).VersionedParams(&opts, metav1.ParameterCodec).Body(data).Do(ctx).Into(into)
+}
+
+// in scopes r to namespace ns; "" leaves it unscoped (client-go refuses an
+// empty namespace beside a name: a cluster-scoped object has none).
+func in(r *rest.Request, ns string) *rest.Request {
+	if ns == "" {
+		return r
+	}
+	return r.Namespace(ns)
 }
 
 // Readyz asks the API server's /readyz.
