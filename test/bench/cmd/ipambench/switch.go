@@ -64,5 +64,6 @@ func (b *bench) workloadSwitch() error {
 	}
 	b.report.latency("6. switching a full /16 from host-local", "first ADD (stickyip: imports 65,512 allocations)", first)
 	b.report.targetSeconds("First ADD after switching a full /16 from host-local, median", first, 2.0)
+	b.report.targetRatio("First ADD after switching a full /16 (stickyip: with the import) ÷ host-local's own first ADD there, median", first, 0.5)
 	return nil
 }
