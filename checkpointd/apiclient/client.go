@@ -46,6 +46,7 @@ func init() {
 type Client struct {
 	req   *rest.RESTClient // every request, bounded by the config's Timeout
 	watch *rest.RESTClient // the informers' lists and watches: no request timeout
+	probe *rest.RESTClient // /readyz: no client-side rate limit
 }
 
 // New returns a client with cfg (its Timeout bounds every request but the
@@ -62,7 +63,16 @@ func New(cfg *rest.Config) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Client{req: req, watch: watch}, nil
+	// The reachability probe does not queue behind the requests' rate
+	// limit (a burst of Secret reads at start would make it time out, and
+	// the API server look away): it is paced by its own interval.
+	pc := rest.CopyConfig(cfg)
+	pc.QPS, pc.RateLimiter = -1, nil
+	probe, err := restClient(pc)
+	if err != nil {
+		return nil, err
+	}
+	return &Client{req: req, watch: watch, probe: probe}, nil
 }
 
 // restClient is a REST client of core/v1 with cfg.
@@ -111,7 +121,7 @@ func in(r *rest.Request, ns string) *rest.Request {
 
 // Readyz asks the API server's /readyz.
 func (c *Client) Readyz(ctx context.Context) error {
-	_, err := c.req.Get().AbsPath("/readyz").DoRaw(ctx)
+	_, err := c.probe.Get().AbsPath("/readyz").DoRaw(ctx)
 	return err
 }
 

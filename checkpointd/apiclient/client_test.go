@@ -3,6 +3,7 @@ package apiclient_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -46,5 +47,26 @@ func TestClientRequests(t *testing.T) {
 	}
 	if err := c.Readyz(ctx); err != nil {
 		t.Errorf("Readyz: %v", err)
+	}
+}
+
+// The reachability probe is not held back by the requests' rate limit: a
+// burst of reads (Secrets at start) must not make the API server look away.
+func TestReadyzIgnoresTheRateLimit(t *testing.T) {
+	srv := apitest.New(t, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node1"}})
+	cfg := srv.Config()
+	cfg.QPS, cfg.Burst = 0.5, 1 // one request, then one every 2 s
+	c, err := apiclient.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n corev1.Node
+	if err := c.Get(context.Background(), apiclient.Nodes, "", "node1", &n); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	if err := c.Readyz(ctx); err != nil {
+		t.Fatalf("Readyz after the rate limit's burst: %v", err)
 	}
 }
