@@ -3,7 +3,6 @@ package boltstore
 import (
 	"bytes"
 	"encoding/binary"
-	"encoding/json"
 	"fmt"
 	"hash/fnv"
 	"os"
@@ -140,7 +139,7 @@ func (j *journal) read() error {
 			break
 		}
 		e, err := decodeEntry(payload)
-		if err != nil || e.Base != j.base || int(e.Seq) != len(j.entries)+1 {
+		if err != nil || e.Base != j.base || int(e.Seq) != len(j.entries)+1 || e.decodeRecords() != nil {
 			break
 		}
 		j.entries = append(j.entries, e)
@@ -209,12 +208,8 @@ func (j *journal) apply(tx *bolt.Tx) error {
 				return err
 			}
 			switch {
-			case op.Put != nil:
-				var r reservation.Record
-				if err := json.Unmarshal(op.Put, &r); err != nil {
-					return fmt.Errorf("%w: %s: %v", reservation.ErrCorrupt, j.path, err)
-				}
-				err = t.Put(&r)
+			case op.rec != nil:
+				err = t.Put(op.rec)
 			case op.Del != nil:
 				err = t.Delete(*op.Del)
 			case op.Meta != nil:

@@ -266,3 +266,25 @@ func TestJournalEntryEncoding(t *testing.T) {
 		}
 	}
 }
+
+// An entry whose frame is whole but whose record is not valid (a writer's
+// bug, a hand edit) does not count: the store stays usable.
+func TestJournalEntryWithABadRecord(t *testing.T) {
+	s := newStore(t)
+	put(t, s, "10.0.0.2")
+	putJournaled(t, s, "10.0.0.3")
+	journal := filepath.Join(s.Dir(), JournalFile)
+	data := fileBytes(t, journal)
+	end := frameEnds(data)[0]
+	payload := bytes.Replace(data[frameHeader:end], []byte(`"state":"allocated"`), []byte(`"state":"bogusbogu"`), 1)
+	if bytes.Equal(payload, data[frameHeader:end]) {
+		t.Fatal("no state in the entry's record")
+	}
+	copy(data[frameHeader:], payload)
+	binary.LittleEndian.PutUint64(data[4:], checksum(payload))
+	must(t, os.WriteFile(journal, data, 0o600))
+	if got := held(t, s); !slices.Equal(got, []string{"10.0.0.2"}) {
+		t.Fatalf("a call sees %v, want [10.0.0.2] (the bad entry ignored)", got)
+	}
+	put(t, s, "10.0.0.4")
+}

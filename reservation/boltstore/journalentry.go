@@ -2,8 +2,11 @@ package boltstore
 
 import (
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"net/netip"
+
+	"github.com/stickyip/stickyip/reservation"
 )
 
 // journalBase names the database an entry was made on.
@@ -27,6 +30,8 @@ type journalOp struct {
 	Put  []byte
 	Del  *netip.Addr
 	Meta *[2]string
+
+	rec *reservation.Record // Put, decoded and valid (decodeRecords)
 }
 
 // Op kinds in an encoded entry.
@@ -67,6 +72,26 @@ func appendBytes(b, s []byte) []byte {
 }
 
 var errShortEntry = errors.New("journal entry cut short")
+
+// decodeRecords decodes and checks the records the entry puts: an entry
+// whose record does not decode or is not valid does not count (it cannot
+// have been written so; were it applied, every call would fail on it).
+func (e journalEntry) decodeRecords() error {
+	for i := range e.Ops {
+		if e.Ops[i].Put == nil {
+			continue
+		}
+		var r reservation.Record
+		if err := json.Unmarshal(e.Ops[i].Put, &r); err != nil {
+			return err
+		}
+		if err := r.Validate(); err != nil {
+			return err
+		}
+		e.Ops[i].rec = &r
+	}
+	return nil
+}
 
 // decodeEntry decodes a payload made by encode.
 func decodeEntry(p []byte) (journalEntry, error) {
