@@ -147,7 +147,7 @@ func benchNearlyFull(b *testing.B, reuseDelay time.Duration) {
 
 // hostLocalDir writes n host-local allocation files (what a /16 node that ran
 // host-local has) and returns the directory.
-func hostLocalDir(b *testing.B, n int) string {
+func hostLocalDir(b testing.TB, n int) string {
 	b.Helper()
 	dir := b.TempDir()
 	a := netip.MustParseAddr("10.100.0.2")

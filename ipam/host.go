@@ -13,10 +13,14 @@ import (
 )
 
 // HostEnv returns the engine environment of this machine: the kernel's boot ID
-// and boot time, and a network-namespace liveness check.
+// and boot time, and a network-namespace liveness check. Its clock is in
+// UTC: records store the same instants, and a plugin process does not load
+// the local time zone to write them (/etc/localtime, on every call).
 func HostEnv(log *slog.Logger) Env {
-	return Env{Now: time.Now, BootID: bootID(), BootTime: bootTime, SandboxGone: NetnsGone, Log: log}
+	return Env{Now: nowUTC, BootID: bootID(), BootTime: bootTime, SandboxGone: NetnsGone, Log: log}
 }
+
+func nowUTC() time.Time { return time.Now().UTC() }
 
 func bootID() string {
 	b, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
@@ -34,7 +38,7 @@ func bootTime() time.Time {
 	for _, line := range bytes.Split(b, []byte("\n")) {
 		if v, ok := bytes.CutPrefix(line, []byte("btime ")); ok {
 			if s, err := strconv.ParseInt(strings.TrimSpace(string(v)), 10, 64); err == nil {
-				return time.Unix(s, 0)
+				return time.Unix(s, 0).UTC()
 			}
 		}
 	}

@@ -2,6 +2,7 @@ package reservation
 
 import (
 	"errors"
+	"fmt"
 	"net/netip"
 
 	"github.com/stickyip/stickyip/contract"
@@ -26,6 +27,22 @@ var (
 	// without committing (nothing to sync) and makes Update return nil.
 	ErrNoChange = errors.New("nothing to change")
 )
+
+// NeedRoom, returned by an Update's function, asks the store to run it
+// again, once, in a transaction with room for Bytes of new records, which
+// the store can make cheaper up front than as the transaction grows (a
+// bulk load: an import of host-local's data).
+type NeedRoom struct{ Bytes int }
+
+func (e *NeedRoom) Error() string {
+	return fmt.Sprintf("the transaction needs room for %d bytes of new records", e.Bytes)
+}
+
+// Roomy is a Txn that can tell whether it has room for n bytes of new
+// records (see NeedRoom); a Txn that is not has room for anything.
+type Roomy interface {
+	HasRoom(n int) bool
+}
 
 // Txn is one transaction on one network's records. Every CNI call runs in
 // exactly one Txn; implementations keep the indexes (by container, by identity,

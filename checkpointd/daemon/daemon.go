@@ -19,6 +19,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
 
+	"github.com/stickyip/stickyip/checkpointd/apiclient"
 	"github.com/stickyip/stickyip/checkpointd/boot"
 	"github.com/stickyip/stickyip/checkpointd/checkpoint"
 	"github.com/stickyip/stickyip/checkpointd/contact"
@@ -95,7 +96,7 @@ func build(cfg Config, pol policy.Policy) (*parts, error) {
 	if err != nil {
 		return nil, err
 	}
-	cs, watch, err := kube.Clients(rc)
+	cs, err := apiclient.New(rc)
 	if err != nil {
 		return nil, fmt.Errorf("API client: %w", err)
 	}
@@ -144,7 +145,7 @@ func build(cfg Config, pol policy.Policy) (*parts, error) {
 	}
 	m := metrics.New()
 	api := kube.New(cs, kube.Options{
-		Node: cfg.NodeName, ProbeInterval: cfg.ProbeInterval, Timeout: cfg.Timeout, Watch: watch,
+		Node: cfg.NodeName, ProbeInterval: cfg.ProbeInterval, Timeout: cfg.Timeout,
 		Log: log.With("component", "api"),
 	})
 	var pub *placement.Publisher
@@ -158,7 +159,7 @@ func build(cfg Config, pol policy.Policy) (*parts, error) {
 			return nil, errors.Join(fmt.Errorf("placement client: %w", err), runtime.Close())
 		}
 	}
-	events := kube.NewRecorder(cs, cfg.NodeName, log)
+	events := kube.NewRecorder(cs, cfg.NodeName, cfg.Timeout, log.With("component", "events"))
 	var repair reconcile.Repairer
 	if store != nil {
 		var index rebuild.Index // the node's own placement entries: the reservations of deleted pods

@@ -19,12 +19,12 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/stickyip/stickyip/checkpointd/apiclient"
 )
 
 // Options configure a Client.
@@ -41,20 +41,14 @@ type Options struct {
 	Now func() time.Time
 	// Log receives state changes.
 	Log *slog.Logger
-	// Watch is the client the pod list and watch use: one without a request
-	// timeout (rest.Config.Timeout also ends a watch, which would then be
-	// re-opened every Timeout). Default: the client given to New.
-	Watch kubernetes.Interface
 }
 
 // Client watches the node's pods and tracks reachability.
 type Client struct {
-	cs       kubernetes.Interface
+	cs       *apiclient.Client
 	opts     Options
-	informer cache.SharedIndexInformer
-	factory  informers.SharedInformerFactory
+	informer cache.SharedIndexInformer // the pods bound to the node
 	nodes    cache.SharedIndexInformer // the node's own Node
-	nodeFact informers.SharedInformerFactory
 
 	mu        sync.Mutex
 	reachable bool
@@ -64,7 +58,7 @@ type Client struct {
 }
 
 // New returns a client; call Run to start it.
-func New(cs kubernetes.Interface, opts Options) *Client {
+func New(cs *apiclient.Client, opts Options) *Client {
 	if opts.ProbeInterval <= 0 {
 		opts.ProbeInterval = 5 * time.Second
 	}
@@ -81,16 +75,10 @@ func New(cs kubernetes.Interface, opts Options) *Client {
 	if c.opts.Probe == nil {
 		c.opts.Probe = c.readyz
 	}
-	sel := fields.OneTermEqualSelector("spec.nodeName", opts.Node).String()
-	watch := opts.Watch
-	if watch == nil {
-		watch = cs
-	}
-	c.factory = informers.NewSharedInformerFactoryWithOptions(watch, 0,
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.FieldSelector = sel }))
-	c.informer = c.factory.Core().V1().Pods().Informer()
-	c.nodeFact = nodeFactory(watch, opts.Node)
-	c.nodes = c.nodeFact.Core().V1().Nodes().Informer()
+	c.informer = informer(cs, apiclient.Pods, fields.OneTermEqualSelector("spec.nodeName", opts.Node).String(), &corev1.Pod{})
+	// The node's own Node: metadata.name=<node>, the only Node a kubelet's
+	// credentials may list.
+	c.nodes = informer(cs, apiclient.Nodes, fields.OneTermEqualSelector("metadata.name", opts.Node).String(), &corev1.Node{})
 	_ = c.nodes.SetWatchErrorHandler(func(_ *cache.Reflector, err error) {
 		var status apierrors.APIStatus
 		if errors.As(err, &status) {
@@ -113,27 +101,34 @@ func New(cs kubernetes.Interface, opts Options) *Client {
 	return c
 }
 
-func (c *Client) readyz(ctx context.Context) error {
-	rc := c.cs.Discovery().RESTClient()
-	if rc == nil {
-		return fmt.Errorf("no REST client")
-	}
-	_, err := rc.Get().AbsPath("/readyz").DoRaw(ctx)
-	return err
+// informer lists and watches the objects of resource the field selector
+// picks, keeping them without their managedFields (nothing here reads them,
+// and they are often the largest part of a pod's metadata).
+func informer(cs *apiclient.Client, resource, selector string, example runtime.Object) cache.SharedIndexInformer {
+	i := cache.NewSharedIndexInformer(cs.ListWatch(resource, selector), example, 0, cache.Indexers{})
+	_ = i.SetTransform(func(o any) (any, error) {
+		if m, err := meta.Accessor(o); err == nil {
+			m.SetManagedFields(nil)
+		}
+		return o, nil
+	})
+	return i
 }
+
+func (c *Client) readyz(ctx context.Context) error { return c.cs.Readyz(ctx) }
 
 // Run starts the informer and the probe loop; it returns when ctx is done.
 func (c *Client) Run(ctx context.Context) {
-	c.factory.Start(ctx.Done())
-	c.nodeFact.Start(ctx.Done())
+	go c.informer.RunWithContext(ctx)
+	go c.nodes.RunWithContext(ctx)
 	t := time.NewTicker(c.opts.ProbeInterval)
 	defer t.Stop()
 	for {
 		c.probe(ctx)
 		select {
 		case <-ctx.Done():
-			// The informers stop with ctx; Run does not wait for them
-			// (factory.Shutdown would): a reflector backing off from an
+			// The informers stop with ctx; Run does not wait for them:
+			// a reflector backing off from an
 			// API server that is away notices only at the end of its
 			// back-off, up to 30 s, and checkpointd's shutdown, which
 			// removes its static copies, must not wait for that (a cold CI
@@ -220,8 +215,8 @@ func (c *Client) Object(ctx context.Context, kind, ns, name string) (map[string]
 func (c *Client) Secret(ctx context.Context, ns, name string) (map[string][]byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.opts.Timeout)
 	defer cancel()
-	s, err := c.cs.CoreV1().Secrets(ns).Get(ctx, name, metav1.GetOptions{})
-	if err != nil {
+	var s corev1.Secret
+	if err := c.cs.Get(ctx, apiclient.Secrets, ns, name, &s); err != nil {
 		return nil, err
 	}
 	return s.Data, nil
@@ -231,8 +226,8 @@ func (c *Client) Secret(ctx context.Context, ns, name string) (map[string][]byte
 func (c *Client) ConfigMap(ctx context.Context, ns, name string) (map[string][]byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.opts.Timeout)
 	defer cancel()
-	cm, err := c.cs.CoreV1().ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{})
-	if err != nil {
+	var cm corev1.ConfigMap
+	if err := c.cs.Get(ctx, apiclient.ConfigMaps, ns, name, &cm); err != nil {
 		return nil, err
 	}
 	out := make(map[string][]byte, len(cm.Data)+len(cm.BinaryData))
@@ -247,21 +242,3 @@ func (c *Client) ConfigMap(ctx context.Context, ns, name string) (map[string][]b
 
 // IsNotFound reports whether err says the object does not exist.
 func IsNotFound(err error) bool { return apierrors.IsNotFound(err) }
-
-// Clients returns the clients checkpointd uses: req for every request,
-// bounded by cfg.Timeout, and watch for the pod list and watch, which has no
-// request timeout (a watch must stay open; client-go ends it itself after
-// 5-10 minutes, with a timeout the server honours).
-func Clients(cfg *rest.Config) (req, watch kubernetes.Interface, err error) {
-	req, err = kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return nil, nil, err
-	}
-	wc := rest.CopyConfig(cfg)
-	wc.Timeout = 0
-	watch, err = kubernetes.NewForConfig(wc)
-	if err != nil {
-		return nil, nil, err
-	}
-	return req, watch, nil
-}

@@ -12,11 +12,10 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/kubernetes/fake"
-	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/stickyip/stickyip/checkpointd/apiclient"
+	"github.com/stickyip/stickyip/checkpointd/apiclient/apitest"
 )
 
 func podOn(name, node string) *corev1.Pod {
@@ -44,10 +43,20 @@ func names(pods []*corev1.Pod) string {
 	return strings.Join(n, ",")
 }
 
+// client returns a client of srv.
+func client(t *testing.T, srv *apitest.Server) *apiclient.Client {
+	t.Helper()
+	cs, err := apiclient.New(srv.Config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cs
+}
+
 func TestWatchAndReachability(t *testing.T) {
-	cs := fake.NewSimpleClientset(podOn("a", "node1"), podOn("b", "node2"))
+	srv := apitest.New(t, podOn("a", "node1"), podOn("b", "node2"))
 	var down atomic.Bool
-	c := New(cs, Options{
+	c := New(client(t, srv), Options{
 		Node: "node1", ProbeInterval: 10 * time.Millisecond, Timeout: time.Second,
 		Probe: func(context.Context) error {
 			if down.Load() {
@@ -72,13 +81,10 @@ func TestWatchAndReachability(t *testing.T) {
 	}
 
 	// Changes arrive through the watch.
-	if _, err := cs.CoreV1().Pods("default").Create(ctx, podOn("c", "node1"), metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	srv.Put(podOn("c", "node1"))
+	srv.Put(podOn("d", "node2"))
 	eventually(t, "pod c seen", func() bool { p, _ := c.Pods(); return names(p) == "a,c" })
-	if err := cs.CoreV1().Pods("default").Delete(ctx, "a", metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	srv.Delete(apiclient.Pods, "default", "a")
 	eventually(t, "pod a gone", func() bool { p, _ := c.Pods(); return names(p) == "c" })
 
 	// Outage: unreachable, with the time it started; the cache keeps the last word.
@@ -97,12 +103,12 @@ func TestWatchAndReachability(t *testing.T) {
 }
 
 func TestSecretAndConfigMap(t *testing.T) {
-	cs := fake.NewSimpleClientset(
+	srv := apitest.New(t,
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "s", Namespace: "default"}, Data: map[string][]byte{"k": []byte("v")}},
 		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "cm", Namespace: "default"},
 			Data: map[string]string{"a": "1"}, BinaryData: map[string][]byte{"b": {0, 1}}},
 	)
-	c := New(cs, Options{Node: "node1"})
+	c := New(client(t, srv), Options{Node: "node1"})
 	ctx := context.Background()
 	s, err := c.Secret(ctx, "default", "s")
 	if err != nil || string(s["k"]) != "v" {
@@ -121,11 +127,10 @@ func TestSecretAndConfigMap(t *testing.T) {
 // pod list (RBAC) is not "away": the unreachability clock stays at zero so
 // no restore can start.
 func TestForbiddenListIsNotAnOutage(t *testing.T) {
-	cs := fake.NewSimpleClientset()
-	cs.PrependReactor("list", "pods", func(k8stesting.Action) (bool, runtime.Object, error) {
-		return true, nil, apierrors.NewForbidden(corev1.Resource("pods"), "", errors.New("RBAC: no"))
-	})
-	c := New(cs, Options{
+	srv := apitest.New(t)
+	srv.Refuse("list", apiclient.Pods, 403)
+	srv.Refuse("watch", apiclient.Pods, 403)
+	c := New(client(t, srv), Options{
 		Node: "node1", ProbeInterval: 10 * time.Millisecond,
 		Probe: func(context.Context) error { return nil },
 		Log:   slog.New(slog.NewTextHandler(io.Discard, nil)),

@@ -4,19 +4,7 @@ import (
 	"net/netip"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes"
 )
-
-// nodeFactory watches the node's own Node (field selector
-// metadata.name=<node>, the only Node a kubelet's credentials may list).
-func nodeFactory(watch kubernetes.Interface, node string) informers.SharedInformerFactory {
-	sel := fields.OneTermEqualSelector("metadata.name", node).String()
-	return informers.NewSharedInformerFactoryWithOptions(watch, 0,
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.FieldSelector = sel }))
-}
 
 // Node returns the node's Node as the watch last saw it, and false while
 // the watch has not synced or the Node does not exist.

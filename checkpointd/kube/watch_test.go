@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"k8s.io/client-go/rest"
+
+	"github.com/stickyip/stickyip/checkpointd/apiclient"
 )
 
 // apiServer is a minimal API server: /readyz, and a pod list and watch on
@@ -56,11 +58,11 @@ func newAPIServer(t *testing.T) *apiServer {
 func TestWatchOutlivesTheRequestTimeout(t *testing.T) {
 	srv := newAPIServer(t)
 	timeout := 200 * time.Millisecond
-	req, watch, err := Clients(&rest.Config{Host: srv.URL, Timeout: timeout})
+	cs, err := apiclient.New(&rest.Config{Host: srv.URL, Timeout: timeout})
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := New(req, Options{Node: "node1", ProbeInterval: 50 * time.Millisecond, Timeout: timeout, Watch: watch,
+	c := New(cs, Options{Node: "node1", ProbeInterval: 50 * time.Millisecond, Timeout: timeout,
 		Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	ctx, cancel := context.WithCancel(context.Background())
 	stopped := make(chan struct{})

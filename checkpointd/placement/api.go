@@ -9,7 +9,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
+
+	"github.com/stickyip/stickyip/checkpointd/apiclient"
 )
 
 // API is what the publisher asks of the API server, with the node's own
@@ -49,32 +50,33 @@ type Cleanup struct {
 
 // clientAPI is API on a client.
 type clientAPI struct {
-	client kubernetes.Interface
+	client *apiclient.Client
 	node   string
 }
 
 // NewAPI returns the API of node through client.
-func NewAPI(client kubernetes.Interface, node string) API {
+func NewAPI(client *apiclient.Client, node string) API {
 	return &clientAPI{client: client, node: node}
 }
 
 func (a *clientAPI) NodeUID(ctx context.Context) (types.UID, error) {
-	n, err := a.client.CoreV1().Nodes().Get(ctx, a.node, metav1.GetOptions{})
-	if err != nil {
+	var n corev1.Node
+	if err := a.client.Get(ctx, apiclient.Nodes, "", a.node, &n); err != nil {
 		return "", err
 	}
 	return n.UID, nil
 }
 
 func (a *clientAPI) Get(ctx context.Context, ns, name string) (*Shard, error) {
-	cm, err := a.client.CoreV1().ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{})
+	var cm corev1.ConfigMap
+	err := a.client.Get(ctx, apiclient.ConfigMaps, ns, name, &cm)
 	if apierrors.IsNotFound(err) {
 		return &Shard{Values: map[string]string{}}, nil
 	}
 	if err != nil {
 		return nil, err
 	}
-	return DecodeShard(cm), nil
+	return DecodeShard(&cm), nil
 }
 
 // Write sets the node's value by a strategic-merge patch of its key and of
@@ -85,7 +87,6 @@ func (a *clientAPI) Get(ctx context.Context, ns, name string) (*Shard, error) {
 // again). Not server-side apply: it keeps a managedFields entry per field
 // manager, which every node would need (FieldManager).
 func (a *clientAPI) Write(ctx context.Context, ns, name string, c Change) (*Shard, error) {
-	cms := a.client.CoreV1().ConfigMaps(ns)
 	opts := metav1.PatchOptions{FieldManager: FieldManager}
 	var kind types.PatchType
 	var body any
@@ -102,12 +103,13 @@ func (a *clientAPI) Write(ctx context.Context, ns, name string, c Change) (*Shar
 		return nil, err
 	}
 	for range 2 {
-		cm, err := cms.Patch(ctx, name, kind, data, opts)
+		var cm corev1.ConfigMap
+		err := a.client.Patch(ctx, apiclient.ConfigMaps, ns, name, kind, data, opts, &cm)
 		switch {
 		case apierrors.IsNotFound(err) && c.Value == "":
 			return &Shard{Values: map[string]string{}}, nil // nothing left to remove
 		case apierrors.IsNotFound(err) && c.Cleanup == nil:
-			cm, err = cms.Create(ctx, newShard(ns, name, a.node, c), metav1.CreateOptions{FieldManager: FieldManager})
+			err = a.client.Create(ctx, apiclient.ConfigMaps, ns, newShard(ns, name, a.node, c), metav1.CreateOptions{FieldManager: FieldManager}, &cm)
 			if apierrors.IsAlreadyExists(err) {
 				continue // created meanwhile: patch it
 			}
@@ -115,7 +117,7 @@ func (a *clientAPI) Write(ctx context.Context, ns, name string, c Change) (*Shar
 		if err != nil {
 			return nil, err
 		}
-		return DecodeShard(cm), nil
+		return DecodeShard(&cm), nil
 	}
 	return nil, apierrors.NewConflict(corev1.Resource("configmaps"), name, errors.New("created and deleted while written"))
 }

@@ -11,9 +11,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/stickyip/stickyip/checkpointd/apiclient"
 	"github.com/stickyip/stickyip/reservation"
 )
 
@@ -103,7 +103,7 @@ type refusal struct {
 // New returns a publisher that reaches the API server with cfg (the node's
 // own kubeconfig).
 func New(cfg *rest.Config, opts Options) (*Publisher, error) {
-	c, err := kubernetes.NewForConfig(cfg)
+	c, err := apiclient.New(cfg)
 	if err != nil {
 		return nil, err
 	}

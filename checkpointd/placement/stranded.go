@@ -8,8 +8,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 
+	"github.com/stickyip/stickyip/checkpointd/apiclient"
 	"github.com/stickyip/stickyip/contract"
 )
 
@@ -25,17 +25,17 @@ type Stranded struct {
 
 // FindStranded lists the stranded pods of the cluster (pods of every
 // namespace and Nodes are read: an administrator's credentials).
-func FindStranded(ctx context.Context, c kubernetes.Interface) ([]Stranded, error) {
-	nodes, err := c.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
-	if err != nil {
+func FindStranded(ctx context.Context, c *apiclient.Client) ([]Stranded, error) {
+	var nodes corev1.NodeList
+	if err := c.List(ctx, apiclient.Nodes, "", metav1.ListOptions{}, &nodes); err != nil {
 		return nil, fmt.Errorf("list Nodes: %w", err)
 	}
 	registered := map[string]bool{}
 	for _, n := range nodes.Items {
 		registered[n.Name] = true
 	}
-	pods, err := c.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "status.phase=Pending,spec.nodeName="})
-	if err != nil {
+	var pods corev1.PodList
+	if err := c.List(ctx, apiclient.Pods, "", metav1.ListOptions{FieldSelector: "status.phase=Pending,spec.nodeName="}, &pods); err != nil {
 		return nil, fmt.Errorf("list Pending pods: %w", err)
 	}
 	var out []Stranded

@@ -8,7 +8,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/stickyip/stickyip/checkpointd/apiclient"
+	"github.com/stickyip/stickyip/checkpointd/apiclient/apitest"
 )
 
 // A pod required onto a node that no longer exists is named; one whose
@@ -40,7 +42,11 @@ func TestFindStranded(t *testing.T) {
 		pod("bound", "required", "node1", corev1.PodRunning, []string{"node1"}),
 		pod("no-affinity", "required", "", corev1.PodPending),
 	}
-	got, err := FindStranded(context.Background(), fake.NewSimpleClientset(objs...))
+	c, err := apiclient.New(apitest.New(t, objs...).Config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := FindStranded(context.Background(), c)
 	if err != nil || len(got) != 1 || got[0].Name != "waits-for-gone" || fmt.Sprint(got[0].Nodes) != "[node2]" {
 		t.Fatalf("FindStranded: %+v, %v; want waits-for-gone, node2", got, err)
 	}

@@ -24,7 +24,7 @@ func (s *Store) Health() error {
 	if err := dirWritable(s.dir); err != nil {
 		return err
 	}
-	err := s.view(readRoots)
+	err := s.viewStored(readRoots) // what an ADD reads first; the journal does not matter here
 	if errors.Is(err, reservation.ErrLocked) {
 		return nil
 	}

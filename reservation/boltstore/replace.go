@@ -118,7 +118,7 @@ func (s *Store) damageLocked() (why error, exists bool, err error) {
 	case missing:
 		return nil, false, nil
 	}
-	err = s.open(true, false, func(db *bolt.DB) error {
+	err = s.open(true, false, 0, func(db *bolt.DB) error {
 		return db.View(func(tx *bolt.Tx) error {
 			if err := checkSchema(tx, true); err != nil {
 				return err

@@ -78,29 +78,6 @@ func (s *Store) Dir() string { return s.dir }
 // Path returns the database file path.
 func (s *Store) Path() string { return filepath.Join(s.dir, DBFile) }
 
-// Update runs fn in one read-write transaction on network's records and commits
-// it, synced to disk, when fn returns nil. When fn returns
-// reservation.ErrNoChange the transaction is rolled back and Update returns
-// nil. The database is created when missing.
-func (s *Store) Update(network string, fn func(reservation.Txn) error) error {
-	err := s.withDB(false, func(db *bolt.DB) error {
-		return db.Update(func(tx *bolt.Tx) error {
-			if err := checkSchema(tx, true); err != nil {
-				return err
-			}
-			t, err := openNetwork(tx, network, true)
-			if err != nil {
-				return err
-			}
-			return fn(t)
-		})
-	})
-	if errors.Is(err, reservation.ErrNoChange) {
-		return nil
-	}
-	return err
-}
-
 // View runs fn in a read-only transaction on network's records. A missing
 // database or network reads as empty.
 func (s *Store) View(network string, fn func(reservation.Txn) error) error {
@@ -133,10 +110,20 @@ func (s *Store) Networks() ([]string, error) {
 	return names, err
 }
 
-// view opens the database read-only; fn gets a nil tx when there is no
-// database. A store of an older schema is upgraded first (one write
-// transaction), so readers see the current layout.
+// view runs fn on the store as the calls see it: the database with the
+// journal's changes (a transaction rolled back after fn: nothing is written),
+// or, without a journal, as stored (viewStored).
 func (s *Store) view(fn func(tx *bolt.Tx) error) error {
+	if err, done := s.viewJournaled(fn); done {
+		return err
+	}
+	return s.viewStored(fn)
+}
+
+// viewStored opens the database read-only; fn gets a nil tx when there is
+// no database. A store of an older schema is upgraded first (one write
+// transaction), so readers see the current layout. The journal is not read.
+func (s *Store) viewStored(fn func(tx *bolt.Tx) error) error {
 	err := s.viewOnce(fn)
 	if !errors.Is(err, errOlderSchema) {
 		return err
@@ -176,6 +163,13 @@ func (s *Store) viewOnce(fn func(tx *bolt.Tx) error) error {
 // closes everything. Panics and memory faults from a damaged file become
 // ErrCorrupt instead of crashing the caller.
 func (s *Store) withDB(readOnly bool, fn func(db *bolt.DB) error) error {
+	return s.withRoom(readOnly, 0, fn)
+}
+
+// withRoom is withDB with a file mapping of at least room bytes (0: bbolt's
+// default), which does not move while a transaction grows the file up to
+// that size.
+func (s *Store) withRoom(readOnly bool, room int, fn func(db *bolt.DB) error) error {
 	lk, err := s.lock(readOnly)
 	if err != nil {
 		return err
@@ -194,7 +188,7 @@ func (s *Store) withDB(readOnly bool, fn func(db *bolt.DB) error) error {
 		}
 		fresh = true
 	}
-	return s.open(readOnly, !fresh, fn)
+	return s.open(readOnly, !fresh, room, fn)
 }
 
 // present checks the database file before it is opened: missing is true
@@ -232,7 +226,7 @@ func (s *Store) present() (missing bool, err error) {
 // open opens the existing database for one use and runs fn. A writer of a
 // store created before creation marks existed writes the mark (mark). The
 // caller holds the lock.
-func (s *Store) open(readOnly, mark bool, fn func(db *bolt.DB) error) (err error) {
+func (s *Store) open(readOnly, mark bool, room int, fn func(db *bolt.DB) error) (err error) {
 	path := s.Path()
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer func() {
@@ -242,8 +236,9 @@ func (s *Store) open(readOnly, mark bool, fn func(db *bolt.DB) error) (err error
 	}()
 
 	db, err := bolt.Open(path, 0o600, &bolt.Options{
-		Timeout:  time.Second,
-		ReadOnly: readOnly,
+		Timeout:         time.Second,
+		ReadOnly:        readOnly,
+		InitialMmapSize: room,
 		// Never create or initialise a file here: a missing database was created
 		// atomically above, and an existing one is only ever opened.
 		OpenFile: func(name string, flag int, perm os.FileMode) (*os.File, error) {

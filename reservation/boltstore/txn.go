@@ -17,7 +17,14 @@ import (
 // in a read-only view of a network that has no records yet.
 type txn struct {
 	ips, containers, identities, expiry, meta *bolt.Bucket
+	room                                      int // the file mapping asked for (Store.Update's room)
 }
+
+// HasRoom reports whether the transaction was opened with a file mapping
+// of at least n bytes: bbolt then does not move the mapping while the
+// transaction writes up to n bytes (each move copies every key and value
+// the transaction has touched).
+func (t *txn) HasRoom(n int) bool { return t.room >= n }
 
 var _ reservation.Txn = (*txn)(nil)
 
@@ -164,6 +171,10 @@ func (t *txn) PutAll(rs []*reservation.Record) error {
 		}
 	}
 	for b, puts := range byBucket {
+		// Keys in order: pages filled whole, not half (bbolt's default,
+		// for keys that arrive anywhere), so a bulk load writes half the
+		// pages.
+		b.FillPercent = 1
 		slices.SortFunc(puts, func(x, y kv) int { return bytes.Compare(x.key, y.key) })
 		for _, p := range puts {
 			if err := b.Put(p.key, p.value); err != nil {

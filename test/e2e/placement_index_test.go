@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/strategicpatch"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/stickyip/stickyip/checkpointd/apiclient"
 	"github.com/stickyip/stickyip/checkpointd/placement"
 	"github.com/stickyip/stickyip/checkpointd/placement/entry"
 )
@@ -125,7 +126,11 @@ type indexWriter struct {
 // indexWriterFor returns node's writer.
 func (cp *controlPlane) indexWriterFor(node string) *indexWriter {
 	cp.t.Helper()
-	api := placement.NewAPI(cp.clientAs(cp.tokens[nodeUser(node)]), node)
+	c, err := apiclient.New(cp.apiClientConfig(cp.tokens[nodeUser(node)]))
+	if err != nil {
+		cp.t.Fatal(err)
+	}
+	api := placement.NewAPI(c, node)
 	uid, err := api.NodeUID(context.Background())
 	if err != nil {
 		cp.t.Fatalf("read Node %s as itself: %v", node, err)

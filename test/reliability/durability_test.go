@@ -123,7 +123,31 @@ func syncedBeforeAnswer(what, dataDir string, evs []sysEvent, answers bool) []st
 	return problems
 }
 
-// TestSyncCheckerCatches makes sure the trace checker fails on the orders
+// journaledOnly checks, on the trace of a DEL, that it leaves the database
+// alone (not one write to it: a power loss can then never tear it) and
+// writes its change to the journal, unsynced.
+func journaledOnly(what, dataDir string, evs []sysEvent) []string {
+	db, journal := filepath.Join(dataDir, dbName), filepath.Join(dataDir, journalName)
+	var problems []string
+	journaled := false
+	for _, e := range evs {
+		written := e.Name == "pwrite64" || e.Name == "pwrite" || e.Name == "write"
+		switch {
+		case written && e.Path == db:
+			problems = append(problems, fmt.Sprintf("%s: writes %s (%s): a DEL must only append to the journal", what, db, e.Name))
+		case written && e.Path == journal:
+			journaled = true
+		case e.Name == "rename" && e.Path == db:
+			problems = append(problems, fmt.Sprintf("%s: renames over %s", what, db))
+		}
+	}
+	if !journaled {
+		problems = append(problems, fmt.Sprintf("%s: nothing written to %s", what, journal))
+	}
+	return problems
+}
+
+// TestSyncCheckerCatches makes sure the trace checkers fail on the orders
 // that lose data, so TestDurabilitySync cannot pass vacuously.
 func TestSyncCheckerCatches(t *testing.T) {
 	const dir = "/d"
@@ -148,14 +172,30 @@ func TestSyncCheckerCatches(t *testing.T) {
 			t.Errorf("%s: checker says bad=%v, want %v", tc.name, got, tc.bad)
 		}
 	}
+	j := sysEvent{Name: "pwrite64", FD: "4", Path: filepath.Join(dir, journalName)}
+	for _, tc := range []struct {
+		name string
+		evs  []sysEvent
+		bad  bool
+	}{
+		{"journaled", []sysEvent{j}, false},
+		{"journaled and the database written", []sysEvent{j, w, sync}, true},
+		{"nothing journaled", []sysEvent{}, true},
+	} {
+		if got := len(journaledOnly(tc.name, dir, tc.evs)) > 0; got != tc.bad {
+			t.Errorf("%s: journal checker says bad=%v, want %v", tc.name, got, tc.bad)
+		}
+	}
 }
 
 // TestDurabilitySync checks the durability promise on the real binary: an
 // ADD's result reaches stdout only after its transaction is on disk (data
 // and meta pages written and synced; a new database's directory entry
-// synced), and a DEL, GC or operator release returns only after its commit
-// is synced. Power loss itself is not simulated; this checks the order of
-// the system calls that make a commit survive one.
+// synced), and a GC returns only after its commit is synced; a DEL never
+// writes the database: it appends to the journal, unsynced, and the next
+// ADD commits it, synced (what a power loss does to a DEL: TestPowerCut).
+// This checks the order of the system calls that make a commit survive a
+// power loss.
 func TestDurabilitySync(t *testing.T) {
 	p := newPlugin(t)
 	base := t.TempDir()
@@ -168,25 +208,33 @@ func TestDurabilitySync(t *testing.T) {
 			Args: podArgs("default", name, "uid-"+name, c), Stdin: encodeConf(t, withAnnotations(conf, annotations))}
 	}
 	steps := []struct {
-		what    string
-		call    cniCall
-		answers bool
+		what      string
+		call      cniCall
+		answers   bool
+		journaled bool
 	}{
-		{"first ADD (creates the database)", call("ADD", "a", map[string]string{annoDuration: "10"}), true},
-		{"second ADD", call("ADD", "b", nil), true},
-		{"DEL into a reservation", call("DEL", "a", map[string]string{annoDuration: "10"}), false},
-		{"DEL freeing", call("DEL", "b", nil), false},
-		{"ADD taking the reservation back", call("ADD", "a", map[string]string{annoDuration: "10"}), true},
-		{"GC", cniCall{Command: "GC", Stdin: encodeConf(t, withValidAttachments(conf, nil))}, false},
+		{"first ADD (creates the database)", call("ADD", "a", map[string]string{annoDuration: "10"}), true, false},
+		{"second ADD", call("ADD", "b", nil), true, false},
+		{"DEL into a reservation", call("DEL", "a", map[string]string{annoDuration: "10"}), false, true},
+		{"DEL freeing", call("DEL", "b", nil), false, true},
+		{"ADD taking the reservation back (commits the journal)", call("ADD", "a", map[string]string{annoDuration: "10"}), true, false},
+		{"GC", cniCall{Command: "GC", Stdin: encodeConf(t, withValidAttachments(conf, nil))}, false, false},
 	}
 	for _, s := range steps {
 		o, evs := traceCNI(t, p, s.call)
 		if !o.OK() {
 			t.Fatalf("%s: %s", s.what, o.Describe())
 		}
-		for _, problem := range syncedBeforeAnswer(s.what, dataDir, evs, s.answers) {
+		problems := syncedBeforeAnswer(s.what, dataDir, evs, s.answers)
+		if s.journaled {
+			problems = journaledOnly(s.what, dataDir, evs)
+		}
+		for _, problem := range problems {
 			t.Error(problem)
 		}
+	}
+	if head, err := os.ReadFile(filepath.Join(dataDir, journalName)); err != nil || len(head) < 12 || !bytes.Equal(head[:12], make([]byte, 12)) {
+		t.Errorf("journal after the ADD and the GC: %v, its first frame header %x; want it voided (its changes committed)", err, head[:min(12, len(head))])
 	}
 	if es := p.Held(t, dataDir); len(es) != 1 || es[0].State != "reserved" || es[0].Name != "a" {
 		t.Errorf("after the traced calls the store should hold default/a reserved (GC treats it as deleted): %v", es)

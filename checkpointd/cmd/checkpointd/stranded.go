@@ -10,9 +10,9 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/stickyip/stickyip/checkpointd/apiclient"
 	"github.com/stickyip/stickyip/checkpointd/placement"
 )
 
@@ -45,7 +45,7 @@ count). Exit status: 0 none, 1 some, 2 the API server could not tell.
 		fmt.Fprintln(os.Stderr, "checkpointd stranded:", err)
 		return 2
 	}
-	c, err := kubernetes.NewForConfig(cfg)
+	c, err := apiclient.New(cfg)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "checkpointd stranded:", err)
 		return 2

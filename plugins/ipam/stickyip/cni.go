@@ -66,10 +66,14 @@ func allocate(c *cni.Call, req ipam.AddRequest) ([]*reservation.Record, error) {
 	}
 }
 
+// cmdDel releases the sandbox's addresses through the store's journal: no
+// disk sync (docs/reliability.md, "What a DEL guarantees"). A DEL lost to a
+// power cut is redone by the next boot's first call, which releases the
+// previous boot's allocations as DELs.
 func cmdDel(args *skel.CmdArgs) error {
 	return cni.Run(args, func(c *cni.Call) error {
-		err := c.Store.Update(c.Conf.Name, func(tx reservation.Txn) error {
-			return c.Engine.Del(tx, args.ContainerID, args.IfName) // ErrNoChange: nothing committed, nothing synced
+		err := c.Store.UpdateJournaled(c.Conf.Name, func(tx reservation.Txn) error {
+			return c.Engine.Del(tx, args.ContainerID, args.IfName) // ErrNoChange: nothing written
 		})
 		if err == nil {
 			c.Log.Info("DEL", "container", args.ContainerID, "ifname", args.IfName)

@@ -72,15 +72,24 @@ func Run(args *skel.CmdArgs, fn func(*Call) error) (err error) {
 // errors to stderr, which runtimes capture. Never stdout.
 func openLog(path string) (*slog.Logger, func()) {
 	if path == "" {
-		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})), func() {}
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn, ReplaceAttr: utcTime})), func() {}
 	}
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
 	if err != nil {
-		l := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+		l := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn, ReplaceAttr: utcTime}))
 		l.Warn("cannot open ipam.logFile; logging to stderr", "logFile", path, "error", err)
 		return l, func() {}
 	}
-	return slog.New(slog.NewTextHandler(f, nil)).With("pid", os.Getpid()), func() { _ = f.Close() }
+	return slog.New(slog.NewTextHandler(f, &slog.HandlerOptions{ReplaceAttr: utcTime})).With("pid", os.Getpid()), func() { _ = f.Close() }
+}
+
+// utcTime writes a log line's time in UTC: the same instant, without
+// loading the local time zone (/etc/localtime) in every plugin process.
+func utcTime(groups []string, a slog.Attr) slog.Attr {
+	if a.Key == slog.TimeKey && len(groups) == 0 {
+		a.Value = slog.TimeValue(a.Value.Time().UTC())
+	}
+	return a
 }
 
 // Result builds the CNI result for the records of an ADD.

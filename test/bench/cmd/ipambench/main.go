@@ -19,6 +19,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/stickyip/stickyip/test/harness"
 )
 
 // config is the command line.
@@ -41,6 +43,8 @@ type config struct {
 	microArgs                 string
 	microTimeout              time.Duration
 	strict                    bool
+	output                    string // the component builds (etcd, kube-apiserver, flanneld)
+	memSeconds                int
 }
 
 func (c config) has(kind string) bool {
@@ -69,7 +73,7 @@ func run() error {
 	flag.StringVar(&cfg.work, "work", ".cache/bench/work", "scratch directory for data dirs (emptied first, removed after unless -keep)")
 	flag.BoolVar(&cfg.keep, "keep", false, "keep the scratch directory")
 	flag.StringVar(&cfg.results, "results", "results", "directory for results/bench-<timestamp>.md (\"\" = do not write)")
-	flag.StringVar(&workloads, "workloads", "1,2,3,4,5,6,7", "workloads to run (comma-separated numbers)")
+	flag.StringVar(&workloads, "workloads", "1,2,3,4,5,6,7,8", "workloads to run (comma-separated numbers)")
 	flag.IntVar(&cfg.nEmpty, "n-empty", 300, "workload 1: ADD+DEL pairs per plugin")
 	flag.IntVar(&cfg.nFull, "n-full", 10, "workload 2: ADDs into the 99.98%-full /16 per plugin")
 	flag.IntVar(&cfg.nDel, "n-del", 10, "workload 2: DELs of an unknown container with 60,000 allocations")
@@ -84,6 +88,8 @@ func run() error {
 	flag.StringVar(&cfg.microArgs, "micro-args", "-run ^$ -bench . -benchmem ./ipam/... ./reservation/...", "workload 5: go test arguments")
 	flag.DurationVar(&cfg.microTimeout, "micro-timeout", 20*time.Minute, "workload 5: time limit")
 	flag.BoolVar(&cfg.strict, "strict", false, "exit 1 when a target fails")
+	flag.StringVar(&cfg.output, "output", harness.OutputDir(), "workload 8: where make e2e-deps put etcd, kube-apiserver (k8s/bin) and flanneld (flannel/bin)")
+	flag.IntVar(&cfg.memSeconds, "mem-seconds", 30, "workload 8: seconds of resident memory samples, once a second")
 	flag.Parse()
 
 	for _, p := range strings.Split(plugins, ",") {
@@ -98,12 +104,12 @@ func run() error {
 	cfg.workloads = map[int]bool{}
 	for _, w := range strings.Split(workloads, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(w))
-		if err != nil || n < 1 || n > 7 {
-			return fmt.Errorf("-workloads: %q is not a workload number 1..7", w)
+		if err != nil || n < 1 || n > 8 {
+			return fmt.Errorf("-workloads: %q is not a workload number 1..8", w)
 		}
 		cfg.workloads[n] = true
 	}
-	for _, p := range []*string{&cfg.stickyipBin, &cfg.hostLocalBin, &cfg.checkpointdBin, &cfg.work} {
+	for _, p := range []*string{&cfg.stickyipBin, &cfg.hostLocalBin, &cfg.checkpointdBin, &cfg.work, &cfg.output} {
 		abs, err := filepath.Abs(*p)
 		if err != nil {
 			return err
@@ -150,6 +156,7 @@ func run() error {
 		{5, "engine micro-benchmarks", b.micro},
 		{6, "switching a full /16 from host-local", b.workloadSwitch},
 		{7, "damaged store on a 110-pod node", b.workloadRebuild},
+		{8, "checkpointd's and flanneld's memory at 110 pods", b.workloadMemory},
 	}
 	var failed []string
 	for _, s := range steps {

@@ -14,9 +14,9 @@ import (
 	"github.com/stickyip/stickyip/test/harness"
 )
 
-// rebuildPods is how many pods workload 7's node runs: the kubelet's
-// default maximum (maxPods 110).
-const rebuildPods = 110
+// maxPods is how many pods the nodes of workloads 7 and 8 run: the
+// kubelet's default maximum.
+const maxPods = 110
 
 // workloadRebuild is workload 7 (stickyip): a node with 110 pods (every
 // other one with a reservation annotation) whose store's first 32 KiB are
@@ -69,13 +69,13 @@ func (b *bench) workloadRebuild() error {
 		}
 		recipe = append(recipe, d)
 	}
-	label := fmt.Sprintf("7. damaged store, %d pods", rebuildPods)
+	label := fmt.Sprintf("7. damaged store, %d pods", maxPods)
 	b.report.latencyOne(label, "rebuilt by checkpointd, to the first ADD", kindStickyIP, rebuilt)
 	b.report.latencyOne(label, "operator's recipe (moved aside, drain's DELs), to the first ADD", kindStickyIP, recipe)
 	b.report.targetSeconds("Damaged store on a 110-pod node: rebuild to the first ADD", map[string]samples{kindStickyIP: rebuilt}, 2)
 	b.report.note(fmt.Sprintf("Workload 7: %d pods (%d addresses held); the store's first 32 KiB overwritten; 3 rounds. The daemon starts the same rebuild at its first pass after the damage (--interval, 5 s). "+
 		"The recipe's figure is only the node's CNI calls (DELs 8 at a time): a drain adds the evictions, each pod's termination grace period (30 s by default) and its rescheduling elsewhere, and reservations are lost.",
-		rebuildPods, len(held)))
+		maxPods, len(held)))
 	return nil
 }
 
@@ -84,7 +84,7 @@ func (b *bench) workloadRebuild() error {
 func (b *bench) rebuildNode(t *target, cri *harness.FakeCRI, cacheDir string) ([]pod, map[string]bool, error) {
 	held := map[string]bool{}
 	var pods []pod
-	for i := range rebuildPods {
+	for i := range maxPods {
 		p := newPod("rebuild", i)
 		if i%2 == 0 {
 			p.annotations[reservationAnnotation] = "30"
@@ -152,15 +152,7 @@ func (b *bench) timeToFirstADD(t *target, pristine string, round int, held map[s
 // rebuildStore runs checkpointd rebuild-store on the target's store.
 func (b *bench) rebuildStore(t *target, root string) error {
 	confDir := filepath.Join(root, "net.d")
-	if err := os.MkdirAll(confDir, 0o755); err != nil {
-		return err
-	}
-	list, err := json.Marshal(map[string]any{"cniVersion": "1.0.0", "name": t.network,
-		"plugins": []any{map[string]any{"type": "bridge", "ipam": t.ipamConfig()}}})
-	if err != nil {
-		return err
-	}
-	if err := os.WriteFile(filepath.Join(confDir, "10-bench.conflist"), list, 0o644); err != nil {
+	if err := writeConflist(t, confDir); err != nil {
 		return err
 	}
 	cmd := exec.Command(b.cfg.checkpointdBin, "rebuild-store", "--data-dir", t.dir, "--cni-conf-dir", confDir,
@@ -171,6 +163,20 @@ func (b *bench) rebuildStore(t *target, root string) error {
 		return fmt.Errorf("checkpointd rebuild-store: %v: %s", err, out)
 	}
 	return nil
+}
+
+// writeConflist writes, in confDir, the conflist of t's network (bridge with
+// t's ipam block), where checkpointd finds the store and the pool.
+func writeConflist(t *target, confDir string) error {
+	if err := os.MkdirAll(confDir, 0o755); err != nil {
+		return err
+	}
+	list, err := json.Marshal(map[string]any{"cniVersion": "1.0.0", "name": t.network,
+		"plugins": []any{map[string]any{"type": "bridge", "ipam": t.ipamConfig()}}})
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(confDir, "10-bench.conflist"), list, 0o644)
 }
 
 // drainRecipe is the operator's recipe before rebuilds: the damaged store

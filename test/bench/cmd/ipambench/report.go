@@ -18,6 +18,7 @@ type report struct {
 	problems []string
 	machine  []string
 	micro    string
+	memory   []memSample
 }
 
 type latencyRow struct {
@@ -171,6 +172,20 @@ func (r *report) render(w io.Writer) {
 		fmt.Fprintln(w)
 	}
 
+	if len(r.memory) > 0 {
+		fmt.Fprintln(w, "## Memory")
+		fmt.Fprintln(w)
+		fmt.Fprintln(w, "Resident memory (VmRSS, once a second once the node is settled; VmHWM, the peak since start, read last) of each daemon on the 110-pod node of workload 8. MB = 10^6 bytes.")
+		fmt.Fprintln(w)
+		fmt.Fprintln(w, "| process | binary | samples | VmRSS median | of which heap and stacks (RssAnon) | of which its binary (RssFile) | VmRSS highest | VmHWM (peak) |")
+		fmt.Fprintln(w, "|---|--:|--:|--:|--:|--:|--:|--:|")
+		for _, m := range r.memory {
+			fmt.Fprintf(w, "| %s | %s | %d | %s | %s | %s | %s | %s |\n", m.process, mb(m.binary), len(m.rss), mb(medianOf(m.rss)),
+				mb(medianOf(m.anon)), mb(medianOf(m.file)), mb(maxOf(m.rss)), mb(m.hwm))
+		}
+		fmt.Fprintln(w)
+	}
+
 	fmt.Fprintln(w, "## Targets")
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "| target | measured | limit | result |")
@@ -199,6 +214,9 @@ func (r *report) render(w io.Writer) {
 		fmt.Fprintln(w, "```")
 	}
 }
+
+// mb renders bytes as MB (10^6 bytes).
+func mb(n int64) string { return fmt.Sprintf("%.1f MB", float64(n)/1e6) }
 
 // listSection writes a "## title" section with one bullet per item; nothing
 // when there are no items.

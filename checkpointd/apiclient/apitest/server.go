@@ -1,0 +1,383 @@
+// Package apitest is an API server for unit tests of checkpointd's API
+// client: objects of the core/v1 resources kept in memory and served over
+// HTTP as kube-apiserver serves them (get, list and watch with field
+// selectors, the watch's initial events, create), so the tests run the
+// client's real requests. Tests change the objects directly (Put, Delete)
+// and may make the server refuse a verb on a resource.
+package apitest
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/rest"
+
+	"github.com/stickyip/stickyip/checkpointd/apiclient"
+)
+
+// Server is the API server.
+type Server struct {
+	*httptest.Server
+	codec runtime.Codec
+
+	mu       sync.Mutex
+	rv       int
+	objects  map[string]map[string]runtime.Object // resource → ns/name → object
+	watchers map[*watcher]bool
+	refused  map[string]int // verb/resource → HTTP status
+	refusals int
+	watches  int
+	done     chan struct{}
+}
+
+type watcher struct {
+	resource string
+	sel      fields.Selector
+	events   chan metav1.WatchEvent
+}
+
+// New starts a server holding objs; it stops when the test ends.
+func New(t testing.TB, objs ...runtime.Object) *Server {
+	s := &Server{codec: apiclient.Codecs.LegacyCodec(corev1.SchemeGroupVersion), objects: map[string]map[string]runtime.Object{},
+		watchers: map[*watcher]bool{}, refused: map[string]int{}, done: make(chan struct{})}
+	for _, o := range objs {
+		s.Put(o)
+	}
+	s.Server = httptest.NewServer(http.HandlerFunc(s.serve))
+	t.Cleanup(func() { close(s.done); s.Close() })
+	return s
+}
+
+// Config is a client config for the server.
+func (s *Server) Config() *rest.Config { return &rest.Config{Host: s.URL} }
+
+// Refuse makes the server answer verb (get, list, watch, create) on
+// resource with code until told otherwise (code 0).
+func (s *Server) Refuse(verb, resource string, code int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.refused[verb+"/"+resource] = code
+}
+
+// Refusals returns how many requests Refuse has refused.
+func (s *Server) Refusals() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.refusals
+}
+
+// Watches returns how many watches clients have opened.
+func (s *Server) Watches() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.watches
+}
+
+// Put creates or replaces obj (a Pod, Node, Secret, ConfigMap or Event)
+// and tells the watchers.
+func (s *Server) Put(obj runtime.Object) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.put(obj)
+}
+
+func (s *Server) put(obj runtime.Object) (runtime.Object, watch.EventType) {
+	obj = obj.DeepCopyObject()
+	res := resourceOf(obj)
+	m, _ := meta.Accessor(obj)
+	s.rv++
+	m.SetResourceVersion(strconv.Itoa(s.rv))
+	if m.GetUID() == "" {
+		m.SetUID(types.UID("uid-" + strconv.Itoa(s.rv)))
+	}
+	if s.objects[res] == nil {
+		s.objects[res] = map[string]runtime.Object{}
+	}
+	key := m.GetNamespace() + "/" + m.GetName()
+	typ := watch.Added
+	if _, ok := s.objects[res][key]; ok {
+		typ = watch.Modified
+	}
+	s.objects[res][key] = obj
+	s.notify(res, typ, obj)
+	return obj, typ
+}
+
+// Delete removes object ns/name of resource and tells the watchers.
+func (s *Server) Delete(resource, ns, name string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	obj, ok := s.objects[resource][ns+"/"+name]
+	if !ok {
+		return
+	}
+	delete(s.objects[resource], ns+"/"+name)
+	s.rv++
+	s.notify(resource, watch.Deleted, obj)
+}
+
+// Objects returns the objects of resource.
+func (s *Server) Objects(resource string) []runtime.Object {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []runtime.Object
+	for _, o := range s.objects[resource] {
+		out = append(out, o.DeepCopyObject())
+	}
+	return out
+}
+
+func (s *Server) notify(res string, typ watch.EventType, obj runtime.Object) {
+	for w := range s.watchers {
+		if w.resource == res && w.sel.Matches(fieldsOf(obj)) {
+			select {
+			case w.events <- s.event(typ, obj):
+			default: // a watcher that does not keep up misses events, as a slow client's watch ends
+			}
+		}
+	}
+}
+
+func (s *Server) event(typ watch.EventType, obj runtime.Object) metav1.WatchEvent {
+	return metav1.WatchEvent{Type: string(typ), Object: runtime.RawExtension{Raw: []byte(runtime.EncodeOrDie(s.codec, obj))}}
+}
+
+// resourceOf names obj's resource.
+func resourceOf(obj runtime.Object) string {
+	switch obj.(type) {
+	case *corev1.Pod:
+		return apiclient.Pods
+	case *corev1.Node:
+		return apiclient.Nodes
+	case *corev1.Secret:
+		return apiclient.Secrets
+	case *corev1.ConfigMap:
+		return apiclient.ConfigMaps
+	case *corev1.Event:
+		return apiclient.Events
+	}
+	panic(fmt.Sprintf("apitest: no resource for %T", obj))
+}
+
+// fieldsOf returns the fields of obj a field selector may name.
+func fieldsOf(obj runtime.Object) fields.Set {
+	m, _ := meta.Accessor(obj)
+	set := fields.Set{"metadata.name": m.GetName(), "metadata.namespace": m.GetNamespace()}
+	if p, ok := obj.(*corev1.Pod); ok {
+		set["spec.nodeName"] = p.Spec.NodeName
+		set["status.phase"] = string(p.Status.Phase)
+	}
+	return set
+}
+
+// serve answers /readyz and /api/v1/[namespaces/NS/]RESOURCE[/NAME].
+func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path == "/readyz" {
+		fmt.Fprint(w, "ok")
+		return
+	}
+	parts := strings.Split(strings.Trim(strings.TrimPrefix(r.URL.Path, "/api/v1"), "/"), "/")
+	ns := ""
+	if len(parts) >= 3 && parts[0] == "namespaces" {
+		ns, parts = parts[1], parts[2:]
+	}
+	if len(parts) == 0 || len(parts) > 2 || parts[0] == "" {
+		s.status(w, apierrors.NewNotFound(schema.GroupResource{}, r.URL.Path))
+		return
+	}
+	res, name := parts[0], ""
+	if len(parts) == 2 {
+		name = parts[1]
+	}
+	q := r.URL.Query()
+	verb := map[string]string{http.MethodGet: "get", http.MethodPost: "create"}[r.Method]
+	switch {
+	case verb == "get" && name == "" && q.Get("watch") == "true":
+		verb = "watch"
+	case verb == "get" && name == "":
+		verb = "list"
+	case verb == "":
+		s.status(w, apierrors.NewMethodNotSupported(schema.GroupResource{Resource: res}, r.Method))
+		return
+	}
+	s.mu.Lock()
+	code := s.refused[verb+"/"+res]
+	if code != 0 {
+		s.refusals++
+	}
+	s.mu.Unlock()
+	if code != 0 {
+		s.status(w, &apierrors.StatusError{ErrStatus: metav1.Status{Status: metav1.StatusFailure, Code: int32(code),
+			Reason: metav1.StatusReason(http.StatusText(code)), Message: "apitest: " + verb + " " + res + " refused"}})
+		return
+	}
+	sel, err := fields.ParseSelector(q.Get("fieldSelector"))
+	if err != nil {
+		s.status(w, apierrors.NewBadRequest(err.Error()))
+		return
+	}
+	switch verb {
+	case "get":
+		s.get(w, res, ns, name)
+	case "list":
+		s.list(w, res, ns, sel)
+	case "watch":
+		s.watch(w, r, res, ns, sel, q.Get("sendInitialEvents") == "true")
+	case "create":
+		s.create(w, r, res, ns)
+	}
+}
+
+func (s *Server) get(w http.ResponseWriter, res, ns, name string) {
+	s.mu.Lock()
+	obj, ok := s.objects[res][ns+"/"+name]
+	s.mu.Unlock()
+	if !ok {
+		s.status(w, apierrors.NewNotFound(schema.GroupResource{Resource: res}, name))
+		return
+	}
+	s.write(w, http.StatusOK, obj)
+}
+
+// matching returns the objects of res in ns ("": all) that sel picks.
+func (s *Server) matching(res, ns string, sel fields.Selector) []runtime.Object {
+	var out []runtime.Object
+	for _, o := range s.objects[res] {
+		m, _ := meta.Accessor(o)
+		if (ns == "" || m.GetNamespace() == ns) && sel.Matches(fieldsOf(o)) {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
+func (s *Server) list(w http.ResponseWriter, res, ns string, sel fields.Selector) {
+	s.mu.Lock()
+	items := s.matching(res, ns, sel)
+	rv := strconv.Itoa(s.rv)
+	s.mu.Unlock()
+	var list runtime.Object
+	switch res {
+	case apiclient.Pods:
+		l := &corev1.PodList{}
+		for _, o := range items {
+			l.Items = append(l.Items, *o.(*corev1.Pod))
+		}
+		list = l
+	case apiclient.Nodes:
+		l := &corev1.NodeList{}
+		for _, o := range items {
+			l.Items = append(l.Items, *o.(*corev1.Node))
+		}
+		list = l
+	default:
+		s.status(w, apierrors.NewMethodNotSupported(schema.GroupResource{Resource: res}, "list"))
+		return
+	}
+	_ = meta.SetList(list, items)
+	list.(metav1.ListInterface).SetResourceVersion(rv)
+	s.write(w, http.StatusOK, list)
+}
+
+// watch streams the changes of the objects sel picks (first each of them
+// as added, then a bookmark, when the client asks for initial events) until
+// the client goes or the test ends.
+func (s *Server) watch(w http.ResponseWriter, r *http.Request, res, ns string, sel fields.Selector, initial bool) {
+	wt := &watcher{resource: res, sel: sel, events: make(chan metav1.WatchEvent, 1000)}
+	s.mu.Lock()
+	s.watches++
+	if initial {
+		for _, o := range s.matching(res, ns, sel) {
+			wt.events <- s.event(watch.Added, o)
+		}
+		mark := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{ResourceVersion: strconv.Itoa(s.rv),
+			Annotations: map[string]string{metav1.InitialEventsAnnotationKey: "true"}}}
+		if res == apiclient.Nodes {
+			wt.events <- s.event(watch.Bookmark, &corev1.Node{ObjectMeta: mark.ObjectMeta})
+		} else {
+			wt.events <- s.event(watch.Bookmark, mark)
+		}
+	}
+	s.watchers[wt] = true
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.watchers, wt)
+		s.mu.Unlock()
+	}()
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	w.(http.Flusher).Flush()
+	enc := json.NewEncoder(w)
+	for {
+		select {
+		case ev := <-wt.events:
+			if enc.Encode(ev) != nil {
+				return
+			}
+			w.(http.Flusher).Flush()
+		case <-r.Context().Done():
+			return
+		case <-s.done:
+			return
+		}
+	}
+}
+
+func (s *Server) create(w http.ResponseWriter, r *http.Request, res, ns string) {
+	body, err := io.ReadAll(r.Body)
+	if err == nil {
+		var obj runtime.Object
+		obj, _, err = apiclient.Codecs.UniversalDeserializer().Decode(body, nil, nil)
+		if err == nil && resourceOf(obj) != res {
+			err = fmt.Errorf("a %T posted to %s", obj, res)
+		}
+		if err == nil {
+			m, _ := meta.Accessor(obj)
+			m.SetNamespace(ns)
+			s.mu.Lock()
+			_, exists := s.objects[res][ns+"/"+m.GetName()]
+			if !exists {
+				obj, _ = s.put(obj)
+			}
+			s.mu.Unlock()
+			if exists {
+				s.status(w, apierrors.NewAlreadyExists(schema.GroupResource{Resource: res}, m.GetName()))
+				return
+			}
+			s.write(w, http.StatusCreated, obj)
+			return
+		}
+	}
+	s.status(w, apierrors.NewBadRequest(err.Error()))
+}
+
+func (s *Server) write(w http.ResponseWriter, code int, obj runtime.Object) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_ = s.codec.Encode(obj, w)
+}
+
+func (s *Server) status(w http.ResponseWriter, err *apierrors.StatusError) {
+	st := err.ErrStatus
+	st.Kind, st.APIVersion = "Status", "v1"
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(int(st.Code))
+	_ = json.NewEncoder(w).Encode(st)
+}

@@ -1,0 +1,133 @@
+// Package apiclient is checkpointd's client of the API server: the core/v1
+// resources it uses (pods, its Node, Secrets, ConfigMaps, Events), on
+// client-go's REST client with a scheme that knows core/v1 alone.
+//
+// The typed clientset (k8s.io/client-go/kubernetes) registers every API
+// group of Kubernetes in its scheme and links a typed client, lister and
+// apply configuration for each: most of a 62 MB binary and of its resident
+// memory, for a daemon that reads and writes five core resources (issue 40).
+// Even the typed core/v1 client alone imports that scheme.
+package apiclient
+
+import (
+	"context"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
+	"k8s.io/apimachinery/pkg/types"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+)
+
+// The resources checkpointd uses, as the API names them.
+const (
+	Pods       = "pods"
+	Nodes      = "nodes"
+	Secrets    = "secrets"
+	ConfigMaps = "configmaps"
+	Events     = "events"
+)
+
+// Scheme knows the core/v1 types (and the meta/v1 ones every group
+// carries: options, Status, WatchEvent); nothing else.
+var Scheme = runtime.NewScheme()
+
+// Codecs encode and decode the types of Scheme.
+var Codecs = serializer.NewCodecFactory(Scheme)
+
+func init() {
+	utilruntime.Must(corev1.AddToScheme(Scheme))
+}
+
+// Client reaches the core/v1 resources of one API server.
+type Client struct {
+	req   *rest.RESTClient // every request, bounded by the config's Timeout
+	watch *rest.RESTClient // the informers' lists and watches: no request timeout
+	probe *rest.RESTClient // /readyz: no client-side rate limit
+}
+
+// New returns a client with cfg (its Timeout bounds every request but the
+// informers' watches, which must stay open: client-go ends each itself after
+// 5-10 minutes, with a timeout the server honours).
+func New(cfg *rest.Config) (*Client, error) {
+	req, err := restClient(cfg)
+	if err != nil {
+		return nil, err
+	}
+	wc := rest.CopyConfig(cfg)
+	wc.Timeout = 0
+	watch, err := restClient(wc)
+	if err != nil {
+		return nil, err
+	}
+	// The reachability probe does not queue behind the requests' rate
+	// limit (a burst of Secret reads at start would make it time out, and
+	// the API server look away): it is paced by its own interval.
+	pc := rest.CopyConfig(cfg)
+	pc.QPS, pc.RateLimiter = -1, nil
+	probe, err := restClient(pc)
+	if err != nil {
+		return nil, err
+	}
+	return &Client{req: req, watch: watch, probe: probe}, nil
+}
+
+// restClient is a REST client of core/v1 with cfg.
+func restClient(cfg *rest.Config) (*rest.RESTClient, error) {
+	c := rest.CopyConfig(cfg)
+	c.GroupVersion = &corev1.SchemeGroupVersion
+	c.APIPath = "/api"
+	c.NegotiatedSerializer = Codecs.WithoutConversion()
+	if c.UserAgent == "" {
+		c.UserAgent = rest.DefaultKubernetesUserAgent()
+	}
+	return rest.RESTClientFor(c)
+}
+
+// Get reads object ns/name of resource into into (ns "": a cluster-scoped
+// resource, a Node).
+func (c *Client) Get(ctx context.Context, resource, ns, name string, into runtime.Object) error {
+	return in(c.req.Get(), ns).Resource(resource).Name(name).Do(ctx).Into(into)
+}
+
+// List lists resource in ns ("": every namespace, or a cluster-scoped
+// resource) into into.
+func (c *Client) List(ctx context.Context, resource, ns string, opts metav1.ListOptions, into runtime.Object) error {
+	return in(c.req.Get(), ns).Resource(resource).VersionedParams(&opts, metav1.ParameterCodec).Do(ctx).Into(into)
+}
+
+// Create creates obj as resource in ns; the object as created goes into into.
+func (c *Client) Create(ctx context.Context, resource, ns string, obj runtime.Object, opts metav1.CreateOptions, into runtime.Object) error {
+	return in(c.req.Post(), ns).Resource(resource).VersionedParams(&opts, metav1.ParameterCodec).Body(obj).Do(ctx).Into(into)
+}
+
+// Patch patches object ns/name of resource with data (of type pt); the
+// object as patched goes into into.
+func (c *Client) Patch(ctx context.Context, resource, ns, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, into runtime.Object) error {
+	return in(c.req.Patch(pt), ns).Resource(resource).Name(name).VersionedParams(&opts, metav1.ParameterCodec).Body(data).Do(ctx).Into(into)
+}
+
+// in scopes r to namespace ns; "" leaves it unscoped (client-go refuses an
+// empty namespace beside a name: a cluster-scoped object has none).
+func in(r *rest.Request, ns string) *rest.Request {
+	if ns == "" {
+		return r
+	}
+	return r.Namespace(ns)
+}
+
+// Readyz asks the API server's /readyz.
+func (c *Client) Readyz(ctx context.Context) error {
+	_, err := c.probe.Get().AbsPath("/readyz").DoRaw(ctx)
+	return err
+}
+
+// ListWatch lists and watches resource in every namespace the field
+// selector picks, for an informer (on the client without a request timeout).
+func (c *Client) ListWatch(resource, fieldSelector string) cache.ListerWatcher {
+	return cache.NewFilteredListWatchFromClient(c.watch, resource, metav1.NamespaceAll,
+		func(o *metav1.ListOptions) { o.FieldSelector = fieldSelector })
+}

@@ -1,0 +1,72 @@
+package apiclient_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/stickyip/stickyip/checkpointd/apiclient"
+	"github.com/stickyip/stickyip/checkpointd/apiclient/apitest"
+)
+
+// The client reads a cluster-scoped object (the node's Node: the placement
+// publisher asks for its UID) and namespaced ones, lists across namespaces
+// and creates, with the requests a real API server answers.
+func TestClientRequests(t *testing.T) {
+	srv := apitest.New(t, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node1", UID: "n-uid"}},
+		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "cm", Namespace: "a"}, Data: map[string]string{"k": "v"}},
+		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "a"}}, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "q", Namespace: "b"}})
+	c, err := apiclient.New(srv.Config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	var n corev1.Node
+	if err := c.Get(ctx, apiclient.Nodes, "", "node1", &n); err != nil || n.UID != "n-uid" {
+		t.Errorf("Get Node node1: %v, uid %q", err, n.UID)
+	}
+	var cm corev1.ConfigMap
+	if err := c.Get(ctx, apiclient.ConfigMaps, "a", "cm", &cm); err != nil || cm.Data["k"] != "v" {
+		t.Errorf("Get ConfigMap a/cm: %v, %v", err, cm.Data)
+	}
+	if err := c.Get(ctx, apiclient.ConfigMaps, "b", "cm", &cm); !apierrors.IsNotFound(err) {
+		t.Errorf("Get ConfigMap b/cm: %v, want not found", err)
+	}
+	var pods corev1.PodList
+	if err := c.List(ctx, apiclient.Pods, "", metav1.ListOptions{}, &pods); err != nil || len(pods.Items) != 2 {
+		t.Errorf("List pods of every namespace: %v, %d", err, len(pods.Items))
+	}
+	var created corev1.ConfigMap
+	err = c.Create(ctx, apiclient.ConfigMaps, "b", &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "new"}}, metav1.CreateOptions{}, &created)
+	if err != nil || created.Namespace != "b" || created.ResourceVersion == "" {
+		t.Errorf("Create ConfigMap b/new: %v, %+v", err, created.ObjectMeta)
+	}
+	if err := c.Readyz(ctx); err != nil {
+		t.Errorf("Readyz: %v", err)
+	}
+}
+
+// The reachability probe is not held back by the requests' rate limit: a
+// burst of reads (Secrets at start) must not make the API server look away.
+func TestReadyzIgnoresTheRateLimit(t *testing.T) {
+	srv := apitest.New(t, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node1"}})
+	cfg := srv.Config()
+	cfg.QPS, cfg.Burst = 0.5, 1 // one request, then one every 2 s
+	c, err := apiclient.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n corev1.Node
+	if err := c.Get(context.Background(), apiclient.Nodes, "", "node1", &n); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	if err := c.Readyz(ctx); err != nil {
+		t.Fatalf("Readyz after the rate limit's burst: %v", err)
+	}
+}

@@ -1,0 +1,290 @@
+package boltstore
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/stickyip/stickyip/reservation"
+	"github.com/stickyip/stickyip/reservation/storetest"
+)
+
+// The Txn contract holds when every change goes through the journal: each
+// call sees what the earlier ones journaled.
+func TestContractJournaled(t *testing.T) { storetest.Run(t, newStore(t).UpdateJournaled) }
+
+// putJournaled records ip for container c through the journal.
+func putJournaled(t *testing.T, s *Store, ip string) {
+	t.Helper()
+	must(t, s.UpdateJournaled("n", func(tx reservation.Txn) error {
+		return tx.Put(&reservation.Record{IP: netip.MustParseAddr(ip), State: reservation.Allocated, ContainerID: "c-" + ip, IfName: "eth0"})
+	}))
+}
+
+// held returns the addresses network n records, as a call sees them.
+func held(t *testing.T, s *Store) []string {
+	t.Helper()
+	var out []string
+	must(t, s.View("n", func(tx reservation.Txn) error {
+		return tx.ForEach(func(r *reservation.Record) error {
+			out = append(out, r.IP.String())
+			return nil
+		})
+	}))
+	return out
+}
+
+// frameEnds returns where each frame of a journal ends, up to the first
+// empty header.
+func frameEnds(data []byte) []int {
+	var out []int
+	for off := 0; off+frameHeader <= len(data) && !bytes.Equal(data[off:off+frameHeader], emptyHeader); {
+		off += frameHeader + int(binary.LittleEndian.Uint32(data[off:]))
+		out = append(out, off)
+	}
+	return out
+}
+
+func fileBytes(t *testing.T, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// A journaled change leaves the database file as it was, is seen by every
+// later call, and is committed with the next Update, which empties the
+// journal.
+func TestJournaledChangeIsSeenThenCommitted(t *testing.T) {
+	s := newStore(t)
+	put(t, s, "10.0.0.2")
+	db := fileBytes(t, s.Path())
+	putJournaled(t, s, "10.0.0.3")
+	must(t, s.UpdateJournaled("n", func(tx reservation.Txn) error { return tx.Delete(netip.MustParseAddr("10.0.0.2")) }))
+	if !bytes.Equal(fileBytes(t, s.Path()), db) {
+		t.Fatal("a journaled change wrote the database")
+	}
+	if got := held(t, s); !slices.Equal(got, []string{"10.0.0.3"}) {
+		t.Fatalf("after two journaled changes a call sees %v, want [10.0.0.3]", got)
+	}
+	journal := filepath.Join(s.Dir(), JournalFile)
+	if n := len(frameEnds(fileBytes(t, journal))); n != 2 {
+		t.Fatalf("journal holds %d entries, want 2", n)
+	}
+	if n := len(fileBytes(t, journal)); n != journalSize {
+		t.Fatalf("journal of %d bytes, want %d (made whole, never grown)", n, journalSize)
+	}
+	put(t, s, "10.0.0.4")
+	if journalHead(s.Dir()) {
+		t.Fatal("journal still heads an entry after a commit")
+	}
+	// What is committed, read straight from the file.
+	var stored []string
+	must(t, s.viewStored(func(tx *bolt.Tx) error {
+		tn, err := openNetwork(tx, "n", false)
+		if err != nil {
+			return err
+		}
+		return tn.ForEach(func(r *reservation.Record) error { stored = append(stored, r.IP.String()); return nil })
+	}))
+	if !slices.Equal(stored, []string{"10.0.0.3", "10.0.0.4"}) {
+		t.Fatalf("database holds %v, want [10.0.0.3 10.0.0.4]", stored)
+	}
+}
+
+// A power loss keeps any part of the journal, unsynced: cut at every byte,
+// or with a page of it lost in the middle, the store opens, passes its
+// check and shows the changes of the whole entries before the cut, in
+// order, never a part of one.
+func TestJournalCutAnywhere(t *testing.T) {
+	s := newStore(t)
+	put(t, s, "10.0.0.2")
+	journal := filepath.Join(s.Dir(), JournalFile)
+	for _, ip := range []string{"10.0.0.3", "10.0.0.4", "10.0.0.5"} {
+		putJournaled(t, s, ip)
+	}
+	sizes := frameEnds(fileBytes(t, journal)) // where each entry ends
+	full := fileBytes(t, journal)[:sizes[2]+frameHeader]
+	want := func(cut int) []string {
+		out := []string{"10.0.0.2"}
+		for i, n := range sizes {
+			if cut >= n {
+				out = append(out, []string{"10.0.0.3", "10.0.0.4", "10.0.0.5"}[i])
+			}
+		}
+		return out
+	}
+	for cut := 0; cut <= len(full); cut++ {
+		must(t, os.WriteFile(journal, full[:cut], 0o600))
+		if got := held(t, s); !slices.Equal(got, want(cut)) {
+			t.Fatalf("journal cut at byte %d of %d: a call sees %v, want %v", cut, len(full), got, want(cut))
+		}
+		if problems, err := s.Check(); err != nil || len(problems) > 0 {
+			t.Fatalf("journal cut at byte %d: check: %v %v", cut, problems, err)
+		}
+	}
+	// The second entry's bytes lost (zeroed), the third kept: only the first counts.
+	torn := slices.Clone(full)
+	clear(torn[sizes[0]+frameHeader : sizes[1]])
+	must(t, os.WriteFile(journal, torn, 0o600))
+	if got := held(t, s); !slices.Equal(got, want(sizes[0])) {
+		t.Fatalf("second entry lost: a call sees %v, want %v", got, want(sizes[0]))
+	}
+	// A changed byte that still parses (another address): the checksum
+	// stops the reading there.
+	changed := slices.Clone(full)
+	i := sizes[0] + bytes.Index(full[sizes[0]:sizes[1]], []byte("10.0.0.4"))
+	changed[i+7] = '6'
+	must(t, os.WriteFile(journal, changed, 0o600))
+	if got := held(t, s); !slices.Equal(got, want(sizes[0])) {
+		t.Fatalf("second entry changed: a call sees %v, want %v", got, want(sizes[0]))
+	}
+	// The first entry missing, the second's frame first: nothing counts.
+	must(t, os.WriteFile(journal, full[sizes[0]:sizes[1]], 0o600))
+	if got := held(t, s); !slices.Equal(got, want(0)) {
+		t.Fatalf("journal starting at its second entry: a call sees %v, want %v", got, want(0))
+	}
+	must(t, os.WriteFile(journal, torn, 0o600))
+	// The next journaled change follows the first entry, cutting the rest off.
+	putJournaled(t, s, "10.0.0.9")
+	if got := held(t, s); !slices.Equal(got, []string{"10.0.0.2", "10.0.0.3", "10.0.0.9"}) {
+		t.Fatalf("after a change on a torn journal a call sees %v", got)
+	}
+}
+
+// A journal a commit already holds (the process killed before emptying
+// it) is not applied again: a later change of the same address stands.
+func TestJournalAppliedOnce(t *testing.T) {
+	s := newStore(t)
+	put(t, s, "10.0.0.2")
+	putJournaled(t, s, "10.0.0.3")
+	journal := filepath.Join(s.Dir(), JournalFile)
+	left := fileBytes(t, journal)
+	must(t, s.Update("n", func(tx reservation.Txn) error { return tx.Delete(netip.MustParseAddr("10.0.0.3")) }))
+	must(t, os.WriteFile(journal, left, 0o600)) // as if the commit's process died before emptying it
+	if got := held(t, s); !slices.Equal(got, []string{"10.0.0.2"}) {
+		t.Fatalf("a call sees %v, want [10.0.0.2]: an entry the database already holds was applied again", got)
+	}
+}
+
+// A full journal is committed by the next journaled change, synced, so no
+// call reads a long one; so is a change too large for it.
+func TestJournalBounds(t *testing.T) {
+	s := newStore(t)
+	journal := filepath.Join(s.Dir(), JournalFile)
+	put(t, s, "10.0.1.1")
+	for i := range maxJournalEntries {
+		putJournaled(t, s, netip.AddrFrom4([4]byte{10, 0, 0, byte(i + 1)}).String())
+	}
+	if n := len(frameEnds(fileBytes(t, journal))); n != maxJournalEntries {
+		t.Fatalf("%d entries, want %d", n, maxJournalEntries)
+	}
+	putJournaled(t, s, "10.0.0.200")
+	if journalHead(s.Dir()) {
+		t.Fatalf("journal of %d entries not committed by the next change", maxJournalEntries)
+	}
+	if n := len(held(t, s)); n != maxJournalEntries+2 {
+		t.Fatalf("%d addresses, want %d", n, maxJournalEntries+2)
+	}
+	must(t, s.UpdateJournaled("n", func(tx reservation.Txn) error {
+		for i := range maxJournalOps + 1 {
+			if err := tx.Delete(netip.AddrFrom4([4]byte{10, 0, 2, byte(i)})); err != nil {
+				return err
+			}
+		}
+		return nil
+	}))
+	if journalHead(s.Dir()) {
+		t.Fatalf("a change of %d records was journaled", maxJournalOps+1)
+	}
+	// Changes that fill the file: the one that does not fit is committed.
+	big := func(third byte) error {
+		return s.UpdateJournaled("n", func(tx reservation.Txn) error {
+			for i := range maxJournalOps {
+				r := &reservation.Record{IP: netip.AddrFrom4([4]byte{10, 1, third, byte(i)}), State: reservation.Allocated,
+					ContainerID: fmt.Sprintf("%064d", int(third)*1000+i), IfName: "eth0", Netns: "/var/run/netns/" + strings.Repeat("n", 100)}
+				if err := tx.Put(r); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	}
+	for third := byte(0); journalHead(s.Dir()) || third == 0; third++ {
+		must(t, big(third))
+		if third > journalSize/(maxJournalOps*200) {
+			t.Fatalf("%d changes of %d records each all journaled in a file of %d bytes", third+1, maxJournalOps, journalSize)
+		}
+	}
+}
+
+// A rebuilt store is a new database: the journal of the damaged one is
+// not applied to it.
+func TestJournalOfAReplacedStore(t *testing.T) {
+	s := newStore(t)
+	put(t, s, "10.0.0.2")
+	putJournaled(t, s, "10.0.0.3")
+	must(t, os.WriteFile(s.Path(), bytes.Repeat([]byte{0xff}, 4096), 0o600))
+	_, err := s.Replace(time.Now(), func(open func(string) (reservation.Txn, error)) error {
+		tx, err := open("n")
+		if err != nil {
+			return err
+		}
+		return tx.Put(&reservation.Record{IP: netip.MustParseAddr("10.0.0.7"), State: reservation.Allocated, ContainerID: "c7", IfName: "eth0"})
+	})
+	must(t, err)
+	if got := held(t, s); !slices.Equal(got, []string{"10.0.0.7"}) {
+		t.Fatalf("rebuilt store shows %v, want [10.0.0.7]", got)
+	}
+}
+
+// An entry decodes to what was encoded; every shorter payload is refused.
+func TestJournalEntryEncoding(t *testing.T) {
+	ip := netip.MustParseAddr("fd00::7")
+	e := journalEntry{Base: journalBase{Inode: 7, Txid: 1 << 40}, Seq: 3, Ops: []journalOp{
+		{Net: "cbr0", Put: []byte(`{"ip":"10.0.0.2"}`)}, {Net: "cbr0", Del: &ip}, {Net: "n2", Meta: &[2]string{"bootID", "b"}}}}
+	p := e.encode()
+	got, err := decodeEntry(p)
+	if err != nil || got.Base != e.Base || got.Seq != 3 || len(got.Ops) != 3 || string(got.Ops[0].Put) != `{"ip":"10.0.0.2"}` ||
+		*got.Ops[1].Del != ip || *got.Ops[2].Meta != *e.Ops[2].Meta || got.Ops[2].Net != "n2" {
+		t.Fatalf("decoded %+v, %v; want %+v", got, err, e)
+	}
+	for n := range len(p) {
+		if _, err := decodeEntry(p[:n]); err == nil {
+			t.Fatalf("a payload cut to %d of %d bytes decoded", n, len(p))
+		}
+	}
+}
+
+// An entry whose frame is whole but whose record is not valid (a writer's
+// bug, a hand edit) does not count: the store stays usable.
+func TestJournalEntryWithABadRecord(t *testing.T) {
+	s := newStore(t)
+	put(t, s, "10.0.0.2")
+	putJournaled(t, s, "10.0.0.3")
+	journal := filepath.Join(s.Dir(), JournalFile)
+	data := fileBytes(t, journal)
+	end := frameEnds(data)[0]
+	payload := bytes.Replace(data[frameHeader:end], []byte(`"state":"allocated"`), []byte(`"state":"bogusbogu"`), 1)
+	if bytes.Equal(payload, data[frameHeader:end]) {
+		t.Fatal("no state in the entry's record")
+	}
+	copy(data[frameHeader:], payload)
+	binary.LittleEndian.PutUint64(data[4:], checksum(payload))
+	must(t, os.WriteFile(journal, data, 0o600))
+	if got := held(t, s); !slices.Equal(got, []string{"10.0.0.2"}) {
+		t.Fatalf("a call sees %v, want [10.0.0.2] (the bad entry ignored)", got)
+	}
+	put(t, s, "10.0.0.4")
+}

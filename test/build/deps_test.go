@@ -1,0 +1,41 @@
+package build
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+
+	"github.com/stickyip/stickyip/test/harness"
+)
+
+// checkpointd stays the size of a node agent (issue 40: 62 MB with the typed
+// clientset of every API group, 21 MB without): it links the core/v1 API
+// types and client-go's REST client, never the clientset, the informers of
+// every group, the OpenAPI models or, as make build builds it (grpcnotrace),
+// html/template (whose reflection keeps every exported method).
+func TestCheckpointdLinksCoreV1Only(t *testing.T) {
+	root, err := harness.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("go", "list", "-tags", "grpcnotrace", "-deps", "./checkpointd/cmd/checkpointd")
+	cmd.Dir = root
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	var bad []string
+	for _, p := range strings.Fields(string(out)) {
+		switch {
+		case strings.HasPrefix(p, "k8s.io/api/") && p != "k8s.io/api/core/v1",
+			p == "k8s.io/client-go/kubernetes", strings.HasPrefix(p, "k8s.io/client-go/kubernetes/"),
+			strings.HasPrefix(p, "k8s.io/client-go/informers"), strings.HasPrefix(p, "github.com/google/gnostic-models"),
+			p == "html/template":
+			bad = append(bad, p)
+		}
+	}
+	if len(bad) > 0 {
+		t.Errorf("checkpointd links %d packages it should not (use checkpointd/apiclient, not the typed clientset): %s",
+			len(bad), strings.Join(bad, " "))
+	}
+}
