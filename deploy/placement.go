@@ -1,6 +1,18 @@
 package deploy
 
-import "embed"
+import (
+	"bufio"
+	"bytes"
+	"embed"
+	"fmt"
+	"io"
+	"io/fs"
+
+	admissionv1 "k8s.io/api/admissionregistration/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/yaml"
+)
 
 // Placement holds deploy/placement: the RBAC, the index policy, the
 // placement hint and the pod policy operators apply with
@@ -8,3 +20,67 @@ import "embed"
 //
 //go:embed placement/*.yaml placement/Kustomization
 var Placement embed.FS
+
+// PlacementObjects decodes every object of deploy/placement, strictly (an
+// unknown field or kind is an error), by "Kind/name": the admission
+// policies and their bindings as admissionregistration/v1 types, the RBAC as
+// rbac/v1 ones.
+func PlacementObjects() (map[string]any, error) {
+	out := map[string]any{}
+	files, err := fs.Glob(Placement, "placement/*.yaml")
+	if err != nil {
+		return nil, err
+	}
+	for _, f := range files {
+		data, err := fs.ReadFile(Placement, f)
+		if err != nil {
+			return nil, err
+		}
+		r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
+		for {
+			doc, err := r.Read()
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				return nil, fmt.Errorf("deploy/%s: %w", f, err)
+			}
+			var head struct {
+				Kind     string
+				Metadata struct{ Name string }
+			}
+			if err := yaml.Unmarshal(doc, &head); err != nil || head.Kind == "" {
+				continue // a comment-only document
+			}
+			obj, err := placementObject(head.Kind)
+			if err != nil {
+				return nil, fmt.Errorf("deploy/%s: %w", f, err)
+			}
+			if err := yaml.UnmarshalStrict(doc, obj); err != nil {
+				return nil, fmt.Errorf("deploy/%s: %s: %w", f, head.Kind, err)
+			}
+			out[head.Kind+"/"+head.Metadata.Name] = obj
+		}
+	}
+	return out, nil
+}
+
+// placementObject is an empty object of kind, one of those deploy/placement
+// holds.
+func placementObject(kind string) (any, error) {
+	switch kind {
+	case "ValidatingAdmissionPolicy":
+		return &admissionv1.ValidatingAdmissionPolicy{}, nil
+	case "ValidatingAdmissionPolicyBinding":
+		return &admissionv1.ValidatingAdmissionPolicyBinding{}, nil
+	case "MutatingAdmissionPolicy":
+		return &admissionv1.MutatingAdmissionPolicy{}, nil
+	case "MutatingAdmissionPolicyBinding":
+		return &admissionv1.MutatingAdmissionPolicyBinding{}, nil
+	case "ClusterRole":
+		return &rbacv1.ClusterRole{}, nil
+	case "ClusterRoleBinding":
+		return &rbacv1.ClusterRoleBinding{}, nil
+	}
+	return nil, fmt.Errorf("unexpected kind %s", kind)
+}

@@ -1,10 +1,7 @@
 package deploy
 
 import (
-	"bufio"
-	"bytes"
 	"fmt"
-	"io"
 	"io/fs"
 	"strconv"
 	"strings"
@@ -12,63 +9,20 @@ import (
 
 	admissionv1 "k8s.io/api/admissionregistration/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
-	"sigs.k8s.io/yaml"
 
 	"github.com/stickyip/stickyip/checkpointd/placement"
 	"github.com/stickyip/stickyip/checkpointd/placement/entry"
 	"github.com/stickyip/stickyip/contract"
 )
 
-// placementDocs decodes every object of deploy/placement, strictly.
+// placementDocs is PlacementObjects, failing the test on an error.
 func placementDocs(t *testing.T) map[string]any {
 	t.Helper()
-	out := map[string]any{}
-	files, err := fs.Glob(Placement, "placement/*.yaml")
-	if err != nil || len(files) == 0 {
-		t.Fatalf("deploy/placement: %v %v", files, err)
+	docs, err := PlacementObjects()
+	if err != nil {
+		t.Fatal(err)
 	}
-	for _, f := range files {
-		data, _ := fs.ReadFile(Placement, f)
-		r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
-		for {
-			doc, err := r.Read()
-			if err == io.EOF {
-				break
-			}
-			if err != nil {
-				t.Fatalf("%s: %v", f, err)
-			}
-			var head struct{ Kind string }
-			if err := yaml.Unmarshal(doc, &head); err != nil || head.Kind == "" {
-				continue // a comment-only document
-			}
-			var obj any
-			switch head.Kind {
-			case "ValidatingAdmissionPolicy":
-				obj = &admissionv1.ValidatingAdmissionPolicy{}
-			case "ValidatingAdmissionPolicyBinding":
-				obj = &admissionv1.ValidatingAdmissionPolicyBinding{}
-			case "MutatingAdmissionPolicy":
-				obj = &admissionv1.MutatingAdmissionPolicy{}
-			case "MutatingAdmissionPolicyBinding":
-				obj = &admissionv1.MutatingAdmissionPolicyBinding{}
-			case "ClusterRole":
-				obj = &rbacv1.ClusterRole{}
-			case "ClusterRoleBinding":
-				obj = &rbacv1.ClusterRoleBinding{}
-			default:
-				t.Fatalf("%s: unexpected kind %s", f, head.Kind)
-			}
-			if err := yaml.UnmarshalStrict(doc, obj); err != nil {
-				t.Fatalf("%s: %s: %v", f, head.Kind, err)
-			}
-			var meta struct{ Metadata struct{ Name string } }
-			_ = yaml.Unmarshal(doc, &meta)
-			out[head.Kind+"/"+meta.Metadata.Name] = obj
-		}
-	}
-	return out
+	return docs
 }
 
 // The policies compute in CEL what checkpointd computes in Go (the shard of

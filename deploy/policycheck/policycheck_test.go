@@ -8,19 +8,14 @@
 package policycheck
 
 import (
-	"bufio"
-	"bytes"
-	"io"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/google/cel-go/cel"
 	admissionv1 "k8s.io/api/admissionregistration/v1"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/apiserver/pkg/cel/environment"
-	"sigs.k8s.io/yaml"
+
+	"github.com/stickyip/stickyip/deploy"
 )
 
 // policies are the admission policies of deploy/placement by kind/name.
@@ -31,46 +26,17 @@ type policies struct {
 
 func load(t testing.TB) policies {
 	t.Helper()
-	ps := policies{validating: map[string]*admissionv1.ValidatingAdmissionPolicy{}, mutating: map[string]*admissionv1.MutatingAdmissionPolicy{}}
-	files, err := filepath.Glob("../placement/*.yaml")
-	if err != nil || len(files) == 0 {
-		t.Fatalf("deploy/placement: %v %v", files, err)
+	docs, err := deploy.PlacementObjects()
+	if err != nil {
+		t.Fatal(err)
 	}
-	for _, f := range files {
-		data, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
-		for {
-			doc, err := r.Read()
-			if err == io.EOF {
-				break
-			}
-			if err != nil {
-				t.Fatalf("%s: %v", f, err)
-			}
-			var head struct {
-				Kind     string
-				Metadata struct{ Name string }
-			}
-			if yaml.Unmarshal(doc, &head) != nil {
-				continue
-			}
-			switch head.Kind {
-			case "ValidatingAdmissionPolicy":
-				p := &admissionv1.ValidatingAdmissionPolicy{}
-				if err := yaml.UnmarshalStrict(doc, p); err != nil {
-					t.Fatalf("%s: %v", f, err)
-				}
-				ps.validating[head.Metadata.Name] = p
-			case "MutatingAdmissionPolicy":
-				p := &admissionv1.MutatingAdmissionPolicy{}
-				if err := yaml.UnmarshalStrict(doc, p); err != nil {
-					t.Fatalf("%s: %v", f, err)
-				}
-				ps.mutating[head.Metadata.Name] = p
-			}
+	ps := policies{validating: map[string]*admissionv1.ValidatingAdmissionPolicy{}, mutating: map[string]*admissionv1.MutatingAdmissionPolicy{}}
+	for _, obj := range docs {
+		switch p := obj.(type) {
+		case *admissionv1.ValidatingAdmissionPolicy:
+			ps.validating[p.Name] = p
+		case *admissionv1.MutatingAdmissionPolicy:
+			ps.mutating[p.Name] = p
 		}
 	}
 	return ps
