@@ -227,9 +227,6 @@ func (p *Publisher) refusedWrite(ref shardRef, st *Step, err error, now time.Tim
 		return reread
 	}
 	p.fail("apply", name, err)
-	if policy && strings.Contains(msg, "stickyip-placement-owners") {
-		p.nodeUID = "" // read the Node again: it may have been registered again
-	}
 	p.backOff(ref, now)
 	return failed
 }

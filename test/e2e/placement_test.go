@@ -96,6 +96,7 @@ func TestPlacement(t *testing.T) {
 	n.nodeAttacks(node2)
 	n.namespaceUserAttacks()
 	n.hints()
+	n.formerPublisher(node2)
 	n.publisherLifecycle()
 }
 
