@@ -175,7 +175,7 @@ func build(cfg Config, pol policy.Policy) (*parts, error) {
 	rec := reconcile.New(reconcile.Config{
 		Node: cfg.NodeName, Store: checkpoints, StaticDir: cfg.StaticPodDir, VolumeDir: cfg.VolumeDir,
 		Runtime: runtime, API: api, Boot: tracker, Policy: pol, IPAM: ipamStore, Repair: repair, Events: events, Lease: lease,
-		Contact: clock, Metrics: m, Log: log,
+		Contact: clock, Metrics: m, Log: log, AfterPass: releaseMemory,
 		Grace: cfg.Grace, Stable: cfg.Stable, Refresh: cfg.Refresh, LeakMinAge: cfg.LeakMinAge,
 		RestoreTimeout: cfg.RestoreTimeout, CorruptRetention: cfg.CorruptRetention,
 		Reservation: cfg.Reservation, SkipVolumes: cfg.Volumes == "drop",
@@ -228,10 +228,9 @@ func serve(ctx context.Context, cfg Config, p *parts) error {
 			}
 		}()
 	}
-	wg.Add(3)
+	wg.Add(2)
 	go func() { defer wg.Done(); p.api.Run(ctx) }()
 	go func() { defer wg.Done(); p.rec.Run(ctx, cfg.Interval) }()
-	go func() { defer wg.Done(); releaseMemoryEvery(ctx, cfg.Interval) }()
 	if p.pub != nil {
 		wg.Add(1)
 		go func() { defer wg.Done(); p.pub.Run(ctx) }()
