@@ -5,15 +5,19 @@ package cri
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"net/netip"
 	"strings"
 	"time"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
-	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
-
 	"github.com/stickyip/stickyip/checkpointd/sandboxinfo"
+)
+
+// The CRI's runtime service (k8s.io/cri-api, runtime.v1) and the calls
+// checkpointd makes.
+const (
+	listPodSandbox   = "/runtime.v1.RuntimeService/ListPodSandbox"
+	podSandboxStatus = "/runtime.v1.RuntimeService/PodSandboxStatus"
 )
 
 // Sandbox is one pod sandbox known to the runtime.
@@ -30,8 +34,8 @@ type Sandbox struct {
 
 // Client lists sandboxes through a CRI runtime service.
 type Client struct {
-	conn    *grpc.ClientConn
-	rt      runtimeapi.RuntimeServiceClient
+	tr      *http.Transport
+	hc      *http.Client
 	timeout time.Duration
 }
 
@@ -45,39 +49,31 @@ func Dial(endpoint string, timeout time.Duration) (*Client, error) {
 	if !strings.HasPrefix(target, "unix://") {
 		return nil, fmt.Errorf("CRI endpoint %q: only unix sockets are supported", endpoint)
 	}
-	conn, err := grpc.NewClient(target,
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(16<<20)))
-	if err != nil {
-		return nil, fmt.Errorf("CRI endpoint %q: %w", endpoint, err)
+	socket := strings.TrimPrefix(target, "unix://")
+	if socket == "" {
+		return nil, fmt.Errorf("CRI endpoint %q: no socket path", endpoint)
 	}
-	return &Client{conn: conn, rt: runtimeapi.NewRuntimeServiceClient(conn), timeout: timeout}, nil
+	tr := transport(socket)
+	return &Client{tr: tr, hc: &http.Client{Transport: tr}, timeout: timeout}, nil
 }
 
 // Close closes the connection.
-func (c *Client) Close() error { return c.conn.Close() }
+func (c *Client) Close() error {
+	c.tr.CloseIdleConnections()
+	return nil
+}
 
 // Sandboxes returns every sandbox the runtime knows, ready or not.
 func (c *Client) Sandboxes(ctx context.Context) ([]Sandbox, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
-	resp, err := c.rt.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{})
+	resp, err := c.unary(ctx, listPodSandbox, nil)
 	if err != nil {
 		return nil, fmt.Errorf("CRI ListPodSandbox: %w", err)
 	}
-	out := make([]Sandbox, 0, len(resp.Items))
-	for _, it := range resp.Items {
-		s := Sandbox{
-			ID:          it.Id,
-			Ready:       it.State == runtimeapi.PodSandboxState_SANDBOX_READY,
-			CreatedAt:   time.Unix(0, it.CreatedAt),
-			Labels:      it.Labels,
-			Annotations: it.Annotations,
-		}
-		if it.Metadata != nil {
-			s.Namespace, s.Name, s.UID = it.Metadata.Namespace, it.Metadata.Name, it.Metadata.Uid
-		}
-		out = append(out, s)
+	out, err := decodeSandboxes(resp)
+	if err != nil {
+		return nil, fmt.Errorf("CRI ListPodSandbox: %w", err)
 	}
 	return out, nil
 }
@@ -104,33 +100,29 @@ type Status struct {
 func (c *Client) Status(ctx context.Context, id string) (Status, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
-	resp, err := c.rt.PodSandboxStatus(ctx, &runtimeapi.PodSandboxStatusRequest{PodSandboxId: id, Verbose: true})
+	resp, err := c.unary(ctx, podSandboxStatus, encodeStatusRequest(id, true))
 	if err != nil {
 		return Status{}, fmt.Errorf("CRI PodSandboxStatus %s: %w", id, err)
 	}
-	st := resp.GetStatus()
-	if st == nil {
+	st, err := decodeStatus(resp, sandboxinfo.Key)
+	if err != nil {
+		return Status{}, fmt.Errorf("CRI PodSandboxStatus %s: %w", id, err)
+	}
+	if !st.hasStatus {
 		return Status{}, fmt.Errorf("CRI PodSandboxStatus %s: no status", id)
 	}
-	out := Status{Annotations: st.Annotations,
-		HostNetwork: st.GetLinux().GetNamespaces().GetOptions().GetNetwork() == runtimeapi.NamespaceMode_NODE}
-	if n := st.GetNetwork(); n != nil {
-		addrs := []string{n.Ip}
-		for _, a := range n.AdditionalIps {
-			addrs = append(addrs, a.GetIp())
+	out := Status{Annotations: st.annotations, HostNetwork: st.hostNetwork}
+	for _, a := range append([]string{st.ip}, st.moreIPs...) {
+		if a == "" {
+			continue
 		}
-		for _, a := range addrs {
-			if a == "" {
-				continue
-			}
-			ip, err := netip.ParseAddr(a)
-			if err != nil {
-				return Status{}, fmt.Errorf("CRI PodSandboxStatus %s: address %q: %w", id, a, err)
-			}
-			out.IPs = append(out.IPs, ip.Unmap())
+		ip, err := netip.ParseAddr(a)
+		if err != nil {
+			return Status{}, fmt.Errorf("CRI PodSandboxStatus %s: address %q: %w", id, a, err)
 		}
+		out.IPs = append(out.IPs, ip.Unmap())
 	}
-	if v, ok := resp.GetInfo()[sandboxinfo.Key]; ok {
+	if v, ok := st.info[sandboxinfo.Key]; ok {
 		in, err := sandboxinfo.Parse(v)
 		if err != nil {
 			return Status{}, fmt.Errorf("CRI PodSandboxStatus %s: %w", id, err)

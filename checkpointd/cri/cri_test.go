@@ -5,10 +5,13 @@ import (
 	"net"
 	"net/netip"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
@@ -41,6 +44,8 @@ func (fakeRuntime) PodSandboxStatus(_ context.Context, r *runtimeapi.PodSandboxS
 		st.Linux = &runtimeapi.LinuxPodSandboxStatus{Namespaces: &runtimeapi.Namespace{Options: &runtimeapi.NamespaceOption{Network: runtimeapi.NamespaceMode_NODE}}}
 	case "bad":
 		st.Network = &runtimeapi.PodSandboxNetworkStatus{Ip: "10.244.1.500"}
+	case "gone":
+		return nil, status.Errorf(codes.NotFound, "sandbox %q 100%% gone", r.PodSandboxId)
 	}
 	return &runtimeapi.PodSandboxStatusResponse{Status: st, Info: info}, nil
 }
@@ -70,6 +75,12 @@ func TestStatus(t *testing.T) {
 	}
 	if _, err := c.Status(context.Background(), "bad"); err == nil {
 		t.Fatal("an address that does not parse was accepted")
+	}
+	// The runtime's error (a gRPC status in the headers, no message)
+	// reaches the caller with its code and text.
+	if _, err := c.Status(context.Background(), "gone"); err == nil || !strings.Contains(err.Error(), "NotFound") ||
+		!strings.Contains(err.Error(), `sandbox "gone" 100% gone`) {
+		t.Fatalf("Status(gone) = %v, want the runtime's NotFound and its message", err)
 	}
 }
 

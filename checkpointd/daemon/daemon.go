@@ -175,7 +175,7 @@ func build(cfg Config, pol policy.Policy) (*parts, error) {
 	rec := reconcile.New(reconcile.Config{
 		Node: cfg.NodeName, Store: checkpoints, StaticDir: cfg.StaticPodDir, VolumeDir: cfg.VolumeDir,
 		Runtime: runtime, API: api, Boot: tracker, Policy: pol, IPAM: ipamStore, Repair: repair, Events: events, Lease: lease,
-		Contact: clock, Metrics: m, Log: log,
+		Contact: clock, Metrics: m, Log: log, AfterPass: releaseMemory,
 		Grace: cfg.Grace, Stable: cfg.Stable, Refresh: cfg.Refresh, LeakMinAge: cfg.LeakMinAge,
 		RestoreTimeout: cfg.RestoreTimeout, CorruptRetention: cfg.CorruptRetention,
 		Reservation: cfg.Reservation, SkipVolumes: cfg.Volumes == "drop",

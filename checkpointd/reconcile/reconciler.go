@@ -123,6 +123,9 @@ type Config struct {
 	Reservation      string        // reservation annotation for copies whose parent has none
 	SkipVolumes      bool          // do not save secret/configMap data; such volumes become emptyDirs
 	Now              func() time.Time
+	// AfterPass, when set, runs after each pass of Run (the daemon gives
+	// the memory the pass freed back to the kernel).
+	AfterPass func()
 }
 
 // Reconciler runs reconcile passes.
@@ -185,6 +188,9 @@ func (r *Reconciler) Run(ctx context.Context, interval time.Duration) {
 			r.cfg.Log.Info("reconcile passes observe the node again")
 		}
 		last = err
+		if r.cfg.AfterPass != nil {
+			r.cfg.AfterPass()
+		}
 		select {
 		case <-ctx.Done():
 			return

@@ -34,11 +34,13 @@ const (
 // memSample is one process's resident memory through workload 8.
 type memSample struct {
 	process string
-	binary  int64   // bytes of its binary
-	rss     []int64 // VmRSS, once a second once the node is settled
-	anon    []int64 // its RssAnon (heap, stacks)
-	file    []int64 // its RssFile (the binary's pages)
-	hwm     int64   // VmHWM at the end: the peak, start-up included
+	binary  int64         // bytes of its binary
+	rss     []int64       // VmRSS, once a second once the node is settled
+	anon    []int64       // its RssAnon (heap, stacks)
+	file    []int64       // its RssFile (the binary's pages)
+	hwm     int64         // VmHWM at the end: the peak, start-up included
+	cpu     time.Duration // CPU time (user and system) used while sampled
+	span    time.Duration // how long it was sampled
 }
 
 // workloadMemory is workload 8: checkpointd's and flanneld's resident
@@ -269,12 +271,20 @@ func settled(c *kubernetes.Clientset, checkpoints string) error {
 }
 
 // sampleMemory reads the daemons' resident memory once a second for
-// seconds, then their peak.
+// seconds, then their peak and the CPU time they used meanwhile (what a
+// tighter heap costs in garbage collection shows there).
 func sampleMemory(seconds int, ds ...*daemon) ([]memSample, error) {
 	out := make([]memSample, len(ds))
+	cpu0 := make([]time.Duration, len(ds))
 	for i, d := range ds {
 		out[i].process = d.name
+		c, err := d.cpu()
+		if err != nil {
+			return nil, err
+		}
+		cpu0[i] = c
 	}
+	start := time.Now()
 	for s := 0; s <= seconds; s++ {
 		if s > 0 {
 			time.Sleep(time.Second)
@@ -292,6 +302,13 @@ func sampleMemory(seconds int, ds ...*daemon) ([]memSample, error) {
 			out[i].file = append(out[i].file, m.file)
 			out[i].hwm = m.hwm
 		}
+	}
+	for i, d := range ds {
+		c, err := d.cpu()
+		if err != nil {
+			return nil, err
+		}
+		out[i].cpu, out[i].span = c-cpu0[i], time.Since(start)
 	}
 	return out, nil
 }

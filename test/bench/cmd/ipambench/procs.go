@@ -104,6 +104,35 @@ func (d *daemon) memory() (memStatus, error) {
 	return m, sc.Err()
 }
 
+// cpu returns the CPU time the daemon has used (user and system, from
+// /proc/<pid>/stat).
+func (d *daemon) cpu() (time.Duration, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", d.cmd.Process.Pid))
+	if err != nil {
+		return 0, err
+	}
+	// Fields after the command name (in parentheses, which may hold
+	// spaces): state is the 1st, utime the 12th, stime the 13th.
+	_, rest, ok := strings.Cut(string(b), ") ")
+	f := strings.Fields(rest)
+	if !ok || len(f) < 13 {
+		return 0, fmt.Errorf("/proc/%d/stat: %q", d.cmd.Process.Pid, b)
+	}
+	var ticks int64
+	for _, s := range f[11:13] {
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("/proc/%d/stat: %w", d.cmd.Process.Pid, err)
+		}
+		ticks += n
+	}
+	return time.Duration(ticks) * time.Second / clockTicks, nil
+}
+
+// clockTicks is the kernel's USER_HZ, the unit of /proc/<pid>/stat's times
+// (100 on every Linux architecture Go supports).
+const clockTicks = 100
+
 // tail returns the last n lines of the file at path.
 func tail(path string, n int) string {
 	b, err := os.ReadFile(path)

@@ -175,13 +175,14 @@ func (r *report) render(w io.Writer) {
 	if len(r.memory) > 0 {
 		fmt.Fprintln(w, "## Memory")
 		fmt.Fprintln(w)
-		fmt.Fprintln(w, "Resident memory (VmRSS, once a second once the node is settled; VmHWM, the peak since start, read last) of each daemon on the 110-pod node of workload 8. MB = 10^6 bytes.")
+		fmt.Fprintln(w, "Resident memory (VmRSS, once a second once the node is settled; VmHWM, the peak since start, read last) of each daemon on the 110-pod node of workload 8, and the CPU it used while sampled (user and system time over the samples' span). MB = 10^6 bytes.")
 		fmt.Fprintln(w)
-		fmt.Fprintln(w, "| process | binary | samples | VmRSS median | of which heap and stacks (RssAnon) | of which its binary (RssFile) | VmRSS highest | VmHWM (peak) |")
-		fmt.Fprintln(w, "|---|--:|--:|--:|--:|--:|--:|--:|")
+		fmt.Fprintln(w, "| process | binary | samples | VmRSS median | of which heap and stacks (RssAnon) | of which its binary (RssFile) | VmRSS highest | VmHWM (peak) | CPU while sampled |")
+		fmt.Fprintln(w, "|---|--:|--:|--:|--:|--:|--:|--:|--:|")
 		for _, m := range r.memory {
-			fmt.Fprintf(w, "| %s | %s | %d | %s | %s | %s | %s | %s |\n", m.process, mb(m.binary), len(m.rss), mb(medianOf(m.rss)),
-				mb(medianOf(m.anon)), mb(medianOf(m.file)), mb(maxOf(m.rss)), mb(m.hwm))
+			fmt.Fprintf(w, "| %s | %s | %d | %s | %s | %s | %s | %s | %s in %s (%.1f%%) |\n", m.process, mb(m.binary), len(m.rss), mb(medianOf(m.rss)),
+				mb(medianOf(m.anon)), mb(medianOf(m.file)), mb(maxOf(m.rss)), mb(m.hwm),
+				m.cpu.Round(10*time.Millisecond), m.span.Round(100*time.Millisecond), 100*m.cpu.Seconds()/max(m.span.Seconds(), 1e-9))
 		}
 		fmt.Fprintln(w)
 	}
