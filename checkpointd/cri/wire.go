@@ -3,6 +3,7 @@ package cri
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"google.golang.org/protobuf/encoding/protowire"
@@ -13,11 +14,13 @@ import (
 // numbers below are its). Fields it does not read are skipped, as any
 // protobuf reader does with fields it does not know.
 
-// fields calls f with the number and value of each field of message b: v
-// for a length-delimited field (a string, bytes, a message, a map entry), x
-// for a varint (an integer, a bool, an enum). Fields of other wire types
-// are skipped.
-func fields(b []byte, f func(num protowire.Number, v []byte, x uint64) error) error {
+// fields calls f with the number and value of each field of message b that
+// it reads: v for a length-delimited field (a string, bytes, a message, a
+// map entry), x for a varint field (an integer, a bool, an enum) whose
+// number is among varints. A field of another wire type than the one it is
+// read as is skipped, as the protobuf library skips it (it keeps it among
+// the unknown fields), and so is every field of another wire type.
+func fields(b []byte, f func(num protowire.Number, v []byte, x uint64) error, varints ...protowire.Number) error {
 	for len(b) > 0 {
 		num, typ, n := protowire.ConsumeTag(b)
 		if n < 0 {
@@ -38,7 +41,7 @@ func fields(b []byte, f func(num protowire.Number, v []byte, x uint64) error) er
 			return fmt.Errorf("field %d: %w", num, protowire.ParseError(n))
 		}
 		b = b[n:]
-		if typ != protowire.BytesType && typ != protowire.VarintType {
+		if varint := slices.Contains(varints, num); typ != protowire.BytesType && !varint || typ != protowire.VarintType && varint {
 			continue
 		}
 		if err := f(num, v, x); err != nil {
@@ -102,7 +105,7 @@ func decodeSandbox(b []byte) (Sandbox, error) {
 			return mapEntry(&s.Annotations, b)
 		}
 		return nil
-	})
+	}, 3, 4)
 	s.CreatedAt = time.Unix(0, created)
 	return s, err
 }
@@ -213,6 +216,10 @@ func nested(b []byte, path []protowire.Number, f func(uint64)) error {
 	if len(path) == 0 {
 		return errors.New("empty path")
 	}
+	var varints []protowire.Number
+	if len(path) == 1 {
+		varints = path // the end of the path is a varint, the fields above it messages
+	}
 	return fields(b, func(num protowire.Number, v []byte, x uint64) error {
 		switch {
 		case num != path[0]:
@@ -223,5 +230,5 @@ func nested(b []byte, path []protowire.Number, f func(uint64)) error {
 		default:
 			return nested(v, path[1:], f)
 		}
-	})
+	}, varints...)
 }
