@@ -199,3 +199,48 @@ func TestValuesStayValues(t *testing.T) {
 		t.Errorf("hostPID %v, node selector %q", spec.HostPID, spec.NodeSelector["zone"])
 	}
 }
+
+// TestStatefulSetsValue: placement.statefulSets, the cluster's default for
+// StatefulSet pods, becomes the first variable of the stickyip-statefulsets
+// policy and changes nothing else; a value the namespace label would not
+// take, or the value without the placement policies, is refused.
+func TestStatefulSetsValue(t *testing.T) {
+	plain := documents(t, render(t, "--set", "placement.enabled=true"))
+	set := documents(t, render(t, "--set", "placement.enabled=true,placement.statefulSets=30m-required"))
+	if len(plain) != len(set) {
+		t.Fatalf("%d objects with the default, %d without", len(set), len(plain))
+	}
+	changed := 0
+	for i := range set {
+		if canonical(t, set[i]) == canonical(t, plain[i]) {
+			continue
+		}
+		changed++
+		md, _ := set[i]["metadata"].(map[string]any)
+		spec, _ := set[i]["spec"].(map[string]any)
+		vars, _ := spec["variables"].([]any)
+		first, _ := vars[0].(map[string]any)
+		if set[i]["kind"] != "MutatingAdmissionPolicy" || md["name"] != "stickyip-statefulsets" ||
+			first["name"] != "clusterDefault" || first["expression"] != "'30m-required'" {
+			t.Errorf("placement.statefulSets changed %v %v (first variable %v)", set[i]["kind"], md["name"], first)
+		}
+		first["expression"] = "''"
+		if canonical(t, set[i]) != canonical(t, plain[i]) {
+			t.Errorf("placement.statefulSets changed more than the cluster's default")
+		}
+	}
+	if changed != 1 {
+		t.Errorf("placement.statefulSets changed %d objects, want the one policy", changed)
+	}
+	chart := filepath.Join(repoRoot(t), ChartDir)
+	for _, tc := range []struct{ args []string }{
+		{[]string{"--set", "placement.enabled=true,placement.statefulSets=30x"}},
+		{[]string{"--set", "placement.enabled=true,placement.statefulSets=30m' || true || '"}},
+		{[]string{"--set", "placement.enabled=true", "--set-string", "placement.statefulSets=30m\nx"}},
+		{[]string{"--set", "placement.statefulSets=30m"}},
+	} {
+		if _, err := Render(helmBin(t), chart, InstallNamespace, tc.args...); err == nil || !strings.Contains(err.Error(), "statefulSets") {
+			t.Errorf("%v: %v, want a refusal naming statefulSets", tc.args, err)
+		}
+	}
+}
