@@ -51,6 +51,7 @@ const annPlacement = "stickyip.io/placement"
 // other pod alone; and that checkpointd on the node (real kubelet,
 // containerd and CNI chain) claims a sticky pod's identity at ADD, writes
 // its reservation's end at DEL and releases it at expiry: three writes.
+// Last, the namespace opt-in (issue 39, placement_optin_test.go).
 func TestPlacement(t *testing.T) {
 	n := newCheckpointdNode(t)
 	ctx := context.Background()
@@ -97,6 +98,7 @@ func TestPlacement(t *testing.T) {
 	n.namespaceUserAttacks()
 	n.hints()
 	n.publisherLifecycle()
+	n.namespaceOptIn()
 }
 
 // nodeAttacks: what another node's credentials (node2, running pods
