@@ -45,7 +45,7 @@ var benchLevels = []struct{ inNamespace, total int }{{0, 0}, {1000, 1000}, {1000
 // (the preferred hint, and with stickyip.io/placement: required the required
 // one), one that reserves its IP without an entry, one without any stickyip
 // annotation.
-var benchKinds = []string{"held", "held, required", "not held", "plain"}
+var benchKinds = []string{"held", "held, required", "not held", "plain", benchOptInMarked, benchOptInUnmarked}
 
 // BenchmarkPlacementAdmission prints the median time of a pod creation
 // (POST, from the client) with the placement policy's binding in place and
@@ -118,6 +118,7 @@ func BenchmarkPlacementAdmission(b *testing.B) {
 				for kind, d := range bench.measure(ctx, lv.inNamespace, on, &r.wrongHints) {
 					got[kind] = append(got[kind], d...)
 				}
+				bench.measureOptIn(ctx, lv.inNamespace, on, got, &r.wrongHints) // issue 39
 			}
 		}
 		bench.setPolicy(ctx, true, lv.inNamespace)
@@ -152,6 +153,7 @@ type placementBench struct {
 	nodes   []types.UID
 	binding *admissionv1.MutatingAdmissionPolicyBinding
 	serial  int
+	optIn   benchOptIn // issue 39: placement_bench_optin_test.go
 }
 
 func benchNode(i int) string { return fmt.Sprintf("bnode-%02d", i) }
@@ -208,6 +210,7 @@ func (pb *placementBench) fill(ctx context.Context, i, n int, filled map[int]int
 // with no identity a pod the policy sees nothing for) gets the hint, or not.
 func (pb *placementBench) setPolicy(ctx context.Context, on bool, n int) {
 	b := pb.b
+	pb.setOptIn(ctx, on) // issue 39: the namespace opt-in's binding with the hint's
 	bindings := pb.cs.AdmissionregistrationV1().MutatingAdmissionPolicyBindings()
 	if on {
 		nb := pb.binding.DeepCopy()

@@ -148,7 +148,7 @@ func (n *node) optInRights() {
 		return err == nil, fmt.Sprint(err)
 	})
 	requireRefused(t, "a Role of "+optInNamespace+" granting patch on namespaces, labelling default", n.patchLabel(labeller.CoreV1().Namespaces(), "default", "30"), "forbidden")
-	for _, bad := range []string{"30x", "30m-requird", "required", "-5"} {
+	for _, bad := range []string{"30x", "30m-requird", "required", "1e3", "30m-Required"} {
 		err := n.patchLabel(n.client.CoreV1().Namespaces(), optInNamespace, bad)
 		requireRefused(t, "an administrator labelling "+optInNamespace+" "+contract.LabelStatefulSets+"="+bad, err,
 			contract.LabelStatefulSets+`: "`+bad+`": want a duration`)
@@ -300,6 +300,10 @@ func (cp *controlPlane) setClusterDefault(value string) {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
+	base, err := filepath.Rel(dir, filepath.Join(root, "deploy", "placement")) // kustomize takes no absolute path
+	if err != nil {
+		t.Fatal(err)
+	}
 	overlay := fmt.Sprintf(`apiVersion: kustomize.config.k8s.io/v1beta1
 kind: Kustomization
 resources:
@@ -310,7 +314,7 @@ patches:
     - op: replace
       path: /spec/variables/0/expression
       value: "'%s'"
-`, filepath.Join(root, "deploy", "placement"), optInPolicy, value)
+`, base, optInPolicy, value)
 	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(overlay), 0o644); err != nil {
 		t.Fatal(err)
 	}

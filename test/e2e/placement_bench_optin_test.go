@@ -1,0 +1,148 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	admissionv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/stickyip/stickyip/contract"
+)
+
+// Issue 39's cells of the placement benchmark: StatefulSet pods without
+// stickyip annotations of their own, in namespace bench labelled with the
+// opt-in (each gets its duration from the label and the hint for its
+// entry's node) and unlabelled (nothing). Their identities are the held
+// pods' (stickyip.io/identity: db-<k>, no duration): the same lookup. The
+// opt-in's binding is in place and removed with the hint's, so "policy
+// off" is a cluster without stickyip's pod policies for every kind.
+const (
+	benchOptInMarked   = "statefulset, namespace default" // held through the opt-in
+	benchOptInUnmarked = "statefulset, unlabelled namespace"
+	benchOptInLabel    = "10m"
+)
+
+// benchOptIn is the opt-in's state in the benchmark.
+type benchOptIn struct {
+	binding *admissionv1.MutatingAdmissionPolicyBinding
+	labeled bool
+}
+
+// setOptIn puts the opt-in's binding in place or removes it, as setPolicy
+// does the hint's, and waits until the API server acts accordingly: a pod
+// carrying the opt-in's mark, which it did not set, loses it.
+func (pb *placementBench) setOptIn(ctx context.Context, on bool) {
+	b := pb.b
+	bindings := pb.cs.AdmissionregistrationV1().MutatingAdmissionPolicyBindings()
+	if pb.optIn.binding == nil {
+		cur, err := bindings.Get(ctx, optInPolicy, metav1.GetOptions{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		pb.optIn.binding = cur
+	}
+	if on {
+		nb := pb.optIn.binding.DeepCopy()
+		nb.ResourceVersion, nb.UID = "", ""
+		if _, err := bindings.Create(ctx, nb, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			b.Fatal(err)
+		}
+	} else if err := bindings.Delete(ctx, optInPolicy, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		b.Fatal(err)
+	}
+	eventually(b, fmt.Sprintf("the opt-in %s", map[bool]string{true: "on", false: "off"}[on]), time.Minute, 200*time.Millisecond, func() (bool, string) {
+		p := pb.pod("plain", "", true)
+		p.Annotations = map[string]string{contract.AnnotationDurationFrom: contract.DurationFromNamespace}
+		got, err := pb.cs.CoreV1().Pods(benchNamespace).Create(ctx, p, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		if err != nil {
+			return false, err.Error()
+		}
+		_, marked := got.Annotations[contract.AnnotationDurationFrom]
+		return marked != on, fmt.Sprint(got.Annotations)
+	})
+}
+
+// label sets or removes the opt-in label of namespace bench; with the
+// policies on, it waits until a StatefulSet pod is admitted accordingly.
+func (pb *placementBench) label(ctx context.Context, marked, on bool) {
+	b := pb.b
+	value := "null"
+	if marked {
+		value = fmt.Sprintf("%q", benchOptInLabel)
+	}
+	patch := fmt.Sprintf(`{"metadata":{"labels":{%q:%s}}}`, contract.LabelStatefulSets, value)
+	if _, err := pb.cs.CoreV1().Namespaces().Patch(ctx, benchNamespace, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		b.Fatal(err)
+	}
+	pb.optIn.labeled = marked
+	if !on {
+		return
+	}
+	eventually(b, fmt.Sprintf("namespace %s labelled %v", benchNamespace, marked), time.Minute, 200*time.Millisecond, func() (bool, string) {
+		got, err := pb.cs.CoreV1().Pods(benchNamespace).Create(ctx, pb.optInPod("db-0", true), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		if err != nil {
+			return false, err.Error()
+		}
+		return (got.Annotations[contract.AnnotationReservedDuration] == benchOptInLabel) == marked, fmt.Sprint(got.Annotations)
+	})
+}
+
+// optInPod is a StatefulSet's pod for identity id, without a duration of
+// its own, unbound.
+func (pb *placementBench) optInPod(id string, dryRun bool) *corev1.Pod {
+	p := pb.pod("plain", id, dryRun)
+	p.Annotations = map[string]string{annIdentity: id}
+	yes := true
+	p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "StatefulSet", Name: "db", UID: "00000000-0000-0000-0000-0000000000db",
+		Controller: &yes}}
+	return p
+}
+
+// measureOptIn creates benchPods StatefulSet pods in namespace bench
+// unlabelled, then as many labelled, adding the time each creation took to
+// got; with the policies on and n identities held, each labelled one must
+// carry the label's duration and exactly the preferred term of its entry's
+// node, each unlabelled one nothing (counted in wrong otherwise).
+func (pb *placementBench) measureOptIn(ctx context.Context, n int, on bool, got map[string][]time.Duration, wrong *int) {
+	b := pb.b
+	pods := pb.cs.CoreV1().Pods(benchNamespace)
+	for _, marked := range []bool{false, true} {
+		pb.label(ctx, marked, on)
+		kind := map[bool]string{true: benchOptInMarked, false: benchOptInUnmarked}[marked]
+		for i := range benchPods {
+			k := (i*7919 + pb.serial) % max(n, 1)
+			p := pb.optInPod(fmt.Sprintf("db-%d", k), false)
+			start := time.Now()
+			created, err := pods.Create(ctx, p, metav1.CreateOptions{})
+			d := time.Since(start)
+			if err != nil {
+				b.Fatalf("create %s: %v", p.Name, err)
+			}
+			got[kind] = append(got[kind], d)
+			if !on || n == 0 {
+				continue
+			}
+			ok := created.Annotations[contract.AnnotationReservedDuration] == "" && created.Spec.Affinity == nil
+			if marked {
+				ok = created.Annotations[contract.AnnotationReservedDuration] == benchOptInLabel && hasOnly(created, benchNode(holderOf(k)), false)
+			}
+			if !ok {
+				*wrong++
+				b.Logf("%s pod of db-%d: annotations %v, affinity %v", kind, k, created.Annotations, created.Spec.Affinity)
+			}
+		}
+	}
+	pb.label(ctx, false, on)
+	zero := int64(0)
+	if err := pods.DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: &zero},
+		metav1.ListOptions{LabelSelector: benchPodLabel}); err != nil {
+		b.Fatal(err)
+	}
+}
