@@ -1,6 +1,7 @@
 package deploy
 
 import (
+	"fmt"
 	"regexp"
 	"strings"
 	"testing"
@@ -89,8 +90,7 @@ func TestStatefulSetLabelValuesAreThePlugins(t *testing.T) {
 
 // The policies spell the keys checkpointd and the plugin use (contract/),
 // the cluster's default is the first variable (the documented kustomize
-// patch replaces /spec/variables/0/expression; Helm its line), empty, and
-// the hint takes as a StatefulSet pod what the opt-in does.
+// patch replaces /spec/variables/0/expression; Helm its line), empty.
 func TestStatefulSetPolicyUsesTheContract(t *testing.T) {
 	m, v := statefulSetPolicies(t)
 	if vs := m.Spec.Variables; len(vs) == 0 || vs[0].Name != "clusterDefault" || vs[0].Expression != "''" {
@@ -123,15 +123,67 @@ func TestStatefulSetPolicyUsesTheContract(t *testing.T) {
 	if m.Spec.FailurePolicy == nil || *m.Spec.FailurePolicy != admissionv1.Ignore || v.Spec.FailurePolicy == nil || *v.Spec.FailurePolicy != admissionv1.Fail {
 		t.Errorf("failure policies: the opt-in must never block a pod (Ignore), the label check must hold (Fail)")
 	}
-	// A StatefulSet pod, in the opt-in's words, is one the hint lets through
-	// its match conditions without the annotation (then reinvoked once the
-	// opt-in adds it): the same test, and the hint reinvocable.
-	sts := regexp.MustCompile(`object\.metadata\.ownerReferences\.exists\(r, .*?'StatefulSet'\)`).FindString(m.Spec.MatchConditions[0].Expression)
-	hint := placementDocs(t)["MutatingAdmissionPolicy/stickyip-placement"].(*admissionv1.MutatingAdmissionPolicy)
-	if sts == "" || !strings.Contains(hint.Spec.MatchConditions[0].Expression, sts) || !strings.Contains(variable(m, "applies"), sts) {
-		t.Errorf("the hint's match conditions and the opt-in's do not take the same pods for StatefulSet pods (%q)", sts)
+	// A StatefulSet pod is the same in both branches of the match
+	// conditions and in the variable that decides.
+	sts := regexp.MustCompile(`object\.metadata\.ownerReferences\.exists\(r, .*?'StatefulSet'\)`).FindAllString(m.Spec.MatchConditions[0].Expression, -1)
+	if len(sts) != 2 || sts[0] != sts[1] || !strings.Contains(variable(m, "applies"), sts[0]) {
+		t.Errorf("the opt-in's match conditions and its variable applies take different pods for StatefulSet pods: %q", sts)
 	}
-	if hint.Spec.ReinvocationPolicy != admissionv1.IfNeededReinvocationPolicy {
-		t.Error("the hint is not reinvoked when a later policy adds the annotation: the API server orders policies in no fixed way")
+}
+
+// The opt-in's hint (the binding stickyip-statefulsets-hint) is
+// placement-policy.yaml's hint, copied: the same identity, lookup, node and
+// terms, the same shard and zero tests, the same shards as parameters; it
+// serves exactly the namespaces the hint's own binding leaves out, so that
+// no pod gets a hint twice, and the other namespaces pay nothing for the
+// opt-in. A change of the hint that is not made in the copy fails here.
+func TestStatefulSetHintIsTheHint(t *testing.T) {
+	docs := placementDocs(t)
+	m, _ := statefulSetPolicies(t)
+	hint := docs["MutatingAdmissionPolicy/stickyip-placement"].(*admissionv1.MutatingAdmissionPolicy)
+	flat := func(s string) string { return strings.Join(strings.Fields(s), " ") }
+	for _, name := range []string{"identity", "listed", "latest"} {
+		if variable(m, name) == "" || variable(m, name) != variable(hint, name) {
+			t.Errorf("variable %s: the opt-in's %q, the hint's %q", name, variable(m, name), variable(hint, name))
+		}
+	}
+	if got, want := variable(m, "node"), "variables.reserved ? ("+variable(hint, "node")+") : ''"; got != want {
+		t.Errorf("variable node: %q, want %q", got, want)
+	}
+	if got, want := flat(m.Spec.Mutations[0].JSONPatch.Expression), flat(hint.Spec.Mutations[0].JSONPatch.Expression); !strings.HasSuffix(got, ": ( "+want+")") {
+		t.Errorf("the opt-in's mutation does not end with the hint's:\n%s\nwant it to end with\n%s", got, want)
+	}
+	shards := regexp.MustCompile(`params\.metadata\.name == .*?% 8\)`).FindAllString(flat(hint.Spec.MatchConditions[0].Expression), -1)
+	zero := regexp.MustCompile(`\.matches\('[^']*'\)`).FindString(hint.Spec.MatchConditions[0].Expression)
+	if len(shards) != 2 || zero == "" {
+		t.Fatalf("the hint's match conditions: %d shard tests, zero test %q", len(shards), zero)
+	}
+	for _, want := range append(shards, zero) {
+		if !strings.Contains(flat(m.Spec.MatchConditions[0].Expression), want) {
+			t.Errorf("the opt-in's match conditions lack the hint's %s", want)
+		}
+	}
+	if !strings.Contains(variable(m, "reserved"), zero) {
+		t.Errorf("the opt-in's variable reserved lacks the hint's zero test %s", zero)
+	}
+	if m.Spec.ReinvocationPolicy != admissionv1.NeverReinvocationPolicy || hint.Spec.ReinvocationPolicy != admissionv1.NeverReinvocationPolicy {
+		t.Error("a reinvoked hint would add its term again")
+	}
+	selector := func(b *admissionv1.MutatingAdmissionPolicyBinding) string {
+		if b.Spec.MatchResources == nil || b.Spec.MatchResources.NamespaceSelector == nil {
+			return "every namespace"
+		}
+		return fmt.Sprint(b.Spec.MatchResources.NamespaceSelector.MatchExpressions)
+	}
+	hintB := docs["MutatingAdmissionPolicyBinding/stickyip-placement"].(*admissionv1.MutatingAdmissionPolicyBinding)
+	optIn := docs["MutatingAdmissionPolicyBinding/stickyip-statefulsets"].(*admissionv1.MutatingAdmissionPolicyBinding)
+	optInHint := docs["MutatingAdmissionPolicyBinding/stickyip-statefulsets-hint"].(*admissionv1.MutatingAdmissionPolicyBinding)
+	labelled := "[{" + contract.LabelStatefulSets + " Exists []}]"
+	if selector(hintB) != "[{"+contract.LabelStatefulSets+" DoesNotExist []}]" || selector(optIn) != labelled || selector(optInHint) != labelled {
+		t.Errorf("namespaces: the hint's binding %s, the opt-in's %s and %s; want the labelled ones for the opt-in's, the others for the hint's",
+			selector(hintB), selector(optIn), selector(optInHint))
+	}
+	if optIn.Spec.ParamRef != nil || optInHint.Spec.ParamRef == nil || optInHint.Spec.ParamRef.String() != hintB.Spec.ParamRef.String() {
+		t.Errorf("parameters: the opt-in %v (want none: params null), its hint %v (want the hint's, %v)", optIn.Spec.ParamRef, optInHint.Spec.ParamRef, hintB.Spec.ParamRef)
 	}
 }

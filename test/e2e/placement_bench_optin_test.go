@@ -21,46 +21,60 @@ import (
 // opt-in (each gets its duration from the label and the hint for its
 // entry's node) and unlabelled (nothing). Their identities are the held
 // pods' (stickyip.io/identity: db-<k>, no duration): the same lookup. The
-// opt-in's binding is in place and removed with the hint's, so "policy
-// off" is a cluster without stickyip's pod policies for every kind.
+// opt-in's two bindings are in place and removed with the hint's, so
+// "policy off" is a cluster without stickyip's pod policies for every kind.
 const (
 	benchOptInMarked   = "statefulset, namespace default" // held through the opt-in
 	benchOptInUnmarked = "statefulset, unlabelled namespace"
 	benchOptInLabel    = "10m"
+	benchOptInProbe    = "bench-optin" // a namespace labelled for good: where setOptIn sees the binding
 )
 
 // benchOptIn is the opt-in's state in the benchmark.
 type benchOptIn struct {
-	binding *admissionv1.MutatingAdmissionPolicyBinding
-	labeled bool
+	bindings []*admissionv1.MutatingAdmissionPolicyBinding
 }
 
-// setOptIn puts the opt-in's binding in place or removes it, as setPolicy
-// does the hint's, and waits until the API server acts accordingly: a pod
-// carrying the opt-in's mark, which it did not set, loses it.
+// setOptIn puts the opt-in's bindings in place or removes them, as
+// setPolicy does the hint's, and waits until the API server acts
+// accordingly: a pod of a labelled namespace carrying the opt-in's mark,
+// which it did not set, loses it (the hint's binding is waited for by
+// label).
 func (pb *placementBench) setOptIn(ctx context.Context, on bool) {
 	b := pb.b
 	bindings := pb.cs.AdmissionregistrationV1().MutatingAdmissionPolicyBindings()
-	if pb.optIn.binding == nil {
-		cur, err := bindings.Get(ctx, optInPolicy, metav1.GetOptions{})
-		if err != nil {
+	if pb.optIn.bindings == nil {
+		for _, name := range []string{optInPolicy, optInPolicy + "-hint"} {
+			cur, err := bindings.Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			pb.optIn.bindings = append(pb.optIn.bindings, cur)
+		}
+		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: benchOptInProbe, Labels: map[string]string{contract.LabelStatefulSets: benchOptInLabel}}}
+		if _, err := pb.cs.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil {
 			b.Fatal(err)
 		}
-		pb.optIn.binding = cur
+		sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}
+		if _, err := pb.cs.CoreV1().ServiceAccounts(benchOptInProbe).Create(ctx, sa, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			b.Fatal(err)
+		}
 	}
-	if on {
-		nb := pb.optIn.binding.DeepCopy()
-		nb.ResourceVersion, nb.UID = "", ""
-		if _, err := bindings.Create(ctx, nb, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+	for _, binding := range pb.optIn.bindings {
+		if on {
+			nb := binding.DeepCopy()
+			nb.ResourceVersion, nb.UID = "", ""
+			if _, err := bindings.Create(ctx, nb, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+				b.Fatal(err)
+			}
+		} else if err := bindings.Delete(ctx, binding.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 			b.Fatal(err)
 		}
-	} else if err := bindings.Delete(ctx, optInPolicy, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-		b.Fatal(err)
 	}
 	eventually(b, fmt.Sprintf("the opt-in %s", map[bool]string{true: "on", false: "off"}[on]), time.Minute, 200*time.Millisecond, func() (bool, string) {
 		p := pb.pod("plain", "", true)
-		p.Annotations = map[string]string{contract.AnnotationDurationFrom: contract.DurationFromNamespace}
-		got, err := pb.cs.CoreV1().Pods(benchNamespace).Create(ctx, p, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		p.Namespace, p.Annotations = benchOptInProbe, map[string]string{contract.AnnotationDurationFrom: contract.DurationFromNamespace}
+		got, err := pb.cs.CoreV1().Pods(benchOptInProbe).Create(ctx, p, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 		if err != nil {
 			return false, err.Error()
 		}
@@ -70,8 +84,9 @@ func (pb *placementBench) setOptIn(ctx context.Context, on bool) {
 }
 
 // label sets or removes the opt-in label of namespace bench; with the
-// policies on, it waits until a StatefulSet pod is admitted accordingly.
-func (pb *placementBench) label(ctx context.Context, marked, on bool) {
+// policies on, it waits until a StatefulSet pod is admitted accordingly
+// (with n identities held: its hint too).
+func (pb *placementBench) label(ctx context.Context, marked, on bool, n int) {
 	b := pb.b
 	value := "null"
 	if marked {
@@ -81,7 +96,6 @@ func (pb *placementBench) label(ctx context.Context, marked, on bool) {
 	if _, err := pb.cs.CoreV1().Namespaces().Patch(ctx, benchNamespace, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
 		b.Fatal(err)
 	}
-	pb.optIn.labeled = marked
 	if !on {
 		return
 	}
@@ -90,7 +104,8 @@ func (pb *placementBench) label(ctx context.Context, marked, on bool) {
 		if err != nil {
 			return false, err.Error()
 		}
-		return (got.Annotations[contract.AnnotationReservedDuration] == benchOptInLabel) == marked, fmt.Sprint(got.Annotations)
+		hinted := n == 0 || !marked || hasOnly(got, benchNode(holderOf(0)), false)
+		return (got.Annotations[contract.AnnotationReservedDuration] == benchOptInLabel) == marked && hinted, fmt.Sprint(got.Annotations, got.Spec.Affinity)
 	})
 }
 
@@ -114,7 +129,7 @@ func (pb *placementBench) measureOptIn(ctx context.Context, n int, on bool, got 
 	b := pb.b
 	pods := pb.cs.CoreV1().Pods(benchNamespace)
 	for _, marked := range []bool{false, true} {
-		pb.label(ctx, marked, on)
+		pb.label(ctx, marked, on, n)
 		kind := map[bool]string{true: benchOptInMarked, false: benchOptInUnmarked}[marked]
 		for i := range benchPods {
 			k := (i*7919 + pb.serial) % max(n, 1)
@@ -139,7 +154,7 @@ func (pb *placementBench) measureOptIn(ctx context.Context, n int, on bool, got 
 			}
 		}
 	}
-	pb.label(ctx, false, on)
+	pb.label(ctx, false, on, n)
 	zero := int64(0)
 	if err := pods.DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: &zero},
 		metav1.ListOptions{LabelSelector: benchPodLabel}); err != nil {

@@ -19,9 +19,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/yaml"
 
 	"github.com/stickyip/stickyip/checkpointd/placement"
 	"github.com/stickyip/stickyip/contract"
+	"github.com/stickyip/stickyip/deploy"
 	"github.com/stickyip/stickyip/test/harness"
 )
 
@@ -250,12 +252,42 @@ func (n *node) optInAdmission(sts *appsv1.StatefulSet) {
 }
 
 // optInClusterDefault sets the cluster's default as documented (a kustomize
-// patch of deploy/placement applied with kubectl; without kubectl, the same
-// patch through the API) and checks the order of precedence: the pod's own
-// annotation, the namespace's label, the cluster's default. It then puts the
+// overlay of deploy/placement applied with kubectl; without kubectl, the
+// same patches through the API) and checks the order of precedence: the
+// pod's own annotation, the namespace's label, the cluster's default; and
+// that an unlabelled namespace's pods then get the hint once, from the
+// opt-in's hint, as before from the hint's own binding. It then puts the
 // default back to none.
 func (n *node) optInClusterDefault(sts *appsv1.StatefulSet) {
 	t := n.t
+	ctx := context.Background()
+	held := stsPod("default", "web-7", sts, map[string]string{annReservation: "5m"})
+	held.Spec.NodeName = node2Name // bound to node2, which nothing runs: node2 may claim it
+	if _, err := n.client.CoreV1().Pods("default").Create(ctx, held, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.indexWriterFor(node2Name).claim("default", entryLine("web-7", "web-7", "10.244.2.27")); err != nil {
+		t.Fatalf("node2 claiming default/web-7, bound to it: %v", err)
+	}
+	n.deletePodNowIn("default", "web-7")
+	eventually(t, "pod default/web-7 gone", time.Minute, 200*time.Millisecond, func() (bool, string) {
+		_, err := n.client.CoreV1().Pods("default").Get(ctx, "web-7", metav1.GetOptions{})
+		return apierrors.IsNotFound(err), fmt.Sprint(err)
+	})
+	hinted := func(when string, p *corev1.Pod, want string, hint bool) {
+		t.Helper()
+		got, err := n.client.CoreV1().Pods(p.Namespace).Create(ctx, p, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if optInOf(got) != want || hint != hasOnly(got, node2Name, false) || (!hint && got.Spec.Affinity != nil) {
+			t.Errorf("%s: default/web-7 %s, affinity %v; want %s and the preferred term for node2: %v", when, optInOf(got), got.Spec.Affinity, want, hint)
+		} else {
+			t.Logf("%s: default/web-7 %s, the hint for node2: %v", when, optInOf(got), hint)
+		}
+	}
+	hinted("no cluster default, its own 5m", stsPod("default", "web-7", sts, map[string]string{annReservation: "5m"}), "5m - -", true)
+	hinted("no cluster default, no annotation", stsPod("default", "web-7", sts, nil), "- - -", false)
 	n.setClusterDefault("5m")
 	eventually(t, "the cluster's default in force", time.Minute, 500*time.Millisecond, func() (bool, string) {
 		got := n.optInAnnotations(stsPod("default", "web-0", sts, nil))
@@ -278,61 +310,152 @@ func (n *node) optInClusterDefault(sts *appsv1.StatefulSet) {
 			t.Logf("cluster default 5m: %s: %s", c.name, got)
 		}
 	}
-	n.patchClusterDefault("")
+	hinted("cluster default 5m, its own 5m", stsPod("default", "web-7", sts, map[string]string{annReservation: "5m"}), "5m - -", true)
+	hinted("cluster default 5m, no annotation", stsPod("default", "web-7", sts, nil), "5m - cluster", true)
+	n.restoreOptIn()
 	eventually(t, "no cluster default", time.Minute, 500*time.Millisecond, func() (bool, string) {
 		got := n.optInAnnotations(stsPod("default", "web-0", sts, nil))
 		return got == "- - -", got
 	})
+	hinted("the cluster default removed, its own 5m", stsPod("default", "web-7", sts, map[string]string{annReservation: "5m"}), "5m - -", true)
+	n.adminDeleteShard("default", placement.ShardOf("web-7"))
 }
 
 // setClusterDefault sets the cluster's default for StatefulSet pods the
 // way docs/placement.md says for kubectl users: an overlay of
-// deploy/placement whose patch replaces the policy's first variable,
-// applied with kubectl apply -k (through the API when kubectl is not built).
+// deploy/placement with the component cluster-default and a patch of the
+// policy's first variable, applied with kubectl apply -k (without kubectl,
+// the same patches through the API).
 func (cp *controlPlane) setClusterDefault(value string) {
 	t := cp.t
-	if cp.kubectlPath() == "" {
-		cp.patchClusterDefault(value)
-		return
-	}
 	root, err := harness.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
+	}
+	literal := fmt.Sprintf(`[{"op": "replace", "path": "/spec/variables/0/expression", "value": "'%s'"}]`, value)
+	if cp.kubectlPath() == "" {
+		cp.patchAsComponent(literal)
+		return
 	}
 	dir := t.TempDir()
 	base, err := filepath.Rel(dir, filepath.Join(root, "deploy", "placement")) // kustomize takes no absolute path
 	if err != nil {
 		t.Fatal(err)
 	}
-	overlay := fmt.Sprintf(`apiVersion: kustomize.config.k8s.io/v1beta1
-kind: Kustomization
-resources:
-- %s
+	overlay := fmt.Sprintf(`resources:
+- %[1]s
+components:
+- %[1]s/cluster-default
 patches:
-- target: {kind: MutatingAdmissionPolicy, name: %s}
-  patch: |-
-    - op: replace
-      path: /spec/variables/0/expression
-      value: "'%s'"
-`, base, optInPolicy, value)
+- target: {kind: MutatingAdmissionPolicy, name: %[2]s}
+  patch: '%[3]s'
+`, base, optInPolicy, strings.ReplaceAll(literal, "'", "''"))
 	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(overlay), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	out := cp.kubectl("apply", "-k", dir)
-	if !strings.Contains(out, "mutatingadmissionpolicy.admissionregistration.k8s.io/"+optInPolicy+" configured") {
-		t.Fatalf("kubectl apply -k of the overlay did not change %s:\n%s", optInPolicy, out)
+	for _, obj := range []string{"mutatingadmissionpolicy.admissionregistration.k8s.io/" + optInPolicy,
+		"mutatingadmissionpolicybinding.admissionregistration.k8s.io/" + optInPolicy,
+		"mutatingadmissionpolicybinding.admissionregistration.k8s.io/" + optInPolicy + "-hint",
+		"mutatingadmissionpolicybinding.admissionregistration.k8s.io/" + placementBindingName} {
+		if !strings.Contains(out, obj+" configured") {
+			t.Fatalf("kubectl apply -k of the overlay did not change %s:\n%s", obj, out)
+		}
 	}
-	t.Logf("kubectl apply -k (deploy/placement, the cluster's default %s):\n%s", value, out)
+	t.Logf("kubectl apply -k (deploy/placement, its component cluster-default, the default %s):\n%s", value, out)
 }
 
-// patchClusterDefault replaces the policy's first variable through the API.
-func (cp *controlPlane) patchClusterDefault(value string) {
-	patch := fmt.Sprintf(`[{"op":"test","path":"/spec/variables/0/name","value":"clusterDefault"},`+
-		`{"op":"replace","path":"/spec/variables/0/expression","value":"'%s'"}]`, value)
-	_, err := cp.client.AdmissionregistrationV1().MutatingAdmissionPolicies().Patch(context.Background(), optInPolicy, types.JSONPatchType,
-		[]byte(patch), metav1.PatchOptions{})
+// patchAsComponent applies, through the API, the JSON patches of
+// deploy/placement/cluster-default to their bindings, and literal to the
+// opt-in's policy.
+func (cp *controlPlane) patchAsComponent(literal string) {
+	t := cp.t
+	ctx := context.Background()
+	root, err := harness.RepoRoot()
 	if err != nil {
-		cp.t.Fatalf("set the cluster's default to %q: %v", value, err)
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(root, "deploy", "placement", "cluster-default", "kustomization.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var component struct {
+		Patches []struct {
+			Target struct{ Kind, Name string }
+			Patch  string
+		}
+	}
+	if err := yaml.Unmarshal(b, &component); err != nil {
+		t.Fatal(err)
+	}
+	api := cp.client.AdmissionregistrationV1()
+	if _, err := api.MutatingAdmissionPolicies().Patch(ctx, optInPolicy, types.JSONPatchType, []byte(literal), metav1.PatchOptions{}); err != nil {
+		t.Fatalf("patch %s: %v", optInPolicy, err)
+	}
+	for _, p := range component.Patches {
+		if p.Target.Kind != "MutatingAdmissionPolicyBinding" {
+			t.Fatalf("cluster-default patches a %s", p.Target.Kind)
+		}
+		if _, err := api.MutatingAdmissionPolicyBindings().Patch(ctx, p.Target.Name, types.JSONPatchType, []byte(p.Patch), metav1.PatchOptions{}); err != nil {
+			t.Fatalf("patch binding %s: %v", p.Target.Name, err)
+		}
+	}
+	t.Logf("the cluster's default (%s) and deploy/placement/cluster-default's patches, through the API", literal)
+}
+
+// restoreOptIn puts the opt-in's policy and the three bindings the cluster's
+// default changes back as deploy/placement has them.
+func (cp *controlPlane) restoreOptIn() {
+	t := cp.t
+	ctx := context.Background()
+	api := cp.client.AdmissionregistrationV1()
+	want := map[string]*admissionv1.MutatingAdmissionPolicyBinding{}
+	var policy *admissionv1.MutatingAdmissionPolicy
+	for _, f := range []string{"placement/statefulset-policy.yaml", "placement/placement-policy.yaml"} {
+		data, err := deploy.Placement.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, doc := range strings.Split(string(data), "\n---\n") {
+			var head struct {
+				Kind     string
+				Metadata struct{ Name string }
+			}
+			if err := yaml.Unmarshal([]byte(doc), &head); err != nil {
+				t.Fatal(err)
+			}
+			switch {
+			case head.Kind == "MutatingAdmissionPolicyBinding":
+				b := &admissionv1.MutatingAdmissionPolicyBinding{}
+				if err := yaml.Unmarshal([]byte(doc), b); err != nil {
+					t.Fatal(err)
+				}
+				want[head.Metadata.Name] = b
+			case head.Kind == "MutatingAdmissionPolicy" && head.Metadata.Name == optInPolicy:
+				policy = &admissionv1.MutatingAdmissionPolicy{}
+				if err := yaml.Unmarshal([]byte(doc), policy); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	}
+	cur, err := api.MutatingAdmissionPolicies().Get(ctx, optInPolicy, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cur.Spec = policy.Spec
+	if _, err := api.MutatingAdmissionPolicies().Update(ctx, cur, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{optInPolicy, optInPolicy + "-hint", placementBindingName} {
+		cur, err := api.MutatingAdmissionPolicyBindings().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cur.Spec = want[name].Spec
+		if _, err := api.MutatingAdmissionPolicyBindings().Update(ctx, cur, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 
