@@ -26,6 +26,10 @@ import (
 const (
 	benchOptInMarked   = "statefulset, namespace default" // held through the opt-in
 	benchOptInUnmarked = "statefulset, unlabelled namespace"
+	// benchOptInless is the prefix of held and plain pods measured with
+	// the opt-in's bindings removed, the hint's in place: today's cost,
+	// beside the lead's cells of the same run, which have them.
+	benchOptInless = "without the opt-in: "
 	benchOptInLabel    = "10m"
 	benchOptInProbe    = "bench-optin" // a namespace labelled for good: where setOptIn sees the binding
 )
@@ -121,10 +125,12 @@ func (pb *placementBench) optInPod(id string, dryRun bool) *corev1.Pod {
 }
 
 // measureOptIn creates benchPods StatefulSet pods in namespace bench
-// unlabelled, then as many labelled, adding the time each creation took to
-// got; with the policies on and n identities held, each labelled one must
-// carry the label's duration and exactly the preferred term of its entry's
-// node, each unlabelled one nothing (counted in wrong otherwise).
+// unlabelled, then as many labelled, then held and plain pods with the
+// opt-in's bindings removed, adding the time each creation took to got;
+// with the policies on and n identities held, each labelled one must carry
+// the label's duration and exactly the preferred term of its entry's node,
+// each unlabelled one nothing, each held one its term (counted in wrong
+// otherwise).
 func (pb *placementBench) measureOptIn(ctx context.Context, n int, on bool, got map[string][]time.Duration, wrong *int) {
 	b := pb.b
 	pods := pb.cs.CoreV1().Pods(benchNamespace)
@@ -155,6 +161,34 @@ func (pb *placementBench) measureOptIn(ctx context.Context, n int, on bool, got 
 		}
 	}
 	pb.label(ctx, false, on, n)
+	// The kinds of today, with the opt-in's bindings removed (with the
+	// policies off they are removed already).
+	if on {
+		pb.setOptIn(ctx, false)
+	}
+	for i := range benchPods {
+		for _, kind := range []string{"held", "plain"} {
+			if kind == "held" && n == 0 {
+				continue
+			}
+			k := (i*7919 + pb.serial) % max(n, 1)
+			p := pb.pod(kind, fmt.Sprintf("db-%d", k), false)
+			start := time.Now()
+			created, err := pods.Create(ctx, p, metav1.CreateOptions{})
+			d := time.Since(start)
+			if err != nil {
+				b.Fatalf("create %s: %v", p.Name, err)
+			}
+			got[benchOptInless+kind] = append(got[benchOptInless+kind], d)
+			if on && kind == "held" && !hasOnly(created, benchNode(holderOf(k)), false) {
+				*wrong++
+				b.Logf("%s pod of db-%d: affinity %v", benchOptInless+kind, k, created.Spec.Affinity)
+			}
+		}
+	}
+	if on {
+		pb.setOptIn(ctx, true)
+	}
 	zero := int64(0)
 	if err := pods.DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: &zero},
 		metav1.ListOptions{LabelSelector: benchPodLabel}); err != nil {
