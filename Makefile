@@ -17,13 +17,15 @@ GOBUILD     := CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)'
 export CGO_ENABLED ?= 0
 export GOFLAGS ?= -trimpath
 
-.PHONY: all build install test test-all fuzz-smoke
+.PHONY: all build build-stickyip install test test-all fuzz-smoke
 all: build
 
 # Test tiers beyond the unit tests register themselves here (mk/*.mk).
 TEST_TIERS :=
 
-build:
+build: build-stickyip
+
+build-stickyip:
 	$(GOBUILD) -o $(BIN)/stickyip ./plugins/ipam/stickyip
 
 install: build

@@ -14,6 +14,9 @@ const (
 	// (ParseFlannelLease), and where the flannel CNI plugin reads it when
 	// its config names no subnetFile.
 	DefaultFlannelSubnetFile = "/run/flannel/subnet.env"
+	// DefaultCNIResultsDir is where libcni keeps the runtime's CNI result
+	// cache (its CacheDir, /var/lib/cni, and "results"): ReadCNICache.
+	DefaultCNIResultsDir = "/var/lib/cni/results"
 	// DefaultHostLocalDataDir is host-local's own default data directory.
 	DefaultHostLocalDataDir = "/var/lib/cni/networks"
 	// DefaultLockTimeout bounds the wait for the store's lock.

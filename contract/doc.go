@@ -1,6 +1,7 @@
 // Package contract is what the stickyip plugin, checkpointd and the pods on a
 // node agree on: the annotation keys they read and write, the parsers of the
-// values both binaries read (annotations, flannel's subnet.env), the defaults
+// values and files both binaries read (annotations, flannel's subnet.env,
+// the runtime's CNI result cache), the defaults
 // both use (paths, timeouts) and the build version.
 // Keeping them in one place keeps the two binaries from drifting apart: a
 // value checkpointd writes onto a restored pod is parsed by the plugin with

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"path/filepath"
 
-	"github.com/stickyip/stickyip/cnicache"
+	"github.com/stickyip/stickyip/contract"
 )
 
 // CacheWitness returns the test a store (boltstore.Store.WithLostWitness)
@@ -23,7 +23,7 @@ import (
 // evidence.
 func CacheWitness(resultsDir, dataDir string) func() (string, error) {
 	return func() (string, error) {
-		entries, _, err := cnicache.Read(resultsDir)
+		entries, _, err := contract.ReadCNICache(resultsDir)
 		if err != nil {
 			return "", err
 		}

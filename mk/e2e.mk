@@ -23,7 +23,7 @@ e2e-deps:
 	GO=$(GO) scripts/build-flannel.sh
 
 # scripts/run-e2e.sh compiles the tests once and runs them as three groups
-# side by side (E2E_RUN: one process for the tests named); E2E_STRICT: a component that is missing fails the test
+# side by side (E2E_RUN: one process for the tests named); STICKYIP_STRICT (harness.StrictEnv): a component that is missing fails the test
 # instead of skipping it.
 test-e2e: e2e-deps build
 	GO=$(GO) E2E_K8S=$(E2E_K8S) E2E_RUN='$(E2E_RUN)' E2E_TIMEOUT=$(E2E_TIMEOUT) scripts/run-e2e.sh

@@ -11,6 +11,9 @@ INTEGRATION_FLAGS   ?=
 deps-integration:
 	GO=$(GO) scripts/install-deps.sh
 
+# Strict mode (harness.StrictEnv): the tier installs what it needs first, so
+# a test that finds a dependency missing fails instead of skipping.
+test-integration: export STICKYIP_STRICT := 1
 test-integration: build deps-integration
 	$(GO) vet -tags integration ./test/...
 	$(GO) test -tags integration -count=1 -timeout $(INTEGRATION_TIMEOUT) $(INTEGRATION_FLAGS) ./test/integration/...

@@ -31,9 +31,13 @@ reliability-deps:
 		apt-get install -y -qq strace >/dev/null 2>&1 || \
 		{ apt-get update -qq && apt-get install -y -qq --no-install-recommends strace >/dev/null; }; }
 
+# Strict mode (harness.StrictEnv): a missing dependency (root, strace) fails
+# the test instead of skipping it.
+test-reliability-suites: export STICKYIP_STRICT := 1
 test-reliability-suites: build reliability-deps
 	STICKYIP_BIN=$(abspath $(BIN)/stickyip) $(GO) test -tags reliability -count=1 -v \
 		-timeout $(RELIABILITY_TIMEOUT) ./test/reliability/
 
+test-fuzz: export STICKYIP_STRICT := 1
 test-fuzz: build
 	GO=$(GO) FUZZTIME=$(FUZZTIME) FUZZ_BUDGET=$(FUZZ_BUDGET) FUZZ_TAGS=$(FUZZ_TAGS) STICKYIP_BIN=$(abspath $(BIN)/stickyip) sh test/reliability/fuzz.sh

@@ -13,6 +13,9 @@
 # as well, which the test harness then uses instead of the pinned 2.x (see
 # docs/realpath.md).
 #
+# `install-deps.sh demo` installs only what `make demo` runs: cnitool and the
+# bridge plugin (no Debian package, no runtime).
+#
 # Idempotent: a package already installed, or a binary already built from the
 # pinned version, is left alone. OUT defaults to <repo>/_output.
 set -euo pipefail
@@ -129,6 +132,15 @@ install_crio() {
 	log "built CRI-O in $((SECONDS - start))s"
 }
 
+go_install "$TOOLS" github.com/containernetworking/cni "$CNI_VERSION" \
+	github.com/containernetworking/cni/cnitool
+
+if [ "${1:-}" = demo ]; then
+	go_install "$CNI_BIN" github.com/containernetworking/plugins "$PLUGINS_VERSION" \
+		github.com/containernetworking/plugins/plugins/main/bridge
+	exit 0
+fi
+
 install_apt
 
 # containerd, its runc shim and ctr, static (no cgo: btrfs needs its headers,
@@ -137,9 +149,6 @@ TAGS=no_btrfs go_install "$CONTAINERD_BIN" github.com/containerd/containerd/v2 "
 	github.com/containerd/containerd/v2/cmd/containerd \
 	github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2 \
 	github.com/containerd/containerd/v2/cmd/ctr
-
-go_install "$TOOLS" github.com/containernetworking/cni "$CNI_VERSION" \
-	github.com/containernetworking/cni/cnitool
 
 go_install "$CNI_BIN" github.com/containernetworking/plugins "$PLUGINS_VERSION" \
 	github.com/containernetworking/plugins/plugins/main/bridge \

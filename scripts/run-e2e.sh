@@ -22,6 +22,10 @@
 # With E2E_RUN set to anything but "." the tests it names run in one process
 # instead (make test-e2e E2E_RUN=TestPlacement).
 #
+# Strict mode (STICKYIP_STRICT, harness.StrictEnv) is on: a component that is
+# missing fails its test instead of skipping it, and a run (or a group) that
+# ran no test fails.
+#
 # Environment: GO (default go), E2E_RUN, E2E_TIMEOUT (default 30m, per group),
 # E2E_K8S (passed to the tests).
 set -euo pipefail
@@ -51,13 +55,24 @@ tails() {
 	done
 }
 
-export E2E_STRICT=1 E2E_K8S=${E2E_K8S:-}
+# ranNone FILE: a go test -v output in which no test ran (-run matched
+# nothing): said, and counted as a failure.
+ranNone() {
+	if ! grep -q '^=== RUN' "$1"; then
+		echo "run-e2e: no test ran in $1"
+		return 0
+	fi
+	return 1
+}
+
+export STICKYIP_STRICT=1 E2E_K8S=${E2E_K8S:-}
 flags=(-test.v -test.count=1 -test.timeout "$TIMEOUT")
 start=$SECONDS
 status=0
 if [[ $RUN != . ]]; then
 	(cd "$root/test/e2e" && "$bin" "${flags[@]}" -test.run "$RUN") 2>&1 | tee "$logs/run.log" || status=$?
 	[[ $status -eq 0 ]] || tails "$logs/run.log"
+	! ranNone "$logs/run.log" || status=1
 else
 	cluster='^TestCluster$'
 	install='^TestClusterInstall$'
@@ -80,6 +95,7 @@ else
 		[[ $st -eq 0 ]] || tails "$logs/$name.log"
 		cat "$logs/$name.log"
 		[[ $st -eq 0 ]] || status=$st
+		! ranNone "$logs/$name.log" || status=1
 	done
 fi
 echo "run-e2e: tests done in $((SECONDS - start))s, exit $status"

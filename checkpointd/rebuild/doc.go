@@ -19,7 +19,7 @@
 //     there, by interface (read when checkpointd may enter them: the
 //     systemd unit; the static pod and DaemonSet lack CAP_SYS_ADMIN, and
 //     the other sources stand in);
-//   - the runtime's CNI result cache (cnicache): for each ADD
+//   - the runtime's CNI result cache (contract.ReadCNICache): for each ADD
 //     whose DEL has not succeeded, the network, interface, namespace,
 //     CNI_ARGS, annotations and addresses;
 //   - checkpointd's checkpoints: a saved pod's addresses;

@@ -110,7 +110,12 @@ func (n *node) add(cid, ns, name string, keep time.Duration) (string, error) {
 
 func (n *node) del(cid string) {
 	n.t.Helper()
-	must(n.t, boltstore.New(n.dir, time.Second).Update("net1", func(tx reservation.Txn) error { return n.engine().Del(tx, cid, "eth0") }))
+	must(n.t, n.delErr(cid))
+}
+
+// delErr runs a sandbox's DEL as the plugin does.
+func (n *node) delErr(cid string) error {
+	return boltstore.New(n.dir, time.Second).Update("net1", func(tx reservation.Txn) error { return n.engine().Del(tx, cid, "eth0") })
 }
 
 // running makes a pod's sandbox run with ip: the runtime lists it, its
@@ -123,6 +128,42 @@ func (n *node) running(cid, ns, name, ip string, ann map[string]string, withCach
 	n.netns[path] = map[string][]netip.Addr{"eth0": {netip.MustParseAddr(ip)}, "lo": nil}
 	if withCache {
 		n.cache(cid, ns, name, ip, ann, path)
+	}
+}
+
+// stop makes sandbox cid stop, as the runtime does on StopPodSandbox (its
+// DEL is the caller's: del).
+func (n *node) stop(cid string) {
+	for i := range n.rt.sandboxes {
+		if n.rt.sandboxes[i].ID == cid {
+			n.rt.sandboxes[i].Ready = false
+		}
+	}
+}
+
+// requireDistinct fails unless every address the runtime's ready sandboxes
+// hold is held by one of them only, and the store has it allocated to that
+// very sandbox: no address handed out twice, none free or reserved for
+// another while a sandbox runs with it.
+func (n *node) requireDistinct() {
+	n.t.Helper()
+	holder := map[string]string{}
+	for _, sb := range n.rt.sandboxes {
+		if !sb.Ready {
+			continue
+		}
+		for _, ip := range n.rt.status[sb.ID].IPs {
+			if other, ok := holder[ip.String()]; ok {
+				n.t.Fatalf("%s is held by two ready sandboxes, %s and %s", ip, other, sb.ID)
+			}
+			holder[ip.String()] = sb.ID
+		}
+	}
+	got := n.entries()
+	for ip, cid := range holder {
+		if e := got[ip]; e.State != reservation.Allocated || e.ContainerID != cid {
+			n.t.Fatalf("%s, which ready sandbox %s holds, is in the store as %+v", ip, cid, e)
+		}
 	}
 }
 
@@ -186,10 +227,17 @@ type fakeRuntime struct {
 	listErr   error
 	status    map[string]cri.Status
 	statusErr map[string]error
+	// listed, when set, runs once the runtime has answered a list: what
+	// happens on the node while a rebuild reads its sources.
+	listed func()
 }
 
 func (f *fakeRuntime) Sandboxes(context.Context) ([]cri.Sandbox, error) {
-	return slices.Clone(f.sandboxes), f.listErr
+	out := slices.Clone(f.sandboxes)
+	if f.listed != nil {
+		f.listed()
+	}
+	return out, f.listErr
 }
 
 func (f *fakeRuntime) Status(_ context.Context, id string) (cri.Status, error) {

@@ -13,7 +13,6 @@ import (
 	"github.com/stickyip/stickyip/checkpointd/checkpoint"
 	"github.com/stickyip/stickyip/checkpointd/cri"
 	"github.com/stickyip/stickyip/checkpointd/ipamstore"
-	"github.com/stickyip/stickyip/cnicache"
 	"github.com/stickyip/stickyip/contract"
 	"github.com/stickyip/stickyip/ipam"
 )
@@ -41,7 +40,7 @@ type Sources struct {
 	Sandboxes []Sandbox
 	// Cache are the runtime's CNI result cache entries; CacheProblems the
 	// files that could not be read.
-	Cache         []cnicache.Entry
+	Cache         []contract.CNICacheEntry
 	CacheProblems []error
 	Checkpoints   []*checkpoint.Record
 }
@@ -94,7 +93,7 @@ type planner struct {
 // the plan (Wait).
 func MakePlan(src Sources, confs map[string]*ipam.Config, now time.Time) Plan {
 	p := &planner{confs: confs, names: slices.Sorted(maps.Keys(confs)), now: now}
-	cache := map[string][]cnicache.Entry{}
+	cache := map[string][]contract.CNICacheEntry{}
 	for _, e := range src.Cache {
 		if confs[e.Network] != nil {
 			cache[e.ContainerID] = append(cache[e.ContainerID], e)
@@ -142,7 +141,7 @@ func MakePlan(src Sources, confs map[string]*ipam.Config, now time.Time) Plan {
 // namespace and status say nothing (the bridge plugin removes the interface
 // before it asks the IPAM to release): its cached result, while its DEL has
 // not succeeded, is what that DEL will release.
-func (p *planner) sandbox(sb Sandbox, entries []cnicache.Entry) {
+func (p *planner) sandbox(sb Sandbox, entries []contract.CNICacheEntry) {
 	if !sb.Ready {
 		for _, e := range entries {
 			p.add(e.Network, rankStopped, fromCache(e, e.IPs, sb.Status.Netns))
@@ -266,7 +265,7 @@ func (p *planner) inNetwork(network string, ips []netip.Addr) []netip.Addr {
 // fromCache is the attachment a cache entry shows, with ips (what its
 // namespace holds, when read) and the sandbox's namespace path when the
 // entry names none.
-func fromCache(e cnicache.Entry, ips []netip.Addr, netns string) ipam.Attachment {
+func fromCache(e contract.CNICacheEntry, ips []netip.Addr, netns string) ipam.Attachment {
 	args := ipam.PodArgs{Namespace: e.Arg("K8S_POD_NAMESPACE"), Name: e.Arg("K8S_POD_NAME"), UID: e.Arg("K8S_POD_UID"),
 		InfraContainerID: e.Arg("K8S_POD_INFRA_CONTAINER_ID")}
 	if a, err := ipam.ParseArgs(joinArgs(e.Args)); err == nil {

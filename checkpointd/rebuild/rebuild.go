@@ -16,7 +16,7 @@ import (
 	"github.com/stickyip/stickyip/checkpointd/cri"
 	"github.com/stickyip/stickyip/checkpointd/ipamstore"
 	"github.com/stickyip/stickyip/checkpointd/metrics"
-	"github.com/stickyip/stickyip/cnicache"
+	"github.com/stickyip/stickyip/contract"
 	"github.com/stickyip/stickyip/ipam"
 	"github.com/stickyip/stickyip/reservation"
 	"github.com/stickyip/stickyip/reservation/boltstore"
@@ -284,7 +284,7 @@ func (b *Rebuilder) gather(ctx context.Context) (Sources, error) {
 		}
 		src.Sandboxes = append(src.Sandboxes, s)
 	}
-	if src.Cache, src.CacheProblems, err = cnicache.Read(b.cfg.ResultsDir); err != nil {
+	if src.Cache, src.CacheProblems, err = contract.ReadCNICache(b.cfg.ResultsDir); err != nil {
 		return src, err
 	}
 	if b.cfg.Checkpoints != nil {

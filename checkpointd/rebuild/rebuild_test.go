@@ -7,7 +7,6 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -28,12 +27,13 @@ import (
 type scenario struct {
 	*node
 	ips     map[string]string
+	cid     map[string]string // each running pod's sandbox
 	damaged []byte
 }
 
 func newScenario(t *testing.T) *scenario {
 	n := newNode(t, true)
-	s := &scenario{node: n, ips: map[string]string{}}
+	s := &scenario{node: n, ips: map[string]string{}, cid: map[string]string{}}
 	for _, p := range []struct {
 		name string
 		keep time.Duration
@@ -49,6 +49,9 @@ func newScenario(t *testing.T) *scenario {
 	n.running("c-plain-3", "apps", "plain-3", s.ips["plain-3"], nil, true)
 	n.netns["/run/netns/c-plain-3"] = nil // namespace unreadable: the CNI result shows it
 	delete(n.netns, "/run/netns/c-plain-3")
+	for _, name := range []string{"db-0", "plain-1", "plain-2", "plain-3"} {
+		s.cid[name] = "c-" + name
+	}
 	n.index.entries = []IndexEntry{
 		{Namespace: "apps", Identity: "db-0", Pod: "db-0", IPs: []netip.Addr{netip.MustParseAddr(s.ips["db-0"])}},
 		{Namespace: "apps", Identity: "gone", Pod: "gone", IPs: []netip.Addr{netip.MustParseAddr(s.ips["gone"])}, Until: n.now.Add(25 * time.Minute)},
@@ -56,38 +59,72 @@ func newScenario(t *testing.T) *scenario {
 	return s
 }
 
-// afterRebuild checks what the users of the node must see.
+// start runs pod name's new sandbox cid: its ADD, then the runtime runs it
+// with the address the ADD gave.
+func (s *scenario) start(cid, name string, keep time.Duration) (string, error) {
+	s.t.Helper()
+	ip, err := s.add(cid, "apps", name, keep)
+	if err != nil {
+		return "", err
+	}
+	var ann map[string]string
+	if keep > 0 {
+		ann = sticky30
+	}
+	s.running(cid, "apps", name, ip, ann, true)
+	s.cid[name] = cid
+	return ip, nil
+}
+
+// end stops pod name's sandbox and runs its DEL, as the kubelet does.
+func (s *scenario) end(name string) {
+	s.t.Helper()
+	s.stop(s.cid[name])
+	s.del(s.cid[name])
+	delete(s.cid, name)
+}
+
+// afterRebuild checks what the users of the node must see: the running
+// pods' addresses allocated to their sandboxes; then 8 new pods, gone
+// re-created and db-0 deleted and re-created, each sandbox running once
+// its ADD returns — after each, every address a ready sandbox holds is
+// held by it alone and allocated to it in the store (requireDistinct), and
+// no new pod gets gone's reserved address.
 func (s *scenario) afterRebuild(t *testing.T) {
 	t.Helper()
 	got := s.entries()
 	for _, name := range []string{"db-0", "plain-1", "plain-2", "plain-3"} {
-		e, ok := got[s.ips[name]]
-		if !ok || e.State != reservation.Allocated || e.ContainerID != "c-"+name {
-			t.Fatalf("%s's address %s after the rebuild: %+v, want allocated to its sandbox", name, s.ips[name], e)
+		cid, ok := s.cid[name]
+		if !ok {
+			continue // deleted meanwhile
+		}
+		if e := got[s.ips[name]]; e.State != reservation.Allocated || e.ContainerID != cid {
+			t.Fatalf("%s's address %s after the rebuild: %+v, want allocated to its sandbox %s", name, s.ips[name], e, cid)
 		}
 	}
 	if e := got[s.ips["db-0"]]; e.Identity.Name != "db-0" || e.Duration != 30*time.Minute {
 		t.Fatalf("db-0 lost its identity or duration: %+v", e)
 	}
 	s.check()
-	// 8 more pods: none gets an address a running pod or the reservation holds.
-	taken := []string{s.ips["db-0"], s.ips["plain-1"], s.ips["plain-2"], s.ips["plain-3"], s.ips["gone"]}
+	s.requireDistinct()
 	for i := range 8 {
 		name := "new-" + string(rune('a'+i))
-		ip, err := s.add("c-"+name, "apps", name, 0)
+		ip, err := s.start("c-"+name, name, 0)
 		must(t, err)
-		if slices.Contains(taken, ip) {
-			t.Fatalf("%s got %s, which a running pod or the reservation holds", name, ip)
+		if ip == s.ips["gone"] {
+			t.Fatalf("%s got %s, which gone's reservation holds", name, ip)
 		}
+		s.requireDistinct()
 	}
 	// The deleted pod re-created gets its address; db-0 deleted comes back with its own.
-	if ip, err := s.add("c-gone-2", "apps", "gone", 30*time.Minute); err != nil || ip != s.ips["gone"] {
+	if ip, err := s.start("c-gone-2", "gone", 30*time.Minute); err != nil || ip != s.ips["gone"] {
 		t.Fatalf("gone re-created got %s (%v), want %s", ip, err, s.ips["gone"])
 	}
-	s.del("c-db-0")
-	if ip, err := s.add("c-db-0-2", "apps", "db-0", 30*time.Minute); err != nil || ip != s.ips["db-0"] {
+	s.end("db-0")
+	if ip, err := s.start("c-db-0-2", "db-0", 30*time.Minute); err != nil || ip != s.ips["db-0"] {
 		t.Fatalf("db-0 re-created got %s (%v), want %s", ip, err, s.ips["db-0"])
 	}
+	s.requireDistinct()
 	s.check()
 }
 
@@ -140,7 +177,10 @@ func TestRebuildOfADeletedStore(t *testing.T) {
 
 // With the API server away, what the node knows alone is rebuilt; no new
 // address is handed out (the index's reservations are not in yet), nor is
-// the index changed; once the API server answers they are restored.
+// the index changed; once the API server answers they are restored. Calls
+// keep arriving meanwhile: a new pod and gone re-created are refused (error
+// 11: the kubelet retries), db-0's sandbox dies and comes back (DEL, ADD)
+// with its own address.
 func TestRebuildWithTheAPIServerAway(t *testing.T) {
 	s := newScenario(t)
 	s.damaged = s.damage()
@@ -149,9 +189,17 @@ func TestRebuildWithTheAPIServerAway(t *testing.T) {
 	if s.index.reads != 0 {
 		t.Fatal("the index was read while the API server was away")
 	}
-	if _, err := s.add("c-new", "apps", "new", 0); !errors.Is(err, ipam.ErrRebuildWait) {
+	if _, err := s.start("c-new", "new", 0); !errors.Is(err, ipam.ErrRebuildWait) {
 		t.Fatalf("a new pod while the index is not read: %v, want ErrRebuildWait", err)
 	}
+	if ip, err := s.start("c-gone-w", "gone", 30*time.Minute); !errors.Is(err, ipam.ErrRebuildWait) {
+		t.Fatalf("gone re-created while the index is not read: %s (%v), want ErrRebuildWait", ip, err)
+	}
+	s.end("db-0")
+	if ip, err := s.start("c-db-0-w", "db-0", 30*time.Minute); err != nil || ip != s.ips["db-0"] {
+		t.Fatalf("db-0's new sandbox while the index is not read: %s (%v), want its own %s", ip, err, s.ips["db-0"])
+	}
+	s.requireDistinct()
 	if _, err := (Published{Store: s.store}).Entries(); err == nil {
 		t.Fatal("the placement publisher reads the store while it waits for the index")
 	}
@@ -168,6 +216,45 @@ func TestRebuildWithTheAPIServerAway(t *testing.T) {
 	}
 	s.keptDamage(t)
 	s.afterRebuild(t)
+}
+
+// Calls that arrive while a rebuild reads its sources find the damaged
+// store and are refused (the kubelet retries them): a new pod's ADD and
+// plain-1's DEL. Retried once the store is rebuilt, the DEL frees
+// plain-1's address and the ADD gets an address no ready sandbox holds.
+func TestRebuildWithCallsArriving(t *testing.T) {
+	for _, damage := range []string{"overwritten", "deleted"} {
+		t.Run(damage, func(t *testing.T) {
+			s := newScenario(t)
+			if damage == "deleted" {
+				must(t, os.Remove(filepath.Join(s.dir, boltstore.DBFile)))
+			} else {
+				s.damaged = s.damage()
+			}
+			var addErr, delErr error
+			s.rt.listed = func() {
+				s.rt.listed = nil
+				_, addErr = s.start("c-during", "during", 0)
+				delErr = s.delErr(s.cid["plain-1"])
+			}
+			if !s.b.Pass(context.Background()) {
+				t.Fatal("not rebuilt")
+			}
+			if addErr == nil || delErr == nil {
+				t.Fatalf("calls during the rebuild: ADD %v, DEL %v; want both refused", addErr, delErr)
+			}
+			s.requireDistinct()
+			s.end("plain-1") // the DEL retried
+			if e, ok := s.entries()[s.ips["plain-1"]]; ok && e.State == reservation.Allocated {
+				t.Fatalf("plain-1's address after its DEL: %+v", e)
+			}
+			if _, err := s.start("c-during-2", "during", 0); err != nil {
+				t.Fatal(err)
+			}
+			s.requireDistinct()
+			s.afterRebuild(t)
+		})
+	}
 }
 
 // A running sandbox whose addresses nothing shows: no rebuild (the node

@@ -18,11 +18,13 @@ const etcdNamespace = "etcd"
 // TestCluster, on nodes running the plugin and checkpointd since the
 // stickyip step): deploy/placement applied (the placement step applies it
 // again: unchanged), the etcd StatefulSet founded by IP (newEtcdApp,
-// found), every row of etcdDisruptions, each asserted: the members
-// keep their IPs, the member list is unchanged, every endpoint is healthy
-// and the key written before is read; a re-created member carries the
-// required node affinity (a drained node's stays Pending while it is
-// cordoned). Then the StatefulSet, the
+// found, once), every row of etcdDisruptions on the cluster the row before
+// left, each asserted over a window past the kubelets' next sync: the
+// disruption happened (its members restarted, its component a new
+// process), the members keep their IPs, the member list is unchanged,
+// every endpoint is healthy and the key written before is read; a
+// re-created member carries the required node affinity (a drained node's
+// stays Pending while it is cordoned). Then the StatefulSet, the
 // members' data and their reservations go (`stickyip release` on each
 // node, as an operator frees them), so that the later steps find no entry
 // of theirs in the placement index.
@@ -64,9 +66,12 @@ func (a *etcdApp) release() {
 // etcdControl is the same table on host-local, the control (the last
 // step of TestClusterInstall, on the nodes the uninstall leaves: flannel's
 // own conflist, whose flannel plugin delegates to host-local; no plugin,
-// no checkpointd, no placement). Its rows are measured, not asserted, but
-// one: a member deleted must come back with another IP (the table would
-// show nothing otherwise).
+// no checkpointd, no placement). Each row is asserted to show what
+// docs/e2e.md says host-local costs (etcdDisruption: every restarted member
+// at another IP; the quorum lost on delete-all and drain; the restarts that
+// leave the sandboxes alone free), and to have disrupted as it says; after
+// each, the cluster is repaired or founded anew as an operator would (the
+// row says which).
 func (c *cluster) etcdControl() {
 	t := c.t
 	want := c.kubeFlannelConfig()["cni-conf.json"]
@@ -77,10 +82,7 @@ func (c *cluster) etcdControl() {
 		}
 	}
 	a := c.newEtcdApp(etcdNamespace, false)
-	rows := a.table()
-	if r := rows[0]; r.na != "" || r.kept == etcdReplicas {
-		t.Errorf("control: %q kept every IP on host-local (%s): the table proves nothing", r.name, r)
-	}
+	a.table()
 	a.remove()
 	c.kubectl("delete", "namespace", etcdNamespace, "--wait=true", "--timeout=2m")
 }

@@ -254,29 +254,37 @@ func (c *cluster) installJourney() {
 	if stragglerIP == "" {
 		t.Fatal("default/straggler has no allocation in node2's stickyip list before its deletion")
 	}
+	deleted := time.Now()
 	if err := cs.CoreV1().Pods("default").Delete(ctx, "straggler", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(30 * time.Second)
+	// The kubelet tries to kill it and fails (a FailedKillPod event naming
+	// the missing plugin), and fails again when it retries; then the pod is
+	// still terminating and its address still allocated.
+	killFailed := func() (int, string) {
+		n, last := 0, ""
+		for _, ev := range n2.podEvents(ctx, "straggler") {
+			// The runtime's error, quoted inside the kubelet's: failed to find plugin \"stickyip\".
+			if ev.Reason == "FailedKillPod" && strings.Contains(ev.Message, "failed to find plugin") && strings.Contains(ev.Message, "stickyip") {
+				n, last = n+int(max(ev.Count, 1)), ev.Message
+			}
+		}
+		return n, last
+	}
+	eventually(t, "the kubelet's kill of default/straggler failing twice, naming the missing plugin", 3*time.Minute, time.Second, func() (bool, string) {
+		n, _ := killFailed()
+		return n >= 2, fmt.Sprintf("%d FailedKillPod naming stickyip; events %v", n, eventReasons(n2.podEvents(ctx, "straggler")))
+	})
 	if ipOf(n2.stickyipList(t), "default/straggler") != stragglerIP {
 		t.Fatalf("default/straggler's allocation (%s) changed with no plugin installed", stragglerIP)
 	}
 	p, err := cs.CoreV1().Pods("default").Get(ctx, "straggler", metav1.GetOptions{})
 	if err != nil || p.DeletionTimestamp == nil {
-		t.Fatalf("default/straggler 30 s after its deletion with no plugin: %v, want it still terminating", err)
+		t.Fatalf("default/straggler after two failed kills with no plugin: %v, want it still terminating", err)
 	}
-	var killFailed string
-	for _, ev := range n2.podEvents(ctx, "straggler") {
-		// The runtime's error, quoted inside the kubelet's: failed to find plugin \"stickyip\".
-		if ev.Reason == "FailedKillPod" && strings.Contains(ev.Message, "failed to find plugin") && strings.Contains(ev.Message, "stickyip") {
-			killFailed = ev.Message
-		}
-	}
-	if killFailed == "" {
-		t.Fatalf("default/straggler: no FailedKillPod event naming the missing plugin; events %v", eventReasons(n2.podEvents(ctx, "straggler")))
-	}
-	t.Logf("default/straggler (started with stickyip, %s) deleted after the uninstall: 30 s later still Terminating, its address still allocated; events %v: %s",
-		stragglerIP, eventReasons(n2.podEvents(ctx, "straggler")), killFailed)
+	_, last := killFailed()
+	t.Logf("default/straggler (started with stickyip, %s) deleted after the uninstall: %s later, after two failed kills, still Terminating, its address still allocated; events %v: %s",
+		stragglerIP, time.Since(deleted).Round(100*time.Millisecond), eventReasons(n2.podEvents(ctx, "straggler")), last)
 	start = time.Now()
 	b, err := os.ReadFile(filepath.Join(n2.bins.project, "stickyip"))
 	if err != nil {
@@ -336,7 +344,7 @@ func (c *cluster) upgradeWhilePodsStart(from, to image, check, apply func()) upg
 	}
 	watch := c.watchPlugins(t, from, to)
 	churn := c.createPodsUntil(t, 3*time.Second)
-	time.Sleep(3 * time.Second) // pods are being created when the upgrade starts
+	churn.waitCreated(t, "a pod created on each node before the upgrade starts", time.Time{})
 	check()
 	start := time.Now()
 	apply()
@@ -344,7 +352,7 @@ func (c *cluster) upgradeWhilePodsStart(from, to image, check, apply func()) upg
 	c.kubectl("-n", installerNamespace, "rollout", "status", "daemonset/stickyip", "--timeout=3m")
 	end := time.Now()
 	u.rollout = end.Sub(start)
-	time.Sleep(3 * time.Second)
+	churn.waitCreated(t, "a pod created on each node after the rollout", end)
 	created, err := churn.stop()
 	if err != nil {
 		t.Errorf("pod creation during the upgrade: %v", err)
@@ -639,6 +647,26 @@ func (c *cluster) createPodsUntil(t testing.TB, interval time.Duration) *podChur
 		}
 	}()
 	return ch
+}
+
+// waitCreated waits until the churn has created a pod on each node after
+// since (what says why), failing the test if a creation failed.
+func (ch *podChurn) waitCreated(t testing.TB, what string, since time.Time) {
+	t.Helper()
+	eventually(t, what, time.Minute, 200*time.Millisecond, func() (bool, string) {
+		ch.mu.Lock()
+		defer ch.mu.Unlock()
+		if ch.err != nil {
+			t.Fatal(ch.err)
+		}
+		nodes := map[string]bool{}
+		for _, p := range ch.created {
+			if p.at.After(since) {
+				nodes[p.node] = true
+			}
+		}
+		return len(nodes) >= 2, fmt.Sprintf("pods created on %v", nodes)
+	})
 }
 
 // stop ends the churn and returns the pods it created and the creation that

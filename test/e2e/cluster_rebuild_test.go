@@ -5,10 +5,10 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"time"
 
@@ -17,7 +17,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/stickyip/stickyip/checkpointd/rebuild"
+	"github.com/stickyip/stickyip/ipam"
+	"github.com/stickyip/stickyip/plugins/ipam/stickyip/admin"
 	"github.com/stickyip/stickyip/reservation/boltstore"
+	"github.com/stickyip/stickyip/test/harness"
 )
 
 // rebuildNS is the store-rebuild step's namespace.
@@ -25,11 +28,13 @@ const rebuildNS = "rebuild"
 
 // rebuildNode is what the store-rebuild step keeps on its node: the
 // addresses of db-0 (a StatefulSet pod), of gone (a sticky pod deleted, its
-// reservation in the node's placement entries) and of three plain pods.
+// reservation in the node's placement entries) and of three plain pods;
+// the pods the last round created, still running.
 type rebuildNode struct {
 	n     *node
 	ips   map[string]string
 	dbUID string
+	more  []string
 }
 
 // storeRebuild is TestCluster's store-rebuild step (issue 33): on node2, a
@@ -44,11 +49,20 @@ type rebuildNode struct {
 //     address handed out), then, once the API server is back, gone's
 //     reservation from the index.
 //
-// Each time: a new pod runs on node2 within 2 minutes of the damage; 8 more
-// get no address a running pod or the reservation holds; gone re-created
-// gets its address; db-0 deleted comes back with its own; `stickyip check`
-// exits 0; the damaged bytes are still on disk; an Event on the Node says
-// what was rebuilt from where.
+// Calls keep arriving meanwhile: in the first two rounds, 9 pods are
+// created and the last round's deleted right after the damage (their ADDs
+// and DELs meet the damaged store, or the rebuild); with the API server
+// away, a static pod's ADD is refused (error 11: the rebuilt store waits
+// for the index) and db-0's sandbox, stopped, comes back with its address.
+//
+// Each time: a new pod runs on node2 within 2 minutes of the damage; every
+// address a ready sandbox of node2's runtime holds — those pods', the other
+// steps', the new ones' — is held by that sandbox alone and allocated to it
+// in the store, checked after the rebuild, once the new pods run and at the
+// end (harness.AddressProblems); no new pod gets gone's reserved address;
+// gone re-created gets its address; db-0 deleted comes back with its own;
+// `stickyip check` exits 0; the damaged bytes are still on disk; an Event
+// on the Node says what was rebuilt from where.
 func (c *cluster) storeRebuild() {
 	t := c.t
 	c.applyPlacement() // as the placement step left it (unchanged), or for this step alone
@@ -97,6 +111,7 @@ func (c *cluster) rebuildRound(r *rebuildNode, how string) {
 	t, n := c.t, r.n
 	before := n.metricInt("checkpointd_ipam_store_rebuilds_total")
 	if how == "api-away" {
+		c.deletePods(r) // while the API server can still be told
 		c.stopAPIServer()
 	}
 	db := filepath.Join(n.stickyipDataDir(), boltstore.DBFile)
@@ -109,41 +124,107 @@ func (c *cluster) rebuildRound(r *rebuildNode, how string) {
 		damaged = overwriteStart(t, db, 32<<10)
 	}
 	damage := time.Now()
+	var more []string
+	if how != "api-away" {
+		// Calls arrive at the damaged store and during its rebuild: the
+		// last round's pods deleted (their DELs), new pods created (their
+		// ADDs), each refused until the store is back and retried by the
+		// kubelet.
+		c.deletePods(r)
+		more = c.createMore(n, how)
+	}
 	eventually(t, n.name+": checkpointd rebuilds the store", 2*time.Minute, 500*time.Millisecond, func() (bool, string) {
 		got := n.metricInt("checkpointd_ipam_store_rebuilds_total")
 		return got == before+1, fmt.Sprintf("checkpointd_ipam_store_rebuilds_total %d", got)
 	})
 	t.Logf("%s: store %s, rebuilt by checkpointd %s after the damage", n.name, how, time.Since(damage).Round(100*time.Millisecond))
+	n.requireDistinct("after the rebuild (" + how + ")")
 	if how == "api-away" {
 		c.whileAPIAway(r)
+		more = c.createMore(n, how)
 	}
-	c.requireRebuilt(r, how, damage, damaged)
+	c.requireRebuilt(r, how, damage, damaged, more)
 }
 
-// whileAPIAway checks the store rebuilt with the API server away, then
-// starts the API server and waits for the index's reservations.
+// createMore creates 9 pods of round how on n (not waiting for them).
+func (c *cluster) createMore(n *node, how string) []string {
+	var more []string
+	for i := range 9 {
+		more = append(more, fmt.Sprintf("more-%s-%d", how, i))
+		c.createPinned(n, more[i], nil)
+	}
+	return more
+}
+
+// deletePods deletes the pods the last round left running (not waiting).
+func (c *cluster) deletePods(r *rebuildNode) {
+	for _, name := range r.more {
+		c.deletePod(rebuildNS, name)
+	}
+	r.more = nil
+}
+
+// requireDistinct fails the test unless every address a ready sandbox of
+// the node's runtime holds is held by it alone and allocated to it in the
+// node's store (harness.AddressProblems); when says at what point.
+func (n *node) requireDistinct(when string) {
+	t := n.t
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	held, problems, err := harness.CheckAddresses(ctx, n.cri, func() []admin.Entry { return n.stickyipList(t) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(problems) > 0 {
+		t.Fatalf("%s %s: addresses of ready sandboxes:\n%s", n.name, when, strings.Join(problems, "\n"))
+	}
+	t.Logf("%s %s: %d addresses of ready sandboxes, each held once and allocated to its sandbox", n.name, when, len(held))
+}
+
+// whileAPIAway checks the store rebuilt with the API server away, with
+// calls arriving: a static pod's ADD refused (the rebuilt store waits for
+// the index), db-0's sandbox stopped and started again by the kubelet with
+// its address; then starts the API server and waits for the index's
+// reservations, after which the static pod gets an address of its own.
 func (c *cluster) whileAPIAway(r *rebuildNode) {
 	t, n := c.t, r.n
 	if v := n.metricInt("checkpointd_ipam_store_rebuild_waiting"); v != 1 {
 		t.Fatalf("%s: checkpointd_ipam_store_rebuild_waiting %d with the API server away, want 1", n.name, v)
 	}
-	byIP := map[string]string{}
-	for _, e := range n.stickyipList(t) {
-		byIP[e.IP] = e.State + " " + e.Namespace + "/" + e.Name
+	c.requireOnlyRunning(r, "with the API server away")
+	ctx := context.Background()
+
+	// A static pod: its ADD asks for an address no pod holds yet.
+	log := filepath.Join(n.logDir, "var-log", "stickyip.log")
+	mark := fileSize(t, log)
+	static := staticPod(rebuildNS, "static-api-away")
+	writeFile(t, filepath.Join(n.staticPodDir(), "static-api-away.json"), static, 0o644)
+	eventually(t, n.name+": the static pod's ADD refused while the store waits for the index", 2*time.Minute, time.Second, func() (bool, string) {
+		refused := linesWith(readFrom(t, log, mark), ipam.ErrRebuildWait.Error())
+		return len(refused) > 0, "no refused ADD in " + log
+	})
+	if sbs, err := n.readySandboxes(ctx, rebuildNS, "static-api-away-"+n.name); err != nil || len(sbs) > 0 {
+		t.Fatalf("%s: the static pod runs while the store waits for the index: %+v (%v)", n.name, sbs, err)
 	}
-	for name, ip := range r.ips {
-		want := "allocated " + rebuildNS + "/" + name
-		if name == "gone" {
-			if s := byIP[ip]; s != "" {
-				t.Fatalf("%s: gone's %s is %q before the index could be read, want no record (only the index knows it)", n.name, ip, s)
-			}
-			continue
-		}
-		if byIP[ip] != want {
-			t.Fatalf("%s: %s's %s after a rebuild with the API server away: %q, want %q", n.name, name, ip, byIP[ip], want)
-		}
+
+	// db-0's sandbox stops (its DEL leaves db-0's reservation) and the
+	// kubelet starts a new one (its ADD takes the reservation).
+	old, err := n.readySandboxes(ctx, rebuildNS, "db-0")
+	if err != nil || len(old) != 1 {
+		t.Fatalf("%s: db-0's sandboxes: %+v (%v)", n.name, old, err)
 	}
-	t.Logf("%s: rebuilt with the API server away: every running pod's address allocated, gone's not yet reserved, no new address handed out", n.name)
+	if err := n.cri.StopPod(ctx, old[0].ID); err != nil {
+		t.Fatalf("%s: stop db-0's sandbox: %v", n.name, err)
+	}
+	eventually(t, "db-0's new sandbox with its address", 2*time.Minute, time.Second, func() (bool, string) {
+		sbs, err := n.readySandboxes(ctx, rebuildNS, "db-0")
+		return err == nil && len(sbs) == 1 && sbs[0].ID != old[0].ID && sbs[0].IP == r.ips["db-0"], fmt.Sprintf("%+v %v", sbs, err)
+	})
+	n.requireDistinct("with the API server away, db-0's sandbox started again")
+	c.requireOnlyRunning(r, "with the API server away, after db-0's new sandbox")
+	t.Logf("%s: rebuilt with the API server away: every running pod's address allocated, gone's not yet reserved; a static pod's ADD refused, db-0's new sandbox given its address", n.name)
+
 	start := time.Now()
 	c.startControlPlane()
 	eventually(t, n.name+": the index's reservations restored", 2*time.Minute, time.Second, func() (bool, string) {
@@ -152,28 +233,64 @@ func (c *cluster) whileAPIAway(r *rebuildNode) {
 	})
 	t.Logf("%s: the index's reservations restored %s after the API server started; Event: %s", n.name,
 		time.Since(start).Round(100*time.Millisecond), c.nodeEvent(n.name, rebuild.EventRestored))
+	var ip string
+	eventually(t, "the static pod running once the wait is over", 2*time.Minute, time.Second, func() (bool, string) {
+		sbs, err := n.readySandboxes(ctx, rebuildNS, "static-api-away-"+n.name)
+		if err != nil || len(sbs) != 1 {
+			return false, fmt.Sprintf("%+v %v", sbs, err)
+		}
+		ip = sbs[0].IP
+		return true, ""
+	})
+	if ip == r.ips["gone"] {
+		t.Fatalf("%s: the static pod got %s, gone's reserved address", n.name, ip)
+	}
+	n.requireDistinct("once the wait is over, the static pod running with " + ip)
+	if err := os.Remove(filepath.Join(n.staticPodDir(), "static-api-away.json")); err != nil {
+		t.Fatal(err)
+	}
 }
 
-// requireRebuilt checks a rebuilt node.
-func (c *cluster) requireRebuilt(r *rebuildNode, how string, damage time.Time, damaged []byte) {
+// requireOnlyRunning checks, with the API server away, that each running
+// pod's address is allocated to it and that gone's has no record (only
+// the index knows it).
+func (c *cluster) requireOnlyRunning(r *rebuildNode, when string) {
 	t, n := c.t, r.n
-	held := []string{r.ips["db-0"], r.ips["gone"], r.ips["plain-1"], r.ips["plain-2"], r.ips["plain-3"]}
-	first := "new-" + how
-	c.createPinned(n, first, nil)
-	ip := n.waitPodRunningIn(rebuildNS, first, 2*time.Minute-time.Since(damage))
-	t.Logf("%s: pod %s runs with %s %s after the damage", n.name, first, ip, time.Since(damage).Round(100*time.Millisecond))
-	more := []string{first}
-	for i := range 8 {
-		more = append(more, fmt.Sprintf("more-%s-%d", how, i))
-		c.createPinned(n, more[len(more)-1], nil)
+	byIP := map[string]string{}
+	for _, e := range n.stickyipList(t) {
+		byIP[e.IP] = e.State + " " + e.Namespace + "/" + e.Name
 	}
-	got := map[string]string{}
-	for _, name := range more {
-		got[name] = n.waitPodRunningIn(rebuildNS, name, 2*time.Minute)
-		if slices.Contains(held, got[name]) {
-			t.Fatalf("%s: pod %s got %s, which a running pod or the reservation holds (%v)", n.name, name, got[name], r.ips)
+	for name, ip := range r.ips {
+		want := "allocated " + rebuildNS + "/" + name
+		if name == "gone" {
+			if s := byIP[ip]; s != "" {
+				t.Fatalf("%s %s: gone's %s is %q before the index could be read, want no record (only the index knows it)", n.name, when, ip, s)
+			}
+			continue
+		}
+		if byIP[ip] != want {
+			t.Fatalf("%s %s: %s's %s is %q, want %q", n.name, when, name, ip, byIP[ip], want)
 		}
 	}
+}
+
+// requireRebuilt checks a rebuilt node: the round's new pods (more) run,
+// none with gone's address, every ready sandbox's address its own; gone
+// and db-0 come back with theirs.
+func (c *cluster) requireRebuilt(r *rebuildNode, how string, damage time.Time, damaged []byte, more []string) {
+	t, n := c.t, r.n
+	got := map[string]string{}
+	for i, name := range more {
+		got[name] = n.waitPodRunningIn(rebuildNS, name, 2*time.Minute)
+		if i == 0 {
+			t.Logf("%s: pod %s runs with %s %s after the damage", n.name, name, got[name], time.Since(damage).Round(100*time.Millisecond))
+		}
+		if got[name] == r.ips["gone"] {
+			t.Fatalf("%s: pod %s got %s, gone's reserved address", n.name, name, got[name])
+		}
+	}
+	r.more = more
+	n.requireDistinct("with the round's new pods running (" + how + ")")
 	c.createPinned(n, "gone", map[string]string{annReservation: "10m"})
 	if ip := n.waitPodRunningIn(rebuildNS, "gone", 2*time.Minute); ip != r.ips["gone"] {
 		t.Fatalf("%s: gone re-created got %s, want its reserved %s", n.name, ip, r.ips["gone"])
@@ -187,6 +304,7 @@ func (c *cluster) requireRebuilt(r *rebuildNode, how string, damage time.Time, d
 	if ip := n.waitPodRunningIn(rebuildNS, "db-0", 2*time.Minute); ip != r.ips["db-0"] {
 		t.Fatalf("%s: db-0 re-created got %s, want its own %s", n.name, ip, r.ips["db-0"])
 	}
+	n.requireDistinct("with gone and db-0 back (" + how + ")")
 	run(t, filepath.Join(n.bins.project, "stickyip"), "--data-dir", n.stickyipDataDir(), "check")
 	if damaged != nil {
 		requireKept(t, n.stickyipDataDir(), damaged)
@@ -195,10 +313,7 @@ func (c *cluster) requireRebuilt(r *rebuildNode, how string, damage time.Time, d
 	if !strings.Contains(ev, "Rebuilt from") {
 		t.Fatalf("%s: %s Event %q", n.name, rebuild.EventRebuilt, ev)
 	}
-	t.Logf("%s (%s): 8 more pods got %v; gone and db-0 got their addresses back; stickyip check ok; Event: %s", n.name, how, got, ev)
-	for _, name := range more {
-		c.deletePod(rebuildNS, name)
-	}
+	t.Logf("%s (%s): %d new pods got %v; gone and db-0 got their addresses back; stickyip check ok; Event: %s", n.name, how, len(more), got, ev)
 	c.goneReserved(r)
 }
 
@@ -282,4 +397,17 @@ func requireKept(t interface {
 		}
 	}
 	t.Fatalf("no file of %v holds the damaged bytes", kept)
+}
+
+// staticPod is the manifest (JSON) of a static pod ns/name running
+// testPod's container; the kubelet names it <name>-<node>.
+func staticPod(ns, name string) []byte {
+	p := testPod(name, nil)
+	p.TypeMeta = metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"}
+	p.Namespace, p.Spec.NodeName = ns, ""
+	b, err := json.Marshal(p)
+	if err != nil {
+		panic(err)
+	}
+	return b
 }

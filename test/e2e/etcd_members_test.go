@@ -15,8 +15,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// The etcd cluster's membership, by pod IP: founded once the pods run,
-// and repaired as an operator would when members come back at new IPs.
+// The etcd cluster's membership, by pod IP: founded once the pods run;
+// on host-local (the control), repaired after each row as an operator
+// would when members came back at new IPs (restore).
 
 // found creates the StatefulSet and founds the cluster by IP: once the
 // three pods run (each entrypoint waiting for its join file), each gets the
@@ -104,26 +105,28 @@ func (a *etcdApp) asFounded() (bool, string) {
 	return true, ""
 }
 
-// ensure leaves a cluster as founded: the one running; else repaired as
-// an operator would (repair); else a new one (the StatefulSet deleted, the
-// members' data removed from the nodes and, with stickyip, their
-// reservations released, so that the scheduler places the new members
-// afresh; found again).
-func (a *etcdApp) ensure() {
+// restore leaves the control's cluster as founded again after a row, as
+// an operator would, and says how (for the row's note): "" when it is;
+// else repaired (repair); else, when nothing answers `member list` (the
+// quorum lost), founded anew: the StatefulSet deleted, the members' data
+// removed from the nodes, so that the scheduler places the new members
+// afresh, then found. Never with stickyip: there a row must leave the
+// cluster as founded.
+func (a *etcdApp) restore() string {
 	t := a.c.t
 	t.Helper()
-	ok, why := a.asFounded()
-	switch {
-	case ok:
-		return
-	case a.foundings == 0:
-	case a.repair():
-		return
-	default:
-		t.Logf("etcd not as founded (%s), and not repaired: a new cluster", why)
+	if a.sticky {
+		t.Fatal("etcd: restore is the control's: with stickyip nothing repairs the cluster between rows")
+	}
+	if ok, _ := a.asFounded(); ok {
+		return ""
+	}
+	if how, ok := a.repair(); ok {
+		return "then repaired as an operator would: " + how
 	}
 	a.remove()
 	a.found()
+	return "then founded anew (nothing to repair from)"
 }
 
 // repair does what an operator does for members that came back at new
@@ -131,12 +134,13 @@ func (a *etcdApp) ensure() {
 // the peer URL when the member's data is on its pod's node; `member
 // remove` and `member add` when it is not (the pod moved: its data is on
 // the other node, which it is removed from), the new member then joining
-// from scratch. It reports whether the cluster is then as founded.
-func (a *etcdApp) repair() bool {
+// from scratch. It says what it did, and whether the cluster is then as
+// founded.
+func (a *etcdApp) repair() (string, bool) {
 	t := a.c.t
 	pods, err := a.pods()
 	if err != nil || !allRunning(pods) {
-		return false
+		return "", false
 	}
 	var endpoints []string
 	for _, name := range etcdMemberNames {
@@ -144,13 +148,13 @@ func (a *etcdApp) repair() bool {
 	}
 	members, from, err := eachEndpoint(endpoints, a.client.memberList)
 	if err != nil || len(members) != etcdReplicas {
-		return false
+		return "", false
 	}
 	var done []string
 	for _, m := range members {
 		p, ok := pods[m.Name]
 		if !ok {
-			return false
+			return "", false
 		}
 		if slices.Equal(m.PeerURLs, []string{etcdPeerURL(p.IP)}) {
 			continue
@@ -158,22 +162,22 @@ func (a *etcdApp) repair() bool {
 		how, err := a.repairMember(from, m, p)
 		if err != nil {
 			t.Logf("etcd repair of %s: %v", m.Name, err)
-			return false
+			return "", false
 		}
 		done = append(done, how)
 	}
 	if len(done) == 0 {
-		return false
+		return "", false
 	}
 	start := time.Now()
 	for time.Since(start) < 30*time.Second {
 		if ok, _ := a.asFounded(); ok {
 			t.Logf("etcd repaired as an operator would (%s): as founded %s later", strings.Join(done, "; "), time.Since(start).Round(100*time.Millisecond))
-			return true
+			return strings.Join(done, "; "), true
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
-	return false
+	return "", false
 }
 
 // repairMember points member m, whose pod p runs at another IP, at it

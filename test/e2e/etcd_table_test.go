@@ -15,6 +15,8 @@ import (
 
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/stickyip/stickyip/test/harness"
 )
 
 // Issue 32's disruption table: what each disruption costs a 3-member etcd
@@ -30,60 +32,95 @@ import (
 // (TestClusterInstall's etcd-host-local step, after the uninstall: kube-
 // flannel's own conflist, no checkpointd, no placement).
 
-// etcdRowLimit bounds how long a row waits for the cluster to come back
-// with stickyip. The control stops looking once its three pods have run
-// again for etcdControlQuiet and two looks in a row saw the same, or for
-// etcdControlSettle: a member at a new IP is listed at its old peer
-// address for good (etcd never changes a peer URL by itself), so what the
-// control shows by then is what its users get.
+// etcdRowLimit bounds how long a row waits for the cluster to settle.
+// A row is judged over a window, not on one look (observe): the window
+// holds at least etcdWindowLooks looks, one a second, and lasts until
+// etcdSyncBound after the disruption ended — by then the kubelet of every
+// node has synced each pod again (its resync comes at most 1.5 ×
+// kubeletSyncFrequency after the last), so what a sync would undo (a
+// sandbox re-created, a container restarted) shows in it.
 const (
-	etcdRowLimit      = 3 * time.Minute
-	etcdControlQuiet  = 5 * time.Second
-	etcdControlSettle = 15 * time.Second
+	etcdRowLimit    = 3 * time.Minute
+	etcdWindowLooks = 3
+	etcdSyncBound   = kubeletSyncFrequency * 3 / 2
 )
 
-// etcdDisruption is a row of the table: what is done to the cluster.
+// etcdDisruption is a row of the table: what is done to the cluster, and
+// what proves it was done.
 type etcdDisruption struct {
 	name string
 	// do disrupts; r.target is the node to act on, r.victim a member of it.
+	// A restart of a component proves itself (etcdRound.restartedProcess).
 	do func(r *etcdRound)
-	// checkpointd: the row needs the node's checkpointd (n/a without it).
+	// restarts is how many members the disruption re-creates or restarts
+	// (their pod or container new): a row whose members restarted
+	// otherwise did not disrupt as it says, or disrupted more.
+	restarts func(r *etcdRound) int
+	// process: the disruption restarts this component of the node.
+	process string
+	// checkpointd: the row needs the node's checkpointd (n/a without it;
+	// the stickyip run fails then).
 	checkpointd bool
+	// On host-local (the control, asserted): each member restarted comes
+	// back at another IP (newIPs); the cluster loses its quorum
+	// (quorumLost); neither: the cluster is back as it was.
+	newIPs, quorumLost bool
 }
+
+// One member, all three, or the target node's.
+func oneMember(*etcdRound) int  { return 1 }
+func allMembers(*etcdRound) int { return etcdReplicas }
+func noMember(*etcdRound) int   { return 0 }
+func onTarget(r *etcdRound) int { return r.onTarget }
 
 // etcdDisruptions are the rows, in the table's order.
 var etcdDisruptions = []etcdDisruption{
-	{name: "delete one member", do: func(r *etcdRound) { r.a.c.deletePod(r.a.ns, r.victim) }},
-	{name: "delete all three at once", do: func(r *etcdRound) {
+	{name: "delete one member", restarts: oneMember, newIPs: true, do: func(r *etcdRound) { r.a.c.deletePod(r.a.ns, r.victim) }},
+	{name: "delete all three at once", restarts: allMembers, newIPs: true, quorumLost: true, do: func(r *etcdRound) {
 		for _, name := range etcdMemberNames {
 			r.a.c.deletePod(r.a.ns, name)
 		}
 	}},
-	{name: "eviction (Eviction API)", do: func(r *etcdRound) { r.evict(r.victim) }},
-	{name: "drain + uncordon", do: (*etcdRound).drain},
-	{name: "node reboot, API server up", do: (*etcdRound).reboot},
-	{name: "kubelet restart", do: func(r *etcdRound) {
-		r.target.kubelet.stop(r.a.c.t, syscall.SIGTERM, 30*time.Second)
+	{name: "eviction (Eviction API)", restarts: oneMember, newIPs: true, do: func(r *etcdRound) { r.evict(r.victim) }},
+	{name: "drain + uncordon", restarts: onTarget, newIPs: true, quorumLost: true, do: (*etcdRound).drain},
+	{name: "node reboot, API server up", restarts: onTarget, newIPs: true, do: (*etcdRound).reboot},
+	{name: "kubelet restart", restarts: noMember, process: "kubelet", do: func(r *etcdRound) {
+		old := r.target.kubelet
+		old.stop(r.a.c.t, syscall.SIGTERM, 30*time.Second)
 		r.target.startKubelet(false)
 		r.target.waitKubeletHealthy()
+		r.restartedProcess(old.cmd.Process.Pid, r.target.kubelet.cmd.Process.Pid)
 	}},
-	{name: "containerd restart", do: func(r *etcdRound) { r.target.restartContainerd() }},
-	{name: "checkpointd restart", checkpointd: true, do: func(r *etcdRound) {
-		r.target.checkpointd.stop(r.a.c.t, syscall.SIGTERM, 30*time.Second)
+	{name: "containerd restart", restarts: noMember, process: "containerd", do: func(r *etcdRound) {
+		old := r.target.ctd.PID()
+		r.target.restartContainerd()
+		r.restartedProcess(old, r.target.ctd.PID())
+	}},
+	{name: "checkpointd restart", restarts: noMember, process: "checkpointd", checkpointd: true, do: func(r *etcdRound) {
+		old := r.target.checkpointd
+		old.stop(r.a.c.t, syscall.SIGTERM, 30*time.Second)
 		r.target.startCheckpointd()
+		r.restartedProcess(old.cmd.Process.Pid, r.target.checkpointd.cmd.Process.Pid)
 	}},
-	{name: "ballast on the node, member deleted", do: (*etcdRound).ballast},
+	{name: "ballast on the node, member deleted", restarts: oneMember, newIPs: true, do: (*etcdRound).ballast},
 }
 
-// table runs every row on app a (with stickyip its results are asserted;
-// the control's are measured), prints the table and writes it to
-// _output/e2e-logs/<test>/etcd-<mode>.md.
+// table founds the cluster once, runs every row on it (with stickyip each
+// row is asserted back as it was, and must leave the cluster so: nothing
+// repairs it between rows; the control is asserted broken as the docs say,
+// and then repaired as an operator would, which its row says), prints the
+// table and writes it to _output/e2e-logs/<test>/etcd-<mode>.md.
 func (a *etcdApp) table() []etcdRow {
 	start := time.Now()
+	a.found()
 	var rows []etcdRow
 	for _, d := range etcdDisruptions {
-		rows = append(rows, a.row(d))
+		row := a.row(d)
 		a.saveLogs()
+		if !a.sticky && row.na == "" {
+			row.note = strings.Trim(row.note+"; "+a.restore(), "; ")
+		}
+		rows = append(rows, row)
 	}
 	md := formatEtcdTable(rows)
 	a.c.t.Logf("etcd disruption table (%s), %d rows in %s:\n%s", a.mode(), len(rows), time.Since(start).Round(time.Second), md)
@@ -105,13 +142,28 @@ func (a *etcdApp) mode() string {
 
 // etcdRound is one row's run.
 type etcdRound struct {
-	a      *etcdApp
-	target *node  // the node acted on: the one running the most members
-	victim string // a member on target
-	note   string // what the disruption itself showed (drain: where the members went)
+	a        *etcdApp
+	target   *node  // the node acted on: the one running the most members
+	victim   string // a member on target
+	onTarget int    // members on target
+	note     string // what the disruption itself showed (drain: where the members went; a restart: that it happened)
+	// restarted: the component the row restarts runs as a new process
+	// (restartedProcess).
+	restarted bool
 	// after, when set, undoes what the disruption left once the row has
 	// looked (the ballast).
 	after func()
+}
+
+// restartedProcess records a component's restart from process old to new:
+// proven when the new process runs and the old one is gone.
+func (r *etcdRound) restartedProcess(old, now int) {
+	r.restarted = old != 0 && now != 0 && old != now && !harness.Alive(old) && harness.Alive(now)
+	if r.restarted {
+		r.note = "restarted: a new process"
+	} else {
+		r.note = fmt.Sprintf("not restarted: pid %d, then %d", old, now)
+	}
 }
 
 // etcdBefore is the cluster as a row starts.
@@ -133,40 +185,58 @@ type etcdRow struct {
 	healthy   int    // endpoints (the addresses clients know) healthy
 	key       string // the key written before: "read", or what happened
 	placement string // the node terms the re-created pods carry
+	running   bool   // the three pods run (with an IP)
 	back      time.Duration
+	looks     int // looks in the window the row was judged over
 	note      string
 	ok        bool
 }
 
-// row runs disruption d: a healthy cluster first (a new one when the last
-// row broke it), a key written, the disruption, then the cluster observed
-// until it is back as it was or the row's time is up.
+// row runs disruption d on the cluster as the row before left it (it must
+// be as founded: with stickyip nothing repairs it between rows, and the
+// control's rows are repaired after each): a key written, the disruption,
+// then the cluster observed until it has settled (observe). Every row must
+// show its disruption happened: as many members restarted as it restarts,
+// and the component it restarts a new process.
 func (a *etcdApp) row(d etcdDisruption) etcdRow {
 	t := a.c.t
 	r := &etcdRound{a: a}
 	if d.checkpointd && a.c.nodes[0].checkpointd == nil {
+		if a.sticky {
+			t.Errorf("etcd row %q (%s): no checkpointd on the nodes: the row cannot run, and the stickyip table does not pass without it", d.name, a.mode())
+		}
 		return etcdRow{name: d.name, na: "no checkpointd on the nodes"}
 	}
 	began := time.Now()
-	a.ensure()
+	if ok, why := a.asFounded(); !ok {
+		t.Fatalf("etcd row %q (%s): the cluster is not as founded when the row starts (%s): the row before left it broken", d.name, a.mode(), why)
+	}
 	if a.sticky {
 		a.waitPublished()
 	}
 	ready := time.Since(began)
 	b := a.before(d.name)
-	r.target, r.victim = targetOf(a.c, b.pods)
+	r.target, r.victim, r.onTarget = targetOf(a.c, b.pods)
 	t.Logf("etcd row %q (%s): on %s, member %s", d.name, a.mode(), r.target.name, r.victim)
 	start := time.Now()
 	d.do(r)
-	row := a.observe(b, start)
+	row := a.observe(b, start, time.Now())
 	row.name, row.note = d.name, strings.Trim(r.note+"; "+row.note, "; ")
 	if r.after != nil {
 		r.after()
 	}
+	if want := d.restarts(r); row.restarted != want {
+		t.Errorf("etcd row %q (%s): %d members restarted, want %d: the disruption did not happen as the row says (%s)", d.name, a.mode(), row.restarted, want, row)
+	}
+	if d.process != "" && !r.restarted {
+		t.Errorf("etcd row %q (%s): %s on %s was not restarted (%s)", d.name, a.mode(), d.process, r.target.name, r.note)
+	}
 	if a.sticky {
 		a.assertKept(row)
+	} else {
+		a.assertBroken(d, row)
 	}
-	t.Logf("etcd row %q (%s): %s (the row took %s, %s of it to ready the cluster)", d.name, a.mode(), row,
+	t.Logf("etcd row %q (%s): %s (the row took %s, %s of it to check the cluster and wait for its placement entries)", d.name, a.mode(), row,
 		time.Since(began).Round(100*time.Millisecond), ready.Round(100*time.Millisecond))
 	return row
 }
@@ -187,9 +257,27 @@ func (a *etcdApp) assertKept(row etcdRow) {
 	}
 }
 
-// targetOf picks the node running the most members (node2 on a tie) and a
-// member on it.
-func targetOf(c *cluster, pods map[string]etcdPod) (*node, string) {
+// assertBroken fails the test unless the control's row shows what the
+// docs say host-local costs: every restarted member at another IP
+// (newIPs), the quorum lost — no member answers `member list`, no endpoint
+// healthy — (quorumLost), or, for neither, the cluster back as it was.
+func (a *etcdApp) assertBroken(d etcdDisruption, row etcdRow) {
+	t := a.c.t
+	t.Helper()
+	if d.newIPs && row.kept != etcdReplicas-row.restarted {
+		t.Errorf("control: %q kept %d of %d IPs with %d members restarted, want each restarted member at another IP: %s", row.name, row.kept, etcdReplicas, row.restarted, row)
+	}
+	if d.quorumLost && (row.healthy != 0 || !strings.HasPrefix(row.list, "not read")) {
+		t.Errorf("control: %q did not lose the quorum (want no member answering member list, 0 healthy): %s", row.name, row)
+	}
+	if !d.newIPs && !d.quorumLost && !row.ok {
+		t.Errorf("control: %q is not back as it was: %s", row.name, row)
+	}
+}
+
+// targetOf picks the node running the most members (node2 on a tie), a
+// member on it and how many run there.
+func targetOf(c *cluster, pods map[string]etcdPod) (*node, string, int) {
 	count := map[string][]string{}
 	for _, name := range etcdMemberNames {
 		count[pods[name].Node] = append(count[pods[name].Node], name)
@@ -200,7 +288,7 @@ func targetOf(c *cluster, pods map[string]etcdPod) (*node, string) {
 			target = n
 		}
 	}
-	return target, count[target.name][0]
+	return target, count[target.name][0], len(count[target.name])
 }
 
 // before reads the cluster as row name starts and writes its key.
@@ -239,28 +327,45 @@ func (a *etcdApp) waitPublished() {
 	}
 }
 
-// observe watches the cluster after a disruption that began at start,
-// until it is back as before b, or the row's time is up: etcdRowLimit with
-// stickyip; for the control, once it has settled after its three pods run
-// again (etcdControlQuiet, etcdControlSettle). It returns the last look.
-func (a *etcdApp) observe(b etcdBefore, start time.Time) etcdRow {
-	var row, last etcdRow
-	var running time.Time // when the three pods first ran again (the control's clock)
+// observe looks at the cluster every second after a disruption that began
+// at start and ended at end, until the row has settled, and returns the
+// last look (the window's). Settled, with stickyip: back as before b, and
+// still so at every look of a window that holds etcdWindowLooks looks and
+// lasts until etcdSyncBound after end — a look in it that is not back ends
+// the row, not back. The control: its three pods running, and every look
+// of such a window the same (a look that differs starts the window again):
+// what host-local leaves does not change by itself (a member at a new IP
+// stays listed at its old peer address). Or the row's time is up
+// (etcdRowLimit).
+func (a *etcdApp) observe(b etcdBefore, start, end time.Time) etcdRow {
+	var row, first etcdRow
+	var back time.Duration
+	looks := 0 // looks in the window; 0: it has not begun
 	for {
-		last, row = row, a.look(b)
-		if row.ok {
-			row.back = time.Since(start)
-			return row
-		}
-		if pods, err := a.pods(); err == nil && allRunning(pods) && running.IsZero() {
-			running = time.Now()
-		}
-		ran := time.Since(running)
+		row = a.look(b)
+		settled := row.ok || (!a.sticky && row.running)
 		switch {
-		case time.Since(start) > etcdRowLimit:
+		case looks == 0 && settled:
+			looks, first, back = 1, row, time.Since(start)
+		case looks > 0 && a.sticky && !row.ok:
+			row.note = strings.Trim(fmt.Sprintf("back after %s, then not, %s after the disruption; %s", back.Round(100*time.Millisecond),
+				time.Since(start).Round(100*time.Millisecond), row.note), "; ")
+			row.looks = looks + 1
 			return row
-		case a.sticky || running.IsZero():
-		case ran > etcdControlSettle, ran > etcdControlQuiet && row.String() == last.String():
+		case looks > 0 && !a.sticky && row.String() != first.String():
+			looks, first = 1, row
+		case looks > 0:
+			looks++
+		}
+		if looks >= etcdWindowLooks && time.Now().After(end.Add(etcdSyncBound)) {
+			row.back, row.looks = back, looks
+			return row
+		}
+		if time.Since(start) > etcdRowLimit {
+			if row.ok { // back, but too late for a whole window
+				row.ok, row.note = false, strings.Trim("back only at the end of the row's time; "+row.note, "; ")
+			}
+			row.looks = looks
 			return row
 		}
 		time.Sleep(time.Second)
@@ -279,6 +384,7 @@ func (a *etcdApp) look(b etcdBefore) etcdRow {
 		return row
 	}
 	row.podsAgainst(b.pods, pods)
+	row.running = allRunning(pods)
 	endpoints := slices.Clone(b.endpoints)
 	for _, name := range etcdMemberNames {
 		if ip := pods[name].IP; ip != "" && !slices.Contains(endpoints, etcdClientURL(ip)) {
@@ -420,6 +526,9 @@ func (r etcdRow) String() string {
 	back := "not back"
 	if r.ok {
 		back = "back in " + r.back.Round(100*time.Millisecond).String()
+	}
+	if r.looks > 0 {
+		back += fmt.Sprintf(" (%d looks in the window)", r.looks)
 	}
 	s := fmt.Sprintf("%s; restarted %d, IP kept %d/%d, moved %v, placement %q; member list %s; health %d/%d; key %s",
 		back, r.restarted, r.kept, etcdReplicas, r.moved, r.placement, r.list, r.healthy, etcdReplicas, r.key)

@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -11,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -129,18 +131,22 @@ func TestInstaller(t *testing.T) {
 		v1.version, v2.version, v2.version, upgradeEnd.Sub(upgradeStart).Round(100*time.Millisecond), len(created), during, ip)
 
 	// ---- The data directory removed whole on the host while pods run (its
-	// creation mark with it): the plugin refuses every ADD (the runtime's
-	// CNI result cache shows the store existed), the static-pod checkpointd,
-	// whose mount now holds the removed directory, exits, the kubelet starts
-	// it again on the host's directory, and it rebuilds the store from the
-	// runtime. No address a running pod holds is handed out.
+	// creation mark with it), as an operator's `rm -rf` does it: the plugin
+	// refuses every ADD (the runtime's CNI result cache shows the store
+	// existed) and checkpointd rebuilds the store from the runtime — when
+	// the directory went, the static-pod checkpointd, whose mount holds the
+	// removed one, exits and the kubelet starts it again on the host's
+	// directory; when a writer (the runtime's CNI STATUS, checkpointd) put
+	// a file back while rm ran, the directory stays with what it wrote, as
+	// `rm -rf` leaves it ("Directory not empty"). Either way no address a
+	// running pod holds is handed out.
 	running := map[string]string{"web": ip}
 	for _, name := range created {
 		running[name] = n.waitAPIPodRunning(name, time.Minute)
 	}
 	start = time.Now()
-	if err := os.RemoveAll(n.stickyipDataDir()); err != nil {
-		t.Fatal(err)
+	if left := removeAll(t, n.stickyipDataDir()); left != nil {
+		t.Logf("rm -rf %s met a writer: the directory stays, holding %v", n.stickyipDataDir(), left)
 	}
 	n.createPod(testPod("after-removal", nil))
 	newIP := n.waitAPIPodRunning("after-removal", 3*time.Minute)
@@ -441,4 +447,29 @@ func reservationOf(entries []admin.Entry, id string) *admin.Entry {
 		}
 	}
 	return nil
+}
+
+// removeAll removes dir and everything in it as `rm -rf` does, on a
+// directory other processes may write into meanwhile: when one put a file
+// back after rm read the directory, rm removes what it saw and leaves the
+// directory ("Directory not empty"); removeAll then returns the names left
+// (nil when the directory is gone). Any other error fails the test.
+func removeAll(t testing.TB, dir string) []string {
+	t.Helper()
+	err := os.RemoveAll(dir)
+	if err == nil {
+		return nil
+	}
+	if !errors.Is(err, syscall.ENOTEMPTY) && !errors.Is(err, syscall.EEXIST) {
+		t.Fatal(err)
+	}
+	entries, rerr := os.ReadDir(dir)
+	if rerr != nil {
+		t.Fatalf("%v; then reading what is left: %v", err, rerr)
+	}
+	left := []string{}
+	for _, e := range entries {
+		left = append(left, e.Name())
+	}
+	return left
 }

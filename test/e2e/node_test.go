@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"sort"
@@ -75,7 +76,7 @@ func findBins(t testing.TB) bins {
 	return b
 }
 
-// require skips (or, with E2E_STRICT, fails) the test unless the
+// require skips (or, in strict mode, fails) the test unless the
 // Kubernetes binaries names are built.
 func (b bins) require(t testing.TB, names ...string) {
 	t.Helper()
@@ -86,15 +87,12 @@ func (b bins) require(t testing.TB, names ...string) {
 	}
 }
 
-// missing skips the test for a missing component, or fails it when
-// E2E_STRICT is set (make test-e2e builds everything, so there a missing
-// binary is a bug, not a reason to skip).
+// missing skips the test for a missing component, or fails it in strict
+// mode (harness.Missing: make test-e2e builds everything, so there a
+// missing binary is a bug, not a reason to skip).
 func missing(t testing.TB, format string, args ...any) {
 	t.Helper()
-	if os.Getenv("E2E_STRICT") != "" {
-		t.Fatalf("e2e: "+format, args...)
-	}
-	t.Skipf("e2e: "+format, args...)
+	harness.Missing(t, "e2e: "+format, args...)
 }
 
 // nodeOptions choose what the node runs.
@@ -108,6 +106,9 @@ type nodeOptions struct {
 	// plugin in its CNI bin dir and no subnet.env (no stand-in); its
 	// subnet is flanneld's lease once written.
 	flannel bool
+	// ipamConf: keys set in the ipam block of the project's conflist
+	// (writeCNIConfig), e.g. holderWait.
+	ipamConf map[string]any
 }
 
 // node is a simulated Kubernetes node: its kubelet, containerd (from
@@ -281,6 +282,7 @@ func (n *node) writeCNIConfig() {
 	ipam["dataDir"] = n.stickyipDataDir()
 	ipam["hostLocalDataDir"] = filepath.Join(n.dir, "host-local")
 	ipam["logFile"] = filepath.Join(n.logDir, "stickyip.log")
+	maps.Copy(ipam, n.opts.ipamConf)
 	if n.opts.ipam == "host-local" {
 		flannel["ipam"] = map[string]any{"type": "host-local", "dataDir": filepath.Join(n.dir, "host-local")}
 	}
@@ -301,6 +303,11 @@ func (n *node) writeConflist(conflist map[string]any) {
 	}
 	writeFile(t, filepath.Join(n.cniConfDir(), "10-flannel.conflist"), js, 0o644)
 }
+
+// kubeletSyncFrequency is the kubelets' syncFrequency: each pod is synced
+// again at most 1.5 times this long after its last sync (the pod workers'
+// resync, jittered by up to half).
+const kubeletSyncFrequency = 10 * time.Second
 
 // writeKubeletConfig writes the KubeletConfiguration (ENVIRONMENT.md's
 // settings for this machine) pointing at the node's containerd.
@@ -334,12 +341,12 @@ authentication:
 authorization:
   mode: AlwaysAllow
 nodeStatusUpdateFrequency: 5s
-syncFrequency: 10s
+syncFrequency: %s
 evictionHard:
   memory.available: "1Mi"
 imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
-`, n.staticPodDir(), n.ctd.Address, n.podLogsDir())), 0o644)
+`, n.staticPodDir(), n.ctd.Address, n.podLogsDir(), kubeletSyncFrequency)), 0o644)
 }
 
 // startContainerd starts the node's containerd (test/harness: own mount

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -170,4 +171,68 @@ func eventually(t testing.TB, what string, timeout, interval time.Duration, cond
 		}
 		time.Sleep(interval)
 	}
+}
+
+// pluginCalls returns the PIDs of the stickyip processes running CNI
+// command (ADD, DEL, ...) for a pod named pod: what the runtime has
+// called and is waiting for (read from /proc, their environment).
+func pluginCalls(command, pod string) []int {
+	dirs, _ := filepath.Glob("/proc/[0-9]*")
+	var pids []int
+	for _, d := range dirs {
+		exe, err := os.Readlink(filepath.Join(d, "exe"))
+		if err != nil || filepath.Base(exe) != "stickyip" {
+			continue
+		}
+		env, err := os.ReadFile(filepath.Join(d, "environ"))
+		if err != nil {
+			continue
+		}
+		vars := strings.Split(string(env), "\x00")
+		if !slices.Contains(vars, "CNI_COMMAND="+command) {
+			continue
+		}
+		for _, v := range vars {
+			if args, ok := strings.CutPrefix(v, "CNI_ARGS="); ok && slices.Contains(strings.Split(args, ";"), "K8S_POD_NAME="+pod) {
+				var pid int
+				fmt.Sscan(filepath.Base(d), &pid)
+				pids = append(pids, pid)
+			}
+		}
+	}
+	return pids
+}
+
+// fileSize is the size of file path (0 when it does not exist yet).
+func fileSize(t testing.TB, path string) int64 {
+	t.Helper()
+	fi, err := os.Stat(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return 0
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fi.Size()
+}
+
+// readFrom returns file path from offset on.
+func readFrom(t testing.TB, path string, offset int64) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b[min(offset, int64(len(b))):])
+}
+
+// linesWith returns the lines of text that contain s.
+func linesWith(text, s string) []string {
+	var out []string
+	for _, l := range strings.Split(text, "\n") {
+		if strings.Contains(l, s) {
+			out = append(out, l)
+		}
+	}
+	return out
 }

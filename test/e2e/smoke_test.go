@@ -5,10 +5,11 @@ package e2e
 import (
 	"context"
 	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -73,15 +74,25 @@ func TestAPIPodRecreatedKeepsIP(t *testing.T) {
 
 // TestIdentityReplacementNoNeedlessWait (issue 19, "No needless wait"): a
 // Deployment-style pod with stickyip.io/identity is replaced before the old
-// one is gone. The replacement's ADD waits for the old sandbox's DEL instead
-// of failing with error 11 (which the kubelet retried ~11 s later: 13–19 s
-// from delete to Running), so it runs a few seconds after the delete, with
-// the same IP.
+// one is gone. The replacement's ADD waits for the old sandbox's DEL
+// (ipam.holderWait, the store unlocked meanwhile) instead of failing with
+// error 11 and leaving it to the kubelet's retry; it then gets the same IP.
+//
+// What is asserted is what happens, not how fast: the replacement's ADD is
+// in flight (its stickyip process runs) while the old pod still holds the
+// address, and it gets no address then; the old pod deleted, the
+// replacement runs with the identity's IP, and no CNI call failed
+// meanwhile — no error 11, no FailedCreatePodSandBox, no second sandbox:
+// the kubelet retried nothing. holderWait is set to its largest value (1m)
+// so that the verdict does not depend on how fast this machine tears the
+// old sandbox down; the time from the delete to Running is printed, not
+// judged (speed belongs to make bench).
 func TestIdentityReplacementNoNeedlessWait(t *testing.T) {
-	n := newNode(t, nodeOptions{ipam: "stickyip"})
+	n := newNode(t, nodeOptions{ipam: "stickyip", ipamConf: map[string]any{"holderWait": "1m"}})
 	n.startControlPlane()
 	n.startContainerd()
 	n.startKubelet(true)
+	ctx := context.Background()
 
 	sticky := map[string]string{annIdentity: "registry", annReservation: "5"}
 	n.createPod(testPod("registry-a", sticky))
@@ -89,9 +100,16 @@ func TestIdentityReplacementNoNeedlessWait(t *testing.T) {
 
 	// The replacement comes first (a rollout's surge pod, or a controller
 	// that does not wait): its ADD finds the address held by a live sandbox.
+	logFile := filepath.Join(n.logDir, "stickyip.log")
+	mark := fileSize(t, logFile)
 	n.createPod(testPod("registry-b", sticky))
-	time.Sleep(3 * time.Second)
-	ctx := context.Background()
+	eventually(t, "registry-b's ADD in flight", 2*time.Minute, 100*time.Millisecond, func() (bool, string) {
+		if failed := linesWith(readFrom(t, logFile, mark), "msg=\"call failed\""); len(failed) > 0 {
+			t.Fatalf("the replacement's ADD was refused while the old pod ran, instead of waiting for its DEL: %q", failed)
+		}
+		pids := pluginCalls("ADD", "registry-b")
+		return len(pids) > 0, "no stickyip ADD process for registry-b"
+	})
 	if p, err := n.client.CoreV1().Pods("default").Get(ctx, "registry-b", metav1.GetOptions{}); err != nil || p.Status.PodIP != "" {
 		t.Fatalf("replacement has IP %q (%v) while the old pod still runs", p.Status.PodIP, err)
 	}
@@ -100,24 +118,21 @@ func TestIdentityReplacementNoNeedlessWait(t *testing.T) {
 	if err := n.client.CoreV1().Pods("default").Delete(ctx, "registry-a", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	var got string
-	for deadline := deleted.Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
-		p, err := n.client.CoreV1().Pods("default").Get(ctx, "registry-b", metav1.GetOptions{})
-		if err == nil && p.Status.Phase == corev1.PodRunning && p.Status.PodIP != "" {
-			got = p.Status.PodIP
-			break
-		}
-	}
-	took := time.Since(deleted)
-	if got == "" {
-		t.Fatalf("replacement not Running 60 s after the old pod's delete")
-	}
-	t.Logf("FIGURE identity replacement: delete of the old pod → replacement Running with %s: %v (old behaviour: error 11, kubelet retry, 13–19 s)", got, took.Round(10*time.Millisecond))
+	got := n.waitAPIPodRunning("registry-b", 2*time.Minute) // one ready sandbox, with that IP
+	t.Logf("FIGURE identity replacement: delete of the old pod → replacement Running with %s: %v (printed, not judged)", got, time.Since(deleted).Round(10*time.Millisecond))
 	if got != ip {
 		t.Fatalf("replacement got %s, want the identity's %s", got, ip)
 	}
-	if took > 5*time.Second {
-		t.Fatalf("replacement Running %v after the delete; want ≤ 5 s (well under the kubelet's ~11 s retry)", took)
+	log := readFrom(t, logFile, mark)
+	if failed := linesWith(log, "msg=\"call failed\""); len(failed) > 0 {
+		t.Errorf("CNI calls failed while the replacement waited (the kubelet retried): %q", failed)
 	}
-	n.waitAPIPodRunning("registry-b", 30*time.Second) // one ready sandbox, with that IP
+	if waited := linesWith(log, "msg=\"waited for the identity's previous holder\""); len(waited) != 1 || !strings.Contains(waited[0], "ok=true") {
+		t.Errorf("stickyip's log: %q, want one ADD that waited for the previous holder and then succeeded", waited)
+	}
+	for _, ev := range n.podEvents(ctx, "registry-b") {
+		if ev.Reason == "FailedCreatePodSandBox" {
+			t.Errorf("registry-b: the kubelet retried its sandbox: %s", ev.Message)
+		}
+	}
 }

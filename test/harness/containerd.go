@@ -1,15 +1,11 @@
 package harness
 
 import (
-	"bufio"
 	"crypto/sha256"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
-	"slices"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -71,68 +67,6 @@ type Containerd struct {
 	// (socket_dir), containerd's default /run/containerd/s on 1.6.
 	shimSockets string
 	daemon
-}
-
-// readyTimeout bounds containerd's start until CRI reports ready.
-const readyTimeout = 30 * time.Second
-
-// containerdBinaries are what ContainerdBinDir must hold.
-var containerdBinaries = []string{"containerd", "containerd-shim-runc-v2", "ctr"}
-
-// ContainerdBinDir is the directory of the containerd, containerd-shim-runc-v2
-// and ctr the harness runs. $STICKYIP_CONTAINERD selects it: unset, the
-// pinned 2.x that scripts/install-deps.sh builds into <output>/containerd/bin;
-// "debian", Debian's containerd 1.6 in /usr/bin (the legacy run); an absolute
-// path, the binaries in that directory (e.g. another 2.x release).
-func ContainerdBinDir() string {
-	switch v := os.Getenv("STICKYIP_CONTAINERD"); v {
-	case "":
-		return filepath.Join(OutputDir(), "containerd", "bin")
-	case "debian":
-		return "/usr/bin"
-	default:
-		return v
-	}
-}
-
-// missingContainerd lists the binaries ContainerdBinDir lacks.
-func missingContainerd() []string {
-	dir := ContainerdBinDir()
-	if !filepath.IsAbs(dir) {
-		return []string{fmt.Sprintf("STICKYIP_CONTAINERD=%s (want unset, \"debian\" or an absolute directory)", dir)}
-	}
-	var missing []string
-	for _, b := range containerdBinaries {
-		if _, err := os.Stat(filepath.Join(dir, b)); err != nil {
-			missing = append(missing, filepath.Join(dir, b))
-		}
-	}
-	return missing
-}
-
-// ContainerdVersion returns the version `containerd --version` of
-// ContainerdBinDir reports and its major number.
-func ContainerdVersion() (string, int, error) {
-	out, err := Run(nil, filepath.Join(ContainerdBinDir(), "containerd"), "--version")
-	if err != nil {
-		return "", 0, err
-	}
-	return parseContainerdVersion(out)
-}
-
-// parseContainerdVersion reads `containerd --version`:
-// "containerd github.com/containerd/containerd/v2 2.3.7+unknown <revision>".
-func parseContainerdVersion(out string) (string, int, error) {
-	f := strings.Fields(out)
-	if len(f) < 3 {
-		return "", 0, fmt.Errorf("containerd --version: unexpected output %q", out)
-	}
-	v := strings.TrimPrefix(f[2], "v")
-	major, err := strconv.Atoi(v[:strings.IndexFunc(v+".", func(r rune) bool { return r < '0' || r > '9' })])
-	if err != nil {
-		return "", 0, fmt.Errorf("containerd --version: version %q: %w", f[2], err)
-	}
-	return v, major, nil
 }
 
 // StartContainerd writes a config, starts containerd, waits until CRI reports
@@ -203,114 +137,6 @@ const defaultShimSocketDir = "/run/containerd/s"
 // maxShimSocketDir is the longest socket_dir containerd 2.x accepts (a unix
 // socket path holds 107 bytes; the name is 64 hex digits).
 const maxShimSocketDir = 38
-
-func (c *Containerd) config() string {
-	if c.Major >= 2 {
-		return c.configV4()
-	}
-	return c.configV2()
-}
-
-// configV4 is the configuration of containerd 2.x (config version 4, CRI
-// split into io.containerd.cri.v1.{runtime,images} and grpc.v1.cri). Every
-// path, socket and shared default of the machine's own containerd
-// (/run/containerd/*, /etc/containerd/conf.d, the NRI socket, CDI spec dirs)
-// is private or off, without deprecated keys (containerd reports those in
-// CRI Status).
-func (c *Containerd) configV4() string {
-	runc, err := exec.LookPath("runc")
-	if err != nil {
-		runc = "runc"
-	}
-	return fmt.Sprintf(`version = 4
-root = %q
-state = %q
-temp = %q
-imports = []
-disabled_plugins = ["io.containerd.snapshotter.v1.zfs", "io.containerd.snapshotter.v1.devmapper", "io.containerd.snapshotter.v1.blockfile", "io.containerd.snapshotter.v1.erofs"]
-
-[plugins.'io.containerd.server.v1.grpc']
-  address = %q
-
-[plugins.'io.containerd.server.v1.ttrpc']
-  address = %q
-
-[plugins.'io.containerd.nri.v1.nri']
-  disable = true
-
-[plugins.'io.containerd.internal.v1.opt']
-  path = %q
-
-[plugins.'io.containerd.shim.v1.manager']
-  socket_dir = %q
-
-[plugins.'io.containerd.cri.v1.images']
-  snapshotter = 'overlayfs'
-  [plugins.'io.containerd.cri.v1.images'.pinned_images]
-    sandbox = %q
-
-[plugins.'io.containerd.cri.v1.runtime']
-  restrict_oom_score_adj = true
-  netns_mounts_under_state_dir = true
-  cdi_spec_dirs = [%q]
-  [plugins.'io.containerd.cri.v1.runtime'.cni]
-    bin_dirs = [%q]
-    conf_dir = %q
-    max_conf_num = 1
-  [plugins.'io.containerd.cri.v1.runtime'.containerd]
-    default_runtime_name = 'runc'
-    [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc]
-      runtime_type = 'io.containerd.runc.v2'
-      [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc.options]
-        BinaryName = %q
-        Root = %q
-
-[plugins.'io.containerd.grpc.v1.cri']
-  stream_server_address = '127.0.0.1'
-  stream_server_port = '0'
-%s
-`, c.Root, c.State, filepath.Join(c.cfg.Dir, "tmp"), c.Address, c.Address+".ttrpc",
-		filepath.Join(c.cfg.Dir, "opt"), c.shimSockets, c.cfg.SandboxImage, filepath.Join(c.cfg.Dir, "cdi"),
-		c.cfg.CNIBinDir, c.cfg.CNIConfDir, runc, filepath.Join(c.State, "runc"), c.cfg.ExtraTOML)
-}
-
-// configV2 is the configuration of the legacy containerd 1.6 (Debian 12's).
-func (c *Containerd) configV2() string {
-	return fmt.Sprintf(`version = 2
-root = %q
-state = %q
-disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.zfs", "io.containerd.snapshotter.v1.devmapper", "io.containerd.snapshotter.v1.aufs"]
-
-[grpc]
-  address = %q
-
-[ttrpc]
-  address = %q
-
-[plugins."io.containerd.internal.v1.opt"]
-  path = %q
-
-[plugins."io.containerd.grpc.v1.cri"]
-  sandbox_image = %q
-  restrict_oom_score_adj = true
-  netns_mounts_under_state_dir = true
-  stream_server_address = "127.0.0.1"
-  stream_server_port = "0"
-  [plugins."io.containerd.grpc.v1.cri".cni]
-    bin_dir = %q
-    conf_dir = %q
-    max_conf_num = 1
-  [plugins."io.containerd.grpc.v1.cri".containerd]
-    snapshotter = "overlayfs"
-    default_runtime_name = "runc"
-    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
-      runtime_type = "io.containerd.runc.v2"
-      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
-        Root = %q
-%s
-`, c.Root, c.State, c.Address, c.Address+".ttrpc", filepath.Join(c.cfg.Dir, "opt"), c.cfg.SandboxImage,
-		c.cfg.CNIBinDir, c.cfg.CNIConfDir, filepath.Join(c.State, "runc"), c.cfg.ExtraTOML)
-}
 
 func (c *Containerd) start(t testing.TB) {
 	t.Helper()
@@ -483,91 +309,6 @@ func (c *Containerd) processTree() []int {
 	return processTree(roots, c.isShim)
 }
 
-// processTree lists roots, every process isRoot accepts (daemons that left
-// their parent: shims, conmon) and all their descendants; never PID 1 or
-// the test process.
-func processTree(roots []int, isRoot func(pid int) bool) []int {
-	entries, _ := os.ReadDir("/proc")
-	children := map[int][]int{}
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		if isRoot(pid) {
-			roots = append(roots, pid)
-		}
-		if ppid := parentPID(pid); ppid > 0 {
-			children[ppid] = append(children[ppid], pid)
-		}
-	}
-	seen := map[int]bool{}
-	var out []int
-	queue := roots
-	for len(queue) > 0 {
-		pid := queue[0]
-		queue = queue[1:]
-		if seen[pid] || pid <= 1 || pid == os.Getpid() {
-			continue
-		}
-		seen[pid] = true
-		out = append(out, pid)
-		queue = append(queue, children[pid]...)
-	}
-	return out
-}
-
-// foreignCgroups returns the cgroup directories the processes live in that
-// the test process does not (the sandboxes' own cgroups), parents first.
-func foreignCgroups(pids []int) []string {
-	own := map[string]bool{}
-	for _, d := range cgroupDirs("self") {
-		own[d] = true
-	}
-	seen := map[string]bool{}
-	var out []string
-	for _, pid := range pids {
-		for _, d := range cgroupDirs(strconv.Itoa(pid)) {
-			if !own[d] && !seen[d] {
-				seen[d] = true
-				out = append(out, d)
-			}
-		}
-	}
-	slices.Sort(out)
-	return out
-}
-
-// cgroupDirs maps /proc/<pid>/cgroup to directories under /sys/fs/cgroup
-// (v1 hierarchies by controller list, the v2 one as "unified" when it is
-// mounted there). Root cgroups are left out.
-func cgroupDirs(pid string) []string {
-	data, err := os.ReadFile("/proc/" + pid + "/cgroup")
-	if err != nil {
-		return nil
-	}
-	var out []string
-	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
-		f := strings.SplitN(line, ":", 3)
-		if len(f) != 3 || f[2] == "/" {
-			continue
-		}
-		hier := strings.TrimPrefix(f[1], "name=")
-		if hier == "" {
-			hier = "unified"
-		}
-		base := filepath.Join("/sys/fs/cgroup", hier)
-		if _, err := os.Stat(base); err != nil {
-			if f[1] != "" {
-				continue
-			}
-			base = "/sys/fs/cgroup" // a pure v2 host
-		}
-		out = append(out, filepath.Join(base, f[2]))
-	}
-	return out
-}
-
 // isShim reports whether pid is a shim of this instance: its command line
 // has "-address <our socket>".
 func (c *Containerd) isShim(pid int) bool {
@@ -585,70 +326,4 @@ func (c *Containerd) shimSocket(pid int) string {
 	}
 	sum := sha256.Sum256([]byte(filepath.Join(c.Address, args["-namespace"], args["-id"])))
 	return fmt.Sprintf("%s/%x", c.shimSockets, sum)
-}
-
-// shimArgs returns the "-flag value" pairs of a process's command line.
-func shimArgs(pid int) map[string]string {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
-	if err != nil {
-		return nil
-	}
-	args := strings.Split(string(data), "\x00")
-	out := map[string]string{}
-	for i := 0; i+1 < len(args); i++ {
-		if strings.HasPrefix(args[i], "-") {
-			out[args[i]] = args[i+1]
-		}
-	}
-	return out
-}
-
-// parentPID reads PPid from /proc/<pid>/status; 0 when unknown.
-func parentPID(pid int) int {
-	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0
-	}
-	defer f.Close()
-	s := bufio.NewScanner(f)
-	for s.Scan() {
-		if v, ok := strings.CutPrefix(s.Text(), "PPid:"); ok {
-			n, _ := strconv.Atoi(strings.TrimSpace(v))
-			return n
-		}
-	}
-	return 0
-}
-
-// alive reports whether pid exists and is not a zombie.
-func alive(pid int) bool {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return false
-	}
-	// The state follows the parenthesised command name.
-	i := strings.LastIndexByte(string(data), ')')
-	return i < 0 || i+2 >= len(data) || data[i+2] != 'Z'
-}
-
-// removeUnder unmounts anything still mounted under dir (in the host's mount
-// namespace) and removes dir.
-func removeUnder(dir string) error {
-	data, err := os.ReadFile("/proc/self/mountinfo")
-	if err != nil {
-		return err
-	}
-	var mounts []string
-	for _, line := range strings.Split(string(data), "\n") {
-		f := strings.Fields(line)
-		if len(f) > 4 && (f[4] == dir || strings.HasPrefix(f[4], dir+"/")) {
-			mounts = append(mounts, f[4])
-		}
-	}
-	for i := len(mounts) - 1; i >= 0; i-- {
-		if err := syscall.Unmount(mounts[i], syscall.MNT_DETACH); err != nil {
-			return fmt.Errorf("unmount %s: %w", mounts[i], err)
-		}
-	}
-	return os.RemoveAll(dir)
 }

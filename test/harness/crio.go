@@ -51,8 +51,8 @@ var crioBinaries = []string{"crio", "copyimg", "pinns"}
 // CRIOBinDir is where scripts/install-deps.sh puts CRI-O's binaries.
 func CRIOBinDir() string { return filepath.Join(OutputDir(), "crio", "bin") }
 
-// RequireCRIO skips the test unless CRI-O's binaries and conmon (Debian) are
-// installed.
+// RequireCRIO skips the test (fails it in strict mode, Missing) unless
+// CRI-O's binaries and conmon (Debian) are installed.
 func RequireCRIO(t testing.TB) {
 	t.Helper()
 	var missing []string
@@ -65,7 +65,7 @@ func RequireCRIO(t testing.TB) {
 		missing = append(missing, "conmon")
 	}
 	if len(missing) > 0 {
-		t.Skipf("skipping: missing %s (run scripts/install-deps.sh)", strings.Join(missing, ", "))
+		Missing(t, "missing %s (run scripts/install-deps.sh)", strings.Join(missing, ", "))
 	}
 }
 

@@ -8,7 +8,7 @@
 //
 // The API, in the order a test uses it:
 //
-//	harness.RequireRoot(t)                      // skip unless root with the tools installed
+//	harness.RequireRoot(t)                      // skip unless root with the tools installed (fail: STICKYIP_STRICT)
 //	node := harness.NewNetns(t, "node")         // the fake node: the CNI chain runs inside it
 //	bin := harness.CNIBinDir(t, "bin/stickyip") // upstream plugins + extra binaries, one dir
 //	ctd := harness.StartContainerd(t, harness.ContainerdConfig{

@@ -11,6 +11,9 @@ import (
 	"time"
 )
 
+// readyTimeout bounds a runtime's start until CRI reports ready.
+const readyTimeout = 30 * time.Second
+
 // daemon is a container runtime process (containerd, crio) the harness
 // started in a node network namespace.
 type daemon struct {
@@ -65,6 +68,14 @@ func (d *daemon) startDaemon(t testing.TB, netns string, mnt *MountNS, logPath, 
 	}
 }
 
+// PID is the runtime process's ID (0 before it started).
+func (d *daemon) PID() int {
+	if d.cmd == nil || d.cmd.Process == nil {
+		return 0
+	}
+	return d.cmd.Process.Pid
+}
+
 // Running reports whether the runtime process is alive.
 func (d *daemon) Running() bool {
 	if d.done == nil {
@@ -97,7 +108,7 @@ func (d *daemon) terminate(wait time.Duration) bool {
 func waitGone(pids []int) error {
 	return Eventually(10*time.Second, 50*time.Millisecond, func() error {
 		for _, pid := range pids {
-			if alive(pid) {
+			if Alive(pid) {
 				return fmt.Errorf("pid %d still alive after SIGKILL", pid)
 			}
 		}

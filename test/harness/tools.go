@@ -73,12 +73,35 @@ func UpstreamBinDir() string { return filepath.Join(OutputDir(), "cni", "bin") }
 // CNIToolPath is the path of the pinned cnitool.
 func CNIToolPath() string { return filepath.Join(OutputDir(), "tools", "cnitool") }
 
-// RequireRoot skips the test unless it runs as root with every tool the harness
-// needs installed (Debian packages and the binaries of scripts/install-deps.sh).
+// StrictEnv names the environment variable of strict mode: set (to
+// anything), a dependency a test needs that is missing fails the test
+// instead of skipping it. make's test tiers set it (mk/*.mk,
+// scripts/run-e2e.sh): they install what the tests need first, so a missing
+// tool there is a broken install step, and a tier that skipped its tests
+// would pass having run none.
+const StrictEnv = "STICKYIP_STRICT"
+
+// Strict reports whether strict mode is on (StrictEnv).
+func Strict() bool { return os.Getenv(StrictEnv) != "" }
+
+// Missing skips t for a missing dependency (why), or fails it in strict
+// mode.
+func Missing(t testing.TB, format string, args ...any) {
+	t.Helper()
+	msg := fmt.Sprintf(format, args...)
+	if Strict() {
+		t.Fatalf("%s (%s is set: a missing dependency fails the test)", msg, StrictEnv)
+	}
+	t.Skipf("skipping: %s", msg)
+}
+
+// RequireRoot skips the test (fails it in strict mode) unless it runs as
+// root with every tool the harness needs installed (Debian packages and the
+// binaries of scripts/install-deps.sh).
 func RequireRoot(t testing.TB) {
 	t.Helper()
 	if os.Geteuid() != 0 {
-		t.Skip("skipping: real-path tests need root (network namespaces, containerd)")
+		Missing(t, "real-path tests need root (network namespaces, containerd)")
 	}
 	var missing []string
 	for _, tool := range systemTools {
@@ -96,7 +119,7 @@ func RequireRoot(t testing.TB) {
 	}
 	missing = append(missing, missingContainerd()...)
 	if len(missing) > 0 {
-		t.Skipf("skipping: missing %s (run scripts/install-deps.sh)", strings.Join(missing, ", "))
+		Missing(t, "missing %s (run scripts/install-deps.sh)", strings.Join(missing, ", "))
 	}
 }
 

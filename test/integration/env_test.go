@@ -69,7 +69,7 @@ func stickyipBin(t *testing.T) string {
 	}
 	p := filepath.Join(root, "bin", "stickyip")
 	if _, err := os.Stat(p); err != nil {
-		t.Skipf("skipping: %s missing (run make build)", p)
+		harness.Missing(t, "%s missing (run make build)", p)
 	}
 	return p
 }

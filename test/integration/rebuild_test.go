@@ -5,11 +5,14 @@ package integration
 import (
 	"bytes"
 	"context"
+	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -17,7 +20,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/stickyip/stickyip/checkpointd/checkpoint"
-	"github.com/stickyip/stickyip/cnicache"
+	"github.com/stickyip/stickyip/contract"
 	"github.com/stickyip/stickyip/test/harness"
 )
 
@@ -26,11 +29,16 @@ import (
 // the daemon runs on its own, here `checkpointd rebuild-store`, so that the
 // runtime's own sources are read without a kubelet or an API server).
 // The node: a sticky pod db, a deleted sticky pod gone (its checkpoint
-// holds its address), three plain pods; db deleted after the damage (its
-// DEL fails until the store is back). The damage: the first 32 KiB
-// overwritten, the file deleted, or the data directory removed whole (its
-// creation mark with it: the runtime's CNI result cache says the node had
-// a store).
+// holds its address), three plain pods and a pod leaving; db deleted after
+// the damage (its DEL fails until the store is back). The damage: the first
+// 32 KiB overwritten, the file deleted, or the data directory removed whole
+// (its creation mark with it: the runtime's CNI result cache says the node
+// had a store). While the rebuild runs, calls arrive as a kubelet makes
+// them: a new pod's sandbox started and leaving's deleted, each tried
+// again until it succeeds. After the rebuild, after 8 more pods and at the
+// end, every address a ready sandbox holds is held by it alone and
+// allocated to it in the store (harness.CheckAddresses), and no new pod
+// gets an address reserved for gone or db.
 
 func TestContainerdStoreRebuild(t *testing.T) {
 	for _, damage := range []string{"overwritten", "deleted", "directory"} {
@@ -60,7 +68,7 @@ func storeRebuild(t *testing.T, n *node, cri *harness.CRIClient, endpoint, damag
 	sticky := map[string]string{annDuration: "30"}
 	pods := map[string]harness.Pod{}
 	ids, ips := map[string]string{}, map[string][]string{}
-	for _, name := range []string{"db", "gone", "plain-1", "plain-2", "plain-3"} {
+	for _, name := range []string{"db", "gone", "plain-1", "plain-2", "plain-3", "leaving"} {
 		p := harness.Pod{Name: name, Namespace: "default", UID: name + "-uid"}
 		if name == "db" || name == "gone" {
 			p.Annotations = sticky
@@ -103,9 +111,20 @@ func storeRebuild(t *testing.T, n *node, cri *harness.CRIClient, endpoint, damag
 		t.Logf("StopPodSandbox of db with the store %s: %v", damage, err)
 	}
 
+	during, refused := callsWhile(ctx, cri, harness.Pod{Name: "during", Namespace: "default", UID: "during-uid"}, ids["leaving"])
+	select { // both calls met the damaged store before the rebuild starts
+	case <-refused:
+	case c := <-during:
+		t.Fatalf("calls on the %s store succeeded before any rebuild (ADD tried %d times, DEL %d): %v", damage, c.adds, c.dels, c.err)
+	}
 	start := time.Now()
 	out := rebuildStore(t, n, endpoint, ckptDir)
 	t.Logf("checkpointd rebuild-store took %s:\n%s", time.Since(start).Round(time.Millisecond), out)
+	c := <-during
+	if c.err != nil {
+		t.Fatal(c.err)
+	}
+	t.Logf("calls during the rebuild: during's ADD tried %d times (refused %d), leaving's DEL tried %d times (refused %d)", c.adds, c.adds-1, c.dels, c.dels-1)
 	if status {
 		requireNetworkReady(t, cri, true, "")
 	}
@@ -129,18 +148,21 @@ func storeRebuild(t *testing.T, n *node, cri *harness.CRIClient, endpoint, damag
 		t.Fatalf("after the rebuild gone has %v reserved, want %v from its checkpoint", got, ips["gone"])
 	}
 
+	requireDistinct(t, n, cri, "after the rebuild")
+
 	// db's DEL, retried, now leaves its reservation.
 	deletePod(t, cri, ids["db"])
-	held := slices.Concat(ips["db"], ips["gone"], ips["plain-1"], ips["plain-2"], ips["plain-3"])
+	reserved := slices.Concat(ips["db"], ips["gone"])
 	for i := range 8 {
 		name := "new-" + string(rune('a'+i))
 		_, got := runPod(t, cri, harness.Pod{Name: name, Namespace: "default", UID: name + "-uid"})
 		for _, ip := range got {
-			if slices.Contains(held, ip) {
-				t.Fatalf("%s got %s, which a running pod or a reservation holds", name, ip)
+			if slices.Contains(reserved, ip) {
+				t.Fatalf("%s got %s, which a reservation holds", name, ip)
 			}
 		}
 	}
+	requireDistinct(t, n, cri, "with 8 more pods")
 	for _, name := range []string{"gone", "db"} {
 		p := pods[name]
 		p.UID += "-2"
@@ -148,6 +170,7 @@ func storeRebuild(t *testing.T, n *node, cri *harness.CRIClient, endpoint, damag
 			t.Fatalf("%s re-created got %v, want %v", name, got, ips[name])
 		}
 	}
+	requireDistinct(t, n, cri, "with gone and db back")
 	n.check(t)
 }
 
@@ -157,10 +180,10 @@ func rebuildStore(t *testing.T, n *node, endpoint, ckptDir string) string {
 	t.Helper()
 	bin := filepath.Join(filepath.Dir(stickyipBin(t)), "checkpointd")
 	if _, err := os.Stat(bin); err != nil {
-		t.Skipf("skipping: %s missing (run make build)", bin)
+		harness.Missing(t, "%s missing (run make build)", bin)
 	}
 	cmd := exec.Command(bin, "rebuild-store", "--data-dir", n.dataDir, "--cni-conf-dir", n.confDir,
-		"--cri-endpoint", "unix://"+endpoint, "--checkpoint-dir", ckptDir, "--cni-results-dir", cnicache.DefaultDir,
+		"--cri-endpoint", "unix://"+endpoint, "--checkpoint-dir", ckptDir, "--cni-results-dir", contract.DefaultCNIResultsDir,
 		"--volume-dir", filepath.Join(n.dir, "volumes"), "--node-name", "node1")
 	out, err := cmd.CombinedOutput()
 	if err != nil {
@@ -204,4 +227,72 @@ func overwriteStart(t *testing.T, path string, n int) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// requireDistinct fails the test unless every address a ready sandbox of
+// the runtime holds is held by it alone and allocated to it in the node's
+// store (harness.CheckAddresses); when says at what point.
+func requireDistinct(t *testing.T, n *node, cri *harness.CRIClient, when string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	held, problems, err := harness.CheckAddresses(ctx, cri, func() []entry { return n.list(t) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(problems) > 0 {
+		t.Fatalf("%s: addresses of ready sandboxes:\n%s", when, strings.Join(problems, "\n"))
+	}
+	t.Logf("%s: %d addresses of ready sandboxes, each held once and allocated to its sandbox", when, len(held))
+}
+
+// rebuildCalls is what callsWhile did: how many times each call was tried.
+type rebuildCalls struct {
+	adds, dels int
+	err        error
+}
+
+// callsWhile starts, at once and side by side, pod p's sandbox and the
+// deletion of sandbox leaving, each tried again every 200 ms until it
+// succeeds (as the kubelet retries). refused is closed once each has been
+// refused once; done reports once both succeeded (or a minute has passed).
+func callsWhile(ctx context.Context, cri *harness.CRIClient, p harness.Pod, leaving string) (done <-chan rebuildCalls, refused <-chan struct{}) {
+	out := make(chan rebuildCalls, 1)
+	ref := make(chan struct{})
+	var refusals sync.WaitGroup
+	refusals.Add(2)
+	go func() { refusals.Wait(); close(ref) }()
+	retry := func(n *int, what string, call func() error) error {
+		deadline := time.Now().Add(time.Minute)
+		for {
+			*n++
+			err := call()
+			if err == nil {
+				return nil
+			}
+			if *n == 1 {
+				refusals.Done()
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("%s, tried %d times: %w", what, *n, err)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+	go func() {
+		var c rebuildCalls
+		var addErr error
+		var wg sync.WaitGroup
+		wg.Go(func() {
+			addErr = retry(&c.adds, "RunPodSandbox "+p.Name, func() error {
+				_, err := cri.RunPod(ctx, p)
+				return err
+			})
+		})
+		delErr := retry(&c.dels, "delete sandbox "+leaving, func() error { return cri.DeletePod(ctx, leaving) })
+		wg.Wait()
+		c.err = errors.Join(addErr, delErr)
+		out <- c
+	}()
+	return out, ref
 }

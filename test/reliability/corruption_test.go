@@ -17,7 +17,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 	"golang.org/x/sys/unix"
 
-	"github.com/stickyip/stickyip/cnicache"
+	"github.com/stickyip/stickyip/contract"
 )
 
 // store is a data directory with a database made by the real plugin.
@@ -514,8 +514,8 @@ func cacheADD(t *testing.T, network, dataDir string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	path := filepath.Join(cnicache.DefaultDir, network+"-"+id+"-eth0")
-	if err := os.MkdirAll(cnicache.DefaultDir, 0o755); err != nil {
+	path := filepath.Join(contract.DefaultCNIResultsDir, network+"-"+id+"-eth0")
+	if err := os.MkdirAll(contract.DefaultCNIResultsDir, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(path, body, 0o600); err != nil {

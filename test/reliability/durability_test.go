@@ -36,7 +36,7 @@ func traceCNI(t *testing.T, p *plugin, c cniCall) (*outcome, []sysEvent) {
 	t.Helper()
 	strace, err := exec.LookPath("strace")
 	if err != nil {
-		t.Skip("skipped: strace not installed (make reliability-deps installs it)")
+		harness.Missing(t, "strace not installed (make reliability-deps installs it)")
 	}
 	traceFile := filepath.Join(t.TempDir(), "trace")
 	ctx, cancel := context.WithTimeout(context.Background(), processTimeout)

@@ -17,11 +17,12 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// requireRoot skips a test that needs mounts or network namespaces.
+// requireRoot skips (in strict mode fails, harness.Missing) a test that
+// needs mounts or network namespaces.
 func requireRoot(t testing.TB, why string) {
 	t.Helper()
 	if os.Geteuid() != 0 {
-		t.Skipf("skipped: needs root (%s); run the suite as root", why)
+		harness.Missing(t, "needs root (%s); run the suite as root", why)
 	}
 }
 

@@ -9,7 +9,8 @@
 #
 # Environment: GO (default go), FUZZTIME (per target, default 25s),
 # FUZZ_BUDGET (seconds for all targets together, default 240; the per-target
-# time shrinks to fit), FUZZ_TAGS (build tags, default none).
+# time shrinks to fit), FUZZ_TAGS (build tags, default none), STICKYIP_STRICT
+# (set: finding no target fails).
 set -eu
 GO=${GO:-go}
 FUZZTIME=${FUZZTIME:-25s}
@@ -31,6 +32,8 @@ targets=$(grep -rlE --include='*_test.go' '^func Fuzz[A-Za-z0-9_]*\(' . \
 n=$(printf '%s\n' "$targets" | grep -c . || true)
 if [ "$n" -eq 0 ]; then
 	echo "fuzz: no Fuzz targets found"
+	# Strict mode (make's tiers): a fuzzing step that fuzzed nothing fails.
+	[ -z "${STICKYIP_STRICT:-}" ] || exit 1
 	exit 0
 fi
 

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -27,10 +28,16 @@ import (
 // damaged bytes in place, or no file under the creation mark) or the whole
 // rebuilt store; never a store that calls would use without the running
 // sandboxes' addresses. A plugin ADD right after the kill must be refused
-// or get an address no sandbox holds, and the next rebuild completes, the
-// damaged bytes kept under exactly one name. The runtime is a CRI server of
-// the test's (the sandboxes, their status and namespaces); the CNI result
-// cache is libcni's format, written by the test.
+// (102) while the store is damaged or lost, and, once it is rebuilt,
+// succeed with an address no other holds: every address in use — the
+// sandboxes' and the new one — allocated to its own holder alone
+// (harness.AddressProblems); the next rebuild completes, the damaged bytes
+// kept under exactly one name. Besides the random kills, a few rounds kill
+// the rebuild on purpose between keeping the damaged file and putting the
+// new store in place (the rename held back by strace, killRebuildAtRename):
+// that moment must have been hit at least once. The runtime is a CRI server
+// of the test's (the sandboxes, their status and namespaces); the CNI
+// result cache is libcni's format, written by the test.
 func TestRebuildCrash(t *testing.T) {
 	p := newPlugin(t)
 	bin := filepath.Join(filepath.Dir(p.Path), "checkpointd")
@@ -44,29 +51,34 @@ func TestRebuildCrash(t *testing.T) {
 	netns := newNetnsPool(t, 8)
 	w := newRebuildWorld(t, p, base, netns)
 	full := w.timeRebuild(t, bin) // an uninterrupted run sets the kill window
-	for i := range rounds {
+	targeted := envInt(t, "RELIABILITY_REBUILD_AT_RENAME", 2)
+	for i := range rounds + targeted {
 		damage := []string{"overwritten", "deleted"}[i%2]
-		dir, damaged := w.damagedCopy(t, i, damage)
-		o, killed := killProcessAfter(func(ctx context.Context) (*exec.Cmd, *bytes.Buffer, *bytes.Buffer) {
-			return w.command(ctx, bin, dir)
-		}, killDelay(rng.Int64N, i, full))
-		switch {
-		case killed:
+		var dir string
+		var damaged []byte
+		if i < rounds {
+			dir, damaged = w.damagedCopy(t, i, damage)
+			o, killed := killProcessAfter(func(ctx context.Context) (*exec.Cmd, *bytes.Buffer, *bytes.Buffer) {
+				return w.command(ctx, bin, dir)
+			}, killDelay(rng.Int64N, i, full))
+			switch {
+			case killed:
+				f.add("kills during a rebuild", 1)
+			case o.ExitCode != 0:
+				t.Fatalf("round %d: rebuild-store failed unkilled: %s", i, o.Describe())
+			}
+		} else {
+			dir, damaged = w.damagedCopy(t, i, "overwritten")
+			w.killRebuildAtRename(t, bin, dir)
 			f.add("kills during a rebuild", 1)
-		case o.ExitCode != 0:
-			t.Fatalf("round %d: rebuild-store failed unkilled: %s", i, o.Describe())
 		}
+		between := f.get(betweenKills)
 		state := w.afterKill(t, dir, damaged, f)
 		f.add("state after the kill: "+state, 1)
-		if add := w.add(t, dir, fmt.Sprintf("late-%d", i)); add.OK() {
-			if ip := add.Result.Addrs(); slices.ContainsFunc(ip, func(a string) bool { return w.held[strings.Split(a, "/")[0]] }) {
-				f.add("duplicates (must be 0)", 1)
-				t.Errorf("round %d (%s): an ADD after the kill got %v, held by a running sandbox", i, state, ip)
-			}
-		} else if state == "rebuilt" || add.Err == nil || add.Err.Code != 102 {
-			f.add("inconsistencies (must be 0)", 1)
-			t.Errorf("round %d (%s): ADD after the kill: %s", i, state, add.Describe())
+		if i >= rounds && f.get(betweenKills) == between {
+			t.Errorf("round %d: killed at the rename of the new store, the data directory is %s, not the damage kept aside and in place", i, state)
 		}
+		w.lateAdd(t, dir, fmt.Sprintf("late-%d", i), state, f)
 		if state != "rebuilt" {
 			if o := w.rebuild(bin, dir); o.ExitCode != 0 {
 				t.Fatalf("round %d: rebuild after the kill: %s", i, o.Describe())
@@ -81,6 +93,85 @@ func TestRebuildCrash(t *testing.T) {
 	if f.get("inconsistencies (must be 0)") > 0 || f.get("duplicates (must be 0)") > 0 {
 		t.Fatal("inconsistencies after kills")
 	}
+	if f.get(betweenKills) == 0 {
+		t.Fatalf("no kill landed %s: the test never saw the state that moment leaves", strings.TrimPrefix(betweenKills, "kills "))
+	}
+}
+
+// betweenKills counts the kills that left the damaged file both kept
+// aside and in place: after keepAside, before the new store's rename.
+const betweenKills = "kills between keeping the damaged file and putting the new one in place"
+
+// lateAdd runs a new pod's ADD on dir after a kill that left it in state:
+// refused (102) while the store is damaged or lost — a success there is an
+// inconsistency, and a duplicate too when its address is in use —, and
+// once rebuilt a success whose address the store allocates to it alone,
+// every sandbox's still to its own (harness.AddressProblems).
+func (w *rebuildWorld) lateAdd(t *testing.T, dir, name, state string, f *figures) {
+	t.Helper()
+	add := w.add(t, dir, name)
+	if !add.OK() {
+		if state == "rebuilt" || add.Err == nil || add.Err.Code != 102 {
+			f.add("inconsistencies (must be 0)", 1)
+			t.Errorf("%s (%s): ADD after the kill: %s", name, state, add.Describe())
+		}
+		return
+	}
+	held := slices.Clone(w.sandboxes)
+	for _, a := range add.Result.Addrs() {
+		held = append(held, harness.HeldAddress{IP: strings.Split(a, "/")[0], Sandbox: "ctr-" + name, Pod: "crash/" + name})
+	}
+	if state != "rebuilt" {
+		f.add("inconsistencies (must be 0)", 1)
+		t.Errorf("%s: an ADD on the %s store succeeded with %v: it must be refused (102)", name, state, add.Result.Addrs())
+		if slices.ContainsFunc(add.Result.Addrs(), func(a string) bool { return w.held[strings.Split(a, "/")[0]] }) {
+			f.add("duplicates (must be 0)", 1)
+			t.Errorf("%s (%s): the ADD got %v, held by a running sandbox", name, state, add.Result.Addrs())
+		}
+		return
+	}
+	if problems := harness.AddressProblems(held, w.p.List(t, dir)); len(problems) > 0 {
+		f.add("duplicates (must be 0)", 1)
+		t.Errorf("%s (rebuilt): after its ADD got %v:\n%s", name, add.Result.Addrs(), strings.Join(problems, "\n"))
+	}
+}
+
+// killRebuildAtRename runs the rebuild on dir under strace, every rename
+// held back on entry (delay_enter), and SIGKILLs it once the damaged file
+// has its kept name: between keepAside and the rename that puts the new
+// store in place, a moment a random kill rarely hits.
+func (w *rebuildWorld) killRebuildAtRename(t *testing.T, bin, dir string) {
+	t.Helper()
+	strace, err := exec.LookPath("strace")
+	if err != nil {
+		harness.Missing(t, "strace not installed (make reliability-deps installs it)")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), processTimeout)
+	defer cancel()
+	rebuild, stdout, stderr := w.command(ctx, bin, dir)
+	renames := "rename,renameat,renameat2"
+	cmd := exec.CommandContext(ctx, strace, append([]string{"-qq", "-f", "-o", "/dev/null", "-e", "trace=" + renames,
+		"-e", "inject=" + renames + ":delay_enter=2000000", "--"}, rebuild.Args...)...)
+	cmd.Stdout, cmd.Stderr = stdout, stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	kept := func() bool {
+		m, _ := filepath.Glob(filepath.Join(dir, dbName+".damaged-*"))
+		return len(m) > 0
+	}
+	for !kept() && ctx.Err() == nil {
+		time.Sleep(2 * time.Millisecond)
+	}
+	children, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", cmd.Process.Pid, cmd.Process.Pid))
+	var pid int
+	if _, serr := fmt.Sscan(string(children), &pid); err != nil || serr != nil {
+		t.Fatalf("the rebuild under strace (pid %d): no child (%v %v); stderr: %s", cmd.Process.Pid, err, serr, stderr)
+	}
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
 }
 
 // killDelay is when round i kills the rebuild: uniform over an
@@ -98,14 +189,15 @@ func killDelay(n func(int64) int64, i int, full time.Duration) time.Duration {
 // lists, their CNI results in a cache directory, and the pristine store the
 // plugin made for them.
 type rebuildWorld struct {
-	p        *plugin
-	base     string
-	conf     map[string]any
-	sock     string
-	cacheDir string
-	pristine string          // a data directory with the store the plugin wrote
-	n        int             // sandboxes
-	held     map[string]bool // every address a sandbox holds
+	p         *plugin
+	base      string
+	conf      map[string]any
+	sock      string
+	cacheDir  string
+	pristine  string                // a data directory with the store the plugin wrote
+	n         int                   // sandboxes
+	held      map[string]bool       // every address a sandbox holds
+	sandboxes []harness.HeldAddress // the same, with their holders
 }
 
 func newRebuildWorld(t *testing.T, p *plugin, base string, netns *netnsPool) *rebuildWorld {
@@ -131,6 +223,7 @@ func newRebuildWorld(t *testing.T, p *plugin, base string, netns *netnsPool) *re
 			IPs: o.Result.Addrs(), Netns: netns.Path(i)}
 		for _, a := range sb.IPs {
 			w.held[strings.Split(a, "/")[0]] = true
+			w.sandboxes = append(w.sandboxes, harness.HeldAddress{IP: strings.Split(a, "/")[0], Sandbox: cid, Pod: "crash/" + name})
 		}
 		cri.Add(sb)
 		must(t, harness.WriteCNIResult(w.cacheDir, "rebuildnet", sb, args))
@@ -232,7 +325,7 @@ func (w *rebuildWorld) afterKill(t *testing.T, dir string, damaged []byte, f *fi
 	}
 	cur, err := os.ReadFile(filepath.Join(dir, dbName))
 	if len(kept) == 1 && bytes.Equal(cur, damaged) {
-		f.add("kills between keeping the damaged file and putting the new one in place", 1)
+		f.add(betweenKills, 1)
 	}
 	switch {
 	case os.IsNotExist(err):

@@ -20,7 +20,6 @@ import (
 	current "github.com/containernetworking/cni/pkg/types/100"
 	"github.com/containernetworking/cni/pkg/version"
 
-	"github.com/stickyip/stickyip/cnicache"
 	"github.com/stickyip/stickyip/contract"
 	"github.com/stickyip/stickyip/ipam"
 	"github.com/stickyip/stickyip/reservation"
@@ -145,7 +144,7 @@ func (c *Call) PrevResultIPs() ([]netip.Addr, error) {
 // it: then it was removed whole, and is lost. lockTimeout 0: the store's
 // default.
 func OpenStore(dataDir string, lockTimeout time.Duration) *boltstore.Store {
-	return boltstore.New(dataDir, lockTimeout).WithLostWitness(ipam.CacheWitness(cnicache.DefaultDir, dataDir))
+	return boltstore.New(dataDir, lockTimeout).WithLostWitness(ipam.CacheWitness(contract.DefaultCNIResultsDir, dataDir))
 }
 
 // statusLockWait bounds how long STATUS waits for a writer to finish; a lock

@@ -1,18 +1,19 @@
-// Package cnicache reads the container runtime's CNI result cache: the file
-// libcni writes after every successful ADD, for each network and interface
-// of a sandbox, and removes after its DEL (containerd and CRI-O both use
-// libcni: /var/lib/cni/results/<network>-<container ID>-<ifname>). Each
-// holds what that ADD was given and returned: the network and its config,
-// the sandbox's container ID, interface and network namespace, its
-// CNI_ARGS (the pod's namespace, name and UID), its capability arguments
-// (the pod's annotations) and the result (its addresses). A store rebuild
+package contract
+
+// The container runtime's CNI result cache: the file libcni writes after
+// every successful ADD, for each network and interface of a sandbox, and
+// removes after its DEL (containerd and CRI-O both use libcni:
+// /var/lib/cni/results/<network>-<container ID>-<ifname>). Each holds what
+// that ADD was given and returned: the network and its config, the
+// sandbox's container ID, interface and network namespace, its CNI_ARGS
+// (the pod's namespace, name and UID), its capability arguments (the pod's
+// annotations) and the result (its addresses). A store rebuild
 // (checkpointd/rebuild) reads it as one of the node's own sources; the
 // plugin reads it to tell a lost data directory from a new one
 // (ipam.CacheWitness).
 //
 // libcni writes the files with a plain write (not atomically): a file cut
 // short by a crash does not parse and is reported, never guessed at.
-package cnicache
 
 import (
 	"encoding/json"
@@ -27,23 +28,19 @@ import (
 	"time"
 )
 
-// DefaultDir is where libcni keeps the results (its CacheDir, /var/lib/cni,
-// and "results").
-const DefaultDir = "/var/lib/cni/results"
-
-// kindV1 is the only format libcni writes ("kind" of every file).
-const kindV1 = "cniCacheV1"
+// cniCacheKindV1 is the only format libcni writes ("kind" of every file).
+const cniCacheKindV1 = "cniCacheV1"
 
 // annotationsCapability is the capability argument that carries the pod's
 // annotations (containerd ≥ 1.5, CRI-O).
 const annotationsCapability = "io.kubernetes.cri.pod-annotations"
 
-// maxFile bounds what is read of one file: a result and a config are a few
-// KiB; anything far larger is not libcni's.
-const maxFile = 1 << 20
+// maxCNICacheFile bounds what is read of one file: a result and a config
+// are a few KiB; anything far larger is not libcni's.
+const maxCNICacheFile = 1 << 20
 
-// Entry is one cached ADD.
-type Entry struct {
+// CNICacheEntry is one cached ADD.
+type CNICacheEntry struct {
 	Network     string
 	ContainerID string
 	IfName      string
@@ -62,7 +59,7 @@ type Entry struct {
 }
 
 // Arg returns the value of CNI_ARGS key k ("" when absent).
-func (e *Entry) Arg(k string) string {
+func (e *CNICacheEntry) Arg(k string) string {
 	for _, p := range e.Args {
 		if p[0] == k {
 			return p[1]
@@ -71,8 +68,8 @@ func (e *Entry) Arg(k string) string {
 	return ""
 }
 
-// file is a cache file as libcni writes it, as far as it is read.
-type file struct {
+// cniCacheFile is a cache file as libcni writes it, as far as it is read.
+type cniCacheFile struct {
 	Kind           string                     `json:"kind"`
 	ContainerID    string                     `json:"containerId"`
 	Config         []byte                     `json:"config"`
@@ -81,12 +78,12 @@ type file struct {
 	NetNS          string                     `json:"netns"`
 	CniArgs        [][2]string                `json:"cniArgs"`
 	CapabilityArgs map[string]json.RawMessage `json:"capabilityArgs"`
-	Result         *result                    `json:"result"`
+	Result         *cniCacheResult            `json:"result"`
 }
 
-// result is a CNI result of any version: "ips" (0.3.0 and later), or
+// cniCacheResult is a CNI result of any version: "ips" (0.3.0 and later), or
 // "ip4"/"ip6" (0.1.0, 0.2.0).
-type result struct {
+type cniCacheResult struct {
 	IPs []struct {
 		Address string `json:"address"`
 	} `json:"ips"`
@@ -98,29 +95,29 @@ type result struct {
 	} `json:"ip6"`
 }
 
-// Parse reads one cache file named name. The name must be the one libcni
-// gives the file (<network>-<container ID>-<ifname>), every address must
-// parse, and the annotations, when present, must be a string map: anything
-// else is an error naming what is wrong.
-func Parse(name string, data []byte) (Entry, error) {
-	var f file
+// ParseCNICacheFile reads one cache file named name. The name must be the
+// one libcni gives the file (<network>-<container ID>-<ifname>), every
+// address must parse, and the annotations, when present, must be a string
+// map: anything else is an error naming what is wrong.
+func ParseCNICacheFile(name string, data []byte) (CNICacheEntry, error) {
+	var f cniCacheFile
 	if err := json.Unmarshal(data, &f); err != nil {
-		return Entry{}, fmt.Errorf("%s: not a CNI result cache file: %v", name, err)
+		return CNICacheEntry{}, fmt.Errorf("%s: not a CNI result cache file: %v", name, err)
 	}
 	switch {
-	case f.Kind != kindV1:
-		return Entry{}, fmt.Errorf("%s: kind %q, want %q", name, clip(f.Kind), kindV1)
+	case f.Kind != cniCacheKindV1:
+		return CNICacheEntry{}, fmt.Errorf("%s: kind %q, want %q", name, Clip(f.Kind, ClipLen), cniCacheKindV1)
 	case f.NetworkName == "" || f.ContainerID == "" || f.IfName == "":
-		return Entry{}, fmt.Errorf("%s: network, container ID or interface missing", name)
+		return CNICacheEntry{}, fmt.Errorf("%s: network, container ID or interface missing", name)
 	case name != f.NetworkName+"-"+f.ContainerID+"-"+f.IfName:
-		return Entry{}, fmt.Errorf("%s: holds network %q, container %q, interface %q (not the file's name)", name, clip(f.NetworkName), clip(f.ContainerID), clip(f.IfName))
+		return CNICacheEntry{}, fmt.Errorf("%s: holds network %q, container %q, interface %q (not the file's name)", name, Clip(f.NetworkName, ClipLen), Clip(f.ContainerID, ClipLen), Clip(f.IfName, ClipLen))
 	case f.Result == nil:
-		return Entry{}, fmt.Errorf("%s: no result", name)
+		return CNICacheEntry{}, fmt.Errorf("%s: no result", name)
 	}
-	e := Entry{Network: f.NetworkName, ContainerID: f.ContainerID, IfName: f.IfName, Netns: f.NetNS, Args: f.CniArgs, Config: f.Config}
+	e := CNICacheEntry{Network: f.NetworkName, ContainerID: f.ContainerID, IfName: f.IfName, Netns: f.NetNS, Args: f.CniArgs, Config: f.Config}
 	if raw, ok := f.CapabilityArgs[annotationsCapability]; ok && string(raw) != "null" {
 		if err := json.Unmarshal(raw, &e.Annotations); err != nil {
-			return Entry{}, fmt.Errorf("%s: capability %s is not a map of strings: %v", name, annotationsCapability, err)
+			return CNICacheEntry{}, fmt.Errorf("%s: capability %s is not a map of strings: %v", name, annotationsCapability, err)
 		}
 	}
 	var addrs []string
@@ -137,7 +134,7 @@ func Parse(name string, data []byte) (Entry, error) {
 	for _, a := range addrs {
 		p, err := netip.ParsePrefix(a)
 		if err != nil || p.Addr().Zone() != "" {
-			return Entry{}, fmt.Errorf("%s: result address %q is not an address with a prefix length", name, clip(a))
+			return CNICacheEntry{}, fmt.Errorf("%s: result address %q is not an address with a prefix length", name, Clip(a, ClipLen))
 		}
 		if ip := p.Addr().Unmap(); !slices.Contains(e.IPs, ip) {
 			e.IPs = append(e.IPs, ip)
@@ -146,11 +143,11 @@ func Parse(name string, data []byte) (Entry, error) {
 	return e, nil
 }
 
-// Read reads every cache file in dir. A missing directory holds none (the
+// ReadCNICache reads every cache file in dir. A missing directory holds none (the
 // runtime never added a sandbox to a network). Files that cannot be read or
 // parsed are returned as problems, each naming its file: their addresses
 // are unknown. The error is for a directory that cannot be listed.
-func Read(dir string) ([]Entry, []error, error) {
+func ReadCNICache(dir string) ([]CNICacheEntry, []error, error) {
 	ents, err := os.ReadDir(dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil, nil
@@ -158,13 +155,13 @@ func Read(dir string) ([]Entry, []error, error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("CNI result cache %s: %w", dir, err)
 	}
-	var out []Entry
+	var out []CNICacheEntry
 	var problems []error
 	for _, de := range ents {
 		if !de.Type().IsRegular() || strings.HasPrefix(de.Name(), ".") {
 			continue
 		}
-		e, err := readFile(filepath.Join(dir, de.Name()))
+		e, err := readCNICacheFile(filepath.Join(dir, de.Name()))
 		if err != nil {
 			problems = append(problems, err)
 			continue
@@ -174,34 +171,27 @@ func Read(dir string) ([]Entry, []error, error) {
 	return out, problems, nil
 }
 
-func readFile(path string) (Entry, error) {
+func readCNICacheFile(path string) (CNICacheEntry, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return Entry{}, err
+		return CNICacheEntry{}, err
 	}
 	defer f.Close()
 	fi, err := f.Stat()
 	if err != nil {
-		return Entry{}, err
+		return CNICacheEntry{}, err
 	}
-	if fi.Size() > maxFile {
-		return Entry{}, fmt.Errorf("%s: %d bytes, more than a cache file holds", path, fi.Size())
+	if fi.Size() > maxCNICacheFile {
+		return CNICacheEntry{}, fmt.Errorf("%s: %d bytes, more than a cache file holds", path, fi.Size())
 	}
 	data := make([]byte, fi.Size())
 	if _, err := f.ReadAt(data, 0); err != nil && fi.Size() > 0 {
-		return Entry{}, fmt.Errorf("%s: %w", path, err)
+		return CNICacheEntry{}, fmt.Errorf("%s: %w", path, err)
 	}
-	e, err := Parse(filepath.Base(path), data)
+	e, err := ParseCNICacheFile(filepath.Base(path), data)
 	if err != nil {
-		return Entry{}, fmt.Errorf("%s: %w", filepath.Dir(path), err)
+		return CNICacheEntry{}, fmt.Errorf("%s: %w", filepath.Dir(path), err)
 	}
 	e.Written = fi.ModTime()
 	return e, nil
-}
-
-func clip(s string) string {
-	if len(s) > 80 {
-		return s[:80] + "…"
-	}
-	return s
 }

@@ -1,4 +1,4 @@
-package cnicache
+package contract
 
 import (
 	"net/netip"
@@ -19,7 +19,7 @@ const sample = `{"kind":"cniCacheV1","containerId":"5f1e0c2a","config":"eyJuYW1l
 	`"ips":[{"address":"10.244.1.5/24","gateway":"10.244.1.1","interface":1},{"address":"fd00:1::5/64","interface":1}]}}`
 
 func TestParse(t *testing.T) {
-	e, err := Parse("cbr0-5f1e0c2a-eth0", []byte(sample))
+	e, err := ParseCNICacheFile("cbr0-5f1e0c2a-eth0", []byte(sample))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -30,7 +30,7 @@ func TestParse(t *testing.T) {
 		t.Fatalf("Parse = %+v", e)
 	}
 	old := `{"kind":"cniCacheV1","containerId":"c","ifName":"eth0","networkName":"n","result":{"cniVersion":"0.2.0","ip4":{"ip":"10.0.0.2/24"}}}`
-	if e, err := Parse("n-c-eth0", []byte(old)); err != nil || len(e.IPs) != 1 || e.IPs[0] != netip.MustParseAddr("10.0.0.2") {
+	if e, err := ParseCNICacheFile("n-c-eth0", []byte(old)); err != nil || len(e.IPs) != 1 || e.IPs[0] != netip.MustParseAddr("10.0.0.2") {
 		t.Fatalf("a 0.2.0 result: %+v %v", e, err)
 	}
 	for name, bad := range map[string]string{
@@ -43,14 +43,14 @@ func TestParse(t *testing.T) {
 		"no result":        `{"kind":"cniCacheV1","containerId":"5f1e0c2a","ifName":"eth0","networkName":"cbr0"}`,
 		"empty":            "",
 	} {
-		if _, err := Parse("cbr0-5f1e0c2a-eth0", []byte(bad)); err == nil || !strings.Contains(err.Error(), "cbr0-5f1e0c2a-eth0") {
+		if _, err := ParseCNICacheFile("cbr0-5f1e0c2a-eth0", []byte(bad)); err == nil || !strings.Contains(err.Error(), "cbr0-5f1e0c2a-eth0") {
 			t.Errorf("%s: err %v, want an error naming the file", name, err)
 		}
 	}
 }
 
 func TestRead(t *testing.T) {
-	if got, problems, err := Read(filepath.Join(t.TempDir(), "absent")); got != nil || problems != nil || err != nil {
+	if got, problems, err := ReadCNICache(filepath.Join(t.TempDir(), "absent")); got != nil || problems != nil || err != nil {
 		t.Fatalf("missing directory: %v %v %v", got, problems, err)
 	}
 	dir := t.TempDir()
@@ -63,19 +63,19 @@ func TestRead(t *testing.T) {
 	must(os.WriteFile(filepath.Join(dir, "cbr0-5f1e0c2a-eth0"), []byte(sample), 0o600))
 	must(os.WriteFile(filepath.Join(dir, "cbr0-dead-eth0"), []byte(sample[:100]), 0o600))
 	must(os.Mkdir(filepath.Join(dir, "sub"), 0o700))
-	got, problems, err := Read(dir)
+	got, problems, err := ReadCNICache(dir)
 	if err != nil || len(got) != 1 || got[0].Written.IsZero() || len(problems) != 1 || !strings.Contains(problems[0].Error(), "cbr0-dead-eth0") {
 		t.Fatalf("Read = %+v, %v, %v", got, problems, err)
 	}
 }
 
-// FuzzParse: any file is refused with an error, or read into an entry
-// whose fields are the ones its name says, with valid addresses.
-func FuzzParse(f *testing.F) {
+// FuzzParseCNICacheFile: any file is refused with an error, or read into an
+// entry whose fields are the ones its name says, with valid addresses.
+func FuzzParseCNICacheFile(f *testing.F) {
 	f.Add("cbr0-5f1e0c2a-eth0", []byte(sample))
 	f.Add("n-c-eth0", []byte(`{"kind":"cniCacheV1","containerId":"c","ifName":"eth0","networkName":"n","result":{"ip4":{"ip":"10.0.0.2/24"},"ip6":{"ip":"::1/128"}}}`))
 	f.Fuzz(func(t *testing.T, name string, data []byte) {
-		e, err := Parse(name, data)
+		e, err := ParseCNICacheFile(name, data)
 		if err != nil {
 			return
 		}
