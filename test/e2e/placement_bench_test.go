@@ -45,7 +45,8 @@ var benchLevels = []struct{ inNamespace, total int }{{0, 0}, {1000, 1000}, {1000
 // (the preferred hint, and with stickyip.io/placement: required the required
 // one), one that reserves its IP without an entry, one without any stickyip
 // annotation.
-var benchKinds = []string{"held", "held, required", "not held", "plain", benchOptInMarked, benchOptInUnmarked, benchOptInless + "held", benchOptInless + "plain"}
+var benchKinds = []string{"held", "held, required", "not held", "plain", benchOptInMarked, benchOptInUnmarked,
+	benchOptInBound + "held", benchOptInUnbound + "held", benchOptInBound + "plain", benchOptInUnbound + "plain"}
 
 // BenchmarkPlacementAdmission prints the median time of a pod creation
 // (POST, from the client) with the placement policy's binding in place and
