@@ -51,6 +51,7 @@ func (a *etcdApp) optIn(value string) {
 // no pod of it marked by the opt-in.
 func (a *etcdApp) unlabelled() {
 	c := a.c
+	start := time.Now()
 	b := &etcdApp{c: c, ns: etcdUnlabelledNS, client: a.client}
 	c.ensureNamespace(b.ns)
 	b.found()
@@ -67,6 +68,7 @@ func (a *etcdApp) unlabelled() {
 	c.t.Logf("etcd in %s (the same manifest, no label, stickyip nodes): %s", b.ns, row)
 	b.remove()
 	c.kubectl("delete", "namespace", b.ns, "--wait=true", "--timeout=2m")
+	c.t.Logf("etcd: the opt-in's control took %s", time.Since(start).Round(100*time.Millisecond))
 }
 
 // marked reports whether p carries a reservation or the opt-in's mark.
