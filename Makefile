@@ -32,10 +32,14 @@ install: build
 	install -d $(DESTDIR)$(CNI_BIN_DIR)
 	install -m 0755 $(BIN)/stickyip $(DESTDIR)$(CNI_BIN_DIR)/stickyip
 
-# Unit tests: no root, no network, no real components.
+# Unit tests: no root, no network, no real components. deploy/policycheck
+# is a module of its own (the API server's CEL libraries, which the
+# binaries must not build with): the placement policies' CEL against
+# checkpointd's Go.
 test:
 	$(GO) vet ./...
 	$(GO) test -count=1 ./...
+	cd deploy/policycheck && $(GO) vet ./... && $(GO) test -count=1 ./...
 
 # Everything CI runs: unit tests, then every registered tier.
 # Cheapest first: a broken build fails before the long end-to-end tier.

@@ -127,7 +127,34 @@ func TestPlacementManifestsMatchThePublisher(t *testing.T) {
 			t.Errorf("%s selects %s, want the label %s", b, sel, placement.IndexLabel)
 		}
 	}
+	// The forms of the fields: the very patterns checkpointd parses with,
+	// in both policies (deploy/policycheck evaluates them).
+	for name, cel := range map[string]string{"index policy": indexCEL.String(), "placement policy": hintCEL.String()} {
+		for _, pat := range []string{entry.NamePattern, entry.SeqPattern, entry.TimePattern} {
+			if !strings.Contains(cel, "'"+pat+"'") {
+				t.Errorf("%s does not match %s, as entry.Parse does", name, pat)
+			}
+		}
+	}
+	// One authorizer check per claim, one validation each.
+	slots := 0
+	for _, v := range index.Spec.Validations {
+		if strings.Contains(v.Expression, "name(variables.claims[") {
+			slots++
+		}
+	}
+	if slots != placement.MaxClaims || !strings.Contains(indexCEL.String(), "size(variables.claims) <= "+strconv.Itoa(placement.MaxClaims)) {
+		t.Errorf("index policy checks %d claims per write, checkpointd makes up to %d", slots, placement.MaxClaims)
+	}
 	kust, _ := fs.ReadFile(Placement, "placement/Kustomization")
+	// The policies exist before the RBAC that lets nodes write the index:
+	// kubectl apply -k in the listed order, -f in the files' name order.
+	if !strings.Contains(string(kust), "order: fifo") || !strings.HasSuffix(strings.TrimSpace(string(kust)), "- rbac.yaml") {
+		t.Errorf("Kustomization: want sortOptions order fifo and rbac.yaml listed last:\n%s", kust)
+	}
+	if files, _ := fs.Glob(Placement, "placement/*.yaml"); files[len(files)-1] != "placement/rbac.yaml" {
+		t.Errorf("kubectl apply -f applies %s last, want rbac.yaml", files[len(files)-1])
+	}
 	files, _ := fs.Glob(Placement, "placement/*.yaml")
 	for _, f := range files {
 		if !strings.Contains(string(kust), "- "+strings.TrimPrefix(f, "placement/")+"\n") {

@@ -32,5 +32,5 @@ bench: build bench-tools
 .PHONY: bench-placement
 bench-placement: e2e-deps build
 	@mkdir -p results
-	STICKYIP_STRICT=1 $(GO) test -tags e2e -count=1 -run '^$$' -bench '^BenchmarkPlacementAdmission$$' -benchtime 1x \
+	STICKYIP_STRICT=1 $(GO) test -tags e2e -count=1 -run '^$$' -bench '^BenchmarkPlacement(Admission|Burst)$$' -benchtime 1x \
 		-timeout 40m -v ./test/e2e/ | tee results/bench-placement-$$(date -u +%Y%m%dT%H%M%SZ).txt

@@ -5,8 +5,8 @@
 # root. Logs of every component: _output/e2e-logs/<test>/.
 #
 # E2E_K8S selects the Kubernetes release: empty for the latest (1.37), 1.36
-# for the previous one (kube-apiserver and kubelet only: the one-node
-# scenarios). test-e2e-k8s-1.36 runs the ground-floor scenarios and the
+# for the previous one (kube-apiserver, kubelet and kube-controller-manager: the one-node
+# scenarios and the placement adversary). test-e2e-k8s-1.36 runs the ground-floor scenarios and the
 # placement policies (MutatingAdmissionPolicy is GA since 1.36) on 1.36; it
 # is not a tier of test-all (its build alone is 3 to 9 minutes of CI's
 # budget, by the host's speed, for what 1.37 shows too): run it before a release and when the policies change.
@@ -30,6 +30,7 @@ test-e2e: e2e-deps build
 
 # The previous Kubernetes minor still works: its kubelet and kube-apiserver
 # run the scenarios of smoke_test.go, and its API server admits deploy/placement
-# (TestPlacement, applied without kubectl: 1.36 builds none).
+# (TestPlacement, applied without kubectl: 1.36 builds none) and holds against
+# the adversary with its own garbage collector (TestPlacementAdversary).
 test-e2e-k8s-1.36:
-	$(MAKE) --no-print-directory test-e2e E2E_K8S=1.36 E2E_RUN='^(TestAPIPod.*|TestPlacement)$$$$'
+	$(MAKE) --no-print-directory test-e2e E2E_K8S=1.36 E2E_RUN='^(TestAPIPod.*|TestPlacement|TestPlacementAdversary)$$$$'

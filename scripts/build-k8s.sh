@@ -10,7 +10,9 @@
 #                  flanneld's in-cluster config) into _output/k8s/bin
 #   1.36           test/e2e/k8sbuild/kube-1.36 (1.36.x): the older release the
 #                  project still supports; kube-apiserver and kubelet (what the
-#                  one-node scenarios run) into _output/k8s/1.36/bin
+#                  one-node scenarios run) and kube-controller-manager (the
+#                  placement adversary's garbage collector) into
+#                  _output/k8s/1.36/bin
 # etcd is built into the same directory either way.
 #
 # The binaries of a module that need building are built by one go build,
@@ -34,7 +36,7 @@ case ${E2E_K8S:-} in
 1.36)
 	kube=$root/test/e2e/k8sbuild/kube-1.36
 	OUT=${OUT:-$root/_output/k8s/1.36/bin}
-	kbins=(kube-apiserver kubelet)
+	kbins=(kube-apiserver kube-controller-manager kubelet)
 	;;
 *)
 	echo "build-k8s: E2E_K8S=$E2E_K8S: want 1.37 (default) or 1.36" >&2

@@ -3,6 +3,7 @@ package placement
 import (
 	"context"
 	"encoding/json"
+	"errors"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -19,13 +20,31 @@ type API interface {
 	// Get returns shard ns/name; a shard that does not exist is one with
 	// Exists false, not an error.
 	Get(ctx context.Context, ns, name string) (*Shard, error)
-	// Write makes the node's value in shard ns/name value, and its
-	// ownerReference the one to its Node (uid), dropping those to stale
-	// UIDs; an empty value removes its key and its ownerReferences. rv is
-	// the shard's resourceVersion as last read, which the write requires
-	// ("": the shard does not exist, and is created). It returns the shard
-	// as written.
-	Write(ctx context.Context, ns, name, rv string, uid types.UID, stale []types.UID, value string) (*Shard, error)
+	// Write makes change to shard ns/name, creating it when it does not
+	// exist, with no resourceVersion precondition: the API server applies
+	// concurrent writes of several nodes one after the other, and the index
+	// policy checks each against the shard as it is then. It returns the
+	// shard as written.
+	Write(ctx context.Context, ns, name string, change Change) (*Shard, error)
+}
+
+// Change is one write of a node to a shard.
+type Change struct {
+	// Value is the node's whole value; "" removes its key and its
+	// ownerReference.
+	Value string
+	// UID is the node's Node's UID: its ownerReference's.
+	UID types.UID
+	// Cleanup, when set, is what else the write removes (Shard.Cleanup).
+	Cleanup *Cleanup
+}
+
+// Cleanup is what a node's write must do besides its own change, on the
+// shard as last read: every other ownerReference is given back as it was,
+// on that resourceVersion.
+type Cleanup struct {
+	RV   string                  // the shard's resourceVersion, which the write requires
+	Refs []metav1.OwnerReference // every other node's ownerReference, kept
 }
 
 // clientAPI is API on a client.
@@ -58,58 +77,104 @@ func (a *clientAPI) Get(ctx context.Context, ns, name string) (*Shard, error) {
 	return DecodeShard(cm), nil
 }
 
-func (a *clientAPI) Write(ctx context.Context, ns, name, rv string, uid types.UID, stale []types.UID, value string) (*Shard, error) {
+// Write sets the node's value by a strategic-merge patch of its key and of
+// its reference (merged by UID, the list's key), creating the shard when
+// there is none (another node creating it meanwhile: patched after all);
+// removes it by one too; and makes a cleanup by a merge patch of the whole
+// reference list on the resourceVersion read (rare; a conflict is read
+// again). Not server-side apply: it keeps a managedFields entry per field
+// manager, which every node would need (FieldManager).
+func (a *clientAPI) Write(ctx context.Context, ns, name string, c Change) (*Shard, error) {
 	cms := a.client.CoreV1().ConfigMaps(ns)
-	opts := metav1.CreateOptions{FieldManager: FieldManager(a.node)}
-	if rv == "" {
-		cm, err := cms.Create(ctx, newShard(ns, name, a.node, uid, value), opts)
+	opts := metav1.PatchOptions{FieldManager: FieldManager}
+	var kind types.PatchType
+	var body any
+	switch {
+	case c.Cleanup != nil:
+		kind, body = types.MergePatchType, cleanupPatch(name, a.node, c)
+	case c.Value == "":
+		kind, body = types.StrategicMergePatchType, releasePatch(a.node, c.UID)
+	default:
+		kind, body = types.StrategicMergePatchType, setPatch(name, a.node, c)
+	}
+	data, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	for range 2 {
+		cm, err := cms.Patch(ctx, name, kind, data, opts)
+		switch {
+		case apierrors.IsNotFound(err) && c.Value == "":
+			return &Shard{Values: map[string]string{}}, nil // nothing left to remove
+		case apierrors.IsNotFound(err) && c.Cleanup == nil:
+			cm, err = cms.Create(ctx, newShard(ns, name, a.node, c), metav1.CreateOptions{FieldManager: FieldManager})
+			if apierrors.IsAlreadyExists(err) {
+				continue // created meanwhile: patch it
+			}
+		}
 		if err != nil {
 			return nil, err
 		}
 		return DecodeShard(cm), nil
 	}
-	patch, err := shardPatch(name, rv, a.node, uid, stale, value)
-	if err != nil {
-		return nil, err
-	}
-	cm, err := cms.Patch(ctx, name, types.StrategicMergePatchType, patch, metav1.PatchOptions{FieldManager: FieldManager(a.node)})
-	if err != nil {
-		return nil, err
-	}
-	return DecodeShard(cm), nil
+	return nil, apierrors.NewConflict(corev1.Resource("configmaps"), name, errors.New("created and deleted while written"))
 }
 
-// newShard is shard ns/name as node creates it, holding its value.
-func newShard(ns, name, node string, uid types.UID, value string) *corev1.ConfigMap {
+// ownRef is node's ownerReference to its Node.
+func ownRef(node string, uid types.UID) metav1.OwnerReference {
+	return metav1.OwnerReference{APIVersion: "v1", Kind: "Node", Name: node, UID: uid}
+}
+
+// newShard is shard ns/name created by node with its value.
+func newShard(ns, name, node string, c Change) *corev1.ConfigMap {
 	return &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{IndexLabel: shardNumber(name)},
-			OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: node, UID: uid}}},
-		Data: map[string]string{node: value},
+			OwnerReferences: []metav1.OwnerReference{ownRef(node, c.UID)}},
+		Data: map[string]string{node: c.Value},
 	}
 }
 
-// shardPatch is the strategic merge patch of node's value in shard name, on
-// resourceVersion rv: its key set (or, for an empty value, removed) and its
-// ownerReference added (or removed) by UID, the list's merge key, so that
-// no other node's key or ownerReference is touched, whoever manages them.
-func shardPatch(name, rv, node string, uid types.UID, stale []types.UID, value string) ([]byte, error) {
-	var refs []map[string]any
-	for _, u := range stale {
-		refs = append(refs, map[string]any{"$patch": "delete", "uid": u})
-	}
-	var data any = value
-	if value == "" {
-		data = nil
-		refs = append(refs, map[string]any{"$patch": "delete", "uid": uid})
-	} else {
-		refs = append(refs, map[string]any{"apiVersion": "v1", "kind": "Node", "name": node, "uid": uid})
-	}
-	return json.Marshal(map[string]any{
+// setPatch is the strategic merge patch that makes node's key value and
+// adds its reference (merged by UID): no other node's key or reference is
+// touched.
+func setPatch(name, node string, c Change) map[string]any {
+	return map[string]any{
 		"metadata": map[string]any{
-			"resourceVersion": rv,
+			"labels":          map[string]string{IndexLabel: shardNumber(name)},
+			"ownerReferences": []metav1.OwnerReference{ownRef(node, c.UID)},
+		},
+		"data": map[string]any{node: c.Value},
+	}
+}
+
+// releasePatch is the strategic merge patch that removes node's key and its
+// ownerReference (by UID, the list's merge key): no other node's key or
+// reference is touched.
+func releasePatch(node string, uid types.UID) map[string]any {
+	return map[string]any{
+		"metadata": map[string]any{"ownerReferences": []map[string]any{{"$patch": "delete", "uid": uid}}},
+		"data":     map[string]any{node: nil},
+	}
+}
+
+// cleanupPatch is the merge patch of c: the reference list as it is to be
+// (the others kept as read, the node's own to its Node while it has a
+// value) and the node's own key, on the resourceVersion read.
+func cleanupPatch(name, node string, c Change) map[string]any {
+	refs := append([]metav1.OwnerReference{}, c.Cleanup.Refs...)
+	data := map[string]any{}
+	if c.Value == "" {
+		data[node] = nil
+	} else {
+		data[node] = c.Value
+		refs = append(refs, ownRef(node, c.UID))
+	}
+	return map[string]any{
+		"metadata": map[string]any{
+			"resourceVersion": c.Cleanup.RV,
 			"labels":          map[string]string{IndexLabel: shardNumber(name)},
 			"ownerReferences": refs,
 		},
-		"data": map[string]any{node: data},
-	})
+		"data": data,
+	}
 }

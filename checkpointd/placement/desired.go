@@ -1,6 +1,9 @@
 package placement
 
 import (
+	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/stickyip/stickyip/checkpointd/placement/entry"
@@ -81,4 +84,34 @@ func published(node string, r *reservation.Record) (identity, pod string) {
 		return contract.KeyedIdentity(id), r.PodName
 	}
 	return id, id
+}
+
+// fit returns want without the entries that would make the node's value
+// longer than entry.MaxValueLen: running pods' first, then the latest
+// reservations. What is left out is counted and logged.
+func (p *Publisher) fit(ref shardRef, want map[string]Line) map[string]Line {
+	ids := slices.SortedFunc(maps.Keys(want), func(a, b string) int {
+		la, lb := want[a], want[b]
+		if la.Running() != lb.Running() {
+			if la.Running() {
+				return -1
+			}
+			return 1
+		}
+		return lb.Since.Compare(la.Since)
+	})
+	out := map[string]Line{}
+	size := -1
+	for _, id := range ids {
+		l := want[id]
+		l.Seq = 1e18 - 1 // the longest a seq can be
+		if size+1+len(l.String()) > entry.MaxValueLen {
+			p.fail("full", ref.Namespace+"/"+ref.Name, fmt.Errorf("%d of the node's %d entries fit in one shard (%d characters); the others are not published",
+				len(out), len(want), entry.MaxValueLen))
+			return out
+		}
+		size += 1 + len(l.String())
+		out[id] = want[id]
+	}
+	return out
 }

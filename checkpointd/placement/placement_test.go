@@ -4,11 +4,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/netip"
-	"strings"
 	"testing"
 	"time"
 
-	"k8s.io/apimachinery/pkg/types"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/stickyip/stickyip/reservation"
 )
@@ -40,17 +39,6 @@ func TestShardOfIsStable(t *testing.T) {
 		if n := seen[ShardName(i)]; n < 15 || n > 25 {
 			t.Errorf("%s holds %d of 160 StatefulSet pods, want about 20", ShardName(i), n)
 		}
-	}
-}
-
-func TestFieldManager(t *testing.T) {
-	if got := FieldManager("node1"); got != "stickyip/node1" {
-		t.Errorf("FieldManager(node1) = %q", got)
-	}
-	long := strings.Repeat("n", 200)
-	a, b := FieldManager(long), FieldManager(long+"x")
-	if len(a) > 128 || a == b || !strings.HasPrefix(a, "stickyip/") {
-		t.Errorf("FieldManager of long names: %q, %q: want ≤ 128 characters, distinct", a, b)
 	}
 }
 
@@ -113,46 +101,50 @@ func TestDesired(t *testing.T) {
 	}
 }
 
-// A node's write touches its own key and its own ownerReferences only, and
-// keeps the index label (the index policy refuses a node's write of a shard
-// without it), on the resourceVersion it read.
-func TestShardPatch(t *testing.T) {
+// A node's write touches its own key and its own ownerReference only, keeps
+// the index label (the index policy refuses a node's write of a shard
+// without it), and carries no resourceVersion (many nodes write a shard at
+// once) but when it must remove another's reference: then every other
+// reference is given back as read, on the resourceVersion read.
+func TestWriteBodies(t *testing.T) {
 	name := ShardOf("db-0")
-	for _, value := range []string{"db-0 db-0 7 2026-11-23T12:00:00.000Z - 10.244.1.5", ""} {
-		raw, err := shardPatch(name, "42", "node1", "uid-1", []types.UID{"uid-0"}, value)
+	value := "db-0 db-0 7 2026-11-23T12:00:00.000Z - 10.244.1.5"
+	type body struct {
+		Metadata struct {
+			ResourceVersion string
+			Labels          map[string]string
+			OwnerReferences []map[string]any
+		}
+		Data map[string]*string
+	}
+	decode := func(v any) body {
+		t.Helper()
+		raw, err := json.Marshal(v)
 		if err != nil {
 			t.Fatal(err)
 		}
-		var p struct {
-			Metadata struct {
-				ResourceVersion string
-				Labels          map[string]string
-				OwnerReferences []map[string]any
-			}
-			Data map[string]*string
-		}
-		if err := json.Unmarshal(raw, &p); err != nil {
+		var b body
+		if err := json.Unmarshal(raw, &b); err != nil {
 			t.Fatal(err)
 		}
-		if p.Metadata.ResourceVersion != "42" || p.Metadata.Labels[IndexLabel] != name[len(ShardPrefix):] || len(p.Metadata.Labels) != 1 {
-			t.Errorf("value %q: metadata %+v", value, p.Metadata)
-		}
-		if len(p.Data) != 1 || (value == "") != (p.Data["node1"] == nil) || value != "" && *p.Data["node1"] != value {
-			t.Errorf("value %q: data %v, want node1's key only", value, p.Data)
-		}
-		var del, add []any
-		for _, r := range p.Metadata.OwnerReferences {
-			if r["$patch"] == "delete" {
-				del = append(del, r["uid"])
-			} else if r["name"] == "node1" && r["kind"] == "Node" && r["apiVersion"] == "v1" {
-				add = append(add, r["uid"])
-			} else {
-				t.Errorf("value %q: a reference to another object %v", value, r)
-			}
-		}
-		if value != "" && (len(add) != 1 || add[0] != "uid-1" || len(del) != 1 || del[0] != "uid-0") ||
-			value == "" && (len(add) != 0 || len(del) != 2) {
-			t.Errorf("value %q: ownerReferences added %v, deleted %v", value, add, del)
-		}
+		return b
+	}
+	ap := decode(setPatch(name, "node1", Change{Value: value, UID: "uid-1"}))
+	if ap.Metadata.ResourceVersion != "" || ap.Metadata.Labels[IndexLabel] != name[len(ShardPrefix):] || len(ap.Metadata.Labels) != 1 ||
+		len(ap.Data) != 1 || *ap.Data["node1"] != value || len(ap.Metadata.OwnerReferences) != 1 ||
+		ap.Metadata.OwnerReferences[0]["name"] != "node1" || ap.Metadata.OwnerReferences[0]["uid"] != "uid-1" {
+		t.Errorf("set: %+v", ap)
+	}
+	rel := decode(releasePatch("node1", "uid-1"))
+	if rel.Metadata.ResourceVersion != "" || len(rel.Data) != 1 || rel.Data["node1"] != nil ||
+		len(rel.Metadata.OwnerReferences) != 1 || rel.Metadata.OwnerReferences[0]["$patch"] != "delete" || rel.Metadata.OwnerReferences[0]["uid"] != "uid-1" {
+		t.Errorf("release: %+v", rel)
+	}
+	other := metav1.OwnerReference{APIVersion: "v1", Kind: "Node", Name: "node2", UID: "uid-2"}
+	cl := decode(cleanupPatch(name, "node1", Change{Value: value, UID: "uid-1",
+		Cleanup: &Cleanup{RV: "42", Refs: []metav1.OwnerReference{other}}}))
+	if cl.Metadata.ResourceVersion != "42" || len(cl.Metadata.OwnerReferences) != 2 || cl.Metadata.OwnerReferences[0]["name"] != "node2" ||
+		cl.Metadata.OwnerReferences[1]["name"] != "node1" || len(cl.Data) != 1 || *cl.Data["node1"] != value {
+		t.Errorf("cleanup: %+v", cl)
 	}
 }

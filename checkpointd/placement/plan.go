@@ -5,38 +5,50 @@ import (
 	"slices"
 
 	"github.com/stickyip/stickyip/checkpointd/placement/entry"
+	"github.com/stickyip/stickyip/contract"
 )
 
 // Write kinds, as the writes metric counts them.
 const (
-	WriteClaim   = "claim"   // an identity added, or pointed at another pod or ADD (an ADD)
+	WriteClaim   = "claim"   // an identity added, or pointed at another pod or ADD, or claimed again (an ADD)
 	WriteUpdate  = "update"  // the node's entries changed otherwise (a reservation's end at DEL, its addresses)
 	WriteRelease = "release" // entries removed only (expiry, release)
 )
+
+// MaxClaims bounds the claims of one write: the index policy asks the
+// Node authorizer once per claim, one validation each (CEL allows two
+// authorizer checks per expression), and has that many.
+const MaxClaims = 12
 
 // Step is one write to a shard: the node's whole value there after it (no
 // lines: its key and ownerReference removed).
 type Step struct {
 	Lines []Line
-	// Claim is the identity this write claims; its line gets the shard's
-	// resourceVersion as Seq when written. "" for none.
-	Claim string
-	Kind  string // WriteClaim, WriteUpdate or WriteRelease
+	// Claims are the identities this write claims, each line's Seq set to
+	// the shard's resourceVersion as last seen.
+	Claims []string
+	Kind   string // WriteClaim, WriteUpdate or WriteRelease
 }
 
-// Plan returns the writes that make node's value in shard s show want, its
-// entries for that shard by identity, in order; none when it already does.
-// Each write claims at most one identity (the API server checks each claim
-// with the Node authorizer, one per write); the first also carries every
-// other change. An entry node already has keeps its Seq while the claim
-// (pod and ADD) is the same.
+// Plan returns the next write that brings node's value in shard s towards
+// want, its entries for that shard by identity; nil when it already shows
+// them. A write claims at most MaxClaims identities, so more than that take
+// several writes, each planned on the shard the last one returned. An
+// entry node already has keeps its Seq while the claim (pod and ADD) is the
+// same.
 //
 // A reservation (no sandbox runs the pod here) is claimed anew only when no
 // other node lists the identity with a later ADD: the node that ran the pod
-// last keeps it. Identities another node claimed later are returned as
-// superseded. skip, when set, names claims not to try again (refused by the
-// policy before, for the same pod and ADD).
-func Plan(node string, want map[string]Line, s *Shard, skip func(id string, l Line) bool) (steps []Step, superseded []string) {
+// last keeps it. A running pod's entry that another node claimed later is
+// claimed again (that node's line can only be stale, or never checked):
+// for a pod-name identity always (the index policy takes it only while the
+// pod is bound here), for a keyed identity only when this ADD is the later
+// one (two pods with one key run at once during a rollout: the newer wins,
+// no back and forth). Identities another node claimed later and that are
+// not claimed again are returned as superseded. skip, when set, names
+// claims not to try again (refused by the policy before, for the same pod
+// and ADD).
+func Plan(node string, want map[string]Line, s *Shard, skip func(id string, l Line) bool) (step *Step, superseded []string) {
 	cur, _ := s.Lines(node)
 	have := map[string]Line{}
 	for _, l := range cur {
@@ -48,11 +60,17 @@ func Plan(node string, want map[string]Line, s *Shard, skip func(id string, l Li
 		w, c := want[id], have[id]
 		_, held := have[id]
 		others := s.Others(node, id)
+		skipped := skip != nil && skip(id, w)
 		switch {
 		case held && c.SameClaim(w):
 			w.Seq = c.Seq
 			base[id] = w
-			if laterClaim(others, c.Seq) {
+			later, ok := laterClaim(others, c.Seq)
+			switch {
+			case !ok:
+			case w.Running() && !skipped && reclaims(id, w, later):
+				claims = append(claims, id)
+			default:
 				superseded = append(superseded, id)
 			}
 		case !w.Running() && laterADD(others, w):
@@ -60,7 +78,7 @@ func Plan(node string, want map[string]Line, s *Shard, skip func(id string, l Li
 			if held {
 				base[id] = c // ours, older: left as it is
 			}
-		case skip != nil && skip(id, w):
+		case skipped:
 			if held {
 				base[id] = c
 			}
@@ -71,6 +89,9 @@ func Plan(node string, want map[string]Line, s *Shard, skip func(id string, l Li
 			claims = append(claims, id)
 		}
 	}
+	if len(claims) > MaxClaims {
+		claims = claims[:MaxClaims]
+	}
 	if len(claims) == 0 {
 		value := entry.FormatValue(slices.Collect(maps.Values(base)))
 		if value == s.Values[node] && s.OwnedBy(node) == (len(base) > 0) || !s.Exists && len(base) == 0 {
@@ -80,25 +101,36 @@ func Plan(node string, want map[string]Line, s *Shard, skip func(id string, l Li
 		if len(base) == 0 || len(base) < len(have) && subset(base, have) {
 			kind = WriteRelease
 		}
-		return []Step{{Lines: slices.Collect(maps.Values(base)), Kind: kind}}, superseded
+		return &Step{Lines: slices.Collect(maps.Values(base)), Kind: kind}, superseded
 	}
-	mine := maps.Clone(base)
+	seq := s.ClaimSeq()
 	for _, id := range claims {
-		mine[id] = want[id]
-		steps = append(steps, Step{Lines: slices.Collect(maps.Values(mine)), Claim: id, Kind: WriteClaim})
+		l := want[id]
+		l.Seq = seq
+		base[id] = l
 	}
-	return steps, superseded
+	return &Step{Lines: slices.Collect(maps.Values(base)), Claims: claims, Kind: WriteClaim}, superseded
 }
 
-// laterClaim reports whether another owner claimed the identity after the
-// node's claim seq.
-func laterClaim(others map[string]Line, seq uint64) bool {
+// reclaims reports whether the node running w claims id again over later,
+// another node's later claim.
+func reclaims(id string, w, later Line) bool {
+	if _, keyed := contract.IdentityKey(id); !keyed {
+		return true
+	}
+	return w.Since.After(later.Since)
+}
+
+// laterClaim returns the latest claim of another owner after seq.
+func laterClaim(others map[string]Line, seq uint64) (Line, bool) {
+	var best Line
+	found := false
 	for _, o := range others {
-		if o.Seq > seq {
-			return true
+		if o.Seq > seq && (!found || o.Seq > best.Seq) {
+			best, found = o, true
 		}
 	}
-	return false
+	return best, found
 }
 
 // laterADD reports whether another owner lists the identity with a later

@@ -2,9 +2,11 @@ package placement
 
 import (
 	"slices"
+	"strconv"
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/stickyip/stickyip/checkpointd/placement/entry"
@@ -20,18 +22,21 @@ type Owner struct {
 // Shard is a shard of the index as the API server showed it; it is not
 // changed once decoded (Others indexes it on first use).
 type Shard struct {
-	Exists bool              // false: no such object (yet)
+	Exists bool              // false: no such object (yet), or not known
 	RV     string            // its resourceVersion
 	Values map[string]string // each node's value, by node name
 	Owners []Owner           // its ownerReferences to Nodes
+	// Refs are all its ownerReferences, as they are: a write that must drop
+	// some (Cleanup) gives back the others unchanged.
+	Refs []metav1.OwnerReference
 
 	indexOnce sync.Once
-	byID      map[string]map[string]Line // owners' entries by identity, then node (Others)
+	byID      map[string]map[string]Line // counted entries by identity, then node (Others)
 }
 
 // DecodeShard reads a shard.
 func DecodeShard(cm *corev1.ConfigMap) *Shard {
-	s := &Shard{Exists: true, RV: cm.ResourceVersion, Values: map[string]string{}}
+	s := &Shard{Exists: true, RV: cm.ResourceVersion, Values: map[string]string{}, Refs: cm.OwnerReferences}
 	for _, r := range cm.OwnerReferences {
 		if r.Kind == "Node" {
 			s.Owners = append(s.Owners, Owner{Name: r.Name, UID: r.UID, APIVersion: r.APIVersion})
@@ -41,6 +46,13 @@ func DecodeShard(cm *corev1.ConfigMap) *Shard {
 		s.Values[k] = v
 	}
 	return s
+}
+
+// rv is the shard's resourceVersion as a number (0 for a shard that does
+// not exist): no claim written on it may carry a larger Seq.
+func (s *Shard) rv() uint64 {
+	n, _ := strconv.ParseUint(s.RV, 10, 63)
+	return n
 }
 
 // OwnedBy reports whether node owns the shard (a v1 Node ownerReference):
@@ -53,9 +65,10 @@ func (s *Shard) OwnedBy(node string) bool {
 // them (skipped).
 func (s *Shard) Lines(node string) ([]Line, []error) { return entry.ParseValue(s.Values[node]) }
 
-// Others returns the entries for identity of the nodes other than node
-// that own the shard, by node. The owners' values are parsed once per
-// shard read, not once per identity asked about.
+// Others returns the entries for identity that the placement hint counts,
+// of the nodes other than node: owners of the shard, with a Seq the index
+// policy could have checked (at most the shard's resourceVersion). The
+// values are parsed once per shard read, not once per identity asked about.
 func (s *Shard) Others(node, identity string) map[string]Line {
 	s.indexOnce.Do(s.index)
 	out := map[string]Line{}
@@ -67,15 +80,19 @@ func (s *Shard) Others(node, identity string) map[string]Line {
 	return out
 }
 
-// index fills byID: each owner's first entry of each identity.
+// index fills byID: each owner's first counted entry of each identity.
 func (s *Shard) index() {
 	s.byID = map[string]map[string]Line{}
+	rv := s.rv()
 	for n := range s.Values {
 		if !s.OwnedBy(n) {
 			continue
 		}
 		lines, _ := s.Lines(n)
 		for _, l := range lines {
+			if l.Seq > rv {
+				continue
+			}
 			if s.byID[l.Identity] == nil {
 				s.byID[l.Identity] = map[string]Line{}
 			}
@@ -86,14 +103,37 @@ func (s *Shard) index() {
 	}
 }
 
-// staleOwners returns the UIDs of node's ownerReferences other than uid (a
-// Node deleted and registered again has a new UID).
-func (s *Shard) staleOwners(node string, uid types.UID) []types.UID {
-	var out []types.UID
-	for _, o := range s.Owners {
-		if o.Name == node && o.UID != uid {
-			out = append(out, o.UID)
+// ClaimSeq returns the Seq a claim of identity by node must carry to be
+// taken on this shard: its resourceVersion, which is above every other
+// node's claim of the identity (each was at most the resourceVersion it
+// was written on, and every write since has raised it); 0 for a shard
+// that does not exist. A view older than the shard may give too small a
+// Seq: the index policy then refuses the claim as stale.
+func (s *Shard) ClaimSeq() uint64 { return s.rv() }
+
+// Cleanup returns what node's write must do besides its own change, nil
+// when nothing: remove its own ownerReferences to UIDs other than uid (a
+// Node deleted and registered again). A shard where two references share a UID (another node gave its
+// own reference this node's UID, or the other way round) needs a cleanup
+// too, to remove nothing: a server-side apply refuses an object whose list
+// of references repeats a UID, and a strategic merge patch would merge this
+// node's reference into the first with its UID, another node's.
+func (s *Shard) Cleanup(node string, uid types.UID) *Cleanup {
+	c := &Cleanup{RV: s.RV}
+	need := false
+	seen := map[types.UID]bool{}
+	for _, r := range s.Refs {
+		need = need || seen[r.UID]
+		seen[r.UID] = true
+		switch mine := r.Kind == "Node" && r.Name == node; {
+		case mine && r.UID != uid:
+			need = true
+		case !mine:
+			c.Refs = append(c.Refs, r)
 		}
 	}
-	return out
+	if !need {
+		return nil
+	}
+	return c
 }

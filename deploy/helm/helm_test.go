@@ -175,7 +175,7 @@ func TestPlacementIsDeployPlacement(t *testing.T) {
 	if a, b := slices.Sorted(slices.Values(names)), slices.Sorted(slices.Values(files)); !slices.Equal(a, b) {
 		t.Errorf("the chart's %s holds %v, %s lists %v: run make chart", ChartPlacementDir, a, Kustomization, b)
 	}
-	var want []string
+	var want, policies []string
 	for _, f := range files {
 		src, err := os.ReadFile(filepath.Join(root, PlacementDir, f))
 		if err != nil {
@@ -186,18 +186,30 @@ func TestPlacementIsDeployPlacement(t *testing.T) {
 		}
 		for _, m := range documents(t, src) {
 			want = append(want, canonical(t, m))
+			if f != "rbac.yaml" {
+				policies = append(policies, canonical(t, m))
+			}
 		}
 	}
-	_, rest := daemonSet(t, render(t, "--set", "placement.enabled=true"))
-	var got []string
-	for _, m := range rest {
-		got = append(got, canonical(t, m))
-	}
-	slices.Sort(got)
 	slices.Sort(want)
-	if !slices.Equal(got, want) {
-		t.Errorf("placement.enabled renders %d objects besides the DaemonSet, deploy/placement holds %d, or they differ:\n%s\nwant:\n%s",
-			len(got), len(want), strings.Join(got, "\n"), strings.Join(want, "\n"))
+	slices.Sort(policies)
+	// The RBAC that lets nodes write the index only once the index policy
+	// is in the API server: helm template has no API server, so "auto"
+	// renders the policies alone.
+	for _, c := range []struct {
+		grant string
+		want  []string
+	}{{"always", want}, {"auto", policies}, {"never", policies}} {
+		_, rest := daemonSet(t, render(t, "--set", "placement.enabled=true", "--set", "placement.grantNodes="+c.grant))
+		var got []string
+		for _, m := range rest {
+			got = append(got, canonical(t, m))
+		}
+		slices.Sort(got)
+		if !slices.Equal(got, c.want) {
+			t.Errorf("placement.enabled, grantNodes %s: renders %d objects besides the DaemonSet, want %d of deploy/placement, or they differ:\n%s\nwant:\n%s",
+				c.grant, len(got), len(c.want), strings.Join(got, "\n"), strings.Join(c.want, "\n"))
+		}
 	}
 	if _, rest := daemonSet(t, render(t)); len(rest) != 0 {
 		t.Errorf("placement off renders %d objects besides the DaemonSet", len(rest))

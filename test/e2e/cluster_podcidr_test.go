@@ -121,7 +121,7 @@ func (c *cluster) podCIDRChange() {
 	deleted := time.Now()
 	eventually(t, "db-0's entry no longer counts", time.Minute, 500*time.Millisecond, func() (bool, string) {
 		h := c.hinted(ns, "db-0")
-		return h == "", "the index names "+h
+		return h == "", "the index names " + h
 	})
 	t.Logf("Node node1 deleted: db-0's entry stopped counting %s later (owner reference collected)", time.Since(deleted).Round(100*time.Millisecond))
 	n1.startKubelet(false)

@@ -32,8 +32,8 @@ const (
 	// other namespaces, beside today's cost, in the same run.
 	benchOptInBound   = "opt-in bound: "
 	benchOptInUnbound = "opt-in unbound: "
-	benchOptInLabel    = "10m"
-	benchOptInProbe    = "bench-optin" // a namespace labelled for good: where setOptIn sees the binding
+	benchOptInLabel   = "10m"
+	benchOptInProbe   = "bench-optin" // a namespace labelled for good: where setOptIn sees the binding
 )
 
 // benchOptIn is the opt-in's state in the benchmark.

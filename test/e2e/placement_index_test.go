@@ -6,16 +6,17 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"maps"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	jsonpatch "gopkg.in/evanphx/json-patch.v4"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/strategicpatch"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/stickyip/stickyip/checkpointd/placement"
@@ -132,8 +133,9 @@ func (cp *controlPlane) indexWriterFor(node string) *indexWriter {
 	return &indexWriter{cp: cp, node: node, api: api, uid: uid}
 }
 
-// claim writes l (its Seq the shard's current resourceVersion) beside the
-// node's other entries in the shard, and returns the API server's answer.
+// claim writes l (its Seq the shard's current resourceVersion, as the
+// publisher claims) beside the node's other entries in the shard, and
+// returns the API server's answer.
 func (w *indexWriter) claim(ns string, l placement.Line) error {
 	name := placement.ShardOf(l.Identity)
 	s, err := w.api.Get(context.Background(), ns, name)
@@ -142,12 +144,13 @@ func (w *indexWriter) claim(ns string, l placement.Line) error {
 	}
 	lines, _ := s.Lines(w.node)
 	lines = slices.DeleteFunc(lines, func(o placement.Line) bool { return o.Identity == l.Identity })
-	rv := s.RV
-	if !s.Exists {
-		rv = ""
-	}
-	l.Seq, _ = parseSeq(s.RV)
-	_, err = w.api.Write(context.Background(), ns, name, rv, w.uid, nil, entry.FormatValue(append(lines, l)))
+	l.Seq = s.ClaimSeq()
+	return w.write(ns, name, entry.FormatValue(append(lines, l)))
+}
+
+// write makes value the node's in shard ns/name, as its publisher does.
+func (w *indexWriter) write(ns, name, value string) error {
+	_, err := w.api.Write(context.Background(), ns, name, placement.Change{Value: value, UID: w.uid})
 	return err
 }
 
@@ -164,58 +167,44 @@ func entryLine(identity, pod, ip string) placement.Line {
 
 // writePaths are the ways a client can change an object: update (PUT),
 // JSON merge patch, JSON patch, strategic merge patch and server-side apply
-// (forced). mutate says what the writer wants the shard to become; each path
-// expresses exactly that change. It returns each path's write.
+// (forced). mutate says what the writer wants the shard to become, any
+// field of it; each path expresses exactly that change (the patches are
+// computed from the object before and after). It returns each path's write.
 func writePaths(c kubernetes.Interface, cur *corev1.ConfigMap, mutate func(*corev1.ConfigMap)) map[string]func() error {
 	ctx := context.Background()
 	want := cur.DeepCopy()
 	mutate(want)
 	cms := c.CoreV1().ConfigMaps(cur.Namespace)
-	dataDiff := map[string]any{}
-	for k, v := range want.Data {
-		if cur.Data[k] != v {
-			dataDiff[k] = v
+	bare := func(cm *corev1.ConfigMap) []byte { // what a client writes: no server-set fields
+		x := cm.DeepCopy()
+		x.ResourceVersion, x.ManagedFields, x.UID, x.CreationTimestamp, x.Generation = "", nil, "", metav1.Time{}, 0
+		b, _ := json.Marshal(x)
+		return b
+	}
+	from, to := bare(cur), bare(want)
+	merge, _ := jsonpatch.CreateMergePatch(from, to)
+	smp, _ := strategicpatch.CreateTwoWayMergePatch(from, to, corev1.ConfigMap{})
+	var ops []map[string]any
+	field := func(path string, had bool, v any, has bool) {
+		switch {
+		case has:
+			ops = append(ops, map[string]any{"op": "add", "path": path, "value": v})
+		case had:
+			ops = append(ops, map[string]any{"op": "remove", "path": path})
 		}
 	}
-	for k := range cur.Data {
-		if _, ok := want.Data[k]; !ok {
-			dataDiff[k] = nil
-		}
-	}
-	meta := map[string]any{}
-	if fmt.Sprint(want.OwnerReferences) != fmt.Sprint(cur.OwnerReferences) {
-		meta["ownerReferences"] = want.OwnerReferences
-	}
-	if fmt.Sprint(want.Labels) != fmt.Sprint(cur.Labels) {
-		meta["labels"] = want.Labels
-	}
-	merge, _ := json.Marshal(map[string]any{"metadata": meta, "data": dataDiff})
-	ops := []map[string]any{{"op": "replace", "path": "/data", "value": want.Data}}
-	if want.OwnerReferences != nil || cur.OwnerReferences != nil {
-		ops = append(ops, map[string]any{"op": "add", "path": "/metadata/ownerReferences", "value": want.OwnerReferences})
-	}
-	ops = append(ops, map[string]any{"op": "add", "path": "/metadata/labels", "value": want.Labels})
+	field("/metadata/labels", cur.Labels != nil, want.Labels, want.Labels != nil)
+	field("/metadata/annotations", cur.Annotations != nil, want.Annotations, want.Annotations != nil)
+	field("/metadata/ownerReferences", cur.OwnerReferences != nil, want.OwnerReferences, want.OwnerReferences != nil)
+	field("/metadata/finalizers", cur.Finalizers != nil, want.Finalizers, want.Finalizers != nil)
+	field("/data", cur.Data != nil, want.Data, want.Data != nil)
+	field("/binaryData", cur.BinaryData != nil, want.BinaryData, want.BinaryData != nil)
+	field("/immutable", cur.Immutable != nil, want.Immutable, want.Immutable != nil)
 	jp, _ := json.Marshal(ops)
-	smpMeta := map[string]any{}
-	if _, ok := meta["labels"]; ok {
-		smpMeta["labels"] = want.Labels
-	}
-	var refs []any
-	for _, r := range want.OwnerReferences {
-		refs = append(refs, r)
-	}
-	for _, r := range cur.OwnerReferences {
-		if !slices.ContainsFunc(want.OwnerReferences, func(o metav1.OwnerReference) bool { return o.UID == r.UID }) {
-			refs = append(refs, map[string]any{"$patch": "delete", "uid": r.UID})
-		}
-	}
-	if refs != nil {
-		smpMeta["ownerReferences"] = refs
-	}
-	smp, _ := json.Marshal(map[string]any{"metadata": smpMeta, "data": dataDiff})
-	apply, _ := json.Marshal(map[string]any{"apiVersion": "v1", "kind": "ConfigMap",
-		"metadata": map[string]any{"name": cur.Name, "namespace": cur.Namespace, "labels": want.Labels, "ownerReferences": want.OwnerReferences},
-		"data":     want.Data})
+	var applied map[string]any
+	_ = json.Unmarshal(to, &applied)
+	applied["apiVersion"], applied["kind"] = "v1", "ConfigMap"
+	apply, _ := json.Marshal(applied)
 	force := true
 	patch := func(pt types.PatchType, body []byte, opts metav1.PatchOptions) func() error {
 		return func() error { _, err := cms.Patch(ctx, cur.Name, pt, body, opts); return err }
@@ -230,10 +219,13 @@ func writePaths(c kubernetes.Interface, cur *corev1.ConfigMap, mutate func(*core
 }
 
 // refusedEverywhere tries mutate of shard ns/name with client c by every
-// write path and fails the test unless the shard is unchanged (data,
-// owners, labels) after each, and each write was refused or changed nothing
-// (server-side apply under another field manager cannot remove what it
-// does not own: it is a no-op, not a refusal).
+// write path and fails the test unless the shard is the same after each,
+// whole (but its resourceVersion and managedFields), and each write was
+// refused by the index policy itself: where RBAC refuses first (a node's
+// update: nodes may only patch), the refusal must be RBAC's, and the same
+// change is made by the other paths. Server-side apply under another field
+// manager cannot remove what it does not own: a write it accepts must have
+// changed nothing.
 func (cp *controlPlane) refusedEverywhere(who string, c kubernetes.Interface, ns, name, what string, mutate func(*corev1.ConfigMap)) {
 	t := cp.t
 	t.Helper()
@@ -242,24 +234,36 @@ func (cp *controlPlane) refusedEverywhere(who string, c kubernetes.Interface, ns
 	if err != nil {
 		t.Fatalf("%s: %v", what, err)
 	}
+	node := strings.HasPrefix(who, "node")
 	var noop []string
 	for path, write := range writePaths(c, cur, mutate) {
 		err := write()
 		after, gerr := cp.client.CoreV1().ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{})
-		if gerr != nil || !maps.Equal(after.Data, cur.Data) || fmt.Sprint(after.OwnerReferences) != fmt.Sprint(cur.OwnerReferences) ||
-			!maps.Equal(after.Labels, cur.Labels) {
-			t.Fatalf("%s: %s by %s: the shard changed (%v): %v → %v, owners %v → %v", who, what, path, err, cur.Data, after.Data,
-				cur.OwnerReferences, after.OwnerReferences)
+		if gerr != nil || wholeShard(after) != wholeShard(cur) {
+			t.Fatalf("%s: %s by %s: the shard changed (%v):\n%s\n→\n%s", who, what, path, err, wholeShard(cur), wholeShard(after))
 		}
 		switch {
 		case err == nil:
 			noop = append(noop, path)
-		case !apierrors.IsForbidden(err) && !apierrors.IsInvalid(err):
-			t.Errorf("%s: %s by %s: %v, want refused (Forbidden or Invalid)", who, what, path, err)
+		case node && path == "update":
+			if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "cannot update resource") {
+				t.Errorf("%s: %s by %s: %v, want refused by RBAC (nodes may patch, not update)", who, what, path, err)
+			}
+		case !(apierrors.IsForbidden(err) || apierrors.IsInvalid(err)) || !strings.Contains(err.Error(), "ValidatingAdmissionPolicy 'stickyip-placement-index'"):
+			t.Errorf("%s: %s by %s: %v, want refused by the index policy", who, what, path, err)
 		}
 	}
 	slices.Sort(noop)
-	t.Logf("%s: %s: refused by update, merge, JSON and strategic merge patch and server-side apply (no-op, nothing stored: %v); shard unchanged", who, what, noop)
+	t.Logf("%s: %s: refused by the index policy on every path (update by RBAC for a node; server-side apply a no-op: %v); shard unchanged", who, what, noop)
+}
+
+// wholeShard is shard cm as it reads, but its resourceVersion and
+// managedFields.
+func wholeShard(cm *corev1.ConfigMap) string {
+	c := cm.DeepCopy()
+	c.ResourceVersion, c.ManagedFields = "", nil
+	b, _ := json.Marshal(c)
+	return string(b)
 }
 
 // requireRefused fails the test unless err is a refusal whose message holds

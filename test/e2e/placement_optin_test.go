@@ -11,8 +11,8 @@ import (
 	"time"
 
 	admissionv1 "k8s.io/api/admissionregistration/v1"
-	authenticationv1 "k8s.io/api/authentication/v1"
 	appsv1 "k8s.io/api/apps/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -27,7 +27,7 @@ import (
 	"github.com/stickyip/stickyip/test/harness"
 )
 
-// Issue 39, the namespace opt-in (deploy/placement/statefulset-policy.yaml),
+// Issue 39, the namespace opt-in (deploy/placement/optin-policy.yaml),
 // on the one-node cluster of TestPlacement.
 const (
 	optInNamespace  = "sts"                   // labelled contract.LabelStatefulSets=optInLabel
@@ -411,7 +411,7 @@ func (cp *controlPlane) restoreOptIn() {
 	api := cp.client.AdmissionregistrationV1()
 	want := map[string]*admissionv1.MutatingAdmissionPolicyBinding{}
 	var policy *admissionv1.MutatingAdmissionPolicy
-	for _, f := range []string{"placement/statefulset-policy.yaml", "placement/placement-policy.yaml"} {
+	for _, f := range []string{"placement/optin-policy.yaml", "placement/placement-policy.yaml"} {
 		data, err := deploy.Placement.ReadFile(f)
 		if err != nil {
 			t.Fatal(err)

@@ -131,6 +131,13 @@ func (n *node) nodeAttacks(node2 *indexWriter) {
 		cm.OwnerReferences = nil
 	})
 	n.refusedEverywhere("node2", c2, "db", dbShard, "label the shard", func(cm *corev1.ConfigMap) { cm.Labels["x"] = "y" })
+	yes := true
+	n.refusedEverywhere("node2", c2, "db", dbShard, "annotate the shard", func(cm *corev1.ConfigMap) { cm.Annotations = map[string]string{"x": "y"} })
+	n.refusedEverywhere("node2", c2, "db", dbShard, "put a finalizer on the shard", func(cm *corev1.ConfigMap) { cm.Finalizers = []string{"x.io/y"} })
+	n.refusedEverywhere("node2", c2, "db", dbShard, "make the shard immutable", func(cm *corev1.ConfigMap) { cm.Immutable = &yes })
+	n.refusedEverywhere("node2", c2, "db", dbShard, "a second reference of node1's name", func(cm *corev1.ConfigMap) {
+		cm.OwnerReferences = append(cm.OwnerReferences, ref(nodeName, uid2))
+	})
 	n.refusedEverywhere("node2", c2, "db", dbShard, "add an entry and an owner reference for node1's Node", func(cm *corev1.ConfigMap) {
 		cm.Data[node2Name] = entryLine("db-0", "db-0", "10.244.2.3").String()
 		cm.OwnerReferences = append(cm.OwnerReferences, ref(node2Name, uid2), metav1.OwnerReference{APIVersion: "v1", Kind: "Node", Name: nodeName, UID: uid1 + "x"})
@@ -139,6 +146,23 @@ func (n *node) nodeAttacks(node2 *indexWriter) {
 	requireRefused(t, "node2 claiming db-0 for its pod own-b", node2.claim("db", entryLine("db-0", "own-b", "10.244.2.3")), "the entry of a pod-name identity names that pod")
 	requireRefused(t, "node2 claiming db-0, bound to node1", node2.claim("db", entryLine("db-0", "db-0", "10.244.2.3")), "claim refused:")
 	requireRefused(t, "node2 claiming web-0, which never ran", node2.claim("db", entryLine("web-0", "web-0", "10.244.2.3")), "claim refused:")
+	// A keyed identity belongs to every pod of the namespace that carries the
+	// key: the API server cannot check the key, only that the pod is bound
+	// to the writer (placement.md, "What stays possible").
+	if err := node2.claim("db", entryLine("identity:anyone-may-claim", "own-b", "10.244.2.3")); err != nil {
+		t.Errorf("node2 claiming a keyed identity for its pod own-b (allowed by design): %v", err)
+	}
+	qs := placement.ShardOf("identity:queue")
+	qcur, _ := node2.api.Get(ctx, "db", qs)
+	twice := qcur.Values[node2Name] + "\n" + strings.SplitN(qcur.Values[node2Name], "\n", 2)[0]
+	requireRefused(t, "node2 listing one identity twice", node2.write("db", qs, twice), "each identity once")
+	var many []string
+	for i := 0; len(many) < placement.MaxClaims+1; i++ {
+		if id := fmt.Sprintf("identity:m%d", i); placement.ShardOf(id) == qs {
+			many = append(many, entryLine(id, "own-b", "10.244.2.4").String())
+		}
+	}
+	requireRefused(t, "node2 making 13 claims in one write", node2.write("db", qs, strings.Join(many, "\n")), "at most 12")
 	// A pod it makes up: NodeRestriction lets a kubelet create mirror pods
 	// of any name; deploy/placement only the kubelet's <name>-<node>, and
 	// no claim names such a pod.
@@ -162,8 +186,7 @@ func (n *node) nodeAttacks(node2 *indexWriter) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, err = node2.api.Write(ctx, "db", placement.ShardOf("identity:queue"), s.RV, node2.uid, nil, s.Values[node2Name]+"\n"+value)
-		requireRefused(t, "node2 writing "+what, err, want)
+		requireRefused(t, "node2 writing "+what, node2.write("db", placement.ShardOf("identity:queue"), s.Values[node2Name]+"\n"+value), want)
 	}
 	raw("an entry that does not parse", "identity:x own-b 5 garbage - 10.244.2.5", "an entry is")
 	raw("an address that does not parse", "identity:queue queue-7d9f8-b 0 2026-11-26T00:00:00.000Z - 10.244.2.500", "an entry is")
@@ -171,9 +194,9 @@ func (n *node) nodeAttacks(node2 *indexWriter) {
 	raw("20,000 characters", strings.Repeat("x", 20000), "at most 16384 characters")
 	s, _ := node2.api.Get(ctx, "db", placement.ShardOf("identity:queue"))
 	lines, _ := s.Lines(node2Name)
-	lines[0].Seq += 1000 // a claim that says it is newer than it is
-	_, err = node2.api.Write(ctx, "db", placement.ShardOf("identity:queue"), s.RV, node2.uid, nil, entry.FormatValue(lines))
-	requireRefused(t, "node2 moving its claim's seq forward", err, "stale claim:")
+	rv, _ := parseSeq(s.RV)
+	lines[0].Seq = rv + 1000 // a claim that says it is newer than anything written
+	requireRefused(t, "node2 moving its claim's seq forward", node2.write("db", placement.ShardOf("identity:queue"), entry.FormatValue(lines)), "stale claim:")
 	other := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "kube-proxy", Namespace: "db"}, Data: map[string]string{"x": "y"}}
 	_, err = c2.CoreV1().ConfigMaps("db").Create(ctx, other, metav1.CreateOptions{})
 	requireRefused(t, "node2 creating another ConfigMap", err, "")
@@ -188,6 +211,41 @@ func (n *node) nodeAttacks(node2 *indexWriter) {
 		t.Fatalf("db/db-0 after node2's refused writes: %+v (%v), hint %q; want node1's %+v", after, ok, n.hinted("db", "db-0"), before)
 	}
 	t.Log("node2: every write on node1's entry refused on every path, every claim it may not make refused; node1's entry unchanged")
+}
+
+// requirePoliciesBeforeRBAC fails the test unless the RBAC that lets nodes
+// write the placement index was created after the bindings of
+// deploy/placement's policies (issue 38: a line written before the index
+// policy is in force was never checked). A binding's resourceVersion, never
+// changed since, is etcd's order of its creation (a policy's is not: the
+// API server writes its status after a type check).
+func (cp *controlPlane) requirePoliciesBeforeRBAC() {
+	t := cp.t
+	ctx := context.Background()
+	a := cp.client.AdmissionregistrationV1()
+	crb, err := cp.client.RbacV1().ClusterRoleBindings().Get(ctx, "stickyip:placement-publisher", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rbac, _ := parseSeq(crb.ResourceVersion)
+	rvs := map[string]string{}
+	for _, name := range []string{"stickyip-placement-index", "stickyip-placement-pods"} {
+		b, err := a.ValidatingAdmissionPolicyBindings().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rvs["ValidatingAdmissionPolicyBinding "+name] = b.ResourceVersion
+	}
+	mb, err := a.MutatingAdmissionPolicyBindings().Get(ctx, placementBindingName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rvs["MutatingAdmissionPolicyBinding "+placementBindingName] = mb.ResourceVersion
+	for what, rv := range rvs {
+		if n, _ := parseSeq(rv); n >= rbac {
+			t.Errorf("%s created after the nodes' RBAC (resourceVersion %s ≥ %s): nodes could write the index unchecked", what, rv, crb.ResourceVersion)
+		}
+	}
 }
 
 // nodeUID is the UID of Node name.
@@ -569,6 +627,7 @@ func (cp *controlPlane) applyPlacement() {
 		t.Logf("kubectl apply --dry-run=server -f %s:\n%s", dir, cp.kubectl("apply", "--dry-run=server", "-f", dir))
 		out := cp.kubectl("apply", "-k", dir)
 		t.Logf("kubectl apply -k %s:\n%s", dir, out)
+		cp.requirePoliciesBeforeRBAC()
 		// Applying the manifests again changes nothing: every field the API
 		// server would default is spelled out (a list such as resourceRules is
 		// atomic, so a defaulted field in it made kubectl rewrite it each time).

@@ -53,7 +53,9 @@ crashers() { find "$1/testdata/fuzz/$2" -type f 2>/dev/null | wc -l; }
 # then to stdout.
 fuzz() {
 	st=0
-	$GO test ${FUZZ_TAGS:+-tags "$FUZZ_TAGS"} -run '^$' -fuzz "^${2}\$" -fuzztime "$FUZZTIME" "$1" >"$3" 2>&1 || st=$?
+	# From the package's directory: a nested module (deploy/policycheck)
+	# is built from its own go.mod.
+	(cd "$1" && $GO test ${FUZZ_TAGS:+-tags "$FUZZ_TAGS"} -run '^$' -fuzz "^${2}\$" -fuzztime "$FUZZTIME" .) >"$3" 2>&1 || st=$?
 	cat "$3"
 	return "$st"
 }

@@ -40,9 +40,10 @@ type Line struct {
 	// Pod is the pod that holds, or last held, the addresses on the node:
 	// for a pod-name identity, the identity itself.
 	Pod string
-	// Seq is the shard's resourceVersion the claim was written on (0 for a
-	// shard the claim created): of two nodes listing an identity, the one
-	// with the larger Seq claimed it last. The API server checks it.
+	// Seq orders the claims of the identity: the index policy takes a
+	// claim only with a Seq above every other node's for the identity and
+	// at most the shard's resourceVersion, so of two nodes listing it the
+	// one with the larger Seq claimed it last.
 	Seq uint64
 	// Since is when the pod got the addresses on the node (its ADD).
 	Since time.Time
@@ -80,10 +81,10 @@ func Parse(s string) (Line, error) {
 		return Line{}, fmt.Errorf("entry %q: %s: %w", contract.Clip(s, contract.ClipLen), what, err)
 	}
 	l := Line{Identity: f[0], Pod: f[1]}
-	if !contract.IsIdentityName(l.Identity) {
+	if !isIdentity(l.Identity) {
 		return bad("identity", errors.New("neither a pod name nor identity:<key>"))
 	}
-	if !contract.IsPodName(l.Pod) {
+	if !isName(l.Pod) {
 		return bad("pod", errors.New("not a pod name"))
 	}
 	if _, keyed := contract.IdentityKey(l.Identity); !keyed && l.Pod != l.Identity {
@@ -93,11 +94,11 @@ func Parse(s string) (Line, error) {
 	if l.Seq, err = parseSeq(f[2]); err != nil {
 		return bad("seq", err)
 	}
-	if l.Since, err = time.Parse(timeFormat, f[3]); err != nil {
+	if l.Since, err = parseTime(f[3]); err != nil {
 		return bad("since", err)
 	}
 	if f[4] != running {
-		if l.Until, err = time.Parse(timeFormat, f[4]); err != nil {
+		if l.Until, err = parseTime(f[4]); err != nil {
 			return bad("until", err)
 		}
 	}
@@ -107,15 +108,6 @@ func Parse(s string) (Line, error) {
 	return l, nil
 }
 
-// parseSeq reads a resourceVersion as the policy's pattern has it: decimal,
-// no leading zero.
-func parseSeq(s string) (uint64, error) {
-	if s == "" || len(s) > 19 || (len(s) > 1 && s[0] == '0') || strings.TrimLeft(s, "0123456789") != "" {
-		return 0, fmt.Errorf("%q is not a resourceVersion", contract.Clip(s, contract.ClipLen))
-	}
-	return strconv.ParseUint(s, 10, 63) // CEL compares seqs as int
-}
-
 func parseIPs(s string) ([]string, error) {
 	parts := strings.Split(s, ",")
 	if len(parts) > MaxIPs {
@@ -123,9 +115,11 @@ func parseIPs(s string) ([]string, error) {
 	}
 	var out []netip.Addr
 	for _, p := range parts {
+		// As the policy's isIP and ip.isCanonical: no zone, no IPv4-mapped
+		// IPv6, the canonical form.
 		a, err := netip.ParseAddr(p)
-		if err != nil || a.Zone() != "" || a.String() != p {
-			return nil, fmt.Errorf("%q is not an address", contract.Clip(p, contract.ClipLen))
+		if err != nil || a.Zone() != "" || a.Is4In6() || a.String() != p {
+			return nil, fmt.Errorf("%q is not a canonical address", contract.Clip(p, contract.ClipLen))
 		}
 		out = append(out, a)
 	}

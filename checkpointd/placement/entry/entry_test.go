@@ -10,7 +10,7 @@ func TestRoundTrip(t *testing.T) {
 	t0 := time.Date(2026, 11, 25, 10, 0, 0, 0, time.UTC)
 	for _, l := range []Line{
 		{Identity: "db-0", Pod: "db-0", Seq: 0, Since: t0.Add(1234 * time.Millisecond), IPs: []string{"10.244.1.5", "fd00::5"}},
-		{Identity: "identity:cache", Pod: "cache-7d9f8-x2x4q", Seq: 9223372036854775807, Since: t0, Until: t0.Add(time.Hour), IPs: []string{"10.244.1.6"}},
+		{Identity: "identity:cache", Pod: "cache-7d9f8-x2x4q", Seq: 999999999999999999, Since: t0, Until: t0.Add(time.Hour), IPs: []string{"10.244.1.6"}},
 	} {
 		got, err := Parse(l.String())
 		if err != nil || !got.Equal(l) {
@@ -31,6 +31,13 @@ func TestRoundTrip(t *testing.T) {
 		"db-0 db-0 1 2026-11-25T00:00:00.000Z - fe80::1%eth0",     // zone
 		"db-0 db-0 1 2026-11-25T00:00:00.000Z - ::ffff:10.0.0.1x", //
 		"db-0 db-0 1 2026-11-25T00:00:00.000Z - " + strings.Repeat("10.0.0.1,", 8) + "10.0.0.2",
+		"db-0 db-0 1000000000000000000 2026-11-25T00:00:00.000Z - 10.0.0.1", // 19 digits: beyond the policies' ints
+		"db-0 db-0 1 2026-11-25T00:00:00.000Z - ::ffff:10.0.0.1",            // IPv4-mapped IPv6 (CEL isIP refuses it)
+		"db-0 db-0 1 2026-11-25T00:00:00.000Z - 2001:DB8::1",                // not canonical
+		"db-0 db-0 1 2026-11-25T00:00:00.000Z - 2001:db8:0:0:0:0:0:1",       // not canonical
+		"db..0 db..0 1 2026-11-25T00:00:00.000Z - 10.0.0.1",                 // not an RFC 1123 subdomain
+		"db.-0 db.-0 1 2026-11-25T00:00:00.000Z - 10.0.0.1",                 //
+		"identity:-x pod 1 2026-11-25T00:00:00.000Z - 10.0.0.1",             //
 	} {
 		if l, err := Parse(bad); err == nil {
 			t.Errorf("Parse(%q) accepted: %+v", bad, l)
