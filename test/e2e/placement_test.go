@@ -228,19 +228,30 @@ func (cp *controlPlane) requirePoliciesBeforeRBAC() {
 		t.Fatal(err)
 	}
 	rbac, _ := parseSeq(crb.ResourceVersion)
+	// Every binding deploy/placement makes (the namespace opt-in's, whose
+	// hint reads the index too, among them).
 	rvs := map[string]string{}
-	for _, name := range []string{"stickyip-placement-index", "stickyip-placement-pods"} {
-		b, err := a.ValidatingAdmissionPolicyBindings().Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		rvs["ValidatingAdmissionPolicyBinding "+name] = b.ResourceVersion
-	}
-	mb, err := a.MutatingAdmissionPolicyBindings().Get(ctx, placementBindingName, metav1.GetOptions{})
+	sel := metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=stickyip,app.kubernetes.io/component=placement"}
+	vbs, err := a.ValidatingAdmissionPolicyBindings().List(ctx, sel)
 	if err != nil {
 		t.Fatal(err)
 	}
-	rvs["MutatingAdmissionPolicyBinding "+placementBindingName] = mb.ResourceVersion
+	for _, b := range vbs.Items {
+		rvs["ValidatingAdmissionPolicyBinding "+b.Name] = b.ResourceVersion
+	}
+	mbs, err := a.MutatingAdmissionPolicyBindings().List(ctx, sel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range mbs.Items {
+		rvs["MutatingAdmissionPolicyBinding "+b.Name] = b.ResourceVersion
+	}
+	for _, want := range []string{"ValidatingAdmissionPolicyBinding stickyip-placement-index", "ValidatingAdmissionPolicyBinding stickyip-placement-pods",
+		"MutatingAdmissionPolicyBinding " + placementBindingName, "MutatingAdmissionPolicyBinding " + optInPolicy + "-hint"} {
+		if _, ok := rvs[want]; !ok {
+			t.Fatalf("%s: not among the bindings labelled %s (%v)", want, sel.LabelSelector, rvs)
+		}
+	}
 	for what, rv := range rvs {
 		if n, _ := parseSeq(rv); n >= rbac {
 			t.Errorf("%s created after the nodes' RBAC (resourceVersion %s ≥ %s): nodes could write the index unchecked", what, rv, crb.ResourceVersion)
