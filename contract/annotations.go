@@ -26,6 +26,20 @@ const (
 	// ANDed with the pod's own required terms.
 	PlacementRequired = "required"
 
+	// AnnotationDurationFrom says where a pod's AnnotationReservedDuration
+	// (and AnnotationPlacement) came from when the pod did not carry it
+	// itself: DurationFromNamespace (its namespace's LabelStatefulSets) or
+	// DurationFromCluster (the install's default). Set by the
+	// stickyip-statefulsets admission policy (deploy/placement), which also
+	// removes it from any pod it did not set it on; the plugin records it
+	// with the allocation and `stickyip list` shows it. Parsed by
+	// ParseDurationFrom.
+	AnnotationDurationFrom = "stickyip.io/reserved-ip-duration-from"
+	// DurationFromNamespace: the duration is the namespace's LabelStatefulSets.
+	DurationFromNamespace = "namespace"
+	// DurationFromCluster: the duration is the cluster's default, set at install.
+	DurationFromCluster = "cluster"
+
 	// AnnotationIPs asks for specific addresses, one per range set,
 	// comma-separated. Parsed by ParseIPs.
 	AnnotationIPs = "stickyip.io/ips"
@@ -52,6 +66,15 @@ const (
 	// AnnotationConfigMirror is set on mirror pods (the API view of a static pod).
 	AnnotationConfigMirror = "kubernetes.io/config.mirror"
 )
+
+// LabelStatefulSets, on a Namespace, makes every StatefulSet pod created
+// there without AnnotationReservedDuration of its own behave as if its
+// template carried it: its value is the duration ("30", "90s", "1h30m";
+// "0": none, which also opts the namespace out of the cluster's default),
+// optionally followed by "-" and the placement mode ("30m-required", as
+// AnnotationPlacement). deploy/placement's stickyip-statefulsets policy
+// applies it; its stickyip-statefulsets-label policy refuses any other value.
+const LabelStatefulSets = "stickyip.io/statefulsets"
 
 // OptInAnnotations are the annotations that opt a pod in to checkpointd when
 // their value is "true".

@@ -55,6 +55,16 @@ func isDigits(s string) bool {
 	return s != ""
 }
 
+// ParseDurationFrom parses a value of AnnotationDurationFrom:
+// DurationFromNamespace or DurationFromCluster.
+func ParseDurationFrom(v string) (string, error) {
+	if v != DurationFromNamespace && v != DurationFromCluster {
+		return "", fmt.Errorf("%w: %s=%q: want %q or %q (set by the stickyip-statefulsets admission policy)",
+			ErrInvalidAnnotation, AnnotationDurationFrom, Clip(v, ClipLen), DurationFromNamespace, DurationFromCluster)
+	}
+	return v, nil
+}
+
 // ParseCheckpointOf parses a value of AnnotationCheckpointOf ("namespace/name").
 func ParseCheckpointOf(v string) (namespace, name string, err error) {
 	ns, n, ok := strings.Cut(v, "/")

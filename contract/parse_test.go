@@ -110,3 +110,17 @@ func TestParseIPs(t *testing.T) {
 		}
 	}
 }
+
+func TestParseDurationFrom(t *testing.T) {
+	for _, v := range []string{DurationFromNamespace, DurationFromCluster} {
+		if got, err := ParseDurationFrom(v); err != nil || got != v {
+			t.Errorf("%q: got %q, %v", v, got, err)
+		}
+	}
+	for _, v := range []string{"", "Namespace", "pod", "namespace ", strings.Repeat("x", 200)} {
+		_, err := ParseDurationFrom(v)
+		if !errors.Is(err, ErrInvalidAnnotation) || !strings.Contains(err.Error(), AnnotationDurationFrom) {
+			t.Errorf("%q: err = %v, want one naming %s", v, err, AnnotationDurationFrom)
+		}
+	}
+}

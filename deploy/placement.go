@@ -15,8 +15,8 @@ import (
 )
 
 // Placement holds deploy/placement: the RBAC, the index policy, the
-// placement hint and the pod policy operators apply with
-// `kubectl apply -k deploy/placement`.
+// placement hint, the pod policy and the namespace opt-in operators apply
+// with `kubectl apply -k deploy/placement`.
 //
 //go:embed placement/*.yaml placement/Kustomization
 var Placement embed.FS

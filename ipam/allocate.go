@@ -26,10 +26,12 @@ type AddRequest struct {
 	// pod's own, or a restored copy's parent's), recorded for placement.
 	PodName string
 	// Duration is the clamped reservation to apply at DEL; RequestedDuration
-	// and Clamped record what the annotation asked for.
+	// and Clamped record what the annotation asked for, DurationFrom who set
+	// the annotation (Config.DurationFrom).
 	Duration          time.Duration
 	RequestedDuration time.Duration
 	Clamped           bool
+	DurationFrom      string
 	// Requested are specific addresses asked for (at most one per range set).
 	Requested []netip.Addr
 }
@@ -54,6 +56,10 @@ func (c *Config) AddRequest(containerID, ifname, netns string, log *slog.Logger)
 	if err != nil {
 		return AddRequest{}, err
 	}
+	from, err := c.DurationFrom()
+	if err != nil {
+		return AddRequest{}, err
+	}
 	annotated, err := c.AnnotatedIPs()
 	if err != nil {
 		return AddRequest{}, err
@@ -62,6 +68,9 @@ func (c *Config) AddRequest(containerID, ifname, netns string, log *slog.Logger)
 		ContainerID: containerID, IfName: ifname, Netns: netns, UID: c.Args.UID,
 		Duration: d, RequestedDuration: requested, Clamped: clamped,
 		Requested: append(c.RequestedIPs(), annotated...),
+	}
+	if d > 0 {
+		req.DurationFrom = from
 	}
 	if !who.IsZero() {
 		req.Identity = reservation.Identity{Namespace: who.Namespace, Name: who.Name, IfName: ifname}
@@ -80,7 +89,7 @@ func (c *Config) AddRequest(containerID, ifname, netns string, log *slog.Logger)
 	}
 	if d > 0 && req.Identity.IsZero() {
 		log.Warn("reservation annotation ignored: no K8S_POD_NAMESPACE/K8S_POD_NAME in CNI_ARGS", "container", containerID)
-		req.Duration = 0
+		req.Duration, req.DurationFrom = 0, ""
 	}
 	return req, nil
 }
@@ -118,7 +127,7 @@ func (e *Engine) Add(tx reservation.Txn, req AddRequest) ([]*reservation.Record,
 			IP: ip, RangeSet: i, State: reservation.Allocated,
 			ContainerID: req.ContainerID, IfName: req.IfName, Netns: req.Netns, BootID: e.env.BootID,
 			Identity: req.Identity, UID: req.UID, PodName: req.PodName,
-			Duration: req.Duration, RequestedDuration: req.RequestedDuration, Clamped: req.Clamped,
+			Duration: req.Duration, RequestedDuration: req.RequestedDuration, Clamped: req.Clamped, DurationFrom: req.DurationFrom,
 			AllocatedAt: now,
 		}
 		if err := tx.Put(rec); err != nil {

@@ -27,6 +27,18 @@ func (c *Config) ReservationFor() (d, requested time.Duration, clamped bool, err
 	return requested, requested, false, nil
 }
 
+// DurationFrom returns where the pod's reservation duration came from when
+// an admission policy set it (contract.AnnotationDurationFrom:
+// contract.DurationFromNamespace or contract.DurationFromCluster), "" when
+// the pod carried it itself.
+func (c *Config) DurationFrom() (string, error) {
+	v, ok := c.Annotations[contract.AnnotationDurationFrom]
+	if !ok {
+		return "", nil
+	}
+	return contract.ParseDurationFrom(v)
+}
+
 // Who is the identity a pod's addresses belong to.
 type Who struct {
 	// Namespace and Name are the identity (reservation.Identity): the pod's

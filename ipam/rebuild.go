@@ -158,14 +158,14 @@ func (e *Engine) rebuildAttachment(tx reservation.Txn, a Attachment, now time.Ti
 			IP: ip, RangeSet: set, State: reservation.Allocated,
 			ContainerID: a.ContainerID, IfName: a.IfName, Netns: a.Netns, BootID: boot,
 			Identity: req.Identity, UID: req.UID, PodName: req.PodName,
-			Duration: req.Duration, RequestedDuration: req.RequestedDuration, Clamped: req.Clamped,
+			Duration: req.Duration, RequestedDuration: req.RequestedDuration, Clamped: req.Clamped, DurationFrom: req.DurationFrom,
 			AllocatedAt: since,
 		}
 		if held, err := e.identityHolds(tx, req.Identity, set); err != nil {
 			return err
 		} else if held != nil {
 			rep.Problems = append(rep.Problems, fmt.Sprintf("%s (%s): the pod also holds %s, so this address is kept without a reservation", ip, who, held.IP))
-			rec.Identity, rec.UID, rec.PodName, rec.Duration, rec.RequestedDuration, rec.Clamped = reservation.Identity{}, "", "", 0, 0, false
+			rec.Identity, rec.UID, rec.PodName, rec.Duration, rec.RequestedDuration, rec.Clamped, rec.DurationFrom = reservation.Identity{}, "", "", 0, 0, false, ""
 		}
 		if err := tx.Put(rec); err != nil {
 			return err
@@ -196,6 +196,9 @@ func (e *Engine) attachmentRequest(a Attachment) (AddRequest, string) {
 	req.Identity, req.PodName = reservation.Identity{Namespace: who.Namespace, Name: who.Name, IfName: a.IfName}, who.Pod
 	if d, requested, clamped, derr := c.ReservationFor(); derr == nil {
 		req.Duration, req.RequestedDuration, req.Clamped = d, requested, clamped
+		if from, ferr := c.DurationFrom(); ferr == nil && d > 0 {
+			req.DurationFrom = from
+		}
 	}
 	return req, problem
 }

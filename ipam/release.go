@@ -76,7 +76,7 @@ func (e *Engine) release(tx reservation.Txn, r *reservation.Record, at time.Time
 		r.State = reservation.Cooling
 		r.ExpiresAt = at.Add(e.reuseDelay)
 		r.LastIdentity, r.Identity, r.UID = r.Identity, reservation.Identity{}, ""
-		r.Duration, r.RequestedDuration, r.Clamped = 0, 0, false
+		r.Duration, r.RequestedDuration, r.Clamped, r.DurationFrom = 0, 0, false, ""
 		return tx.Put(r)
 	}
 	r.State = reservation.Reserved
@@ -150,7 +150,7 @@ func ReleasePod(tx reservation.Txn, namespace, name, ifname string, log *slog.Lo
 			out = append(out, PodRelease{Record: r, Dropped: true})
 			continue
 		}
-		r.Duration = 0
+		r.Duration, r.DurationFrom = 0, ""
 		if err := tx.Put(r); err != nil {
 			return nil, err
 		}

@@ -7,6 +7,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/stickyip/stickyip/contract"
+	"github.com/stickyip/stickyip/reservation"
 )
 
 // TestAddRequest: the ADD request is built from the config alone — the
@@ -44,5 +47,55 @@ func TestAddRequest(t *testing.T) {
 		if _, err := load("", pod).AddRequest(tc.id, tc.ifname, "", quiet); !errors.Is(err, ErrInvalidArgs) || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s too long: err %v, want ErrInvalidArgs naming it", tc.want, err)
 		}
+	}
+}
+
+// TestAddRequestDurationFrom: where the reservation annotation came from
+// (set by the stickyip-statefulsets admission policy) is recorded with a
+// reservation, ignored without one, and a value the policy never writes is
+// refused naming the annotation.
+func TestAddRequestDurationFrom(t *testing.T) {
+	pod := "K8S_POD_NAMESPACE=prod;K8S_POD_NAME=db-0;K8S_POD_UID=u1"
+	add := func(ann string) (AddRequest, error) {
+		c, err := LoadConfig([]byte(`{"cniVersion":"1.0.0","name":"n","ipam":{"type":"stickyip","subnet":"10.2.0.0/24"},
+			"runtimeConfig":{"io.kubernetes.cri.pod-annotations":{`+ann+`}}}`), pod)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c.AddRequest("c1", "eth0", "", slog.New(slog.DiscardHandler))
+	}
+	for _, tc := range []struct{ ann, want string }{
+		{`"io.kubernetes.cri/reserved-ip-duration":"10","stickyip.io/reserved-ip-duration-from":"namespace"`, "namespace"},
+		{`"io.kubernetes.cri/reserved-ip-duration":"1h","stickyip.io/reserved-ip-duration-from":"cluster"`, "cluster"},
+		{`"io.kubernetes.cri/reserved-ip-duration":"1h"`, ""},
+		{`"io.kubernetes.cri/reserved-ip-duration":"0","stickyip.io/reserved-ip-duration-from":"namespace"`, ""},
+		{`"stickyip.io/reserved-ip-duration-from":"namespace"`, ""},
+	} {
+		req, err := add(tc.ann)
+		if err != nil || req.DurationFrom != tc.want {
+			t.Errorf("{%s}: DurationFrom %q, err %v; want %q", tc.ann, req.DurationFrom, err, tc.want)
+		}
+	}
+	_, err := add(`"io.kubernetes.cri/reserved-ip-duration":"10","stickyip.io/reserved-ip-duration-from":"pod"`)
+	if !errors.Is(err, contract.ErrInvalidAnnotation) || !strings.Contains(err.Error(), contract.AnnotationDurationFrom) {
+		t.Errorf("a value the policy never writes: err %v, want one naming %s", err, contract.AnnotationDurationFrom)
+	}
+}
+
+// TestDurationFromKeptWithTheReservation: the record remembers where its
+// duration came from through the ADD and the DEL that turns it into a
+// reservation (what `stickyip list` shows).
+func TestDurationFromKeptWithTheReservation(t *testing.T) {
+	w := newWorld(t, v4Small)
+	req := AddRequest{ContainerID: "c1", IfName: "eth0", Netns: "/run/netns/c1", UID: "u1", Duration: 10 * time.Minute,
+		RequestedDuration: 10 * time.Minute, DurationFrom: contract.DurationFromNamespace,
+		Identity: reservation.Identity{Namespace: "prod", Name: "db-0", IfName: "eth0"}}
+	if err := w.store.Update("net1", func(tx reservation.Txn) error { _, err := w.eng.Add(tx, req); return err }); err != nil {
+		t.Fatal(err)
+	}
+	w.del("c1")
+	recs := w.records()
+	if len(recs) != 1 || recs[0].State != reservation.Reserved || recs[0].DurationFrom != contract.DurationFromNamespace {
+		t.Fatalf("records after DEL: %+v; want one reservation from the namespace default", recs)
 	}
 }

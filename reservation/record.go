@@ -109,6 +109,11 @@ type Record struct {
 	// RequestedDuration is what the annotation asked for, before clamping.
 	RequestedDuration time.Duration `json:"requestedDuration,omitempty"`
 	Clamped           bool          `json:"clamped,omitempty"`
+	// DurationFrom is who set the pod's reservation annotation when the pod
+	// did not carry it itself (contract.AnnotationDurationFrom: its
+	// namespace's default, or the cluster's); "" otherwise. Older binaries
+	// ignore the field, so it needs no schema step.
+	DurationFrom string `json:"durationFrom,omitempty"`
 
 	AllocatedAt time.Time `json:"allocatedAt"`
 	ReleasedAt  time.Time `json:"releasedAt,omitzero"`

@@ -108,12 +108,14 @@ func daemonSet(t *testing.T, b []byte) (*appsv1.DaemonSet, []map[string]any) {
 }
 
 // TestLint: helm lint --strict passes at the defaults, with the placement
-// policies, in uninstall mode and with the k3s values.
+// policies (and a default for StatefulSet pods), in uninstall mode and with
+// the k3s values.
 func TestLint(t *testing.T) {
 	chart := filepath.Join(repoRoot(t), ChartDir)
 	for _, args := range [][]string{
 		nil,
 		{"--set", "placement.enabled=true"},
+		{"--set", "placement.enabled=true,placement.statefulSets=10m"},
 		{"--set", "uninstall=true"},
 		{"-f", filepath.Join(chart, "values-k3s.yaml")},
 	} {

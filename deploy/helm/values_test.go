@@ -1,6 +1,8 @@
 package helm
 
 import (
+	"encoding/json"
+	"os"
 	"path/filepath"
 	"reflect"
 	"slices"
@@ -10,6 +12,11 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"sigs.k8s.io/yaml"
+
+	// the JSON Patch kustomize applies (RFC 6902), already in the module
+	// graph through client-go
+	jsonpatch "gopkg.in/evanphx/json-patch.v4"
 )
 
 // env returns the installer container's environment as a map; a name set
@@ -197,5 +204,74 @@ func TestValuesStayValues(t *testing.T) {
 	}
 	if spec.HostPID || spec.NodeSelector["zone"] != evil {
 		t.Errorf("hostPID %v, node selector %q", spec.HostPID, spec.NodeSelector["zone"])
+	}
+}
+
+// TestStatefulSetsValue: placement.statefulSets, the cluster's default for
+// StatefulSet pods, renders deploy/placement as kubectl users get it from
+// the kustomize component deploy/placement/cluster-default plus the
+// documented patch of the policy's first variable, and nothing else; a
+// value the namespace label would not take, or the value without the
+// placement policies, is refused.
+func TestStatefulSetsValue(t *testing.T) {
+	plain := documents(t, render(t, "--set", "placement.enabled=true"))
+	set := documents(t, render(t, "--set", "placement.enabled=true,placement.statefulSets=30m-required"))
+	if len(plain) != len(set) {
+		t.Fatalf("%d objects with the default, %d without", len(set), len(plain))
+	}
+	type patch struct {
+		Target struct{ Kind, Name string }
+		Patch  string
+	}
+	var component struct{ Patches []patch }
+	b, err := os.ReadFile(filepath.Join(repoRoot(t), PlacementDir, "cluster-default", "kustomization.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.Unmarshal(b, &component); err != nil || len(component.Patches) == 0 {
+		t.Fatalf("deploy/placement/cluster-default: %v, %d patches", err, len(component.Patches))
+	}
+	var literal patch
+	literal.Target.Kind, literal.Target.Name = "MutatingAdmissionPolicy", "stickyip-statefulsets"
+	literal.Patch = `[{"op": "replace", "path": "/spec/variables/0/expression", "value": "'30m-required'"}]`
+	patches := append(component.Patches, literal)
+	changed := 0
+	for i := range plain {
+		md, _ := plain[i]["metadata"].(map[string]any)
+		want := []byte(canonical(t, plain[i]))
+		for _, p := range patches {
+			if p.Target.Kind != plain[i]["kind"] || p.Target.Name != md["name"] {
+				continue
+			}
+			jp, err := jsonpatch.DecodePatch([]byte(p.Patch))
+			if err != nil {
+				t.Fatalf("the patch of %s %s: %v", p.Target.Kind, p.Target.Name, err)
+			}
+			if want, err = jp.Apply(want); err != nil {
+				t.Fatalf("the patch of %s %s: %v", p.Target.Kind, p.Target.Name, err)
+			}
+			changed++
+		}
+		var w map[string]any
+		if err := json.Unmarshal(want, &w); err != nil {
+			t.Fatal(err)
+		}
+		if canonical(t, w) != canonical(t, set[i]) {
+			t.Errorf("placement.statefulSets renders %v %v as\n%s\nthe component and the patch make\n%s", plain[i]["kind"], md["name"], canonical(t, set[i]), canonical(t, w))
+		}
+	}
+	if changed != 4 {
+		t.Errorf("%d patches applied, want 4 (the variable, the opt-in's two bindings, the hint's)", changed)
+	}
+	chart := filepath.Join(repoRoot(t), ChartDir)
+	for _, tc := range []struct{ args []string }{
+		{[]string{"--set", "placement.enabled=true,placement.statefulSets=30x"}},
+		{[]string{"--set", "placement.enabled=true,placement.statefulSets=30m' || true || '"}},
+		{[]string{"--set", "placement.enabled=true", "--set-string", "placement.statefulSets=30m\nx"}},
+		{[]string{"--set", "placement.statefulSets=30m"}},
+	} {
+		if _, err := Render(helmBin(t), chart, InstallNamespace, tc.args...); err == nil || !strings.Contains(err.Error(), "statefulSets") {
+			t.Errorf("%v: %v, want a refusal naming statefulSets", tc.args, err)
+		}
 	}
 }

@@ -17,8 +17,10 @@ const etcdNamespace = "etcd"
 // etcdSticky is issue 32's disruption table with stickyip (a step of
 // TestCluster, on nodes running the plugin and checkpointd since the
 // stickyip step): deploy/placement applied (the placement step applies it
-// again: unchanged), the etcd StatefulSet founded by IP (newEtcdApp,
-// found, once), every row of etcdDisruptions on the cluster the row before
+// again: unchanged), the etcd StatefulSet, its pod template without any
+// stickyip annotation, in a namespace labelled with the opt-in
+// (stickyip.io/statefulsets: 10m-required, issue 39), founded by IP
+// (newEtcdApp, found, once), every row of etcdDisruptions on the cluster the row before
 // left, each asserted over a window past the kubelets' next sync: the
 // disruption happened (its members restarted, its component a new
 // process), the members keep their IPs, the member list is unchanged,
@@ -27,7 +29,8 @@ const etcdNamespace = "etcd"
 // stays Pending while it is cordoned). Then the StatefulSet, the
 // members' data and their reservations go (`stickyip release` on each
 // node, as an operator frees them), so that the later steps find no entry
-// of theirs in the placement index.
+// of theirs in the placement index. Last, the control of the opt-in: the
+// same manifest in a namespace without the label (etcdUnlabelled).
 func (c *cluster) etcdSticky() {
 	t := c.t
 	for _, n := range c.nodes {
@@ -37,9 +40,11 @@ func (c *cluster) etcdSticky() {
 	}
 	c.applyPlacement()
 	a := c.newEtcdApp(etcdNamespace, true)
+	a.optIn(etcdOptInLabel)
 	a.table()
 	a.remove()
 	c.kubectl("delete", "namespace", etcdNamespace, "--wait=true", "--timeout=2m")
+	a.unlabelled()
 }
 
 // release releases the members' reservations on every node and waits

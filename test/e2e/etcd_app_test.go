@@ -41,8 +41,13 @@ type etcdApp struct {
 	ns     string
 	client *etcdClient
 	// sticky: the nodes run stickyip, checkpointd and deploy/placement
-	// (else host-local alone: the control).
+	// and the members keep their IPs (else: host-local, the control, or
+	// stickyip in a namespace without the opt-in).
 	sticky bool
+	// annotations are the pod template's: none (the members keep their IPs
+	// through their namespace's opt-in, stickyip.io/statefulsets), or
+	// stickyip's own.
+	annotations map[string]string
 	// foundings counts the clusters founded; token is the current one's
 	// --initial-cluster-token.
 	foundings int
@@ -76,10 +81,11 @@ func (n *node) etcdDir() string { return filepath.Join(n.dir, "etcd") }
 
 // etcdStatefulSet is the etcd StatefulSet: three members, each advertising
 // its pod IP to its peers and clients ($(POD_IP), from the downward API),
-// its data on the node (hostPath, a subdirectory per pod), its IP reserved
-// for 10 minutes after its sandbox goes, placement required. The
-// entrypoint waits for the join file the test writes (test/harness/etcdmember).
-func etcdStatefulSet(ns string) *appsv1.StatefulSet {
+// its data on the node (hostPath, a subdirectory per pod), annotations
+// (none: the manifest of a third-party chart, which the namespace's opt-in
+// makes sticky) on its pod template. The entrypoint waits for the join
+// file the test writes (test/harness/etcdmember).
+func etcdStatefulSet(ns string, annotations map[string]string) *appsv1.StatefulSet {
 	labels := map[string]string{"app": etcdName}
 	replicas := int32(etcdReplicas)
 	grace := int64(10)
@@ -96,10 +102,7 @@ func etcdStatefulSet(ns string) *appsv1.StatefulSet {
 			PodManagementPolicy: appsv1.ParallelPodManagement,
 			Selector:            &metav1.LabelSelector{MatchLabels: labels},
 			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: labels, Annotations: map[string]string{
-					annReservation: "10m",
-					annPlacement:   "required",
-				}},
+				ObjectMeta: metav1.ObjectMeta{Labels: labels, Annotations: annotations},
 				Spec: corev1.PodSpec{
 					TerminationGracePeriodSeconds: &grace,
 					AutomountServiceAccountToken:  &no,

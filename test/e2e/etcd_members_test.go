@@ -30,7 +30,7 @@ func (a *etcdApp) found() {
 	start := time.Now()
 	a.foundings++
 	a.token = fmt.Sprintf("%s-%d", a.ns, a.foundings)
-	if _, err := a.c.client.AppsV1().StatefulSets(a.ns).Create(context.Background(), etcdStatefulSet(a.ns), metav1.CreateOptions{}); err != nil {
+	if _, err := a.c.client.AppsV1().StatefulSets(a.ns).Create(context.Background(), etcdStatefulSet(a.ns, a.annotations), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	pods := a.waitPods(3 * time.Minute)

@@ -134,8 +134,11 @@ func (a *etcdApp) table() []etcdRow {
 
 // mode names the table's run.
 func (a *etcdApp) mode() string {
-	if a.sticky {
+	switch {
+	case a.sticky:
 		return "stickyip"
+	case a.c.nodes[0].checkpointd != nil:
+		return "stickyip without the opt-in, its control"
 	}
 	return "host-local, the control"
 }

@@ -17,6 +17,8 @@ import (
 
 	"github.com/containernetworking/plugins/pkg/ns"
 	"github.com/stickyip/stickyip/test/harness"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -590,6 +592,9 @@ func (n *node) readySandboxesWhere(ctx context.Context, keep func(*runtimeapi.Po
 			continue
 		}
 		st, err := n.cri.PodStatus(ctx, p.Id)
+		if status.Code(err) == codes.NotFound {
+			continue // removed since the list (the kubelet's cleanup of a deleted pod's): not ready
+		}
 		if err != nil {
 			return nil, err
 		}

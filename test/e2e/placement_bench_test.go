@@ -45,8 +45,12 @@ var benchLevels = []struct{ inNamespace, total int }{{0, 0}, {1000, 1000}, {1000
 // benchKinds are the pods measured: a pod whose identity the index holds
 // (the preferred hint, and with stickyip.io/placement: required the required
 // one), one that reserves its IP without an entry, one without any stickyip
-// annotation.
-var benchKinds = []string{"held", "held, required", "not held", "plain"}
+// annotation; then the namespace opt-in's (placement_bench_optin_test.go).
+var benchKinds = append(benchTodayKinds[:len(benchTodayKinds):len(benchTodayKinds)], benchOptInMarked, benchOptInUnmarked,
+	benchOptInBound+"held", benchOptInUnbound+"held", benchOptInBound+"plain", benchOptInUnbound+"plain")
+
+// benchTodayKinds are the pods measure creates.
+var benchTodayKinds = []string{"held", "held, required", "not held", "plain"}
 
 // BenchmarkPlacementAdmission prints the median time of a pod creation
 // (POST, from the client) with the placement policy's binding in place and
@@ -163,6 +167,7 @@ func measureAdmission(b *testing.B, bins bins, release string) []admissionRow {
 				for kind, d := range bench.measure(ctx, lv.inNamespace, on, &wrong) {
 					got[kind] = append(got[kind], d...)
 				}
+				bench.measureOptIn(ctx, lv.inNamespace, on, got, &wrong) // issue 39
 			}
 		}
 		bench.setPolicy(ctx, true)
@@ -191,6 +196,7 @@ type placementBench struct {
 	nodes   []types.UID
 	binding *admissionv1.MutatingAdmissionPolicyBinding
 	serial  int
+	optIn   benchOptIn // issue 39: placement_bench_optin_test.go
 }
 
 func benchNode(i int) string { return fmt.Sprintf("bnode-%02d", i) }
@@ -250,6 +256,7 @@ func (pb *placementBench) fill(ctx context.Context, i, n int, filled map[int]int
 // pod gets the hint, or not.
 func (pb *placementBench) setPolicy(ctx context.Context, on bool) {
 	b := pb.b
+	pb.setOptIn(ctx, on) // issue 39: the namespace opt-in's binding with the hint's
 	bindings := pb.cs.AdmissionregistrationV1().MutatingAdmissionPolicyBindings()
 	if on {
 		nb := pb.binding.DeepCopy()
@@ -300,7 +307,7 @@ func (pb *placementBench) measure(ctx context.Context, n int, on bool, wrong *in
 	out := map[string][]time.Duration{}
 	pods := pb.cs.CoreV1().Pods(benchNamespace)
 	for i := range benchPods {
-		for _, kind := range benchKinds {
+		for _, kind := range benchTodayKinds {
 			if strings.HasPrefix(kind, "held") && n == 0 {
 				continue
 			}

@@ -51,6 +51,7 @@ const annPlacement = "stickyip.io/placement"
 // other pod alone; and that checkpointd on the node (real kubelet,
 // containerd and CNI chain) claims a sticky pod's identity at ADD, writes
 // its reservation's end at DEL and releases it at expiry: three writes.
+// Last, the namespace opt-in (issue 39, placement_optin_test.go).
 func TestPlacement(t *testing.T) {
 	n := newCheckpointdNode(t)
 	ctx := context.Background()
@@ -98,6 +99,7 @@ func TestPlacement(t *testing.T) {
 	n.hints()
 	n.formerPublisher(node2)
 	n.publisherLifecycle()
+	n.namespaceOptIn()
 }
 
 // nodeAttacks: what another node's credentials (node2, running pods
@@ -217,10 +219,9 @@ func (n *node) nodeAttacks(node2 *indexWriter) {
 // deploy/placement's policies (issue 38: a line written before the index
 // policy is in force was never checked). A binding's resourceVersion, never
 // changed since, is etcd's order of its creation (a policy's is not: the
-// API server writes its status after a type check). The validating
-// policies' bindings only: the hint's may be removed and applied again (the
-// way to switch it off; the cluster's steps do) and reads no line the index
-// policy would not take.
+// API server writes its status after a type check). applyPlacement calls
+// it for an install only: a later apply re-creates after the RBAC a binding
+// a test removed (the hint's, the way to switch it off).
 func (cp *controlPlane) requirePoliciesBeforeRBAC() {
 	t := cp.t
 	ctx := context.Background()
@@ -230,13 +231,29 @@ func (cp *controlPlane) requirePoliciesBeforeRBAC() {
 		t.Fatal(err)
 	}
 	rbac, _ := parseSeq(crb.ResourceVersion)
+	// Every binding deploy/placement makes (the namespace opt-in's, whose
+	// hint reads the index too, among them).
 	rvs := map[string]string{}
-	for _, name := range []string{"stickyip-placement-index", "stickyip-placement-pods"} {
-		b, err := a.ValidatingAdmissionPolicyBindings().Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
+	sel := metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=stickyip,app.kubernetes.io/component=placement"}
+	vbs, err := a.ValidatingAdmissionPolicyBindings().List(ctx, sel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range vbs.Items {
+		rvs["ValidatingAdmissionPolicyBinding "+b.Name] = b.ResourceVersion
+	}
+	mbs, err := a.MutatingAdmissionPolicyBindings().List(ctx, sel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range mbs.Items {
+		rvs["MutatingAdmissionPolicyBinding "+b.Name] = b.ResourceVersion
+	}
+	for _, want := range []string{"ValidatingAdmissionPolicyBinding stickyip-placement-index", "ValidatingAdmissionPolicyBinding stickyip-placement-pods",
+		"MutatingAdmissionPolicyBinding " + placementBindingName, "MutatingAdmissionPolicyBinding " + optInPolicy + "-hint"} {
+		if _, ok := rvs[want]; !ok {
+			t.Fatalf("%s: not among the bindings labelled %s (%v)", want, sel.LabelSelector, rvs)
 		}
-		rvs["ValidatingAdmissionPolicyBinding "+name] = b.ResourceVersion
 	}
 	for what, rv := range rvs {
 		if n, _ := parseSeq(rv); n >= rbac {
@@ -621,10 +638,16 @@ func (cp *controlPlane) applyPlacement() {
 	}
 	dir := filepath.Join(root, "deploy", "placement")
 	if cp.kubectlPath() != "" {
+		// The order is an install's: a later apply (a test restoring a
+		// binding it deleted) re-creates a binding after the RBAC.
+		_, err := cp.client.RbacV1().ClusterRoleBindings().Get(context.Background(), "stickyip:placement-publisher", metav1.GetOptions{})
+		installed := err == nil
 		t.Logf("kubectl apply --dry-run=server -f %s:\n%s", dir, cp.kubectl("apply", "--dry-run=server", "-f", dir))
 		out := cp.kubectl("apply", "-k", dir)
 		t.Logf("kubectl apply -k %s:\n%s", dir, out)
-		cp.requirePoliciesBeforeRBAC()
+		if !installed {
+			cp.requirePoliciesBeforeRBAC()
+		}
 		// Applying the manifests again changes nothing: every field the API
 		// server would default is spelled out (a list such as resourceRules is
 		// atomic, so a defaulted field in it made kubectl rewrite it each time).

@@ -31,7 +31,7 @@ func seed(t *testing.T, dir string) {
 		for _, r := range []*reservation.Record{
 			{IP: netip.MustParseAddr("10.0.0.2"), State: reservation.Reserved, Identity: web, Duration: time.Hour, RequestedDuration: 48 * time.Hour, Clamped: true, ExpiresAt: now.Add(time.Hour)},
 			{IP: netip.MustParseAddr("10.0.0.3"), State: reservation.Allocated, ContainerID: "abc", IfName: "eth0", Netns: "/proc/self/ns/net",
-				Identity: reservation.Identity{Namespace: "default", Name: "db", IfName: "eth0"}, Duration: time.Minute},
+				Identity: reservation.Identity{Namespace: "default", Name: "db", IfName: "eth0"}, Duration: time.Minute, DurationFrom: "namespace"},
 			{IP: netip.MustParseAddr("10.0.0.4"), State: reservation.Allocated, ContainerID: "dead", IfName: "eth0", Netns: deadNetns},
 		} {
 			if err := tx.Put(r); err != nil {
@@ -57,8 +57,11 @@ func TestListReleaseGCCheck(t *testing.T) {
 	if e := entries[0]; e.State != "reserved" || e.Name != "web" || !e.Clamped || e.RequestedDuration != "48h0m0s" || e.ExpiresAt == nil {
 		t.Fatalf("reserved entry: %+v", e)
 	}
+	if e := entries[1]; e.Name != "db" || e.DurationFrom != "namespace" || entries[0].DurationFrom != "" {
+		t.Fatalf("where the durations came from: %+v, %+v", entries[0], e)
+	}
 	out, _, _ = run(t, "list", "--data-dir", dir)
-	if !strings.Contains(out, "1h0m0s (clamped from 48h0m0s)") || !strings.Contains(out, "default/db") {
+	if !strings.Contains(out, "1h0m0s (clamped from 48h0m0s)") || !strings.Contains(out, "1m0s (namespace default)") || !strings.Contains(out, "default/db") {
 		t.Fatalf("table:\n%s", out)
 	}
 

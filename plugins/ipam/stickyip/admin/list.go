@@ -21,16 +21,21 @@ type Entry struct {
 	Name        string `json:"name,omitempty"`
 	// Legacy: recorded before pod names and stickyip.io/identity keys were
 	// told apart (store schema 2); the name answers to both.
-	Legacy            bool       `json:"legacy,omitempty"`
-	UID               string     `json:"uid,omitempty"`
-	Netns             string     `json:"netns,omitempty"`
-	Duration          string     `json:"duration,omitempty"`
-	RequestedDuration string     `json:"requestedDuration,omitempty"`
-	Clamped           bool       `json:"clamped"`
-	Imported          bool       `json:"imported,omitempty"`
-	AllocatedAt       time.Time  `json:"allocatedAt"`
-	ExpiresAt         *time.Time `json:"expiresAt,omitempty"`
-	LastContainerID   string     `json:"lastContainerID,omitempty"`
+	Legacy            bool   `json:"legacy,omitempty"`
+	UID               string `json:"uid,omitempty"`
+	Netns             string `json:"netns,omitempty"`
+	Duration          string `json:"duration,omitempty"`
+	RequestedDuration string `json:"requestedDuration,omitempty"`
+	Clamped           bool   `json:"clamped"`
+	// DurationFrom: the pod's reservation annotation was set by the
+	// stickyip-statefulsets admission policy, from its namespace's default
+	// ("namespace") or the cluster's ("cluster"); absent when the pod
+	// carried it itself.
+	DurationFrom    string     `json:"durationFrom,omitempty"`
+	Imported        bool       `json:"imported,omitempty"`
+	AllocatedAt     time.Time  `json:"allocatedAt"`
+	ExpiresAt       *time.Time `json:"expiresAt,omitempty"`
+	LastContainerID string     `json:"lastContainerID,omitempty"`
 	// LastPod is namespace/name of the last holder of a cooling address:
 	// until the cooling ends only that pod may ask for it.
 	LastPod string `json:"lastPod,omitempty"`
@@ -103,6 +108,9 @@ func (t *tool) listTable(entries []Entry) error {
 		if e.Clamped {
 			keep += " (clamped from " + e.RequestedDuration + ")"
 		}
+		if e.DurationFrom != "" {
+			keep += " (" + e.DurationFrom + " default)"
+		}
 		expires := "-"
 		if e.ExpiresAt != nil {
 			expires = fmt.Sprintf("%s (in %s)", e.ExpiresAt.Local().Format(time.RFC3339), e.ExpiresAt.Sub(now).Round(time.Second))
@@ -139,7 +147,7 @@ func entryOf(dataDir, network string, r *reservation.Record) Entry {
 		e.LastPod = r.LastIdentity.Pod()
 	}
 	if r.Duration > 0 {
-		e.Duration = r.Duration.String()
+		e.Duration, e.DurationFrom = r.Duration.String(), r.DurationFrom
 	}
 	if r.RequestedDuration > 0 {
 		e.RequestedDuration = r.RequestedDuration.String()
