@@ -13,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -593,28 +592,13 @@ func (cp *controlPlane) clientAs(token string) kubernetes.Interface {
 func (cp *controlPlane) namespaceEditor(ns string) kubernetes.Interface {
 	t := cp.t
 	t.Helper()
-	ctx := context.Background()
-	sa, err := cp.client.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "editor"}}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "configmap-editor", Namespace: ns},
 		Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"},
 			Verbs: []string{"get", "list", "create", "update", "patch", "delete"}}}}
-	if _, err := cp.client.RbacV1().Roles(ns).Create(ctx, role, metav1.CreateOptions{}); err != nil {
+	if _, err := cp.client.RbacV1().Roles(ns).Create(context.Background(), role, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	rb := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "editor", Namespace: ns},
-		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: role.Name},
-		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: sa.Name, Namespace: ns}}}
-	if _, err := cp.client.RbacV1().RoleBindings(ns).Create(ctx, rb, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	tok, err := cp.client.CoreV1().ServiceAccounts(ns).CreateToken(ctx, sa.Name, &authenticationv1.TokenRequest{}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cp.clientAs(tok.Status.Token)
+	return cp.boundServiceAccount(ns, "editor", rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: role.Name})
 }
 
 // kubectlPath is the kubectl the e2e build made, "" when there is none
