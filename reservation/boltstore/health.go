@@ -33,11 +33,21 @@ func (s *Store) Health() error {
 
 // readRoots reads what every ADD reads first: the networks bucket, each
 // network's buckets, and the first and last page of each network's
-// addresses. It catches a destroyed meta page or branch at the cost of a few
-// page reads, not a full check (that is `stickyip check`).
+// addresses; and checks that the file holds every page its meta page counts
+// (a file cut short keeps its first pages readable, while a writer would
+// read the freelist or a branch past its end). It catches a destroyed meta
+// page or branch, or a cut file, at the cost of a few page reads and a
+// stat, not a full check (that is `stickyip check`).
 func readRoots(tx *bolt.Tx) error {
 	if tx == nil {
 		return nil
+	}
+	fi, err := os.Stat(tx.DB().Path())
+	if err != nil {
+		return fmt.Errorf("%w: %v", reservation.ErrIO, err)
+	}
+	if fi.Size() < tx.Size() {
+		return fmt.Errorf("%w: %s: %d bytes, but its pages reach byte %d: the file was cut short", reservation.ErrCorrupt, tx.DB().Path(), fi.Size(), tx.Size())
 	}
 	nets := tx.Bucket(bucketNetworks)
 	if nets == nil {
