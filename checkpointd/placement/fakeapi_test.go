@@ -89,13 +89,7 @@ func (f *fakeAPI) view(ref shardRef) *Shard {
 	if s == nil {
 		return &Shard{Values: map[string]string{}}
 	}
-	v := &Shard{Exists: true, RV: fmt.Sprint(s.rv), Values: maps.Clone(s.values), Refs: slices.Clone(s.refs)}
-	for _, r := range s.refs {
-		if r.Kind == "Node" {
-			v.Owners = append(v.Owners, Owner{Name: r.Name, UID: r.UID, APIVersion: r.APIVersion})
-		}
-	}
-	return v
+	return &Shard{Exists: true, RV: fmt.Sprint(s.rv), Values: maps.Clone(s.values), Refs: slices.Clone(s.refs)}
 }
 
 func (a *fakeNodeAPI) Write(_ context.Context, ns, name string, c Change) (*Shard, error) {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/stickyip/stickyip/checkpointd/placement/entry"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 func TestPlan(t *testing.T) {
@@ -27,7 +28,7 @@ func TestPlan(t *testing.T) {
 	shard := func(owners []string, values map[string]string) *Shard {
 		s := &Shard{Exists: true, RV: "100", Values: values}
 		for _, o := range owners {
-			s.Owners = append(s.Owners, Owner{Name: o, UID: "uid-" + "o", APIVersion: "v1"})
+			s.Refs = append(s.Refs, ownRef(o, types.UID("uid-"+o)))
 		}
 		return s
 	}

@@ -12,22 +12,15 @@ import (
 	"github.com/stickyip/stickyip/checkpointd/placement/entry"
 )
 
-// Owner is an ownerReference of a shard to a Node.
-type Owner struct {
-	Name       string
-	UID        types.UID
-	APIVersion string
-}
-
 // Shard is a shard of the index as the API server showed it; it is not
 // changed once decoded (Others indexes it on first use).
 type Shard struct {
 	Exists bool              // false: no such object (yet), or not known
 	RV     string            // its resourceVersion
 	Values map[string]string // each node's value, by node name
-	Owners []Owner           // its ownerReferences to Nodes
-	// Refs are all its ownerReferences, as they are: a write that must drop
-	// some (Cleanup) gives back the others unchanged.
+	// Refs are all its ownerReferences, as they are: the Nodes that own it
+	// (OwnedBy), and what a write that must drop some (Cleanup) gives back
+	// unchanged.
 	Refs []metav1.OwnerReference
 
 	indexOnce sync.Once
@@ -37,11 +30,6 @@ type Shard struct {
 // DecodeShard reads a shard.
 func DecodeShard(cm *corev1.ConfigMap) *Shard {
 	s := &Shard{Exists: true, RV: cm.ResourceVersion, Values: map[string]string{}, Refs: cm.OwnerReferences}
-	for _, r := range cm.OwnerReferences {
-		if r.Kind == "Node" {
-			s.Owners = append(s.Owners, Owner{Name: r.Name, UID: r.UID, APIVersion: r.APIVersion})
-		}
-	}
 	for k, v := range cm.Data {
 		s.Values[k] = v
 	}
@@ -58,7 +46,9 @@ func (s *Shard) rv() uint64 {
 // OwnedBy reports whether node owns the shard (a v1 Node ownerReference):
 // the placement policy counts only the entries of such nodes.
 func (s *Shard) OwnedBy(node string) bool {
-	return slices.ContainsFunc(s.Owners, func(o Owner) bool { return o.Name == node && o.APIVersion == "v1" })
+	return slices.ContainsFunc(s.Refs, func(r metav1.OwnerReference) bool {
+		return r.Kind == "Node" && r.Name == node && r.APIVersion == "v1"
+	})
 }
 
 // Lines returns node's entries in the shard, and what could not be read of

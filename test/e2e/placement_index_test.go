@@ -85,8 +85,10 @@ func (cp *controlPlane) hinted(ns, identity string) string {
 // ownersOf names the Nodes that own shard ns/name.
 func (cp *controlPlane) ownersOf(ns, name string) []string {
 	var out []string
-	for _, o := range cp.shard(ns, name).Owners {
-		out = append(out, o.Name)
+	for _, r := range cp.shard(ns, name).Refs {
+		if r.Kind == "Node" {
+			out = append(out, r.Name)
+		}
 	}
 	slices.Sort(out)
 	return out
