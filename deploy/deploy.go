@@ -15,7 +15,6 @@ import (
 	"io"
 
 	appsv1 "k8s.io/api/apps/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
 )
@@ -40,34 +39,50 @@ var FlannelValues []byte
 // one DaemonSet and nothing else.
 func Install() (*appsv1.DaemonSet, error) {
 	var ds *appsv1.DaemonSet
-	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(InstallManifest)))
-	for {
-		doc, err := r.Read()
-		if err == io.EOF {
-			break
+	err := eachObject(InstallManifest, func(kind, _ string, doc []byte) error {
+		if kind != "DaemonSet" || ds != nil {
+			return fmt.Errorf("%s: unexpected object (the manifest is one DaemonSet)", kind)
 		}
-		if err != nil {
-			return nil, err
+		ds = &appsv1.DaemonSet{}
+		if err := yaml.UnmarshalStrict(doc, ds); err != nil {
+			return fmt.Errorf("%s: %w", kind, err)
 		}
-		var meta metav1.TypeMeta
-		if err := yaml.Unmarshal(doc, &meta); err != nil {
-			return nil, err
-		}
-		switch {
-		case meta.Kind == "":
-			continue
-		case meta.Kind == "DaemonSet" && ds == nil:
-			ds = &appsv1.DaemonSet{}
-			err = yaml.UnmarshalStrict(doc, ds)
-		default:
-			err = errors.New("unexpected object (the manifest is one DaemonSet)")
-		}
-		if err != nil {
-			return nil, fmt.Errorf("deploy/install/stickyip.yaml: %s: %w", meta.Kind, err)
-		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("deploy/install/stickyip.yaml: %w", err)
 	}
 	if ds == nil {
 		return nil, errors.New("deploy/install/stickyip.yaml: want a DaemonSet")
 	}
 	return ds, nil
+}
+
+// eachObject calls fn with the kind, the name and the text of each object
+// of the multi-document YAML stream data, in order; a document without a
+// kind (comments only) is skipped. It stops at fn's first error.
+func eachObject(data []byte, fn func(kind, name string, doc []byte) error) error {
+	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
+	for {
+		doc, err := r.Read()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		var head struct {
+			Kind     string
+			Metadata struct{ Name string }
+		}
+		if err := yaml.Unmarshal(doc, &head); err != nil {
+			return err
+		}
+		if head.Kind == "" {
+			continue
+		}
+		if err := fn(head.Kind, head.Metadata.Name, doc); err != nil {
+			return err
+		}
+	}
 }

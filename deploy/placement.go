@@ -1,16 +1,12 @@
 package deploy
 
 import (
-	"bufio"
-	"bytes"
 	"embed"
 	"fmt"
-	"io"
 	"io/fs"
 
 	admissionv1 "k8s.io/api/admissionregistration/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
 )
 
@@ -36,30 +32,19 @@ func PlacementObjects() (map[string]any, error) {
 		if err != nil {
 			return nil, err
 		}
-		r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
-		for {
-			doc, err := r.Read()
-			if err == io.EOF {
-				break
-			}
+		err = eachObject(data, func(kind, name string, doc []byte) error {
+			obj, err := placementObject(kind)
 			if err != nil {
-				return nil, fmt.Errorf("deploy/%s: %w", f, err)
-			}
-			var head struct {
-				Kind     string
-				Metadata struct{ Name string }
-			}
-			if err := yaml.Unmarshal(doc, &head); err != nil || head.Kind == "" {
-				continue // a comment-only document
-			}
-			obj, err := placementObject(head.Kind)
-			if err != nil {
-				return nil, fmt.Errorf("deploy/%s: %w", f, err)
+				return err
 			}
 			if err := yaml.UnmarshalStrict(doc, obj); err != nil {
-				return nil, fmt.Errorf("deploy/%s: %s: %w", f, head.Kind, err)
+				return fmt.Errorf("%s: %w", kind, err)
 			}
-			out[head.Kind+"/"+head.Metadata.Name] = obj
+			out[kind+"/"+name] = obj
+			return nil
+		})
+		if err != nil {
+			return nil, fmt.Errorf("deploy/%s: %w", f, err)
 		}
 	}
 	return out, nil
