@@ -105,12 +105,13 @@ func (p *Publisher) fit(ref shardRef, want map[string]Line) map[string]Line {
 	for _, id := range ids {
 		l := want[id]
 		l.Seq = 1e18 - 1 // the longest a seq can be
-		if size+1+len(l.String()) > entry.MaxValueLen {
+		n := 1 + len(l.String())
+		if size+n > entry.MaxValueLen {
 			p.fail("full", ref.Namespace+"/"+ref.Name, fmt.Errorf("%d of the node's %d entries fit in one shard (%d characters); the others are not published",
 				len(out), len(want), entry.MaxValueLen))
 			return out
 		}
-		size += 1 + len(l.String())
+		size += n
 		out[id] = want[id]
 	}
 	return out
