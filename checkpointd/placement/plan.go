@@ -65,9 +65,9 @@ func Plan(node string, want map[string]Line, s *Shard, skip func(id string, l Li
 		case held && c.SameClaim(w):
 			w.Seq = c.Seq
 			base[id] = w
-			later, ok := laterClaim(others, c.Seq)
+			_, later, ok := latest(others)
 			switch {
-			case !ok:
+			case !ok || later.Seq <= c.Seq:
 			case w.Running() && !skipped && reclaims(id, w, later):
 				claims = append(claims, id)
 			default:
@@ -121,16 +121,14 @@ func reclaims(id string, w, later Line) bool {
 	return w.Since.After(later.Since)
 }
 
-// laterClaim returns the latest claim of another owner after seq.
-func laterClaim(others map[string]Line, seq uint64) (Line, bool) {
-	var best Line
-	found := false
-	for _, o := range others {
-		if o.Seq > seq && (!found || o.Seq > best.Seq) {
-			best, found = o, true
+// latest returns the latest claim of others (Shard.Others), and its node.
+func latest(others map[string]Line) (node string, l Line, ok bool) {
+	for n, o := range others {
+		if !ok || o.Seq > l.Seq {
+			node, l, ok = n, o, true
 		}
 	}
-	return best, found
+	return node, l, ok
 }
 
 // laterADD reports whether another owner lists the identity with a later

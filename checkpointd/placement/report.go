@@ -8,14 +8,8 @@ import (
 
 // laterNode names the node that claimed id after node in s.
 func laterNode(s *Shard, node, id string) string {
-	var best string
-	var seq uint64
-	for n, l := range s.Others(node, id) {
-		if best == "" || l.Seq > seq {
-			best, seq = n, l.Seq
-		}
-	}
-	return best
+	n, _, _ := latest(s.Others(node, id))
+	return n
 }
 
 // noteBadEntries counts and logs the node's own entries in s that cannot be
