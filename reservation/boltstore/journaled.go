@@ -1,7 +1,6 @@
 package boltstore
 
 import (
-	"encoding/binary"
 	"errors"
 
 	bolt "go.etcd.io/bbolt"
@@ -29,7 +28,8 @@ func (s *Store) UpdateJournaled(network string, fn func(reservation.Txn) error) 
 			return err
 		}
 		defer func() { _ = tx.Rollback() }()
-		current := storedSchema(tx) == SchemaVersion
+		v, _ := storedSchema(tx)
+		current := v == SchemaVersion
 		if err := checkSchema(tx, true); err != nil {
 			return err
 		}
@@ -64,15 +64,6 @@ func (s *Store) UpdateJournaled(network string, fn func(reservation.Txn) error) 
 		return nil
 	}
 	return err
-}
-
-// storedSchema returns the schema version tx's database records (0 when none).
-func storedSchema(tx *bolt.Tx) uint64 {
-	m := tx.Bucket(bucketMeta)
-	if m == nil || len(m.Get(keySchema)) != 8 {
-		return 0
-	}
-	return binary.BigEndian.Uint64(m.Get(keySchema))
 }
 
 // viewJournaled runs fn, when the journal holds entries, on a write

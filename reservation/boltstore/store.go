@@ -317,11 +317,10 @@ var errOlderSchema = errors.New("store has an older schema")
 
 func checkSchema(tx *bolt.Tx, writable bool) error {
 	path := tx.DB().Path()
-	m := tx.Bucket(bucketMeta)
-	if m == nil || len(m.Get(keySchema)) != 8 {
+	v, ok := storedSchema(tx)
+	if !ok {
 		return fmt.Errorf("%w: %s: no schema version (not a stickyip database?)", reservation.ErrCorrupt, path)
 	}
-	v := binary.BigEndian.Uint64(m.Get(keySchema))
 	switch {
 	case v > SchemaVersion:
 		return fmt.Errorf("%w: %s: schema %d, this binary understands up to %d; upgrade stickyip", reservation.ErrFutureSchema, path, v, SchemaVersion)
@@ -333,6 +332,16 @@ func checkSchema(tx *bolt.Tx, writable bool) error {
 		return migrate(tx, v)
 	}
 	return nil
+}
+
+// storedSchema returns the schema version tx's database records; ok is
+// false when it records none.
+func storedSchema(tx *bolt.Tx) (v uint64, ok bool) {
+	m := tx.Bucket(bucketMeta)
+	if m == nil || len(m.Get(keySchema)) != 8 {
+		return 0, false
+	}
+	return binary.BigEndian.Uint64(m.Get(keySchema)), true
 }
 
 func classifyOpenError(path string, err error) error {
