@@ -22,6 +22,9 @@ type powerCutPod struct {
 	ip       string
 	deleted  bool
 	delStart time.Time
+	// committed: an ADD after the pod's DEL committed the journal to
+	// the database (synced), so no power cut can lose the DEL.
+	committed bool
 }
 
 // stickyDuration is the sticky pods' reservation (minutes).
@@ -53,41 +56,78 @@ func rebootedPlugin(t *testing.T, p *plugin, round int) (*plugin, time.Time) {
 	return &plugin{Path: wrapper, Timeout: p.Timeout}, boot
 }
 
-// cutJournal does to the journal what a power loss may: keep it whole, lose
-// it, keep it up to a byte, or lose one of its pages. It says which.
-func cutJournal(t *testing.T, path string, rng *rand.Rand) string {
+// journalHistory is the journal file after each call of a round (nil: no
+// file). The journal is never synced, not even when it is made, so at a
+// power loss the disk may hold any of these states, and a different one in
+// each sector, as the kernel wrote the pages back or not.
+type journalHistory struct {
+	path   string
+	states [][]byte
+}
+
+// record keeps the journal as it is now.
+func (h *journalHistory) record(t *testing.T) {
 	t.Helper()
-	data, err := os.ReadFile(path)
+	data, err := os.ReadFile(h.path)
 	if err != nil && !os.IsNotExist(err) {
 		t.Fatal(err)
 	}
-	if len(data) == 0 {
-		return "empty (the last call an ADD, which committed it)"
-	}
-	switch rng.IntN(4) {
+	h.states = append(h.states, data)
+}
+
+// powerCuts are what a power loss leaves of the journal, one per round in
+// turn, so every run exercises each of them and both outcomes of a DEL:
+// kept whole (the DELs kept), as before the round's first call (every DEL
+// since the last commit lost), as written back after a random call, and a
+// sector of a random state in each 512 bytes, the file's size of another.
+var powerCuts = []string{"kept whole", "lost", "written back after a random call", "torn: each sector of a random call"}
+
+// cut leaves the journal as the power cut of this round does, and says
+// which. Whole, the cut keeps every DEL; lost, it loses each DEL no commit
+// holds (exact); the others may keep or lose any of those.
+func (h *journalHistory) cut(t *testing.T, round int, rng *rand.Rand) (kind string, exact bool) {
+	t.Helper()
+	kind = powerCuts[round%len(powerCuts)]
+	var data []byte
+	switch round % len(powerCuts) {
 	case 0:
-		return "kept whole"
+		return kind, true
 	case 1:
-		data = nil
+		exact = true
+		data = h.states[0]
 	case 2:
-		data = data[:rng.IntN(len(data))]
+		data = h.states[rng.IntN(len(h.states))]
 	case 3:
-		page := rng.IntN((len(data) + 4095) / 4096)
-		clear(data[page*4096 : min(len(data), (page+1)*4096)])
+		size := len(h.states[rng.IntN(len(h.states))])
+		data = make([]byte, size)
+		for off := 0; off < size; off += 512 {
+			from := h.states[rng.IntN(len(h.states))]
+			if off < len(from) {
+				copy(data[off:min(size, off+512)], from[off:])
+			}
+		}
 	}
-	if err := os.WriteFile(path, data, 0o600); err != nil {
+	if data == nil {
+		if err := os.Remove(h.path); err != nil && !os.IsNotExist(err) {
+			t.Fatal(err)
+		}
+		return kind, exact
+	}
+	if err := os.WriteFile(h.path, data, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	return "cut"
+	return kind, exact
 }
 
 // TestPowerCut: a DEL is not synced (it goes to the store's journal), so a
 // power loss right after it may forget it. Each round ADDs pods (half with a
 // reservation annotation), DELs some of them in random order with ADDs of
 // new pods in between (each commits, synced, what the journal holds), then
-// cuts the power: the journal is kept, lost, cut at a random byte or loses
-// a page, as the page cache may have written it or not (the database file
-// is only ever written by synced commits, TestDurabilitySync). The node
+// cuts the power: the journal is kept whole, lost, as written back after a
+// random call, or torn (each sector of a random call), one of them per
+// round in turn (powerCuts), as the page cache may have written it or not
+// (the database file is only ever written by synced commits,
+// TestDurabilitySync). The node
 // boots (a new boot ID and boot time). Then the store must pass its check,
 // and the first call of the new boot must leave every sticky pod's address
 // reserved for it (a DEL kept: from the DEL; a DEL lost, or a pod never
@@ -119,24 +159,39 @@ func TestPowerCut(t *testing.T) {
 				t.Fatalf("round %d: ADD %s: %s", round, pd.name, o.Describe())
 			}
 			pd.ip = o.Result.Addrs()[0]
+			for _, q := range pods {
+				q.committed = q.deleted
+			}
 			pods = append(pods, pd)
 		}
+		history := &journalHistory{path: filepath.Join(dataDir, journalName)}
+		history.record(t)
 		for i := range 16 {
 			add(&powerCutPod{name: fmt.Sprintf("p%d", i), sticky: i%2 == 0})
+			history.record(t)
 		}
-		order := rng.Perm(len(pods))
-		for _, i := range order[:10] {
+		// Ten DELs in random order, the last a sticky pod's with no ADD
+		// after it (an ADD commits the journal), so that a cut which keeps
+		// the journal keeps a sticky DEL and one which loses it loses one.
+		order := rng.Perm(len(pods))[:10]
+		// (Ten of sixteen, eight not sticky, hold a sticky one.)
+		last := slices.IndexFunc(order, func(i int) bool { return pods[i].sticky })
+		order[last], order[len(order)-1] = order[len(order)-1], order[last]
+		for n, i := range order {
 			pd := pods[i]
 			pd.delStart, pd.deleted = time.Now(), true
 			if o := call(p, "DEL", pd.name, "c-"+pd.name, pd.sticky); !o.OK() {
 				t.Fatalf("round %d: DEL %s: %s", round, pd.name, o.Describe())
 			}
+			history.record(t)
 			f.add("DELs", 1)
-			if rng.IntN(4) == 0 {
+			if n < len(order)-1 && rng.IntN(4) == 0 {
 				add(&powerCutPod{name: fmt.Sprintf("n%d", len(pods)), sticky: rng.IntN(2) == 0})
+				history.record(t)
 			}
 		}
-		f.add("power cuts: journal "+cutJournal(t, filepath.Join(dataDir, journalName), rng), 1)
+		cut, exact := history.cut(t, round, rng)
+		f.add("power cuts: journal "+cut, 1)
 		p.RequireCheckOK(t, dataDir, fmt.Sprintf("round %d, after the power cut", round))
 
 		rebooted, boot := rebootedPlugin(t, p, round)
@@ -165,16 +220,31 @@ func TestPowerCut(t *testing.T) {
 				continue
 			}
 			fromBoot := boot.Add(stickyDuration)
+			// What the cut must have done to the pod's DEL: a committed one
+			// is kept; so is every one when the journal is kept whole, and
+			// none since the last commit when it is lost.
+			mustKeep := pd.committed || exact && cut == powerCuts[0]
+			mustLose := !pd.committed && exact && cut == powerCuts[1]
 			switch exp := *e.ExpiresAt; {
 			case !pd.deleted && exp.Equal(fromBoot):
 				f.add("sticky pods never deleted, reserved from the boot", 1)
-			case pd.deleted && exp.Equal(fromBoot):
+			case pd.deleted && exp.Equal(fromBoot) && !mustKeep:
 				f.add("DELs lost to the cut, redone by the boot (reserved from the boot)", 1)
-			case pd.deleted && !exp.Before(pd.delStart.Add(stickyDuration)) && exp.Before(fromBoot):
+			case pd.deleted && !exp.Before(pd.delStart.Add(stickyDuration)) && exp.Before(fromBoot) && !mustLose:
 				f.add("DELs kept through the cut (reserved from the DEL)", 1)
 			default:
-				t.Errorf("round %d: %s reserved until %s; want %s (from the boot) or, deleted at %s, from its DEL",
-					round, pd.name, exp.Format(time.RFC3339Nano), fromBoot.Format(time.RFC3339), pd.delStart.Format(time.RFC3339Nano))
+				fromDEL := fmt.Sprintf("10 minutes from its DEL at %s (the DEL kept)", pd.delStart.Format(time.RFC3339Nano))
+				want := fmt.Sprintf("%s (from the boot: its DEL lost) or %s", fromBoot.Format(time.RFC3339), fromDEL)
+				switch {
+				case !pd.deleted:
+					want = fromBoot.Format(time.RFC3339) + " (from the boot: never deleted)"
+				case mustKeep:
+					want = fromDEL
+				case mustLose:
+					want = fromBoot.Format(time.RFC3339) + " (from the boot: its DEL lost)"
+				}
+				t.Errorf("round %d (journal %s): %s (DEL committed: %v) reserved until %s; want %s",
+					round, cut, pd.name, pd.committed, exp.Format(time.RFC3339Nano), want)
 			}
 		}
 		for _, pd := range pods {
@@ -194,7 +264,7 @@ func TestPowerCut(t *testing.T) {
 		return
 	}
 	for _, k := range []string{"DELs kept through the cut (reserved from the DEL)", "DELs lost to the cut, redone by the boot (reserved from the boot)"} {
-		if f.get(k) == 0 && rounds >= 12 {
+		if f.get(k) == 0 && rounds >= 2 {
 			t.Errorf("%s: none in %d rounds; the cuts do not exercise both outcomes", k, rounds)
 		}
 	}
