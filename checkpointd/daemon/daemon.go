@@ -75,6 +75,7 @@ type parts struct {
 	rec     *reconcile.Reconciler
 	pub     *placement.Publisher // nil: placement off
 	m       *metrics.Metrics
+	memory  *memoryReleaser
 }
 
 // close releases what the parts hold open.
@@ -172,15 +173,16 @@ func build(cfg Config, pol policy.Policy) (*parts, error) {
 			API: api, Node: nodeEvents{api, events}, Metrics: m, Log: log.With("component", "rebuild"),
 		})
 	}
+	memory := &memoryReleaser{}
 	rec := reconcile.New(reconcile.Config{
 		Node: cfg.NodeName, Store: checkpoints, StaticDir: cfg.StaticPodDir, VolumeDir: cfg.VolumeDir,
 		Runtime: runtime, API: api, Boot: tracker, Policy: pol, IPAM: ipamStore, Repair: repair, Events: events, Lease: lease,
-		Contact: clock, Metrics: m, Log: log, AfterPass: releaseMemory,
+		Contact: clock, Metrics: m, Log: log, AfterPass: memory.afterPass,
 		Grace: cfg.Grace, Stable: cfg.Stable, Refresh: cfg.Refresh, LeakMinAge: cfg.LeakMinAge,
 		RestoreTimeout: cfg.RestoreTimeout, CorruptRetention: cfg.CorruptRetention,
 		Reservation: cfg.Reservation, SkipVolumes: cfg.Volumes == "drop",
 	})
-	return &parts{host: rc.Host, fresh: tracker.Fresh(), runtime: runtime, events: events, api: api, rec: rec, pub: pub, m: m}, nil
+	return &parts{host: rc.Host, fresh: tracker.Fresh(), runtime: runtime, events: events, api: api, rec: rec, pub: pub, m: m, memory: memory}, nil
 }
 
 // serve runs the HTTP endpoints, the API client, the reconciler and the
@@ -228,9 +230,10 @@ func serve(ctx context.Context, cfg Config, p *parts) error {
 			}
 		}()
 	}
-	wg.Add(2)
+	wg.Add(3)
 	go func() { defer wg.Done(); p.api.Run(ctx) }()
 	go func() { defer wg.Done(); p.rec.Run(ctx, cfg.Interval) }()
+	go func() { defer wg.Done(); p.memory.run(ctx) }()
 	if p.pub != nil {
 		wg.Add(1)
 		go func() { defer wg.Done(); p.pub.Run(ctx) }()
