@@ -120,45 +120,49 @@ func (g *Gauge) collect(add func(family)) {
 	add(family{name: g.name, help: g.help, typ: typeGauge, samples: []sample{{value: g.v.load()}}})
 }
 
-// vec is a family of one-label series of type T, created on first use.
-type vec[T any] struct {
+// vec is a family of one-label series, each created on first use.
+type vec struct {
 	desc
 	label  string
 	mu     sync.Mutex
-	series map[string]*T
+	series map[string]*value
 }
 
-func (v *vec[T]) with(val string) *T {
+func newVec(name, help, labelName string) vec {
+	return vec{desc: newDesc(name, help, labelName), label: labelName, series: map[string]*value{}}
+}
+
+func (v *vec) with(val string) *value {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	s, ok := v.series[val]
 	if !ok {
-		s = new(T)
+		s = new(value)
 		v.series[val] = s
 	}
 	return s
 }
 
 // Reset removes every series (a series not set again is no longer exposed).
-func (v *vec[T]) Reset() {
+func (v *vec) Reset() {
 	v.mu.Lock()
 	clear(v.series)
 	v.mu.Unlock()
 }
 
 // Len returns the number of series (label values) exposed.
-func (v *vec[T]) Len() int {
+func (v *vec) Len() int {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	return len(v.series)
 }
 
 // samples returns one sample per series, sorted by label value.
-func (v *vec[T]) samples(get func(*T) float64) []sample {
+func (v *vec) samples() []sample {
 	v.mu.Lock()
 	out := make([]sample, 0, len(v.series))
 	for val, s := range v.series {
-		out = append(out, sample{labels: []label{{v.label, val}}, value: get(s)})
+		out = append(out, sample{labels: []label{{v.label, val}}, value: s.load()})
 	}
 	v.mu.Unlock()
 	sort.Slice(out, func(i, j int) bool { return out[i].labels[0].value < out[j].labels[0].value })
@@ -166,11 +170,11 @@ func (v *vec[T]) samples(get func(*T) float64) []sample {
 }
 
 // CounterVec is a family of counters told apart by one label.
-type CounterVec struct{ vec[value] }
+type CounterVec struct{ vec }
 
 // NewCounterVec returns a counter family named name with the label labelName.
 func NewCounterVec(name, help, labelName string) *CounterVec {
-	return &CounterVec{vec[value]{desc: newDesc(name, help, labelName), label: labelName, series: map[string]*value{}}}
+	return &CounterVec{newVec(name, help, labelName)}
 }
 
 // WithLabelValues returns the counter of label value val (created at 0 and
@@ -180,15 +184,15 @@ func (v *CounterVec) WithLabelValues(val string) *Counter {
 }
 
 func (v *CounterVec) collect(add func(family)) {
-	add(family{name: v.name, help: v.help, typ: typeCounter, samples: v.samples((*value).load)})
+	add(family{name: v.name, help: v.help, typ: typeCounter, samples: v.samples()})
 }
 
 // GaugeVec is a family of gauges told apart by one label.
-type GaugeVec struct{ vec[value] }
+type GaugeVec struct{ vec }
 
 // NewGaugeVec returns a gauge family named name with the label labelName.
 func NewGaugeVec(name, help, labelName string) *GaugeVec {
-	return &GaugeVec{vec[value]{desc: newDesc(name, help, labelName), label: labelName, series: map[string]*value{}}}
+	return &GaugeVec{newVec(name, help, labelName)}
 }
 
 // WithLabelValues returns the gauge of label value val (created at 0 and
@@ -198,5 +202,5 @@ func (v *GaugeVec) WithLabelValues(val string) *Gauge {
 }
 
 func (v *GaugeVec) collect(add func(family)) {
-	add(family{name: v.name, help: v.help, typ: typeGauge, samples: v.samples((*value).load)})
+	add(family{name: v.name, help: v.help, typ: typeGauge, samples: v.samples()})
 }
