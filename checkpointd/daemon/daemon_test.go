@@ -59,22 +59,6 @@ func TestHealthz(t *testing.T) {
 	}
 }
 
-func TestMetricsEndpoint(t *testing.T) {
-	m := metrics.New()
-	m.Checkpoints.Set(3)
-	m.Reservations.WithLabelValues("cbr0").Set(2)
-	code, body := get(t, Handler(m, health{last: time.Now()}, time.Minute), "/metrics")
-	if code != 200 {
-		t.Fatalf("GET /metrics = %d", code)
-	}
-	for _, want := range []string{"checkpointd_checkpoints 3", `checkpointd_ipam_reservations{network="cbr0"} 2`,
-		"checkpointd_restores_active", "checkpointd_ipam_reconciled_leaks_total", "checkpointd_api_reachable"} {
-		if !strings.Contains(body, want) {
-			t.Errorf("/metrics lacks %q", want)
-		}
-	}
-}
-
 func TestValidate(t *testing.T) {
 	good := Config{NodeName: "n", CheckpointDir: "/c", StaticPodDir: "/s", VolumeDir: "/v", Grace: time.Minute,
 		Interval: time.Second, Volumes: "copy", Reservation: "10m", RestoreTimeout: time.Minute, AllowNamespaces: "kube-system"}

@@ -6,8 +6,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus/promhttp"
-
 	"github.com/stickyip/stickyip/checkpointd/metrics"
 )
 
@@ -24,7 +22,7 @@ type Healther interface {
 func Handler(m *metrics.Metrics, h Healther, maxAge time.Duration) http.Handler {
 	start := time.Now()
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{}))
+	mux.Handle("GET /metrics", m.Registry.Handler())
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		last, err := h.Health()
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")

@@ -9,11 +9,11 @@ import (
 	"sync"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 
 	"github.com/stickyip/stickyip/checkpointd/apiclient"
+	"github.com/stickyip/stickyip/checkpointd/metrics"
 	"github.com/stickyip/stickyip/reservation"
 )
 
@@ -52,7 +52,7 @@ type Options struct {
 	// again (default 5m; the first wait is Interval, doubled each time).
 	MaxBackoff time.Duration
 	// Registry receives the publisher's metrics (nil: not exported).
-	Registry prometheus.Registerer
+	Registry *metrics.Registry
 	// Log receives every write and every new kind of failure.
 	Log *slog.Logger
 	// Now is the clock (default time.Now).
@@ -66,10 +66,10 @@ type Publisher struct {
 	api     API
 	written *written
 
-	writes     *prometheus.CounterVec
-	errs       *prometheus.CounterVec
-	records    prometheus.Gauge
-	superseded prometheus.Gauge
+	writes     *metrics.CounterVec
+	errs       *metrics.CounterVec
+	records    *metrics.Gauge
+	superseded *metrics.Gauge
 
 	shards  map[shardRef]view    // each shard as the API server last showed it
 	retry   map[shardRef]backoff // shards whose last write failed
@@ -78,7 +78,7 @@ type Publisher struct {
 	lost    map[Key]string       // identities another node claimed later, by that node
 	logged  map[string]string    // last failure logged per step
 	mu      sync.Mutex           // guards logged
-	reads   prometheus.Counter   // API reads (shards and the Node)
+	reads   *metrics.Counter     // API reads (shards and the Node)
 }
 
 type view struct {
@@ -132,16 +132,16 @@ func NewWithAPI(api API, opts Options) *Publisher {
 	}
 	p := &Publisher{
 		opts: opts, api: api,
-		writes: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "checkpointd", Name: "placement_writes_total",
-			Help: "Writes to the placement index (its ConfigMaps), by kind: claim (an ADD), update (a reservation's end at DEL, addresses), release (expiry or release)."}, []string{"kind"}),
-		errs: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "checkpointd", Name: "placement_errors_total",
-			Help: "Failed placement steps, by step (store, ranges, written, node, get, apply, refused, entry, full)."}, []string{"step"}),
-		records: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "checkpointd", Name: "placement_records",
-			Help: "Sticky identities this node holds and publishes."}),
-		superseded: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "checkpointd", Name: "placement_superseded",
-			Help: "Sticky identities this node holds that another node claimed later (it ran their pod since)."}),
-		reads: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "checkpointd", Name: "placement_reads_total",
-			Help: "Reads of the placement index (its ConfigMaps) and of the node's Node."}),
+		writes: metrics.NewCounterVec(metrics.Namespace+"placement_writes_total",
+			"Writes to the placement index (its ConfigMaps), by kind: claim (an ADD), update (a reservation's end at DEL, addresses), release (expiry or release).", "kind"),
+		errs: metrics.NewCounterVec(metrics.Namespace+"placement_errors_total",
+			"Failed placement steps, by step (store, ranges, written, node, get, apply, refused, entry, full).", "step"),
+		records: metrics.NewGauge(metrics.Namespace+"placement_records",
+			"Sticky identities this node holds and publishes."),
+		superseded: metrics.NewGauge(metrics.Namespace+"placement_superseded",
+			"Sticky identities this node holds that another node claimed later (it ran their pod since)."),
+		reads: metrics.NewCounter(metrics.Namespace+"placement_reads_total",
+			"Reads of the placement index (its ConfigMaps) and of the node's Node."),
 		shards:  map[shardRef]view{},
 		retry:   map[shardRef]backoff{},
 		refused: map[refusal]bool{},

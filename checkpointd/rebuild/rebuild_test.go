@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus/testutil"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
@@ -150,7 +149,7 @@ func TestRebuildOfADamagedStore(t *testing.T) {
 	if got := s.entries()[s.ips["gone"]]; got.State != reservation.Reserved || !got.ExpiresAt.Equal(s.now.Add(25*time.Minute)) {
 		t.Fatalf("gone's reservation: %+v, want it until the index's end", got)
 	}
-	if testutil.ToFloat64(s.m.StoreRebuilds) != 1 || testutil.ToFloat64(s.m.StoreDamaged) != 0 || testutil.ToFloat64(s.m.StoreRebuildWaiting) != 0 {
+	if s.m.StoreRebuilds.Value() != 1 || s.m.StoreDamaged.Value() != 0 || s.m.StoreRebuildWaiting.Value() != 0 {
 		t.Fatal("metrics do not say it")
 	}
 	if len(s.events.events) != 1 || !strings.Contains(s.events.events[0], EventRebuilt) || !strings.Contains(s.events.events[0], "kept as") ||
@@ -203,8 +202,8 @@ func TestRebuildWithTheAPIServerAway(t *testing.T) {
 	if _, err := (Published{Store: s.store}).Entries(); err == nil {
 		t.Fatal("the placement publisher reads the store while it waits for the index")
 	}
-	if testutil.ToFloat64(s.m.StoreRebuildWaiting) != 1 || len(s.events.events) != 0 {
-		t.Fatalf("waiting %v, events %q (none until the API server answers)", testutil.ToFloat64(s.m.StoreRebuildWaiting), s.events.events)
+	if s.m.StoreRebuildWaiting.Value() != 1 || len(s.events.events) != 0 {
+		t.Fatalf("waiting %v, events %q (none until the API server answers)", s.m.StoreRebuildWaiting.Value(), s.events.events)
 	}
 	s.api.up = true
 	s.b.Pass(context.Background())
@@ -267,7 +266,7 @@ func TestRebuildWaitsForUnreadableSources(t *testing.T) {
 	if s.b.Pass(context.Background()) {
 		t.Fatal("rebuilt without the addresses of a running sandbox")
 	}
-	if testutil.ToFloat64(s.m.StoreDamaged) != 1 {
+	if s.m.StoreDamaged.Value() != 1 {
 		t.Fatal("the damage is not in the metric")
 	}
 	s.rt.listErr = errors.New("runtime down")
@@ -296,8 +295,8 @@ func TestRebuildOff(t *testing.T) {
 	if b, _ := os.ReadFile(filepath.Join(s.dir, boltstore.DBFile)); !bytes.Equal(b, damaged) {
 		t.Fatal("the damaged file was changed")
 	}
-	if testutil.ToFloat64(s.m.StoreDamaged) != 1 || len(s.events.events) != 1 || !strings.Contains(s.events.events[0], EventDamaged) {
-		t.Fatalf("metric %v, events %q", testutil.ToFloat64(s.m.StoreDamaged), s.events.events)
+	if s.m.StoreDamaged.Value() != 1 || len(s.events.events) != 1 || !strings.Contains(s.events.events[0], EventDamaged) {
+		t.Fatalf("metric %v, events %q", s.m.StoreDamaged.Value(), s.events.events)
 	}
 }
 

@@ -3,9 +3,8 @@ package reconcile
 import (
 	"fmt"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/stickyip/stickyip/checkpointd/checkpoint"
+	"github.com/stickyip/stickyip/checkpointd/metrics"
 	"github.com/stickyip/stickyip/reservation"
 )
 
@@ -80,7 +79,7 @@ func (r *Reconciler) setPoolGauges() {
 	}
 	r.solved(checkpoint.ID{}, "ipam-pools")
 	m := r.cfg.Metrics
-	for _, g := range []*prometheus.GaugeVec{m.Allocations, m.Reservations, m.Cooling, m.FreeIPs} {
+	for _, g := range []*metrics.GaugeVec{m.Allocations, m.Reservations, m.Cooling, m.FreeIPs} {
 		g.Reset()
 	}
 	for n, p := range pools {

@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -114,7 +113,7 @@ func TestNodeRangesChange(t *testing.T) {
 			t.Errorf("event %q does not say %q", ev.onNode[0], want)
 		}
 	}
-	if n := testutil.ToFloat64(h.m.NodeRangeChanges); n != 1 {
+	if n := h.m.NodeRangeChanges.Value(); n != 1 {
 		t.Errorf("node_pod_cidr_changes_total = %v, want 1", n)
 	}
 

@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -153,7 +152,7 @@ func TestRestartDuringOutageKeepsTheCopy(t *testing.T) {
 			t.Errorf("%s: the running copy's files were replaced (inode %d, was %d): the copy would not see them", stop, got, before)
 		}
 	}
-	if got := testutil.ToFloat64(h.m.RestoresTotal); got != 1 {
+	if got := h.m.RestoresTotal.Value(); got != 1 {
 		t.Errorf("restores_total %v, want 1: the copy was re-adopted, not restored again", got)
 	}
 
