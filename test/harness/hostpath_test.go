@@ -20,7 +20,9 @@ func TestHostMountPointRemovedByTheLastUser(t *testing.T) {
 	saved := [...]string{hostPathDir, hostPathMutex, hostPathUsers, hostPathMade}
 	hostPathDir = filepath.Join(base, "registry")
 	hostPathMutex, hostPathUsers, hostPathMade = filepath.Join(hostPathDir, "mutex"), filepath.Join(hostPathDir, "users"), filepath.Join(hostPathDir, "made")
-	t.Cleanup(func() { hostPathDir, hostPathMutex, hostPathUsers, hostPathMade = saved[0], saved[1], saved[2], saved[3] })
+	t.Cleanup(func() {
+		hostPathDir, hostPathMutex, hostPathUsers, hostPathMade = saved[0], saved[1], saved[2], saved[3]
+	})
 	dir := filepath.Join(base, "run", "flannel")
 	file := filepath.Join(base, "run", "xtables.lock")
 
