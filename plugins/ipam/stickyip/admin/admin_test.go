@@ -97,6 +97,17 @@ func TestListReleaseGCCheck(t *testing.T) {
 	if strings.Contains(out, "10.0.0.2") || !strings.Contains(out, "10.0.0.3") {
 		t.Fatalf("after gc and release:\n%s", out)
 	}
+	// Released twice, or misspelt: nothing to do is exit 1, said, and
+	// changes nothing.
+	for _, id := range []string{"default/web", "default/wbe"} {
+		out, _, code = run(t, "--data-dir", dir, "release", id)
+		if code != 1 || out != "nothing recorded for "+id+"\n" {
+			t.Fatalf("release %s with nothing recorded: exit %d, %q; want exit 1 and \"nothing recorded for %s\"", id, code, out, id)
+		}
+	}
+	if out, _, _ = run(t, "--data-dir", dir, "list", "--json"); !strings.Contains(out, "10.0.0.3") {
+		t.Fatalf("after releasing nothing:\n%s", out)
+	}
 
 	if out, _, code = run(t, "--data-dir", dir, "check"); code != 0 || !strings.Contains(out, ": ok") {
 		t.Fatalf("check: %d %s", code, out)

@@ -61,7 +61,9 @@ func (t *tool) release(args []string) error {
 		}
 	}
 	if found == 0 {
+		// Exit 1, nothing to do: a misspelt name is not a silent success.
 		fmt.Fprintf(t.stdout, "nothing recorded for %s/%s\n", ns, name)
+		return errNothing
 	}
 	return nil
 }
