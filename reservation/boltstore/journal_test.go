@@ -267,22 +267,40 @@ func TestJournalEntryEncoding(t *testing.T) {
 	}
 }
 
+// rewriteFirstEntry replaces the payload of s's first journal entry with
+// what change returns for it, framed as a writer frames it (its length and
+// checksum: only its content is wrong). It returns false, changing nothing,
+// when the new entry does not fit in the file.
+func rewriteFirstEntry(t *testing.T, s *Store, change func(old []byte) []byte) bool {
+	t.Helper()
+	journal := filepath.Join(s.Dir(), JournalFile)
+	data := fileBytes(t, journal)
+	end := frameEnds(data)[0]
+	payload := change(slices.Clone(data[frameHeader:end]))
+	if frameHeader+len(payload) > len(data) {
+		return false
+	}
+	clear(data[:end])
+	binary.LittleEndian.PutUint32(data, uint32(len(payload)))
+	binary.LittleEndian.PutUint64(data[4:], checksum(payload))
+	copy(data[frameHeader:], payload)
+	must(t, os.WriteFile(journal, data, 0o600))
+	return true
+}
+
 // An entry whose frame is whole but whose record is not valid (a writer's
 // bug, a hand edit) does not count: the store stays usable.
 func TestJournalEntryWithABadRecord(t *testing.T) {
 	s := newStore(t)
 	put(t, s, "10.0.0.2")
 	putJournaled(t, s, "10.0.0.3")
-	journal := filepath.Join(s.Dir(), JournalFile)
-	data := fileBytes(t, journal)
-	end := frameEnds(data)[0]
-	payload := bytes.Replace(data[frameHeader:end], []byte(`"state":"allocated"`), []byte(`"state":"bogusbogu"`), 1)
-	if bytes.Equal(payload, data[frameHeader:end]) {
-		t.Fatal("no state in the entry's record")
-	}
-	copy(data[frameHeader:], payload)
-	binary.LittleEndian.PutUint64(data[4:], checksum(payload))
-	must(t, os.WriteFile(journal, data, 0o600))
+	rewriteFirstEntry(t, s, func(old []byte) []byte {
+		payload := bytes.Replace(old, []byte(`"state":"allocated"`), []byte(`"state":"bogusbogu"`), 1)
+		if bytes.Equal(payload, old) {
+			t.Fatal("no state in the entry's record")
+		}
+		return payload
+	})
 	if got := held(t, s); !slices.Equal(got, []string{"10.0.0.2"}) {
 		t.Fatalf("a call sees %v, want [10.0.0.2] (the bad entry ignored)", got)
 	}
