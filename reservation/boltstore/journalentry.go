@@ -2,7 +2,6 @@ package boltstore
 
 import (
 	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"net/netip"
 
@@ -82,7 +81,7 @@ func (e journalEntry) decodeRecords() error {
 			continue
 		}
 		var r reservation.Record
-		if err := json.Unmarshal(e.Ops[i].Put, &r); err != nil {
+		if err := decodeRecord(e.Ops[i].Put, &r); err != nil {
 			return err
 		}
 		if err := r.Validate(); err != nil {

@@ -1,7 +1,6 @@
 package boltstore
 
 import (
-	"encoding/json"
 	"net/netip"
 
 	"github.com/stickyip/stickyip/reservation"
@@ -23,7 +22,7 @@ func (r *recorder) Put(rec *reservation.Record) error {
 }
 
 func (r *recorder) put(rec *reservation.Record) error {
-	v, err := json.Marshal(rec)
+	v, err := encodeRecord(rec)
 	if err != nil {
 		return err
 	}
