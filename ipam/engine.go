@@ -45,6 +45,9 @@ type Engine struct {
 	// hostLocalDir is host-local's data directory for this network
 	// (<hostLocalDataDir>/<network>); "" disables the import.
 	hostLocalDir string
+	// hostLocal is the import of hostLocalDir under way (its listing kept
+	// for the transaction that runs again with room).
+	hostLocal *HostLocal
 	// maxPerNamespace bounds the identities of one namespace holding a
 	// reservation in the network (ipam.reservation.maxPerNamespace); a DEL
 	// beyond it frees instead of reserving. 0: no bound.

@@ -59,7 +59,10 @@ func (e *Engine) Housekeep(tx reservation.Txn, now time.Time) (expired int, err 
 			return 0, err
 		}
 		if done == "" {
-			n, err := ImportHostLocal(tx, e.hostLocalDir, e.rangeSets, e.env.BootID, now, e.log())
+			if e.hostLocal == nil || e.hostLocal.Dir != e.hostLocalDir {
+				e.hostLocal = &HostLocal{Dir: e.hostLocalDir}
+			}
+			n, err := e.hostLocal.Import(tx, e.rangeSets, e.env.BootID, now, e.log())
 			if err != nil {
 				return 0, err
 			}

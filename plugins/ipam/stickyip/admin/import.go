@@ -43,8 +43,9 @@ func (t *tool) importCmd(args []string) error {
 	log := slog.New(slog.NewTextHandler(t.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	env := ipam.HostEnv(log)
 	var n int
+	hl := &ipam.HostLocal{Dir: dir} // listed once, if the store asks for room
 	err = cni.OpenStore(dataDir, 0).Update(*network, func(tx reservation.Txn) (err error) {
-		n, err = ipam.ImportHostLocal(tx, dir, nil, env.BootID, time.Now(), log)
+		n, err = hl.Import(tx, nil, env.BootID, time.Now(), log)
 		if err != nil {
 			return err
 		}
