@@ -212,7 +212,8 @@ func readHostLocalFiles(dir string, files []hostLocalFile) error {
 // thousands of times an import. The file is opened without updating its
 // access time (O_NOATIME: 65,000 inodes not dirtied, for files host-local
 // wrote and nobody has read since) and without waiting (O_NONBLOCK: a FIFO
-// put in place of a file fails its read instead of hanging the call).
+// put in place of a file reads as empty, skipped as an empty file is,
+// instead of hanging the call).
 func readSmall(dir int, name string, buf []byte) ([]byte, time.Time, error) {
 	p, err := unix.BytePtrFromString(name)
 	if err != nil {
@@ -234,7 +235,7 @@ func readSmall(dir int, name string, buf []byte) ([]byte, time.Time, error) {
 	if _, _, e := unix.RawSyscall(unix.SYS_FSTAT, uintptr(fd), uintptr(unsafe.Pointer(&st)), 0); e == 0 {
 		mtime = time.Unix(st.Mtim.Unix()).UTC()
 		if st.Size >= 0 && st.Size < int64(size) {
-			size = int(st.Size)
+			size = int(st.Size) // read that much: no last read that only says the file ended
 		}
 	}
 	n := 0
