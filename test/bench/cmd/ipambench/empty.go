@@ -37,9 +37,9 @@ func (b *bench) workloadEmpty() error {
 		pair[t.kind] = append(pair[t.kind], a.elapsed+d.elapsed)
 		start[t.kind] = append(start[t.kind], v.elapsed)
 		if floor != "" && t.kind == kindHostLocal {
-			f, err := callGoFloor(floor, t, newPod("empty", i))
-			if err != nil {
-				return err
+			f := t.callAs("Go floor", floor, "VERSION", newPod("empty", i))
+			if f.err != nil {
+				return f.err
 			}
 			floorTimes = append(floorTimes, f.elapsed)
 		}

@@ -5,8 +5,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-
-	"github.com/stickyip/stickyip/test/harness"
 )
 
 // goFloorSource is the smallest Go CNI plugin there is: it answers VERSION
@@ -46,17 +44,4 @@ func buildGoFloor(dir string) (string, error) {
 		return "", fmt.Errorf("building the Go floor: %v: %s", err, out)
 	}
 	return bin, nil
-}
-
-// callGoFloor times one VERSION call of the floor binary as t's calls are
-// made (same runner, environment and stdin).
-func callGoFloor(bin string, t *target, p pod) (callResult, error) {
-	o := (&harness.Plugin{Path: bin}).CNI(harness.CNICall{
-		Command: "VERSION", ContainerID: p.containerID, Netns: t.netnsPath(p), IfName: p.ifname,
-		Args: harness.PodCNIArgs(p.namespace, p.name, p.uid, p.containerID), Stdin: t.stdin(p),
-	})
-	if !o.OK() {
-		return callResult{}, fmt.Errorf("Go floor VERSION: %s", o.Describe())
-	}
-	return callResult{elapsed: o.Elapsed}, nil
 }

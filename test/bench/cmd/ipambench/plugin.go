@@ -137,19 +137,24 @@ func startNetns() (string, func(), error) {
 // call runs the plugin once with command (ADD, DEL, CHECK) for p and times the whole
 // process, from fork to exit (the harness's runner, as every test tier runs the plugin).
 func (t *target) call(command string, p pod) callResult {
-	o := (&harness.Plugin{Path: t.bin}).CNI(harness.CNICall{
+	return t.callAs(t.kind, t.bin, command, p)
+}
+
+// callAs is call with another binary, named name in errors (the Go floor).
+func (t *target) callAs(name, bin, command string, p pod) callResult {
+	o := (&harness.Plugin{Path: bin}).CNI(harness.CNICall{
 		Command: command, ContainerID: p.containerID, Netns: t.netnsPath(p), IfName: p.ifname,
 		Args: harness.PodCNIArgs(p.namespace, p.name, p.uid, p.containerID), Stdin: t.stdin(p),
 	})
 	r := callResult{elapsed: o.Elapsed, stdout: o.Stdout, stderr: o.Stderr}
 	if !o.OK() {
-		r.err = fmt.Errorf("%s %s %s: %s", t.kind, command, p.name, o.Describe())
+		r.err = fmt.Errorf("%s %s %s: %s", name, command, p.name, o.Describe())
 		return r
 	}
 	if command == "ADD" {
 		r.ips, r.err = parseIPs(r.stdout)
 		if r.err == nil && len(r.ips) == 0 {
-			r.err = fmt.Errorf("%s ADD %s: result has no IPs: %s", t.kind, p.name, r.stdout)
+			r.err = fmt.Errorf("%s ADD %s: result has no IPs: %s", name, p.name, r.stdout)
 		}
 	}
 	return r
