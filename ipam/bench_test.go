@@ -176,7 +176,7 @@ func BenchmarkImportHostLocal16(b *testing.B) {
 	for b.Loop() {
 		st := boltstore.New(b.TempDir(), time.Minute)
 		err := st.Update("bench", func(tx reservation.Txn) error {
-			got, err := ImportHostLocal(tx, dir, conf.Ranges, "bench", now, slog.New(slog.DiscardHandler))
+			got, err := (&HostLocal{Dir: dir}).Import(tx, conf.Ranges, "bench", now, slog.New(slog.DiscardHandler))
 			if err == nil && got != n {
 				err = fmt.Errorf("imported %d, want %d", got, n)
 			}

@@ -22,26 +22,21 @@ import (
 	"github.com/stickyip/stickyip/reservation"
 )
 
-// ImportHostLocal records the allocations host-local keeps in dir (one file per
-// address, named by the address, holding "containerID\r\nifname") so that
-// switching a live node to stickyip never hands out an address a running pod
-// still has. Addresses stickyip already records are left as they are. A
-// missing directory imports nothing. It returns how many records it added.
-func ImportHostLocal(tx reservation.Txn, dir string, rangeSets []RangeSet, bootID string, now time.Time, log *slog.Logger) (int, error) {
-	return (&HostLocal{Dir: dir}).Import(tx, rangeSets, bootID, now, log)
-}
-
-// HostLocal is one host-local data directory to import (ImportHostLocal). It
-// keeps the directory's listing for a transaction that runs again with the
-// room the import asked for (reservation.NeedRoom): a /16's 65,000 names are
-// listed, parsed and sorted once.
+// HostLocal is one host-local data directory to import. It keeps the
+// directory's listing for a transaction that runs again with the room the
+// import asked for (reservation.NeedRoom): a /16's 65,000 names are listed,
+// parsed and sorted once.
 type HostLocal struct {
 	Dir    string
 	listed bool
 	files  []hostLocalFile // in address order
 }
 
-// Import is ImportHostLocal for h.Dir.
+// Import records the allocations host-local keeps in h.Dir (one file per
+// address, named by the address, holding "containerID\r\nifname") so that
+// switching a live node to stickyip never hands out an address a running pod
+// still has. Addresses stickyip already records are left as they are. A
+// missing directory imports nothing. It returns how many records it added.
 func (h *HostLocal) Import(tx reservation.Txn, rangeSets []RangeSet, bootID string, now time.Time, log *slog.Logger) (int, error) {
 	// The collector runs a fifth as often during the import: a /16's
 	// 65,000 names and records are garbage only once written, and a

@@ -31,7 +31,7 @@ func TestImportAsksForRoom(t *testing.T) {
 	dir := hostLocalDir(t, bulkImport)
 	st := fake.New()
 	err := st.Update("n", func(tx reservation.Txn) error {
-		_, err := ImportHostLocal(roomy{tx, false}, dir, nil, "b", time.Now(), slog.New(slog.DiscardHandler))
+		_, err := (&HostLocal{Dir: dir}).Import(roomy{tx, false}, nil, "b", time.Now(), slog.New(slog.DiscardHandler))
 		return err
 	})
 	var more *reservation.NeedRoom
@@ -40,7 +40,7 @@ func TestImportAsksForRoom(t *testing.T) {
 	}
 	var n int
 	if err := st.Update("n", func(tx reservation.Txn) (err error) {
-		n, err = ImportHostLocal(roomy{tx, true}, dir, nil, "b", time.Now(), slog.New(slog.DiscardHandler))
+		n, err = (&HostLocal{Dir: dir}).Import(roomy{tx, true}, nil, "b", time.Now(), slog.New(slog.DiscardHandler))
 		return err
 	}); err != nil || n != bulkImport {
 		t.Fatalf("import with room: %d, %v; want %d", n, err, bulkImport)
@@ -48,7 +48,7 @@ func TestImportAsksForRoom(t *testing.T) {
 	checkImported(t, st, "n", dir, bulkImport)
 	small := hostLocalDir(t, bulkImport-1)
 	if err := st.Update("m", func(tx reservation.Txn) (err error) {
-		n, err = ImportHostLocal(roomy{tx, false}, small, nil, "b", time.Now(), slog.New(slog.DiscardHandler))
+		n, err = (&HostLocal{Dir: small}).Import(roomy{tx, false}, nil, "b", time.Now(), slog.New(slog.DiscardHandler))
 		return err
 	}); err != nil || n != bulkImport-1 {
 		t.Fatalf("import of %d files without room: %d, %v; want them imported", bulkImport-1, n, err)
@@ -180,7 +180,7 @@ func TestImportFilesOfAnotherOwner(t *testing.T) {
 		dir := os.Getenv("STICKYIP_IMPORT_AS_NOBODY")
 		st := fake.New()
 		if err := st.Update("n", func(tx reservation.Txn) error {
-			_, err := ImportHostLocal(tx, dir, nil, "b", time.Now(), slog.New(slog.DiscardHandler))
+			_, err := (&HostLocal{Dir: dir}).Import(tx, nil, "b", time.Now(), slog.New(slog.DiscardHandler))
 			return err
 		}); err != nil {
 			t.Fatal(err)
