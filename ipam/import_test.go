@@ -135,14 +135,17 @@ func TestImportFIFODoesNotHang(t *testing.T) {
 	h := &HostLocal{Dir: dir}
 	fifo := filepath.Join(dir, "10.100.0.5")
 	st := fake.New()
-	done := make(chan error, 1)
-	go func() {
-		done <- st.Update("n", func(tx reservation.Txn) error {
-			_, err := h.Import(roomy{tx, false}, nil, "b", time.Now(), slog.New(slog.DiscardHandler))
-			return err
-		})
-	}()
-	if err := <-done; err != nil {
+	importing := func() chan error {
+		done := make(chan error, 1)
+		go func() {
+			done <- st.Update("n", func(tx reservation.Txn) error {
+				_, err := h.Import(roomy{tx, false}, nil, "b", time.Now(), slog.New(slog.DiscardHandler))
+				return err
+			})
+		}()
+		return done
+	}
+	if err := <-importing(); err != nil { // lists the file as a file
 		t.Fatal(err)
 	}
 	if err := os.Remove(fifo); err != nil {
@@ -152,14 +155,8 @@ func TestImportFIFODoesNotHang(t *testing.T) {
 		t.Fatal(err)
 	}
 	st = fake.New()
-	go func() {
-		done <- st.Update("n", func(tx reservation.Txn) error {
-			_, err := h.Import(roomy{tx, false}, nil, "b", time.Now(), slog.New(slog.DiscardHandler))
-			return err
-		})
-	}()
 	select {
-	case err := <-done:
+	case err := <-importing():
 		if err != nil {
 			t.Fatalf("import with a FIFO for %s: %v", fifo, err)
 		}
