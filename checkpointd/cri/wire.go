@@ -192,9 +192,13 @@ func (a *statusAnswer) sandboxStatus(b []byte) error {
 				case 1:
 					a.ip = string(b)
 				case 2:
+					// Every PodIP is an entry, as the library reads it,
+					// even one without an ip field (empty).
+					a.moreIPs = append(a.moreIPs, "")
+					last := len(a.moreIPs) - 1
 					return fields(b, func(num protowire.Number, b []byte, _ uint64) error {
 						if num == 1 {
-							a.moreIPs = append(a.moreIPs, string(b))
+							a.moreIPs[last] = string(b)
 						}
 						return nil
 					})
