@@ -27,6 +27,7 @@ import (
 type config struct {
 	stickyipBin, hostLocalBin string
 	checkpointdBin            string
+	cniFloorBin               string
 	plugins                   []string
 	work                      string
 	keep                      bool
@@ -69,6 +70,7 @@ func run() error {
 	flag.StringVar(&cfg.stickyipBin, "stickyip", "bin/stickyip", "stickyip plugin binary")
 	flag.StringVar(&cfg.checkpointdBin, "checkpointd", "bin/checkpointd", "checkpointd binary (workload 7)")
 	flag.StringVar(&cfg.hostLocalBin, "host-local", ".cache/bench/bin/host-local", "upstream host-local binary")
+	flag.StringVar(&cfg.cniFloorBin, "cni-floor", ".cache/bench/bin/cnifloor", "workload 1: the CNI floor, test/bench/cmd/cnifloor built as stickyip is (make bench-tools)")
 	flag.StringVar(&plugins, "plugins", "host-local,stickyip", "plugins to run (comma-separated)")
 	flag.StringVar(&cfg.work, "work", ".cache/bench/work", "scratch directory for data dirs (emptied first, removed after unless -keep)")
 	flag.BoolVar(&cfg.keep, "keep", false, "keep the scratch directory")
@@ -109,7 +111,7 @@ func run() error {
 		}
 		cfg.workloads[n] = true
 	}
-	for _, p := range []*string{&cfg.stickyipBin, &cfg.hostLocalBin, &cfg.checkpointdBin, &cfg.work, &cfg.output} {
+	for _, p := range []*string{&cfg.stickyipBin, &cfg.hostLocalBin, &cfg.checkpointdBin, &cfg.cniFloorBin, &cfg.work, &cfg.output} {
 		abs, err := filepath.Abs(*p)
 		if err != nil {
 			return err
