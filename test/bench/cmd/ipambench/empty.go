@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 )
 
 // workloadEmpty is workload 1: ADD then DEL in an empty /16, and each
@@ -15,8 +16,12 @@ func (b *bench) workloadEmpty() error {
 	}
 	add, del, pair, start := map[string]samples{}, map[string]samples{}, map[string]samples{}, map[string]samples{}
 	floor, err := buildGoFloor(b.cfg.work)
+	if err == nil {
+		floor, err = installCopy(floor, filepath.Join(b.cfg.work, "bin"), "gofloor") // as the plugins (installCopies)
+	}
 	if err != nil {
 		b.report.problem(err.Error() + " (the Go floor is not measured)")
+		floor = ""
 	}
 	var floorTimes, cniAdd, cniDel samples
 	cniFloor := b.cfg.cniFloorBin
