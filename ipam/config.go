@@ -268,13 +268,23 @@ func LoadConfig(stdin []byte, cniArgs string) (*Config, error) {
 	return c, nil
 }
 
-// parseNetConf decodes the network config and checks what every network
-// needs: a name usable as a directory name, and an ipam block.
+// parseNetConf decodes the network config (decodeNetConf, else
+// json.Unmarshal) and checks what every network needs: a name usable as a
+// directory name, and an ipam block.
 func parseNetConf(stdin []byte) (*netConf, error) {
 	var raw netConf
+	if decodeNetConf(stdin, &raw) {
+		return checkNetConf(&raw)
+	}
+	raw = netConf{}
 	if err := json.Unmarshal(stdin, &raw); err != nil {
 		return nil, fmt.Errorf("%w: network config: %s%s", ErrInvalidConfig, whereIs(stdin), contract.Clip(err.Error(), 300))
 	}
+	return checkNetConf(&raw)
+}
+
+// checkNetConf checks what every network needs (parseNetConf).
+func checkNetConf(raw *netConf) (*netConf, error) {
 	if raw.Name == "" {
 		return nil, fmt.Errorf("%w: network config: key \"name\" is missing or empty", ErrInvalidConfig)
 	}
@@ -284,7 +294,7 @@ func parseNetConf(stdin []byte) (*netConf, error) {
 	if raw.IPAM == nil {
 		return nil, fmt.Errorf("%w: network config: key \"ipam\" is missing", ErrInvalidConfig)
 	}
-	return &raw, nil
+	return raw, nil
 }
 
 // loadWaits reads ipam.lockTimeout and ipam.holderWait over c's defaults.
@@ -311,8 +321,11 @@ func (c *Config) loadWaits(ipam *ipamConf) error {
 // loadReservation reads the ipam.reservation block over c's defaults.
 func (c *Config) loadReservation(block json.RawMessage) error {
 	var r rawReservation
-	if err := decodeBlock("ipam.reservation", block, &r); err != nil {
-		return err
+	if !decodeReservation(block, &r) {
+		r = rawReservation{}
+		if err := decodeBlock("ipam.reservation", block, &r); err != nil {
+			return err
+		}
 	}
 	if d, set, err := parseDuration("ipam.reservation.maxDuration", r.MaxDuration); err != nil {
 		return err

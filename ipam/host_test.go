@@ -3,6 +3,7 @@ package ipam
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stickyip/stickyip/reservation"
@@ -60,5 +61,16 @@ func TestImportedAllocationReleasedWhenHostLocalFreesIt(t *testing.T) {
 	}
 	if n := sweep(); n != 1 || w.stateOf("10.1.0.2") != "" {
 		t.Fatalf("after host-local freed it: released %d, state %q", n, w.stateOf("10.1.0.2"))
+	}
+}
+
+// TestBootID: bootID reads what os.ReadFile reads, trimmed.
+func TestBootID(t *testing.T) {
+	b, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
+	if err != nil {
+		t.Skip(err)
+	}
+	if got, want := bootID(), strings.TrimSpace(string(b)); got != want || len(got) != 36 {
+		t.Fatalf("bootID() = %q, want %q", got, want)
 	}
 }

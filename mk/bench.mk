@@ -16,12 +16,15 @@ $(HOST_LOCAL_STAMP):
 	CGO_ENABLED=0 GOBIN=$(BENCH_GOBIN) $(GO) install -trimpath -ldflags '-s -w' $(HOST_LOCAL_PKG)@$(HOST_LOCAL_VERSION)
 	touch $@
 
+# The CNI floor (workload 1): the smallest plugin on the CNI library's skel,
+# built as bin/stickyip is.
 bench-tools: $(HOST_LOCAL_STAMP)
 	$(GO) build -o $(BENCH_GOBIN)/ipambench ./test/bench/cmd/ipambench
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w' -o $(BENCH_GOBIN)/cnifloor ./test/bench/cmd/cnifloor
 
 # Workload 8 runs etcd, kube-apiserver and flanneld (e2e-deps builds them).
 bench: build bench-tools e2e-deps
-	$(BENCH_GOBIN)/ipambench -stickyip $(BIN)/stickyip -checkpointd $(BIN)/checkpointd -host-local $(BENCH_GOBIN)/host-local \
+	$(BENCH_GOBIN)/ipambench -stickyip $(BIN)/stickyip -checkpointd $(BIN)/checkpointd -host-local $(BENCH_GOBIN)/host-local -cni-floor $(BENCH_GOBIN)/cnifloor \
 		-work $(BENCH_DIR)/work -results results $(BENCH_FLAGS)
 
 # The placement policy's cost at scale (issue 25): pod creations against a

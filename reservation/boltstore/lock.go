@@ -27,16 +27,16 @@ func (l *dirLock) release() {
 // writers, waiting in the kernel's queue (no polling) for at most lockTimeout.
 func (s *Store) lock(shared bool) (*dirLock, error) {
 	path := filepath.Join(s.dir, LockFile)
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	f, err := openFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if errors.Is(err, os.ErrNotExist) && !shared {
 		if mkErr := os.MkdirAll(s.dir, 0o755); mkErr != nil {
 			return nil, fmt.Errorf("%w: creating data directory: %v", reservation.ErrIO, mkErr)
 		}
-		f, err = os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+		f, err = openFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	}
 	if err != nil && shared {
 		// A reader may work on a read-only directory or before anything exists.
-		if f2, err2 := os.Open(path); err2 == nil {
+		if f2, err2 := openFile(path, os.O_RDONLY, 0); err2 == nil {
 			f, err = f2, nil
 		} else if errors.Is(err2, os.ErrNotExist) {
 			return s.lockDirOnly()

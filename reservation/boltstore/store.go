@@ -242,7 +242,7 @@ func (s *Store) open(readOnly, mark bool, room int, fn func(db *bolt.DB) error) 
 		// Never create or initialise a file here: a missing database was created
 		// atomically above, and an existing one is only ever opened.
 		OpenFile: func(name string, flag int, perm os.FileMode) (*os.File, error) {
-			return os.OpenFile(name, flag&^os.O_CREATE, perm)
+			return openFile(name, flag&^os.O_CREATE, perm)
 		},
 	})
 	if err != nil {

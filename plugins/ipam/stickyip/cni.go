@@ -3,10 +3,10 @@ package main
 import (
 	"errors"
 	"net/netip"
+	"os"
 	"time"
 
 	"github.com/containernetworking/cni/pkg/skel"
-	"github.com/containernetworking/cni/pkg/types"
 
 	"github.com/stickyip/stickyip/ipam"
 	"github.com/stickyip/stickyip/plugins/ipam/stickyip/cni"
@@ -33,7 +33,7 @@ func cmdAdd(args *skel.CmdArgs) error {
 		}
 		c.Log.Info("ADD", "container", args.ContainerID, "ifname", args.IfName, "pod", req.Identity.Pod(),
 			"ips", ipsOf(recs), "reserveFor", req.Duration.String(), "clamped", req.Clamped)
-		return types.PrintResult(result, c.Conf.CNIVersion)
+		return cni.PrintResult(os.Stdout, result, c.Conf.CNIVersion)
 	})
 }
 
