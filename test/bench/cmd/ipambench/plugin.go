@@ -39,6 +39,8 @@ type target struct {
 	// (a node switching from host-local).
 	hostLocalDir string
 	logFile      string // stickyip logFile ("" = stderr)
+	// reservation, when set, is stickyip's reservation block (limits).
+	reservation map[string]any
 	// netnsTarget is what every pod's netns path links to: a namespace the driver made.
 	netnsTarget string
 }
@@ -90,6 +92,9 @@ func (t *target) ipamConfig() map[string]any {
 		}
 		if t.logFile != "" {
 			ipam["logFile"] = t.logFile
+		}
+		if t.reservation != nil {
+			ipam["reservation"] = t.reservation
 		}
 	}
 	return ipam

@@ -24,6 +24,10 @@ func (b *bench) workloadReservations() error {
 	if err != nil {
 		return err
 	}
+	// Every seeded pod is of one namespace: without this, the default
+	// reservation.maxPerNamespace (32) frees the 33rd pod's address at its DEL.
+	t.reservation = map[string]any{"maxPerNamespace": 0}
+	base.reservation = t.reservation
 
 	// Seed: pods with a reservation annotation, added then deleted.
 	start := time.Now()
