@@ -266,3 +266,21 @@ func TestNewStoreWhenTheIndexCannotBeRead(t *testing.T) {
 		t.Fatalf("ADD once the index was refused: %v", err)
 	}
 }
+
+// While the node has no store, the publisher is given nothing to publish
+// (placement.ErrNotYet, a quiet skip): publishing an empty store would
+// remove the very entries the new store is to take back. Once the store is
+// made, it publishes it.
+func TestNoStoreIsNotPublished(t *testing.T) {
+	r := newReinstalled(t)
+	if _, err := (Published{Store: r.store}).Entries(); !errors.Is(err, placement.ErrNotYet) {
+		t.Fatalf("Entries of a node without a store: %v, want placement.ErrNotYet", err)
+	}
+	if !r.b.Pass(context.Background()) {
+		t.Fatal("no store made")
+	}
+	got, err := (Published{Store: r.store}).Entries()
+	if err != nil || len(got) != 2 {
+		t.Fatalf("Entries of the store made: %d, %v", len(got), err)
+	}
+}
