@@ -115,19 +115,7 @@ func (b *Rebuilder) reclaim(ctx context.Context, node *corev1.Node, since time.T
 	}
 	r := newRestorer(confs, runningOf(confs, plan), now)
 	r.podCIDRs, r.reinstalled, r.start = podCIDRs(node), true, since
-	restored := map[string][]ipam.Restored{}
-	dur := r.durations(src.Checkpoints)
-	for _, e := range entries {
-		merge(restored, r.fromIndex(e, dur))
-	}
-	for _, rec := range src.Checkpoints {
-		merge(restored, r.fromCheckpoint(rec))
-	}
-	for n, rs := range restored {
-		nr := plan.Networks[n]
-		nr.Restored = rs
-		plan.Networks[n] = nr
-	}
+	r.restoreInto(plan, entries, src.Checkpoints)
 	_, reports, err := b.cfg.Store.Rebuild(confs, plan.Networks)
 	switch {
 	case errors.Is(err, boltstore.ErrUsable):

@@ -205,21 +205,7 @@ func (b *Rebuilder) rebuild(ctx context.Context, why error) bool {
 	index, indexNote := b.readIndex(ctx)
 	r := newRestorer(confs, runningOf(confs, plan), start)
 	r.podCIDRs = podCIDRs(b.node())
-	restored := map[string][]ipam.Restored{}
-	if index != nil {
-		dur := r.durations(src.Checkpoints)
-		for _, e := range index {
-			merge(restored, r.fromIndex(e, dur))
-		}
-	}
-	for _, rec := range src.Checkpoints {
-		merge(restored, r.fromCheckpoint(rec))
-	}
-	for n, rs := range restored {
-		nr := plan.Networks[n]
-		nr.Restored = rs
-		plan.Networks[n] = nr
-	}
+	r.restoreInto(plan, index, src.Checkpoints)
 	if index == nil && b.cfg.Index != nil && indexNote == "" {
 		for n, c := range confs {
 			nr := plan.Networks[n]

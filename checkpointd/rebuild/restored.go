@@ -255,6 +255,24 @@ func (r *restorer) networkOf(ip netip.Addr) string {
 	return p.networkOf(ip)
 }
 
+// restoreInto puts into plan's networks the reservations the index's
+// entries (none when nil) and the checkpoints give back.
+func (r *restorer) restoreInto(plan Plan, index []IndexEntry, checkpoints []*checkpoint.Record) {
+	restored := map[string][]ipam.Restored{}
+	dur := r.durations(checkpoints)
+	for _, e := range index {
+		merge(restored, r.fromIndex(e, dur))
+	}
+	for _, rec := range checkpoints {
+		merge(restored, r.fromCheckpoint(rec))
+	}
+	for n, rs := range restored {
+		nr := plan.Networks[n]
+		nr.Restored = rs
+		plan.Networks[n] = nr
+	}
+}
+
 // merge appends b's reservations to a's.
 func merge(a, b map[string][]ipam.Restored) {
 	for n, rs := range b {
