@@ -20,6 +20,7 @@ import (
 	"github.com/stickyip/stickyip/checkpointd/placement"
 	"github.com/stickyip/stickyip/checkpointd/rebuild"
 	"github.com/stickyip/stickyip/reservation/boltstore"
+	"github.com/stickyip/stickyip/test/harness"
 )
 
 // reimageNS is the re-imaged-node step's namespace.
@@ -177,7 +178,8 @@ func (c *cluster) reimageRound(r *reimaged, apiAway bool) {
 
 // whileAwayAtStart checks the re-imaged node while the API server is away:
 // checkpointd holds a new store back until it can read the node's entries
-// (the wait file, its gauge), and nothing made one.
+// (the wait file, its gauge), an ADD is refused (error 11, saying why), and
+// nothing made a store.
 func (c *cluster) whileAwayAtStart(r *reimaged) {
 	t, n := c.t, r.n
 	eventually(t, n.name+": a new store held back while the API server is away", time.Minute, time.Second, func() (bool, string) {
@@ -186,6 +188,17 @@ func (c *cluster) whileAwayAtStart(r *reimaged) {
 		return ok && w.Holds(time.Now()) && v == 1, fmt.Sprintf("wait %+v %t, checkpointd_ipam_store_reclaim_waiting %d", w, ok, v)
 	})
 	time.Sleep(5 * time.Second) // some passes with the API server away: nothing changes
+	// An ADD (a static pod's, delegated by flannel once it has a lease: the
+	// IPAM config flannel hands over, its range the node's subnet) is
+	// refused with error 11 saying why.
+	conf := fmt.Appendf(nil, `{"cniVersion":"0.3.1","name":"cbr0","ipam":{"type":"stickyip","dataDir":%q,"hostLocalDataDir":"","ranges":[[{"subnet":%q}]]}}`,
+		n.stickyipDataDir(), netip.MustParsePrefix(n.subnet).Masked().String())
+	o := (&harness.Plugin{Path: filepath.Join(n.bins.project, "stickyip"), Netns: n.ns}).CNI(harness.CNICall{Command: "ADD", ContainerID: "reimage-static",
+		Netns: "/proc/self/ns/net", IfName: "eth0", Args: "K8S_POD_NAMESPACE=" + reimageNS + ";K8S_POD_NAME=static-" + n.name, Stdin: conf})
+	if o.Err == nil || o.Err.Code != 11 || !strings.Contains(o.Err.Msg, "checkpointd has not yet read this node's placement entries") {
+		t.Fatalf("%s: an ADD while the new store is held back: %s, want error 11 saying it waits for checkpointd", n.name, o.Describe())
+	}
+	t.Logf("%s: an ADD while the new store is held back: error %d %q", n.name, o.Err.Code, o.Err.Msg)
 	w, _ := boltstore.New(n.stickyipDataDir(), time.Second).NewStoreWait()
 	if _, err := os.Stat(filepath.Join(n.stickyipDataDir(), boltstore.DBFile)); !errors.Is(err, fs.ErrNotExist) {
 		t.Fatalf("%s: a store exists while the API server is away: %v", n.name, err)
