@@ -29,6 +29,13 @@ var InstallManifest []byte
 //go:embed kube-flannel/cni-conf-patch.yaml
 var FlannelPatch []byte
 
+// NewStoreWait is the ipam.newStoreWait of the conflist in FlannelPatch and
+// FlannelValues, which is otherwise conf/10-flannel-stickyip.conflist: the
+// nodes of a cluster installed with deploy/install run checkpointd, which
+// reads a re-installed node's placement entries before its first address
+// is handed out (a node set up by hand from conf/ may not).
+const NewStoreWait = "2m"
+
 // FlannelValues is deploy/kube-flannel/values.yaml: the values that make
 // flannel's own chart install stickyip's conflist.
 //

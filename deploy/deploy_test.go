@@ -102,7 +102,8 @@ func TestInstallManifest(t *testing.T) {
 }
 
 // TestFlannelPatch: the kube-flannel patch carries the project's flannel
-// conflist, so what the e2e tier tests with conf/ is what operators get.
+// conflist (with ipam.newStoreWait NewStoreWait), so what the e2e tier
+// tests with conf/ is what operators get.
 func TestFlannelPatch(t *testing.T) {
 	var patch struct {
 		Data map[string]string `json:"data"`
@@ -144,8 +145,9 @@ func requireShippedConflist(t *testing.T, what, conf string) {
 	if err := json.Unmarshal(shipped, &want); err != nil {
 		t.Fatal(err)
 	}
+	want.(map[string]any)["plugins"].([]any)[0].(map[string]any)["ipam"].(map[string]any)["newStoreWait"] = NewStoreWait
 	if !reflect.DeepEqual(got, want) {
-		t.Errorf("%s differs from conf/10-flannel-stickyip.conflist:\n%s", what, conf)
+		t.Errorf("%s differs from conf/10-flannel-stickyip.conflist with ipam.newStoreWait %s:\n%s", what, NewStoreWait, conf)
 	}
 }
 

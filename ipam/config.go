@@ -86,6 +86,7 @@ type Config struct {
 	LogFile          string
 	LockTimeout      time.Duration
 	HolderWait       time.Duration // ipam.holderWait
+	NewStoreWait     time.Duration // ipam.newStoreWait: the first calls on a node without a store wait this long for checkpointd (0: not at all)
 	Reservation      ReservationConfig
 	IPsAnnotation    IPsAnnotationConfig
 
@@ -127,6 +128,7 @@ type ipamConf struct {
 	LogFile          string          `json:"logFile"`
 	LockTimeout      json.RawMessage `json:"lockTimeout"`
 	HolderWait       json.RawMessage `json:"holderWait"`
+	NewStoreWait     json.RawMessage `json:"newStoreWait"`
 	Reservation      json.RawMessage `json:"reservation"`
 	IPsAnnotation    json.RawMessage `json:"ipsAnnotation"`
 }
@@ -297,7 +299,8 @@ func checkNetConf(raw *netConf) (*netConf, error) {
 	return raw, nil
 }
 
-// loadWaits reads ipam.lockTimeout and ipam.holderWait over c's defaults.
+// loadWaits reads ipam.lockTimeout, ipam.holderWait and ipam.newStoreWait
+// over c's defaults.
 func (c *Config) loadWaits(ipam *ipamConf) error {
 	if d, set, err := parseDuration("ipam.lockTimeout", ipam.LockTimeout); err != nil {
 		return err
@@ -314,6 +317,11 @@ func (c *Config) loadWaits(ipam *ipamConf) error {
 			return fmt.Errorf("%w: ipam.holderWait %s is more than %s (the runtime's ADD timeout must not run out first)", ErrInvalidConfig, d, MaxHolderWait)
 		}
 		c.HolderWait = d
+	}
+	if d, set, err := parseDuration("ipam.newStoreWait", ipam.NewStoreWait); err != nil {
+		return err
+	} else if set {
+		c.NewStoreWait = d
 	}
 	return nil
 }

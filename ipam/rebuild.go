@@ -59,6 +59,10 @@ type Restored struct {
 	IPs      []netip.Addr
 	// Until is when it ends (it is not restored when that has passed).
 	Until time.Time
+	// Since is when the identity got the addresses (its ADD), as the
+	// source says (zero: unknown, now): the placement publisher then sees
+	// the same claim as the entry it came from, and keeps its seq.
+	Since time.Time
 	// From names the source, for the report.
 	From string
 }

@@ -91,9 +91,13 @@ func (e *Engine) restore(tx reservation.Txn, r Restored, now time.Time, rep *Reb
 			rep.Problems = append(rep.Problems, fmt.Sprintf("%s reserved for %s: the pod holds %s now", ip, who, held.IP))
 			continue
 		}
+		since := r.Since
+		if since.IsZero() || since.After(now) {
+			since = now
+		}
 		rec := &reservation.Record{
 			IP: ip, RangeSet: set, State: reservation.Reserved, Identity: r.Identity, PodName: r.PodName,
-			Duration: r.Until.Sub(now).Round(time.Second), AllocatedAt: now, ReleasedAt: now, ExpiresAt: r.Until,
+			Duration: r.Until.Sub(now).Round(time.Second), AllocatedAt: since, ReleasedAt: now, ExpiresAt: r.Until,
 		}
 		e.log().Info("reservation restored", "ip", ip, "pod", r.Identity.Pod(), "ifname", r.Identity.IfName,
 			"until", r.Until.UTC().Format(time.RFC3339), "from", r.From)

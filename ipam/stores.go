@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/stickyip/stickyip/contract"
 )
@@ -93,4 +94,45 @@ func pluginStore(p ConfPlugin) (NetworkStore, bool, error) {
 	}
 	s.DataDir = filepath.Clean(s.DataDir)
 	return s, true, nil
+}
+
+// StoreMaxDuration returns the longest reservation.maxDuration of the
+// networks in the CNI config dir dir that keep their records in dataDir,
+// read from their config alone (no ranges needed: a flannel network's is
+// known before flanneld has written its subnet file); no reservation in
+// that store can outlive it. Without such a network it is the default.
+func StoreMaxDuration(dir, dataDir string) (time.Duration, error) {
+	nets, _, err := ReadConfDir(dir)
+	if err != nil {
+		return 0, err
+	}
+	longest, found := time.Duration(0), false
+	want := filepath.Clean(dataDir)
+	for _, n := range nets {
+		for _, p := range n.Plugins {
+			s, ok, err := pluginStore(p)
+			if err != nil || !ok {
+				continue
+			}
+			if s.DataDir != want {
+				break
+			}
+			var block struct {
+				Reservation json.RawMessage `json:"reservation"`
+			}
+			if err := json.Unmarshal(p.IPAM, &block); err != nil {
+				return 0, fmt.Errorf("%s: network %s: ipam: %w", n.File, n.Name, err)
+			}
+			c := Config{Reservation: ReservationConfig{MaxDuration: contract.DefaultMaxDuration}}
+			if err := c.loadReservation(block.Reservation); err != nil {
+				return 0, fmt.Errorf("%s: network %s: %w", n.File, n.Name, err)
+			}
+			longest, found = max(longest, c.Reservation.MaxDuration), true
+			break
+		}
+	}
+	if !found {
+		longest = contract.DefaultMaxDuration
+	}
+	return longest, nil
 }

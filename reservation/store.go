@@ -21,6 +21,11 @@ var (
 	// its sandboxes may still hold addresses, so no call may start over
 	// from an empty store (checkpointd rebuilds it).
 	ErrLost = errors.New("store is missing but this node had one")
+	// ErrAwaiting: the data directory has no store yet, and a new one is
+	// held back while checkpointd reads what the cluster holds for the node
+	// (a node re-installed under the same name takes its reservations back
+	// from its placement entries): no address is handed out meanwhile.
+	ErrAwaiting = errors.New("new store waits for checkpointd to read what the cluster holds for this node")
 	// ErrIO: the data directory or database file could not be read or written.
 	ErrIO = errors.New("store I/O failure")
 	// ErrNoChange, returned by an Update's function, ends the transaction

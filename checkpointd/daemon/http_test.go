@@ -28,6 +28,8 @@ var pageFamilies = map[string]string{
 	"checkpointd_ipam_cooling_ips": "gauge", "checkpointd_ipam_free_ips": "gauge", "checkpointd_ipam_reconciled_leaks_total": "counter",
 	"checkpointd_ipam_reservations": "gauge", "checkpointd_ipam_store_damaged": "gauge", "checkpointd_ipam_store_rebuild_seconds": "gauge",
 	"checkpointd_ipam_store_rebuild_unplaced_total": "counter", "checkpointd_ipam_store_rebuild_waiting": "gauge", "checkpointd_ipam_store_rebuilds_total": "counter",
+	"checkpointd_ipam_store_reclaims_total": "counter", "checkpointd_ipam_store_reclaim_seconds": "gauge", "checkpointd_ipam_store_reclaim_waiting": "gauge",
+	"checkpointd_placement_node_writes_total":  "counter",
 	"checkpointd_ipam_unconfigured_sticky_ips": "gauge", "checkpointd_last_reconcile_timestamp_seconds": "gauge", "checkpointd_node_pod_cidr_changes_total": "counter",
 	"checkpointd_placement_reads_total": "counter", "checkpointd_placement_records": "gauge", "checkpointd_placement_superseded": "gauge",
 	"checkpointd_placement_writes_total": "counter", "checkpointd_pod_errors_total": "counter", "checkpointd_reconcile_errors_total": "counter",

@@ -43,6 +43,11 @@ type Metrics struct {
 	StoreRebuildSeconds *Gauge
 	StoreUnplaced       *Counter
 	StoreRebuildWaiting *Gauge
+	// A new store on a node re-installed under the same name (rebuild's
+	// newStore).
+	StoreReclaims       *Counter
+	StoreReclaimSeconds *Gauge
+	StoreReclaimWaiting *Gauge
 	LastReconcileUTC    *Gauge
 }
 
@@ -83,6 +88,9 @@ func New() *Metrics {
 		StoreRebuildSeconds: g("ipam_store_rebuild_seconds", "Time from the last damage seen to its rebuilt store in place."),
 		StoreUnplaced:       c("ipam_store_rebuild_unplaced_total", "Addresses or reservations a rebuild could not place (each named in the log and the Event)."),
 		StoreRebuildWaiting: g("ipam_store_rebuild_waiting", "1 while a store rebuilt without the API server waits for the placement index's reservations (no new address is handed out)."),
+		StoreReclaims:       c("ipam_store_reclaims_total", "Times a node without a store (re-installed under the same name) got its store back from its placement index entries."),
+		StoreReclaimSeconds: g("ipam_store_reclaim_seconds", "Time from the node's first look for its store (its first CNI call or checkpointd's first pass) to the store made from its placement entries."),
+		StoreReclaimWaiting: g("ipam_store_reclaim_waiting", "1 while a node without a store holds back a new one until its placement index entries are read (no address is handed out)."),
 		LastReconcileUTC:    g("last_reconcile_timestamp_seconds", "Unix time of the last successful reconcile pass."),
 	}
 	m.Registry.MustRegister(
@@ -92,6 +100,7 @@ func New() *Metrics {
 		m.APIReachable, m.Allocations, m.Reservations, m.Cooling, m.FreeIPs, m.UnconfiguredSticky, m.ReconciledLeaks, m.LeaseRestores,
 		m.LeaseErrors, m.NodeRangeChanges, m.ReconcileErrors, m.LastReconcileUTC,
 		m.StoreDamaged, m.StoreRebuilds, m.StoreRebuildSeconds, m.StoreUnplaced, m.StoreRebuildWaiting,
+		m.StoreReclaims, m.StoreReclaimSeconds, m.StoreReclaimWaiting,
 	)
 	return m
 }

@@ -27,6 +27,12 @@ type API interface {
 	// policy checks each against the shard as it is then. It returns the
 	// shard as written.
 	Write(ctx context.Context, ns, name string, change Change) (*Shard, error)
+	// Listed returns the value of the node's Node's ShardsAnnotation (""
+	// when it has none).
+	Listed(ctx context.Context) (string, error)
+	// List sets it ("": removes it), by a merge patch of that annotation
+	// only.
+	List(ctx context.Context, value string) error
 }
 
 // Change is one write of a node to a shard.
@@ -65,6 +71,27 @@ func (a *clientAPI) NodeUID(ctx context.Context) (types.UID, error) {
 		return "", err
 	}
 	return n.UID, nil
+}
+
+func (a *clientAPI) Listed(ctx context.Context) (string, error) {
+	var n corev1.Node
+	if err := a.client.Get(ctx, apiclient.Nodes, "", a.node, &n); err != nil {
+		return "", err
+	}
+	return n.Annotations[ShardsAnnotation], nil
+}
+
+func (a *clientAPI) List(ctx context.Context, value string) error {
+	v := any(value)
+	if value == "" {
+		v = nil
+	}
+	data, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]any{ShardsAnnotation: v}}})
+	if err != nil {
+		return err
+	}
+	var n corev1.Node
+	return a.client.Patch(ctx, apiclient.Nodes, "", a.node, types.MergePatchType, data, metav1.PatchOptions{FieldManager: FieldManager}, &n)
 }
 
 func (a *clientAPI) Get(ctx context.Context, ns, name string) (*Shard, error) {

@@ -34,6 +34,10 @@ type fakeAPI struct {
 	gets   int
 	writes int // writes made
 	tries  int // writes tried
+
+	listed     map[string]string // each node's Node's ShardsAnnotation
+	nodeGets   int               // reads of it
+	nodeWrites int               // writes of it
 }
 
 type fakeShard struct {
@@ -298,3 +302,31 @@ func (f *fakeAPI) owner(ns, id, node string) types.UID {
 }
 
 func (f *fakeAPI) owned(ns, id, node string) bool { return f.owner(ns, id, node) != "" }
+
+// Listed is the node's Node's ShardsAnnotation (the fake keeps one value
+// per node; NodeRestriction lets a node write only its own Node).
+func (a *fakeNodeAPI) Listed(context.Context) (string, error) {
+	f := a.f
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.down {
+		return "", errDown
+	}
+	f.nodeGets++
+	return f.listed[a.node], nil
+}
+
+func (a *fakeNodeAPI) List(_ context.Context, value string) error {
+	f := a.f
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.down {
+		return errDown
+	}
+	if f.listed == nil {
+		f.listed = map[string]string{}
+	}
+	f.listed[a.node] = value
+	f.nodeWrites++
+	return nil
+}

@@ -95,7 +95,7 @@ func (p *Publisher) view(ctx context.Context, ref shardRef, now time.Time) (*Sha
 	switch {
 	case seen && now.Sub(v.at) < p.opts.Resync:
 		return v.shard, nil
-	case !seen && !p.written.set[ref]:
+	case !seen && !p.written.has(ref):
 		return &Shard{Values: map[string]string{}}, nil
 	}
 	return p.read(ctx, ref, now)

@@ -2,6 +2,7 @@ package placement
 
 import (
 	"context"
+	"errors"
 	"hash/fnv"
 	"log/slog"
 	"maps"
@@ -21,6 +22,11 @@ import (
 type Entries interface {
 	Entries() ([]reservation.Entry, error)
 }
+
+// ErrNotYet, from Entries, skips the pass quietly: there is no store to
+// publish yet (a new node), and publishing none would remove the node's
+// entries from the index.
+var ErrNotYet = errors.New("no store to publish yet")
 
 // Options configure a Publisher.
 type Options struct {
@@ -79,6 +85,9 @@ type Publisher struct {
 	logged  map[string]string    // last failure logged per step
 	mu      sync.Mutex           // guards logged
 	reads   *metrics.Counter     // API reads (shards and the Node)
+
+	listed     map[shardRef]bool // the shards the Node's ShardsAnnotation lists (nil: not read yet)
+	nodeWrites *metrics.Counter  // writes of that annotation
 }
 
 type view struct {
@@ -135,13 +144,15 @@ func NewWithAPI(api API, opts Options) *Publisher {
 		writes: metrics.NewCounterVec(metrics.Namespace+"placement_writes_total",
 			"Writes to the placement index (its ConfigMaps), by kind: claim (an ADD), update (a reservation's end at DEL, addresses), release (expiry or release).", "kind"),
 		errs: metrics.NewCounterVec(metrics.Namespace+"placement_errors_total",
-			"Failed placement steps, by step (store, ranges, written, node, get, apply, refused, entry, full).", "step"),
+			"Failed placement steps, by step (store, ranges, written, node, get, apply, refused, entry, full, list).", "step"),
 		records: metrics.NewGauge(metrics.Namespace+"placement_records",
 			"Sticky identities this node holds and publishes."),
 		superseded: metrics.NewGauge(metrics.Namespace+"placement_superseded",
 			"Sticky identities this node holds that another node claimed later (it ran their pod since)."),
 		reads: metrics.NewCounter(metrics.Namespace+"placement_reads_total",
 			"Reads of the placement index (its ConfigMaps) and of the node's Node."),
+		nodeWrites: metrics.NewCounter(metrics.Namespace+"placement_node_writes_total",
+			"Writes of the node's Node annotation "+ShardsAnnotation+" (the shards holding its entries, which a re-installed node reads)."),
 		shards:  map[shardRef]view{},
 		retry:   map[shardRef]backoff{},
 		refused: map[refusal]bool{},
@@ -152,7 +163,7 @@ func NewWithAPI(api API, opts Options) *Publisher {
 		p.writes.WithLabelValues(k) // exported as 0 before the first write
 	}
 	if opts.Registry != nil {
-		opts.Registry.MustRegister(p.writes, p.errs, p.records, p.superseded, p.reads)
+		opts.Registry.MustRegister(p.writes, p.errs, p.records, p.superseded, p.reads, p.nodeWrites)
 	}
 	w, err := loadWritten(opts.WrittenFile)
 	if err != nil {
@@ -196,7 +207,7 @@ func (p *Publisher) Pass(ctx context.Context) {
 		byShard[ref][k.Identity] = l
 	}
 	refs := slices.Collect(maps.Keys(byShard))
-	for ref := range p.written.set {
+	for _, ref := range p.written.refs() {
 		if byShard[ref] == nil {
 			refs = append(refs, ref)
 		}
@@ -212,6 +223,7 @@ func (p *Publisher) Pass(ctx context.Context) {
 	}
 	p.noteLost(lost)
 	p.superseded.Set(float64(len(lost)))
+	p.list(ctx)
 	for r := range p.refused {
 		if l, ok := want[r.key]; !ok || l.Pod != r.pod || !l.Since.Equal(r.since) {
 			delete(p.refused, r)
@@ -223,6 +235,9 @@ func (p *Publisher) Pass(ctx context.Context) {
 // false when the pass cannot go on.
 func (p *Publisher) desired() (map[Key]Line, bool) {
 	entries, err := p.opts.Store.Entries()
+	if errors.Is(err, ErrNotYet) {
+		return nil, false
+	}
 	if err != nil {
 		p.fail("store", "", err)
 		return nil, false

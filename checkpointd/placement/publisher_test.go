@@ -522,7 +522,7 @@ func TestReadOwn(t *testing.T) {
 	r.store.set(allocated("10.244.1.5", "db", "db-0", "db-0", t0), reservedAt("10.244.1.6", "web", "web-0", "web-0", t0, end))
 	r.pass()
 	r.start() // a new process: the shards come from the file of written shards
-	own, err := r.p.ReadOwn(context.Background())
+	own, err := r.p.ReadOwn(context.Background(), nil)
 	if err != nil || len(own) != 2 {
 		t.Fatalf("ReadOwn: %+v, %v", own, err)
 	}
@@ -531,7 +531,7 @@ func TestReadOwn(t *testing.T) {
 		t.Errorf("ReadOwn: %+v", own)
 	}
 	r.api.down = true
-	if _, err := r.p.ReadOwn(context.Background()); err == nil || !strings.Contains(err.Error(), "placement shard") {
+	if _, err := r.p.ReadOwn(context.Background(), nil); err == nil || !strings.Contains(err.Error(), "placement shard") {
 		t.Errorf("ReadOwn with the API server away: %v, want an error naming the shard", err)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/stickyip/stickyip/checkpointd/safefile"
 )
@@ -37,9 +38,26 @@ func compareRefs(a, b shardRef) int {
 }
 
 // written is the set of shards holding the node's entries, kept in a file.
+// The publisher's pass and a store rebuild's read of the node's entries
+// (ReadOwn) use it from two goroutines.
 type written struct {
 	path string // "": not kept
+	mu   sync.Mutex
 	set  map[shardRef]bool
+}
+
+// has reports whether ref holds the node's entries.
+func (w *written) has(ref shardRef) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.set[ref]
+}
+
+// refs returns the shards holding the node's entries, in order.
+func (w *written) refs() []shardRef {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return slices.SortedFunc(maps.Keys(w.set), compareRefs)
 }
 
 // loadWritten reads the set from path; a missing file is an empty set, a
@@ -77,6 +95,8 @@ func loadWritten(path string) (*written, error) {
 // mark records whether ref holds the node's entries and saves the set when
 // that changed.
 func (w *written) mark(ref shardRef, holds bool) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
 	if w.set[ref] == holds {
 		return nil
 	}

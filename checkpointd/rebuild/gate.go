@@ -5,25 +5,33 @@ import (
 	"time"
 
 	"github.com/stickyip/stickyip/checkpointd/ipamstore"
+	"github.com/stickyip/stickyip/checkpointd/placement"
 	"github.com/stickyip/stickyip/reservation"
 )
 
 // Waiter is a store that says which rebuilt networks wait for the
-// placement index's reservations (checkpointd/ipamstore).
+// placement index's reservations, and whether there is a store at all
+// (checkpointd/ipamstore).
 type Waiter interface {
 	Entries() ([]reservation.Entry, error)
 	Waiting() (map[string]time.Time, error)
+	Missing() bool
 }
 
 // Published is the store as the placement publisher reads it: while a
-// rebuilt network waits for the index's reservations, nothing is read (an
-// error, so the publisher skips its pass). Publishing the rebuilt store
-// then would remove from the index the very entries the rebuild waits to
-// read back.
+// rebuilt network waits for the index's reservations, or while the node
+// has no store (a new node, or one re-installed: newStore reads its entries
+// first), nothing is read (an error, so the publisher skips its pass).
+// Publishing the store then would remove from the index the very entries
+// the store is to take back.
 type Published struct{ Store Waiter }
 
-// Entries returns the store's entries, unless a rebuilt network waits.
+// Entries returns the store's entries, unless a rebuilt network waits or
+// there is no store.
 func (p Published) Entries() ([]reservation.Entry, error) {
+	if p.Store.Missing() {
+		return nil, fmt.Errorf("%w: the index is not changed until the node has an IPAM store (a re-installed node's is made from its entries there)", placement.ErrNotYet)
+	}
 	w, err := p.Store.Waiting()
 	if err != nil {
 		return nil, err

@@ -95,10 +95,16 @@ func (n *node) engine() *ipam.Engine {
 // add runs a pod's ADD as the plugin does, returning its address.
 func (n *node) add(cid, ns, name string, keep time.Duration) (string, error) {
 	n.t.Helper()
+	return n.addWaiting(cid, ns, name, keep, 0)
+}
+
+// addWaiting is add on a network configured with ipam.newStoreWait wait.
+func (n *node) addWaiting(cid, ns, name string, keep, wait time.Duration) (string, error) {
+	n.t.Helper()
 	req := ipam.AddRequest{ContainerID: cid, IfName: "eth0", Netns: "/run/netns/" + cid, UID: "uid-" + name, PodName: name,
 		Identity: reservation.Identity{Namespace: ns, Name: name, IfName: "eth0"}, Duration: keep}
 	var recs []*reservation.Record
-	err := boltstore.New(n.dir, time.Second).Update("net1", func(tx reservation.Txn) (err error) {
+	err := boltstore.New(n.dir, time.Second).WithNewStoreWait(wait).Update("net1", func(tx reservation.Txn) (err error) {
 		recs, err = n.engine().Add(tx, req)
 		return err
 	})
@@ -248,10 +254,12 @@ type fakeIndex struct {
 	entries []IndexEntry
 	err     error
 	reads   int
+	node    *corev1.Node // the Node the last read was given
 }
 
-func (f *fakeIndex) ReadOwn(context.Context) ([]IndexEntry, error) {
+func (f *fakeIndex) ReadOwn(_ context.Context, node *corev1.Node) ([]IndexEntry, error) {
 	f.reads++
+	f.node = node
 	return f.entries, f.err
 }
 
@@ -259,9 +267,21 @@ type fakeAPI struct{ up bool }
 
 func (f *fakeAPI) Reachable() (bool, time.Time) { return f.up, time.Time{} }
 
-type fakeNode struct{ events []string }
+// fakeNode is the node's Node as the watch shows it: node1 by default,
+// node when set, none while unknown.
+type fakeNode struct {
+	events  []string
+	node    *corev1.Node
+	unknown bool
+}
 
 func (f *fakeNode) Node() (*corev1.Node, bool) {
+	switch {
+	case f.unknown:
+		return nil, false
+	case f.node != nil:
+		return f.node, true
+	}
 	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node1"}}, true
 }
 

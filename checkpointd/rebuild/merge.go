@@ -43,6 +43,7 @@ func (b *Rebuilder) restoreFromIndex(ctx context.Context) {
 		recs, _ = b.cfg.Checkpoints() // durations of '-' entries only: none read is none known
 	}
 	r := newRestorer(confs, storeHolders(entries), b.cfg.Now())
+	r.podCIDRs = podCIDRs(b.node())
 	restored := map[string][]ipam.Restored{}
 	dur := r.durations(recs)
 	for _, e := range index {

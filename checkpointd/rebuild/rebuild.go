@@ -32,6 +32,11 @@ type Store interface {
 	Rebuild(confs map[string]*ipam.Config, plan map[string]ipamstore.NetworkRebuild) (boltstore.Replaced, map[string]ipam.RebuildReport, error)
 	Waiting() (map[string]time.Time, error)
 	RestoreReservations(restored map[string][]ipam.Restored, networks []string) (map[string]ipam.RebuildReport, error)
+	// A data directory without a store (newStore).
+	Missing() bool
+	NewStoreWait() (boltstore.Wait, bool)
+	HoldNew(w boltstore.Wait) (bool, error)
+	MaxDuration() (time.Duration, error)
 }
 
 // Runtime is the container runtime (checkpointd/cri).
@@ -122,14 +127,20 @@ func (b *Rebuilder) Suspect(err error) {
 
 // Pass checks the store once and, when no call can use it, rebuilds it;
 // when a rebuilt store waits for the placement index and the API server
-// answers, it restores the index's reservations. It never returns an
-// error: what fails is logged and tried again by the next pass.
+// answers, it restores the index's reservations; when the node has no
+// store at all, it looks at what the cluster holds for it first
+// (newStore). It never returns an error: what fails is logged and tried
+// again by the next pass. It reports whether a store was made.
 func (b *Rebuilder) Pass(ctx context.Context) bool {
 	b.flushEvents()
 	why := b.damage()
 	if why == nil {
 		b.damagedSince = time.Time{}
 		b.cfg.Metrics.StoreDamaged.Set(0)
+		if b.cfg.Store.Missing() {
+			return b.newStore(ctx)
+		}
+		b.cfg.Metrics.StoreReclaimWaiting.Set(0)
 		b.restoreFromIndex(ctx)
 		return false
 	}
@@ -193,21 +204,8 @@ func (b *Rebuilder) rebuild(ctx context.Context, why error) bool {
 	}
 	index, indexNote := b.readIndex(ctx)
 	r := newRestorer(confs, runningOf(confs, plan), start)
-	restored := map[string][]ipam.Restored{}
-	if index != nil {
-		dur := r.durations(src.Checkpoints)
-		for _, e := range index {
-			merge(restored, r.fromIndex(e, dur))
-		}
-	}
-	for _, rec := range src.Checkpoints {
-		merge(restored, r.fromCheckpoint(rec))
-	}
-	for n, rs := range restored {
-		nr := plan.Networks[n]
-		nr.Restored = rs
-		plan.Networks[n] = nr
-	}
+	r.podCIDRs = podCIDRs(b.node())
+	r.restoreInto(plan, index, src.Checkpoints)
 	if index == nil && b.cfg.Index != nil && indexNote == "" {
 		for n, c := range confs {
 			nr := plan.Networks[n]
@@ -244,7 +242,7 @@ func (b *Rebuilder) readIndex(ctx context.Context) ([]IndexEntry, string) {
 	if up, _ := b.cfg.API.Reachable(); !up {
 		return nil, ""
 	}
-	entries, err := b.cfg.Index.ReadOwn(ctx)
+	entries, err := b.cfg.Index.ReadOwn(ctx, b.node())
 	var refused apierrors.APIStatus
 	switch {
 	case err == nil:
@@ -257,6 +255,18 @@ func (b *Rebuilder) readIndex(ctx context.Context) ([]IndexEntry, string) {
 	}
 	b.cfg.Log.Warn("placement index not read; the rebuilt store waits for it", "err", err)
 	return nil, ""
+}
+
+// node returns the node's Node as the watch last saw it (nil: unknown).
+func (b *Rebuilder) node() *corev1.Node {
+	if b.cfg.Node == nil {
+		return nil
+	}
+	n, ok := b.cfg.Node.Node()
+	if !ok {
+		return nil
+	}
+	return n
 }
 
 // gather reads the node's own sources. The runtime's list and the result

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+
 	"github.com/stickyip/stickyip/checkpointd/checkpoint"
 	"github.com/stickyip/stickyip/contract"
 	"github.com/stickyip/stickyip/ipam"
@@ -27,14 +29,20 @@ type IndexEntry struct {
 	// Until is the reservation's end; zero ("-") while a sandbox held the
 	// addresses when the line was written.
 	Until time.Time
+	// Disowned: the shard does not count the entry as the node's (its
+	// reference to the node names an earlier Node of the same name, or
+	// there is none); LaterBy names a node that claimed the identity later.
+	Disowned bool
+	LaterBy  string
 }
 
 // Index reads the node's own entries of the placement index, in every
-// namespace (placement.ReadOwn). An error the API server answered with (it
-// refused: no placement manifests, no RBAC) is read as "no index"; any
-// other (it is away) as "not yet".
+// namespace (placement.ReadOwn): in the shards the node wrote to and those
+// its Node lists (node: as the watch last saw it; nil when unknown). An
+// error the API server answered with (it refused: no placement manifests,
+// no RBAC) is read as "no index"; any other (it is away) as "not yet".
 type Index interface {
-	ReadOwn(ctx context.Context) ([]IndexEntry, error)
+	ReadOwn(ctx context.Context, node *corev1.Node) ([]IndexEntry, error)
 }
 
 // restorer turns checkpoints and index entries into reservations of the
@@ -46,10 +54,17 @@ type restorer struct {
 	running map[reservation.Identity]bool // identities (ifname eth0) a sandbox holds
 	ifnames map[string]string             // each network's interface
 	notes   []string
+	// podCIDRs are the Node's current pod CIDRs (nil: unknown).
+	podCIDRs []netip.Prefix
+	// reinstalled: a new store on a node re-installed under the same name
+	// (takeBack.Reinstalled), whose "-" entries' reservations run from
+	// start.
+	reinstalled bool
+	start       time.Time
 }
 
 func newRestorer(confs map[string]*ipam.Config, h holders, now time.Time) *restorer {
-	r := &restorer{confs: confs, now: now, running: h.running, ifnames: h.ifnames}
+	r := &restorer{confs: confs, now: now, running: h.running, ifnames: h.ifnames, start: now}
 	for n := range confs {
 		r.names = append(r.names, n)
 		if r.ifnames[n] == "" {
@@ -170,36 +185,50 @@ func (r *restorer) fromCheckpoint(rec *checkpoint.Record) map[string][]ipam.Rest
 	return out
 }
 
-// fromIndex reserves the addresses of an index entry no sandbox holds until
-// the entry's end. An entry written while a sandbox held its addresses
-// ("-") whose sandbox is gone ends at an unknown time: it is kept only when
-// a checkpoint of the pod gives its duration (dur), from now.
+// fromIndex reserves the addresses of an index entry that decide takes
+// back (every rule is there), for its identity, until the end it gives,
+// with the entry's own ADD time (the publisher then sees the same claim).
+// dur holds the durations checkpoints give.
 func (r *restorer) fromIndex(e IndexEntry, dur map[reservation.Identity]time.Duration) map[string][]ipam.Restored {
 	out := map[string][]ipam.Restored{}
 	for _, ip := range e.IPs {
 		n := r.networkOf(ip)
-		if n == "" {
-			r.notes = append(r.notes, fmt.Sprintf("index entry %s/%s: %s is in no range of the node's networks", e.Namespace, e.Identity, ip))
-			continue
-		}
 		id := reservation.Identity{Namespace: e.Namespace, Name: e.Identity, IfName: r.ifnames[n]}
-		if r.running[id] {
+		in := takeBack{Running: n != "" && r.running[id], Disowned: e.Disowned, LaterBy: e.LaterBy, InRanges: n != "",
+			InPodCIDR: n == "" || r.inPodCIDR(n, ip), Until: e.Until, Known: dur[reservation.Identity{Namespace: e.Namespace, Name: e.Identity}],
+			Reinstalled: r.reinstalled, Start: r.start, Now: r.now}
+		if n != "" {
+			in.MaxDuration = r.confs[n].Reservation.MaxDuration
+		}
+		until, why := decide(in)
+		if until.IsZero() {
+			if why != "" {
+				r.notes = append(r.notes, fmt.Sprintf("index entry %s/%s %s: %s", e.Namespace, e.Identity, ip, why))
+			}
 			continue
 		}
-		until := e.Until
-		if until.IsZero() {
-			d := dur[reservation.Identity{Namespace: e.Namespace, Name: e.Identity}]
-			if d <= 0 {
-				r.notes = append(r.notes, fmt.Sprintf("index entry %s/%s %s: held by a sandbox when last published, which is gone; its end is unknown and no checkpoint gives its duration: not kept",
-					e.Namespace, e.Identity, ip))
-				continue
-			}
-			until = r.now.Add(d)
-		}
-		out[n] = append(out[n], ipam.Restored{Identity: id, PodName: e.Pod, IPs: []netip.Addr{ip}, Until: until,
+		out[n] = append(out[n], ipam.Restored{Identity: id, PodName: e.Pod, IPs: []netip.Addr{ip}, Until: until, Since: e.Since,
 			From: "placement index"})
 	}
 	return out
+}
+
+// inPodCIDR reports whether ip, an address of network n, is in one of the
+// Node's current pod CIDRs, or needs not be: the pod CIDRs are unknown, or
+// none of them holds n's ranges (a network with a range of its own).
+func (r *restorer) inPodCIDR(n string, ip netip.Addr) bool {
+	if len(r.podCIDRs) == 0 || slices.ContainsFunc(r.podCIDRs, func(p netip.Prefix) bool { return p.Contains(ip) }) {
+		return true
+	}
+	for _, rs := range r.confs[n].Ranges {
+		for _, rg := range rs {
+			start, ok := netip.AddrFromSlice(rg.Subnet.IP)
+			if ok && slices.ContainsFunc(r.podCIDRs, func(p netip.Prefix) bool { return p.Contains(start.Unmap()) }) {
+				return false // the network follows the pod CIDRs, and ip is in none of them
+			}
+		}
+	}
+	return true
 }
 
 // durations returns the reservation duration each checkpointed pod's
@@ -224,6 +253,24 @@ func (r *restorer) durations(recs []*checkpoint.Record) map[reservation.Identity
 func (r *restorer) networkOf(ip netip.Addr) string {
 	p := planner{confs: r.confs, names: r.names}
 	return p.networkOf(ip)
+}
+
+// restoreInto puts into plan's networks the reservations the index's
+// entries (none when nil) and the checkpoints give back.
+func (r *restorer) restoreInto(plan Plan, index []IndexEntry, checkpoints []*checkpoint.Record) {
+	restored := map[string][]ipam.Restored{}
+	dur := r.durations(checkpoints)
+	for _, e := range index {
+		merge(restored, r.fromIndex(e, dur))
+	}
+	for _, rec := range checkpoints {
+		merge(restored, r.fromCheckpoint(rec))
+	}
+	for n, rs := range restored {
+		nr := plan.Networks[n]
+		nr.Restored = rs
+		plan.Networks[n] = nr
+	}
 }
 
 // merge appends b's reservations to a's.

@@ -37,6 +37,9 @@
 //	                                    without stickyip.db it means the store was lost (reservation.ErrLost);
 //	                                    without either, the witness (WithLostWitness) tells a new
 //	                                    directory from one removed whole
+//	stickyip.wait                       a new store held back (wait.go): without a database or a mark, none is
+//	                                    created before the time it names (reservation.ErrAwaiting) while
+//	                                    checkpointd reads what the cluster holds for a re-installed node
 //	stickyip.db.damaged-<UTC time>      a damaged database kept by a rebuild (Replace), never written
 //	stickyip.db.new, stickyip.db.rebuild  a new database being created or rebuilt (a leftover is replaced)
 package boltstore

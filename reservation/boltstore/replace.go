@@ -52,7 +52,8 @@ type Replaced struct {
 //     moved or deleted; a file already kept under such a name is not
 //     linked again);
 //  4. the new database is renamed over stickyip.db and the directory
-//     synced; the creation mark is written if missing.
+//     synced; the creation mark is written if missing, and a wait for a
+//     new store (WaitFile) removed.
 //
 // A crash at any point leaves either the old state (the damaged file, or no
 // file with the mark: every call fails until a rebuild ends) or the new
@@ -82,7 +83,11 @@ func (s *Store) Replace(now time.Time, build func(open func(network string) (res
 	if err := syncDir(s.dir); err != nil {
 		return out, fmt.Errorf("%w: %v", reservation.ErrIO, err)
 	}
-	return out, s.mark(now)
+	if err := s.mark(now); err != nil {
+		return out, err
+	}
+	s.endWait() // a new store held back for checkpointd: this is it
+	return out, nil
 }
 
 // Damage reports why no call can use the store, when a rebuild repairs

@@ -48,6 +48,8 @@ type Store struct {
 	dir         string
 	lockTimeout time.Duration
 	witness     func() (string, error) // WithLostWitness
+	// newStoreWait: WithNewStoreWait.
+	newStoreWait time.Duration
 }
 
 // New returns the store kept in dir. Nothing is opened or created until the
@@ -183,6 +185,9 @@ func (s *Store) withRoom(readOnly bool, room int, fn func(db *bolt.DB) error) er
 	case missing && readOnly:
 		return fn(nil)
 	case missing:
+		if err := s.awaitNew(time.Now()); err != nil {
+			return err
+		}
 		if err := s.create(); err != nil {
 			return err
 		}
@@ -286,7 +291,11 @@ func (s *Store) create() error {
 		_ = os.Remove(tmp)
 		return fmt.Errorf("%w: creating %s: %v", reservation.ErrIO, s.Path(), err)
 	}
-	return s.mark(time.Now())
+	if err := s.mark(time.Now()); err != nil {
+		return err
+	}
+	s.endWait()
+	return nil
 }
 
 // initBuckets lays out a new database: the schema version and the networks bucket.
@@ -361,7 +370,7 @@ func classifyTxError(err error) error {
 	if err == nil {
 		return nil
 	}
-	for _, known := range []error{reservation.ErrCorrupt, reservation.ErrFutureSchema, reservation.ErrIO, reservation.ErrLocked, reservation.ErrLost} {
+	for _, known := range []error{reservation.ErrCorrupt, reservation.ErrFutureSchema, reservation.ErrIO, reservation.ErrLocked, reservation.ErrLost, reservation.ErrAwaiting} {
 		if errors.Is(err, known) {
 			return err
 		}

@@ -18,6 +18,7 @@ import (
 	"github.com/stickyip/stickyip/checkpointd/install"
 	"github.com/stickyip/stickyip/checkpointd/reconcile"
 	"github.com/stickyip/stickyip/contract"
+	"github.com/stickyip/stickyip/deploy"
 	"github.com/stickyip/stickyip/reservation/boltstore"
 	"github.com/stickyip/stickyip/test/harness"
 	corev1 "k8s.io/api/core/v1"
@@ -313,7 +314,8 @@ func (fl *flannelChart) upgrade(verb string, args ...string) string {
 }
 
 // requireShippedConflist fails the test unless conf (kube-flannel's
-// cni-conf.json) is conf/10-flannel-stickyip.conflist.
+// cni-conf.json) is conf/10-flannel-stickyip.conflist with ipam.newStoreWait
+// deploy.NewStoreWait (deploy/kube-flannel's).
 func (c *cluster) requireShippedConflist(conf string) {
 	t := c.t
 	t.Helper()
@@ -324,6 +326,7 @@ func (c *cluster) requireShippedConflist(conf string) {
 	if err := json.Unmarshal(harness.ShippedConfig(t, "10-flannel-stickyip.conflist"), &want); err != nil {
 		t.Fatal(err)
 	}
+	want.(map[string]any)["plugins"].([]any)[0].(map[string]any)["ipam"].(map[string]any)["newStoreWait"] = deploy.NewStoreWait
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("kube-flannel's cni-conf.json after the switch is not conf/10-flannel-stickyip.conflist:\n%s", conf)
 	}

@@ -319,11 +319,7 @@ func (c *cluster) requireRebuilt(r *rebuildNode, how string, damage time.Time, d
 
 // createPinned creates pod name in rebuildNS bound to n.
 func (c *cluster) createPinned(n *node, name string, ann map[string]string) {
-	p := testPod(name, ann)
-	p.Namespace, p.Spec.NodeName = rebuildNS, n.name
-	if _, err := c.client.CoreV1().Pods(rebuildNS).Create(context.Background(), p, metav1.CreateOptions{}); err != nil {
-		c.t.Fatalf("create pod %s/%s: %v", rebuildNS, name, err)
-	}
+	c.createOn(n, rebuildNS, name, ann)
 }
 
 // goneReserved deletes pod gone and waits until its node's entry in the

@@ -43,7 +43,12 @@ import (
 //  9. store-rebuild: node2's store overwritten, deleted, then overwritten
 //     with the API server away; checkpointd rebuilds it each time, no pod
 //     loses its address, no drain (storeRebuild).
-//  10. node-deleted: the node that ran the cache pod last goes and its Node
+//  10. reimage: node2 re-installed under the same name (its disk wiped of
+//     stickyip, checkpointd, the CNI cache and the conflist) with its pods
+//     deleted meanwhile: db-0 back with its address from the placement
+//     index, no new pod given an address the index lists; again with the
+//     API server away at the node's start (reimage, issue 49).
+//  11. node-deleted: the node that ran the cache pod last goes and its Node
 //     is deleted: placement's and the workloads' last checks (nodeDeleted).
 //
 // The install journey is TestClusterInstall, on a cluster of its own: it
@@ -72,7 +77,13 @@ func TestCluster(t *testing.T) {
 	var p *placementRun
 	s.run("placement", []string{"stickyip", "vxlan-then-host-gw?", "flanneld-api-away?", "power-cut?", "etcd?", "workloads?"}, func() { p = c.placement() })
 	s.run("store-rebuild", []string{"stickyip", "vxlan-then-host-gw?", "flanneld-api-away?", "power-cut?", "etcd?", "workloads?", "placement?"}, c.storeRebuild)
-	s.run("node-deleted", []string{"placement", "store-rebuild?"}, func() {
+	s.run("reimage", []string{"stickyip", "vxlan-then-host-gw?", "flanneld-api-away?", "power-cut?", "etcd?", "workloads?", "placement?", "store-rebuild?"}, func() {
+		if !s.passed("workloads") {
+			w = nil
+		}
+		c.reimage(w)
+	})
+	s.run("node-deleted", []string{"placement", "store-rebuild?", "reimage?"}, func() {
 		if !s.passed("workloads") {
 			w = nil
 		}

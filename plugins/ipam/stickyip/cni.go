@@ -75,6 +75,10 @@ func cmdDel(args *skel.CmdArgs) error {
 		err := c.Store.UpdateJournaled(c.Conf.Name, func(tx reservation.Txn) error {
 			return c.Engine.Del(tx, args.ContainerID, args.IfName) // ErrNoChange: nothing written
 		})
+		if errors.Is(err, reservation.ErrAwaiting) {
+			c.Log.Info("DEL: nothing to release, the node has no store yet", "container", args.ContainerID, "ifname", args.IfName)
+			return nil // no store was ever created: the sandbox holds nothing of it
+		}
 		if err == nil {
 			c.Log.Info("DEL", "container", args.ContainerID, "ifname", args.IfName)
 		}
@@ -101,6 +105,9 @@ func cmdGC(args *skel.CmdArgs) error {
 			n, err = c.Engine.GC(tx, c.Conf.ValidAttachments)
 			return err
 		})
+		if errors.Is(err, reservation.ErrAwaiting) {
+			return nil // no store yet: nothing to collect
+		}
 		if err == nil {
 			c.Log.Info("GC", "released", n, "valid", len(c.Conf.ValidAttachments))
 		}

@@ -334,3 +334,47 @@ func TestLostStoreServesNoCall(t *testing.T) {
 		t.Fatalf("a call created a new store in place of the lost one: %v", err)
 	}
 }
+
+// ipam.newStoreWait (issue 49): on a node without a store, the first ADD
+// does not create one but starts the wait and fails with error 11 saying
+// why and until when, as does every ADD until checkpointd has looked; DEL
+// and GC of a sandbox on such a node succeed (nothing was ever recorded);
+// STATUS stays good (the node stays Ready). Once checkpointd has looked
+// (the wait ended), the next ADD creates the store.
+func TestNewStoreWait(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "stickyip")
+	conf := with(t, netConf{ver: "1.1.0", dataDir: dir}.bytes(), map[string]any{"ipam": map[string]any{"type": "stickyip", "dataDir": dir,
+		"hostLocalDataDir": "", "subnet": "10.77.0.0/29", "newStoreWait": "1h"}})
+	for range 2 {
+		_, e := call(t, "ADD", "c1", podArgs("a", "u1"), conf)
+		if e == nil || e.Code != types.ErrTryAgainLater || !strings.Contains(e.Msg, "checkpointd has not yet read this node's placement entries") ||
+			!strings.Contains(e.Details, "ipam.newStoreWait to 0s") {
+			t.Fatalf("ADD on a node without a store: %+v, want error 11 saying it waits for checkpointd", e)
+		}
+	}
+	for _, verb := range []string{"DEL", "GC", "STATUS"} {
+		if _, e := call(t, verb, "c1", podArgs("a", "u1"), conf); e != nil {
+			t.Fatalf("%s while the new store waits: %v", verb, e)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, boltstore.DBFile)); !os.IsNotExist(err) {
+		t.Fatalf("a store was created while it waits: %v", err)
+	}
+	s := boltstore.New(dir, 0)
+	w, ok := s.NewStoreWait()
+	if !ok {
+		t.Fatal("no wait recorded")
+	}
+	w.Until = w.Since // checkpointd looked
+	if _, err := s.HoldNew(w); err != nil {
+		t.Fatal(err)
+	}
+	out, e := call(t, "ADD", "c1", podArgs("a", "u1"), conf)
+	if e != nil || ipsOfResult(t, "1.1.0", out)[0] != "10.77.0.2/29" {
+		t.Fatalf("ADD once checkpointd has looked: %s %v", out, e)
+	}
+	if _, e := call(t, "ADD", "c2", podArgs("b", "u2"), with(t, conf, map[string]any{"ipam": map[string]any{"type": "stickyip", "dataDir": dir,
+		"subnet": "10.77.0.0/29", "newStoreWait": "-1s"}})); e == nil || e.Code != types.ErrInvalidNetworkConfig || !strings.Contains(e.Msg, "ipam.newStoreWait") {
+		t.Fatalf("a negative ipam.newStoreWait: %+v, want error 7 naming it", e)
+	}
+}

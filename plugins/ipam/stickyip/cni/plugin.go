@@ -61,7 +61,7 @@ func Run(args *skel.CmdArgs, fn func(*Call) error) (err error) {
 	}
 	log, closeLog := openLog(conf.LogFile)
 	defer closeLog()
-	c := &Call{Args: args, Conf: conf, Store: OpenStore(conf.DataDir, conf.LockTimeout), Log: log}
+	c := &Call{Args: args, Conf: conf, Store: OpenStore(conf.DataDir, conf.LockTimeout).WithNewStoreWait(conf.NewStoreWait), Log: log}
 	c.Engine = ipam.NewEngine(conf, ipam.HostEnv(log.With("network", conf.Name)))
 	if err := fn(c); err != nil {
 		log.Error("call failed", "network", conf.Name, "container", args.ContainerID, "ifname", args.IfName, "error", err)
@@ -224,6 +224,9 @@ func ToCNIError(err error) *types.Error {
 		code = types.ErrTryAgainLater
 	case errors.Is(err, ipam.ErrRebuildWait):
 		code, hint = types.ErrTryAgainLater, "the kubelet retries; checkpointd reads the placement index as soon as the API server answers"
+	case errors.Is(err, reservation.ErrAwaiting):
+		code, hint = types.ErrTryAgainLater, "the kubelet retries; checkpointd reads this node's placement entries as soon as the API server answers, "+
+			"then the store is created with the reservations they list; on a node without checkpointd, set ipam.newStoreWait to 0s (docs/checkpointd.md, \"A re-installed node\")"
 	case errors.Is(err, ipam.ErrRangeRetired):
 		code, hint = types.ErrTryAgainLater, "the node's pod CIDR changed; the kubelet retries until the network's configuration has the new range"
 	case errors.Is(err, reservation.ErrLocked):

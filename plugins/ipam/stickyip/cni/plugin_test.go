@@ -26,6 +26,7 @@ func TestToCNIErrorCodes(t *testing.T) {
 		{ipam.ErrRangeRetired, types.ErrTryAgainLater},
 		{ipam.ErrRebuildWait, types.ErrTryAgainLater},
 		{reservation.ErrLocked, types.ErrTryAgainLater},
+		{reservation.ErrAwaiting, types.ErrTryAgainLater},
 		{ipam.ErrPoolExhausted, CodePoolExhausted},
 		{ipam.ErrIPUnavailable, CodeIPUnavailable},
 		{ipam.ErrInvalidRequest, types.ErrInvalidNetworkConfig},
