@@ -201,7 +201,7 @@ func (t tokens) rangeField(r *Range, key string) bool {
 
 func (t tokens) ipam(c *ipamConf) bool {
 	keys := append([]string{"routes", "dataDir", "resolvConf", "ranges", "hostLocalDataDir", "logFile",
-		"lockTimeout", "holderWait", "reservation", "ipsAnnotation"}, rangeKeys...)
+		"lockTimeout", "holderWait", "newStoreWait", "reservation", "ipsAnnotation"}, rangeKeys...)
 	return t.object(keys, func(key string) bool {
 		switch key {
 		case "routes":
@@ -235,6 +235,8 @@ func (t tokens) ipam(c *ipamConf) bool {
 			return t.decode(&c.LockTimeout)
 		case "holderWait":
 			return t.decode(&c.HolderWait)
+		case "newStoreWait":
+			return t.decode(&c.NewStoreWait)
 		case "reservation":
 			return t.decode(&c.Reservation)
 		case "ipsAnnotation":

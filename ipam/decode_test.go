@@ -2,9 +2,11 @@ package ipam
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -186,4 +188,46 @@ func FuzzDecodeNetConf(f *testing.F) {
 			checkDecodeReservation(t, top.IPAM.Reservation)
 		}
 	})
+}
+
+// TestDecodeEveryIPAMKey: every key of the ipam block (each json tag of
+// ipamConf, and of the reservation block) set alone decodes as
+// json.Unmarshal decodes it, and takes the fast path: a key added to the
+// config but not to the decoder would be skipped as unknown, its value lost.
+func TestDecodeEveryIPAMKey(t *testing.T) {
+	values := map[reflect.Type]string{
+		reflect.TypeOf(""):                `"/var/lib/x"`,
+		reflect.TypeOf(new(string)):       `"/var/lib/x"`,
+		reflect.TypeOf(json.RawMessage{}): `"90s"`,
+	}
+	elsewhere := map[string]bool{"routes": true, "ranges": true} // TestDecodeNetConf's cases
+	check := func(typ reflect.Type, wrap func(key, value string) string, decodes func(conf string) bool) {
+		for i := 0; i < typ.NumField(); i++ {
+			f := typ.Field(i)
+			key := strings.Split(f.Tag.Get("json"), ",")[0]
+			if f.Anonymous || elsewhere[key] {
+				continue
+			}
+			v, ok := values[f.Type]
+			if key == "ipsAnnotation" {
+				v, ok = `{"namespaces":["a"]}`, true
+			}
+			if !ok {
+				t.Fatalf("%s.%s (%s): no value to try; add one", typ.Name(), f.Name, f.Type)
+			}
+			conf := wrap(key, v)
+			if !decodes(conf) {
+				t.Errorf("%s alone did not take the fast path: %s", key, conf)
+			}
+		}
+	}
+	base := `{"cniVersion":"1.0.0","name":"n","ipam":{"ranges":[[{"subnet":"10.2.0.0/24"}]],%s}}`
+	check(reflect.TypeOf(ipamConf{}), func(k, v string) string { return fmt.Sprintf(base, `"`+k+`":`+v) },
+		func(conf string) bool { return checkDecodeNetConf(t, []byte(conf)) })
+	check(reflect.TypeOf(rawReservation{}), func(k, v string) string {
+		if k == "maxPerNamespace" {
+			v = "7"
+		}
+		return `{"` + k + `":` + v + `}`
+	}, func(conf string) bool { return checkDecodeReservation(t, json.RawMessage(conf)) })
 }
