@@ -88,6 +88,19 @@ func StatefulSetOrdinal(pod, set string) (int, bool) {
 	return int(n), err == nil
 }
 
+// StatefulSetOf returns the StatefulSet and ordinal a pod name would have
+// if a StatefulSet gave it: the name up to its last "-", and the ordinal
+// after it (StatefulSetOrdinal). false: no StatefulSet gives such a name.
+func StatefulSetOf(pod string) (set string, ordinal int, ok bool) {
+	i := strings.LastIndexByte(pod, '-')
+	if i <= 0 {
+		return "", 0, false
+	}
+	set = pod[:i]
+	ordinal, ok = StatefulSetOrdinal(pod, set)
+	return set, ordinal, ok
+}
+
 // ParseCheckpointOf parses a value of AnnotationCheckpointOf ("namespace/name").
 func ParseCheckpointOf(v string) (namespace, name string, err error) {
 	ns, n, ok := strings.Cut(v, "/")

@@ -2,6 +2,7 @@ package ipam
 
 import (
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/stickyip/stickyip/contract"
@@ -24,7 +25,8 @@ const (
 	// are free, as an expired reservation's are.
 	Release
 	// Expire ends their hold: the StatefulSet was seen deleted at At with
-	// whenDeleted Retain, and each lasts its own duration from then.
+	// whenDeleted Retain, or (MovedTo) another node claimed the identity
+	// later; each lasts its own duration from At.
 	Expire
 )
 
@@ -51,19 +53,26 @@ type RetentionChange struct {
 	UID string
 	// StatefulSet is what FollowPod and Refresh record.
 	StatefulSet *reservation.StatefulSetRef
-	// At is when Expire saw the StatefulSet deleted.
+	// At is when Expire saw the StatefulSet deleted, or the later claim.
 	At time.Time
+	// MovedTo is, for Expire, the node that claimed the identity later ("":
+	// the StatefulSet was deleted).
+	MovedTo string
 	// Why says, for the log, what checkpointd saw (Release, Expire).
 	Why string
 }
 
-// Retain applies checkpointd's retention changes to the network's records
+// Retain applies checkpointd's retention changes to a network's records
 // and returns how many records changed (reservation.ErrNoChange with none,
 // so that the store syncs nothing). checkpointd decides from what it sees
 // of the API server; every record rule stays here: only a held reservation
 // is released or given an end, only an allocation with a reservation of
-// the workload kind follows a StatefulSet.
-func (e *Engine) Retain(tx reservation.Txn, changes []RetentionChange) (int, error) {
+// the workload kind follows a StatefulSet. Like ReleasePod it needs no
+// network config: a retention can always end.
+func Retain(tx reservation.Txn, changes []RetentionChange, log *slog.Logger) (int, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
 	n := 0
 	for _, c := range changes {
 		recs, err := tx.ByNamespace(c.Namespace)
@@ -74,7 +83,7 @@ func (e *Engine) Retain(tx reservation.Txn, changes []RetentionChange) (int, err
 			if r.Identity.Name != c.Name {
 				continue
 			}
-			changed, err := e.retain(tx, r, c)
+			changed, err := retain(tx, r, c, log)
 			if err != nil {
 				return n, err
 			}
@@ -90,7 +99,7 @@ func (e *Engine) Retain(tx reservation.Txn, changes []RetentionChange) (int, err
 }
 
 // retain applies c to one record of its identity.
-func (e *Engine) retain(tx reservation.Txn, r *reservation.Record, c RetentionChange) (bool, error) {
+func retain(tx reservation.Txn, r *reservation.Record, c RetentionChange, log *slog.Logger) (bool, error) {
 	switch c.Action {
 	case FollowPod:
 		if r.State != reservation.Allocated || r.UID != c.UID || r.Duration <= 0 || r.Retention == contract.RetentionFixed ||
@@ -109,16 +118,16 @@ func (e *Engine) retain(tx reservation.Txn, r *reservation.Record, c RetentionCh
 		if !r.Held() {
 			return false, nil
 		}
-		e.log().Info("reservation released: its StatefulSet no longer retains it", "ip", r.IP, "pod", r.Identity.Pod(),
+		log.Info("reservation released: its StatefulSet no longer retains it", "ip", r.IP, "pod", r.Identity.Pod(),
 			"ifname", r.Identity.IfName, "statefulSet", r.StatefulSet.Name, "why", c.Why)
 		return true, tx.Delete(r.IP)
 	case Expire:
 		if !r.Held() {
 			return false, nil
 		}
-		r.StatefulSet.DeletedAt = c.At
+		r.StatefulSet.EndedAt, r.StatefulSet.MovedTo = c.At, c.MovedTo
 		r.ExpiresAt = c.At.Add(r.Duration)
-		e.log().Info("reservation kept for its duration: its StatefulSet was deleted", "ip", r.IP, "pod", r.Identity.Pod(),
+		log.Info("reservation kept for its duration only: its StatefulSet no longer keeps it here", "ip", r.IP, "pod", r.Identity.Pod(),
 			"ifname", r.Identity.IfName, "statefulSet", r.StatefulSet.Name, "until", r.ExpiresAt.UTC().Format(time.RFC3339), "why", c.Why)
 		return true, tx.Put(r)
 	}
@@ -129,7 +138,7 @@ func sameRef(a, b *reservation.StatefulSetRef) bool {
 	if a == nil || b == nil {
 		return a == b
 	}
-	return a.Name == b.Name && a.UID == b.UID && a.WhenScaled == b.WhenScaled && a.WhenDeleted == b.WhenDeleted && a.DeletedAt.Equal(b.DeletedAt)
+	return a.Name == b.Name && a.UID == b.UID && a.WhenScaled == b.WhenScaled && a.WhenDeleted == b.WhenDeleted && a.EndedAt.Equal(b.EndedAt) && a.MovedTo == b.MovedTo
 }
 
 func copyRef(w *reservation.StatefulSetRef) *reservation.StatefulSetRef {

@@ -35,7 +35,7 @@ func (w *world) retain(changes ...RetentionChange) (int, error) {
 	var n int
 	var inner error
 	err := w.store.Update("net1", func(tx reservation.Txn) error {
-		n, inner = w.eng.Retain(tx, changes)
+		n, inner = Retain(tx, changes, w.eng.env.Log)
 		return inner
 	})
 	if err != nil {
@@ -186,7 +186,7 @@ func TestExpireHeld(t *testing.T) {
 		t.Fatalf("Expire: %d, %v", n, err)
 	}
 	r := w.record(ip)
-	if r == nil || r.Held() || !r.ExpiresAt.Equal(deleted.Add(10*time.Minute)) || !r.StatefulSet.DeletedAt.Equal(deleted) {
+	if r == nil || r.Held() || !r.ExpiresAt.Equal(deleted.Add(10*time.Minute)) || !r.StatefulSet.EndedAt.Equal(deleted) {
 		t.Fatalf("after Expire: %+v; want a reservation until the deletion + 10m", r)
 	}
 	if n, _ := w.retain(RetentionChange{Action: Expire, Namespace: "prod", Name: "db-0", At: w.now.Add(time.Minute)}); n != 0 {

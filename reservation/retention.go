@@ -22,16 +22,22 @@ type StatefulSetRef struct {
 	// released on a guess).
 	WhenScaled  string `json:"whenScaled,omitempty"`
 	WhenDeleted string `json:"whenDeleted,omitempty"`
-	// DeletedAt is when checkpointd saw the StatefulSet deleted (whenDeleted
-	// Retain): the reservation then ends Duration after it, as a fixed one.
-	DeletedAt time.Time `json:"deletedAt,omitzero"`
+	// EndedAt is when the StatefulSet stopped keeping the reservation but
+	// did not release it: checkpointd saw it deleted (whenDeleted Retain),
+	// or, with MovedTo, saw another node claim the pod's identity later in
+	// the placement index (the pod runs there now). The reservation then
+	// ends Duration after EndedAt, as a fixed one.
+	EndedAt time.Time `json:"endedAt,omitzero"`
+	// MovedTo is the node that claimed the identity later ("": the hold
+	// ended with the StatefulSet's deletion).
+	MovedTo string `json:"movedTo,omitempty"`
 }
 
 // Follows reports whether the record's reservation follows a StatefulSet
 // (at DEL, and while it is reserved): it has one recorded, still there as
 // far as checkpointd saw, and the pod did not ask for a fixed duration.
 func (r *Record) Follows() bool {
-	return r.StatefulSet != nil && r.StatefulSet.DeletedAt.IsZero() && r.Retention != contract.RetentionFixed
+	return r.StatefulSet != nil && r.StatefulSet.EndedAt.IsZero() && r.Retention != contract.RetentionFixed
 }
 
 // Held reports whether the record is a reservation its StatefulSet keeps:

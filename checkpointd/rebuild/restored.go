@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/stickyip/stickyip/checkpointd/checkpoint"
+	"github.com/stickyip/stickyip/checkpointd/placement/entry"
 	"github.com/stickyip/stickyip/contract"
 	"github.com/stickyip/stickyip/ipam"
 	"github.com/stickyip/stickyip/reservation"
@@ -173,7 +174,9 @@ func (r *restorer) fromCheckpoint(rec *checkpoint.Record) map[string][]ipam.Rest
 // fromIndex reserves the addresses of an index entry no sandbox holds until
 // the entry's end. An entry written while a sandbox held its addresses
 // ("-") whose sandbox is gone ends at an unknown time: it is kept only when
-// a checkpoint of the pod gives its duration (dur), from now.
+// a checkpoint of the pod gives its duration (dur), from now. An entry its
+// StatefulSet kept (entry.Retained) is put back held: its StatefulSet,
+// which checkpointd reads again, decides its end.
 func (r *restorer) fromIndex(e IndexEntry, dur map[reservation.Identity]time.Duration) map[string][]ipam.Restored {
 	out := map[string][]ipam.Restored{}
 	for _, ip := range e.IPs {
@@ -184,6 +187,17 @@ func (r *restorer) fromIndex(e IndexEntry, dur map[reservation.Identity]time.Dur
 		}
 		id := reservation.Identity{Namespace: e.Namespace, Name: e.Identity, IfName: r.ifnames[n]}
 		if r.running[id] {
+			continue
+		}
+		if e.Until.Equal(entry.Retained) {
+			// Kept by its StatefulSet: back as held, its own duration the
+			// pod's (from a checkpoint) or the longest the network allows.
+			d := dur[reservation.Identity{Namespace: e.Namespace, Name: e.Identity}]
+			if d <= 0 {
+				d = r.confs[n].Reservation.MaxDuration
+			}
+			out[n] = append(out[n], ipam.Restored{Identity: id, PodName: e.Pod, IPs: []netip.Addr{ip}, Retained: true, Duration: d,
+				From: "placement index, kept by its StatefulSet"})
 			continue
 		}
 		until := e.Until

@@ -125,12 +125,13 @@ func appendStatefulSet(b []byte, key string, w *reservation.StatefulSetRef) ([]b
 	b = appendField(b, "uid", w.UID)
 	b = appendField(b, "whenScaled", w.WhenScaled)
 	b = appendField(b, "whenDeleted", w.WhenDeleted)
-	if !w.DeletedAt.IsZero() {
+	if !w.EndedAt.IsZero() {
 		var err error
-		if b, err = appendTime(b, "deletedAt", w.DeletedAt); err != nil {
+		if b, err = appendTime(b, "endedAt", w.EndedAt); err != nil {
 			return nil, err
 		}
 	}
+	b = appendField(b, "movedTo", w.MovedTo)
 	return append(b, '}'), nil
 }
 
@@ -269,8 +270,10 @@ func (d *recordReader) statefulSet(w *reservation.StatefulSetRef) bool {
 			return d.strTo(&w.WhenScaled)
 		case "whenDeleted":
 			return d.strTo(&w.WhenDeleted)
-		case "deletedAt":
-			return d.timeTo(&w.DeletedAt)
+		case "endedAt":
+			return d.timeTo(&w.EndedAt)
+		case "movedTo":
+			return d.strTo(&w.MovedTo)
 		}
 		return false
 	})

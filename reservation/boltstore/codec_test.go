@@ -62,7 +62,7 @@ func codecRecords() []*reservation.Record {
 			BootID: "b", AllocatedAt: at.In(time.FixedZone("x", 3600)), Imported: true, ImportedFrom: "/var/lib/cni/networks/cbr0/10.99.0.2"},
 		{IP: netip.MustParseAddr("10.244.1.9"), State: reservation.Reserved, Identity: reservation.Identity{Namespace: "db", Name: "db-2", IfName: "eth0"},
 			Duration: 10 * time.Minute, Retention: "workload", StatefulSet: &reservation.StatefulSetRef{Name: "db", UID: "5f1c", WhenScaled: "Retain",
-				WhenDeleted: "Delete", DeletedAt: at.Add(time.Minute)}, AllocatedAt: at, ReleasedAt: at, ExpiresAt: at.Add(10 * time.Minute)},
+				WhenDeleted: "Delete", EndedAt: at.Add(time.Minute)}, AllocatedAt: at, ReleasedAt: at, ExpiresAt: at.Add(10 * time.Minute)},
 		{IP: netip.MustParseAddr("10.0.0.9"), State: reservation.Cooling, AllocatedAt: at, ReleasedAt: at, ExpiresAt: at.Add(30 * time.Second),
 			LastIdentity: id},
 		{IP: netip.MustParseAddr("fe80::1%eth<0>&\"x"), State: "odd <state> \u2028 é \x01", ContainerID: "a\\b\"c", PodName: "p\xff",
@@ -87,7 +87,7 @@ func TestRecordCodec(t *testing.T) {
 		`{"state":"reserved","ip":"10.0.0.1","identity":{"name":"a"},"identity":{"namespace":"n"}}`, // keys in any order, repeated
 		`{"ip":"10.0.0.1","rangeSet":01}`, `{"ip":"10.0.0.1","rangeSet":1.5}`, `{"rangeSet":-0}`, `{"rangeSet":9223372036854775808}`,
 		`{"statefulSet":{"name":"a"},"statefulSet":{"uid":"u"}}`, `{"statefulSet":null}`, `{"statefulSet":{}}`, `{"statefulSet":{"name":"a","x":1}}`,
-		`{"statefulSet":{"deletedAt":"2026-01-01T00:00:00Z","whenScaled":"Delete","whenDeleted":"Retain"},"retention":"fixed"}`,
+		`{"statefulSet":{"endedAt":"2026-01-01T00:00:00Z","whenScaled":"Delete","whenDeleted":"Retain","movedTo":"n"},"retention":"fixed"}`,
 		`{"ip":"10.0.0.1","containerID":"a\u0041"}`, `{"ip":"10.0.0.1", "state":"allocated"}`, `{"IP":"10.0.0.1"}`, `{"ip":null}`,
 		`{"ip":"10.0.0.1","someday":"a field of a later stickyip"}`, `{"clamped":truex}`, `{"clamped":true} `, `{}`, `{"ip":"10.0.0.300"}`,
 		`{"allocatedAt":"2026-13-01T00:00:00Z"}`, `{"duration":1e9}`, `[]`, ``, `{"ip":"10.0.0.1",}`, `{"identity":{"legacy":false,"ifname":"x"}}`,
@@ -123,7 +123,7 @@ func TestRecordCodecEveryField(t *testing.T) {
 		case *bool:
 			*v = true
 		case **reservation.StatefulSetRef:
-			*v = &reservation.StatefulSetRef{Name: "db", UID: "u", WhenScaled: "Delete", WhenDeleted: "Retain", DeletedAt: time.Date(2026, 2, 3, 4, 5, 6, 7, time.UTC)}
+			*v = &reservation.StatefulSetRef{Name: "db", UID: "u", WhenScaled: "Delete", WhenDeleted: "Retain", EndedAt: time.Date(2026, 2, 3, 4, 5, 6, 7, time.UTC), MovedTo: "node2"}
 		default:
 			t.Fatalf("Record.%s has type %s, which this test (and the codec) does not know", typ.Field(i).Name, f.Type())
 		}
@@ -149,7 +149,7 @@ func FuzzRecordCodec(f *testing.F) {
 		id := reservation.Identity{Namespace: s2, Name: s3, IfName: s1, Legacy: flag}
 		var sts *reservation.StatefulSetRef
 		if flag {
-			sts = &reservation.StatefulSetRef{Name: s3, UID: s1, WhenScaled: s2, WhenDeleted: state, DeletedAt: tm.Add(time.Duration(-n))}
+			sts = &reservation.StatefulSetRef{Name: s3, UID: s1, WhenScaled: s2, WhenDeleted: state, EndedAt: tm.Add(time.Duration(-n)), MovedTo: s2}
 		}
 		checkEncode(t, &reservation.Record{IP: addr, RangeSet: rangeSet, State: reservation.State(state), ContainerID: s1, IfName: s2,
 			Netns: s3, BootID: s1, Identity: id, UID: s2, PodName: s3, Duration: time.Duration(n), RequestedDuration: time.Duration(-n),

@@ -367,16 +367,21 @@ func TestStatusShowsRetiredNodeRange(t *testing.T) {
 func TestListShowsWhereTheEndComesFrom(t *testing.T) {
 	dir := t.TempDir()
 	now := time.Now()
-	id := func(name string) reservation.Identity { return reservation.Identity{Namespace: "prod", Name: name, IfName: "eth0"} }
+	id := func(name string) reservation.Identity {
+		return reservation.Identity{Namespace: "prod", Name: name, IfName: "eth0"}
+	}
 	recs := []*reservation.Record{
 		{IP: netip.MustParseAddr("10.0.0.2"), State: reservation.Reserved, Identity: id("db-2"), Duration: 10 * time.Minute,
 			StatefulSet: &reservation.StatefulSetRef{Name: "db", UID: "u", WhenScaled: "Retain", WhenDeleted: "Delete"},
 			AllocatedAt: now, ReleasedAt: now.Add(-time.Hour), ExpiresAt: now.Add(-50 * time.Minute)},
 		{IP: netip.MustParseAddr("10.0.0.3"), State: reservation.Reserved, Identity: id("db-3"), Duration: 10 * time.Minute,
-			StatefulSet: &reservation.StatefulSetRef{Name: "db", WhenDeleted: "Retain", DeletedAt: now},
+			StatefulSet: &reservation.StatefulSetRef{Name: "db", WhenDeleted: "Retain", EndedAt: now},
 			AllocatedAt: now, ReleasedAt: now, ExpiresAt: now.Add(10 * time.Minute)},
 		{IP: netip.MustParseAddr("10.0.0.4"), State: reservation.Reserved, Identity: id("web"), Duration: 10 * time.Minute,
 			Retention: "fixed", DurationFrom: "namespace", AllocatedAt: now, ReleasedAt: now, ExpiresAt: now.Add(10 * time.Minute)},
+		{IP: netip.MustParseAddr("10.0.0.6"), State: reservation.Reserved, Identity: id("db-6"), Duration: 10 * time.Minute,
+			StatefulSet: &reservation.StatefulSetRef{Name: "db", EndedAt: now, MovedTo: "node2"},
+			AllocatedAt: now, ReleasedAt: now, ExpiresAt: now.Add(10 * time.Minute)},
 		{IP: netip.MustParseAddr("10.0.0.5"), State: reservation.Allocated, ContainerID: "c5", Identity: id("db-0"), Duration: time.Hour,
 			StatefulSet: &reservation.StatefulSetRef{Name: "db", UID: "u", WhenScaled: "Delete"}, AllocatedAt: now},
 	}
@@ -390,6 +395,7 @@ func TestListShowsWhereTheEndComesFrom(t *testing.T) {
 		{"10.0.0.2", "statefulset", "while StatefulSet db retains it (whenScaled: Retain, whenDeleted: Delete; 10m0s)", false, true},
 		{"10.0.0.3", "fixed", "10m0s after StatefulSet db was deleted (whenDeleted: Retain)", true, false},
 		{"10.0.0.4", "fixed", "10m0s (fixed)", true, false},
+		{"10.0.0.6", "fixed", "10m0s after db-6 was claimed by node node2 (StatefulSet db)", true, false},
 		{"10.0.0.5", "statefulset", "while StatefulSet db retains it (whenScaled: Delete, whenDeleted: Retain (not known); 1h0m0s)", false, false},
 	} {
 		e := listed(t, dir, tc.ip)

@@ -43,7 +43,8 @@ type Entry struct {
 	// Keep says where the reservation's end comes from, as the table's
 	// KEEP column: "10m0s", "while StatefulSet db retains it (whenScaled:
 	// Retain, whenDeleted: Delete; 10m0s)", "10m0s after StatefulSet db was
-	// deleted (whenDeleted: Retain)".
+	// deleted (whenDeleted: Retain)", "10m0s after db-0 was claimed by node
+	// node2 (StatefulSet db)".
 	Keep        string     `json:"keep,omitempty"`
 	Imported    bool       `json:"imported,omitempty"`
 	AllocatedAt time.Time  `json:"allocatedAt"`
@@ -204,7 +205,9 @@ func retentionOf(r *reservation.Record) (retention, keep string) {
 	case r.Follows():
 		return "statefulset", fmt.Sprintf("while StatefulSet %s retains it (whenScaled: %s, whenDeleted: %s; %s)",
 			w.Name, policy(w.WhenScaled), policy(w.WhenDeleted), r.Duration)
-	case w != nil && !w.DeletedAt.IsZero() && r.Retention != contract.RetentionFixed:
+	case w != nil && !w.EndedAt.IsZero() && w.MovedTo != "" && r.Retention != contract.RetentionFixed:
+		return "fixed", fmt.Sprintf("%s after %s was claimed by node %s (StatefulSet %s)", r.Duration, r.Identity.Name, w.MovedTo, w.Name)
+	case w != nil && !w.EndedAt.IsZero() && r.Retention != contract.RetentionFixed:
 		return "fixed", fmt.Sprintf("%s after StatefulSet %s was deleted (whenDeleted: %s)", r.Duration, w.Name, policy(w.WhenDeleted))
 	case r.Retention == contract.RetentionFixed:
 		return "fixed", r.Duration.String() + " (fixed)"
