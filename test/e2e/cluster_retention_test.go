@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -40,11 +41,14 @@ const (
 //
 //  0. 100 StatefulSets (no replicas) created in a namespace of their own;
 //     each node's StatefulSet requests are counted from the API server's
-//     audit log over the whole step: one watch per node, none more for
-//     the 100 (the API cost of following the workload: O(1) per node).
+//     audit log over the whole step: none for the 100 (they arrive over
+//     the watch each node holds), and one watch for the node whose
+//     checkpointd is restarted in the step (the API cost of following
+//     the workload: O(1) per node).
 //  1. whenScaled Retain (the Kubernetes default): StatefulSet db of 3,
 //     pods with a 20 s reservation and stickyip.io/placement: required,
-//     scaled to 1 and held there 3 times the reservation: `stickyip gc` on
+//     scaled to 1 and held there 3 times the reservation (db-2's node's
+//     checkpointd restarted meanwhile): `stickyip gc` on
 //     each node then drops a plain pod's reservation of the same 20 s,
 //     deleted at the same time, and keeps db-1's and db-2's, their index
 //     entries counting; `stickyip list` says they follow StatefulSet db.
@@ -103,6 +107,12 @@ func (c *cluster) retention() {
 			t.Fatalf("%s's reservation on %s: %+v; want it kept while StatefulSet db retains it, with no end", name, m.Node, e)
 		}
 	}
+	// checkpointd restarted on db-2's node (it lists the StatefulSets
+	// anew, 100 more than before): db-2 stays held.
+	restarted := c.node(first["db-2"].Node)
+	restartedAt := time.Now()
+	restarted.checkpointd.stop(t, syscall.SIGTERM, 30*time.Second)
+	restarted.startCheckpointd()
 	hold := 3 * retentionKeep
 	time.Sleep(time.Until(gone.Add(hold)))
 	for _, n := range c.nodes {
@@ -130,7 +140,9 @@ func (c *cluster) retention() {
 		if back[name].Node != m.Node || back[name].IP != m.IP {
 			t.Fatalf("scaled back to 3: %s runs on %s with %s, want %s with %s (%s)", name, back[name].Node, back[name].IP, m.Node, m.IP, describeMembers(back))
 		}
-		c.requireHinted(retentionNamespace, name, m.Node, true)
+		if name != "db-0" { // db-0 ran throughout
+			c.requireHinted(retentionNamespace, name, m.Node, true)
+		}
 	}
 	t.Logf("scaled back to 3 after %s at 1: the same three addresses on the same nodes: %s", time.Since(gone).Round(time.Second), describeMembers(back))
 	c.remove(retentionNamespace, "statefulset", "db")
@@ -195,6 +207,12 @@ func (c *cluster) retention() {
 			t.Errorf("%s made %v StatefulSet requests in the step, %v while %d StatefulSets were created: want one watch (and at most its renewal), no get",
 				n.name, all, during, retentionStatefulSets)
 		}
+	}
+	if got := restarted.statefulSetRequests(restartedAt, end); sum(got) < 1 || sum(got) > 2 || got["get"] != 0 {
+		t.Errorf("%s's checkpointd, restarted with %d StatefulSets in the cluster, made %v StatefulSet requests: want its one watch (and its list, on a server without streaming lists)",
+			restarted.name, len(total.Items), got)
+	} else {
+		t.Logf("%s's checkpointd restarted with %d StatefulSets in the cluster: %v StatefulSet requests until the step's end", restarted.name, len(total.Items), got)
 	}
 	c.kubectl("delete", "namespace", retentionNamespace, "many", "--wait=true", "--timeout=3m")
 }
