@@ -111,6 +111,9 @@ func FuzzStatefulSetOrdinal(f *testing.F) {
 		f.Add(s[0], s[1])
 	}
 	f.Fuzz(func(t *testing.T, pod, set string) {
+		if s, n, ok := StatefulSetOf(pod); ok && (n < 0 || pod != s+"-"+strconv.Itoa(n)) {
+			t.Fatalf("StatefulSetOf(%q) = %q, %d", pod, s, n)
+		}
 		n, ok := StatefulSetOrdinal(pod, set)
 		if !ok {
 			return

@@ -85,7 +85,10 @@ func StatefulSetOrdinal(pod, set string) (int, bool) {
 		return 0, false
 	}
 	n, err := strconv.ParseInt(s, 10, 32) // spec.ordinals.start and replicas are int32
-	return int(n), err == nil
+	if err != nil {
+		return 0, false
+	}
+	return int(n), true
 }
 
 // StatefulSetOf returns the StatefulSet and ordinal a pod name would have
