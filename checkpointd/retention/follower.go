@@ -153,6 +153,7 @@ func (f *Follower) Pass() []ipam.RetentionChange {
 	}
 	f.held.Set(float64(held))
 	var applied []ipam.RetentionChange
+	failed := false
 	for _, n := range slices.Sorted(maps.Keys(byNetwork)) {
 		cs := byNetwork[n]
 		if len(cs) == 0 {
@@ -160,6 +161,7 @@ func (f *Follower) Pass() []ipam.RetentionChange {
 		}
 		if _, err := f.opts.Store.Retain(n, cs); err != nil {
 			f.fail("cannot apply retention changes to network "+n, err)
+			failed = true
 			continue
 		}
 		for _, c := range cs {
@@ -168,7 +170,9 @@ func (f *Follower) Pass() []ipam.RetentionChange {
 		}
 		applied = append(applied, cs...)
 	}
-	f.ok()
+	if !failed {
+		f.ok()
+	}
 	return applied
 }
 
