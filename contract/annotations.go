@@ -40,6 +40,22 @@ const (
 	// DurationFromCluster: the duration is the cluster's default, set at install.
 	DurationFromCluster = "cluster"
 
+	// AnnotationRetention says how a pod's reservation ends:
+	// RetentionWorkload (the default) or RetentionFixed. Parsed by
+	// ParseRetention. The stickyip-statefulsets admission policy sets it to
+	// RetentionFixed for a namespace (or cluster) setting ending in
+	// "-fixed", on a pod that carries none of its own.
+	AnnotationRetention = "stickyip.io/retention"
+	// RetentionWorkload: a StatefulSet pod's reservation follows its
+	// StatefulSet, as its volumes do (spec.persistentVolumeClaimRetentionPolicy:
+	// kept through a scale-down with whenScaled Retain, released by it with
+	// Delete; released with the StatefulSet with whenDeleted Delete, kept for
+	// its duration from then with Retain); any other pod's is fixed.
+	RetentionWorkload = "workload"
+	// RetentionFixed: the reservation lasts its duration after the DEL,
+	// whatever the pod's controller does (the behaviour before issue 51).
+	RetentionFixed = "fixed"
+
 	// AnnotationIPs asks for specific addresses, one per range set,
 	// comma-separated. Parsed by ParseIPs.
 	AnnotationIPs = "stickyip.io/ips"
@@ -75,6 +91,13 @@ const (
 // AnnotationPlacement). deploy/placement's stickyip-statefulsets policy
 // applies it; its stickyip-statefulsets-label policy refuses any other value.
 const LabelStatefulSets = "stickyip.io/statefulsets"
+
+// The values of a StatefulSet's spec.persistentVolumeClaimRetentionPolicy
+// whenScaled and whenDeleted (apps/v1); absent means PolicyRetain.
+const (
+	PolicyRetain = "Retain"
+	PolicyDelete = "Delete"
+)
 
 // OptInAnnotations are the annotations that opt a pod in to checkpointd when
 // their value is "true".

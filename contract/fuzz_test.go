@@ -3,6 +3,7 @@ package contract
 import (
 	"errors"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -83,6 +84,42 @@ func FuzzParseIPs(f *testing.F) {
 			if !a.IsValid() || a.Is4In6() || a.Zone() != "" || slices.Contains(got[:i], a) {
 				t.Fatalf("%q: accepted %v", s, got)
 			}
+		}
+	})
+}
+
+func FuzzParseRetention(f *testing.F) {
+	for _, s := range []string{"fixed", "workload", "", "Fixed", "fixed\x00"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		got, err := ParseRetention(s)
+		if err != nil {
+			if !errors.Is(err, ErrInvalidAnnotation) || !strings.Contains(err.Error(), AnnotationRetention) {
+				t.Fatalf("%q: unclassified error %v", s, err)
+			}
+			return
+		}
+		if got != s || (s != RetentionFixed && s != RetentionWorkload) {
+			t.Fatalf("%q: accepted as %q", s, got)
+		}
+	})
+}
+
+func FuzzStatefulSetOrdinal(f *testing.F) {
+	for _, s := range [][2]string{{"db-0", "db"}, {"db-2", "db"}, {"db-02", "db"}, {"db-+2", "db"}, {"db-2147483648", "db"}, {"db-x", "db"}, {"db-", "db"}} {
+		f.Add(s[0], s[1])
+	}
+	f.Fuzz(func(t *testing.T, pod, set string) {
+		if s, n, ok := StatefulSetOf(pod); ok && (n < 0 || pod != s+"-"+strconv.Itoa(n)) {
+			t.Fatalf("StatefulSetOf(%q) = %q, %d", pod, s, n)
+		}
+		n, ok := StatefulSetOrdinal(pod, set)
+		if !ok {
+			return
+		}
+		if n < 0 || pod != set+"-"+strconv.Itoa(n) {
+			t.Fatalf("StatefulSetOrdinal(%q, %q) = %d: not the name the controller gives ordinal %d", pod, set, n, n)
 		}
 	})
 }

@@ -65,6 +65,45 @@ func ParseDurationFrom(v string) (string, error) {
 	return v, nil
 }
 
+// ParseRetention parses a value of AnnotationRetention: RetentionWorkload
+// or RetentionFixed.
+func ParseRetention(v string) (string, error) {
+	if v != RetentionWorkload && v != RetentionFixed {
+		return "", fmt.Errorf("%w: %s=%q: want %q (the default: a StatefulSet pod's reservation follows its StatefulSet) or %q (its duration after the pod's deletion, whatever its StatefulSet does)",
+			ErrInvalidAnnotation, AnnotationRetention, Clip(v, ClipLen), RetentionWorkload, RetentionFixed)
+	}
+	return v, nil
+}
+
+// StatefulSetOrdinal returns the ordinal of pod in StatefulSet set: the
+// StatefulSet controller names its pods <set>-<ordinal>, the ordinal in
+// decimal without a sign or a leading zero. false: pod is not a name
+// StatefulSet set gives.
+func StatefulSetOrdinal(pod, set string) (int, bool) {
+	s, ok := strings.CutPrefix(pod, set+"-")
+	if !ok || s == "" || s[0] == '+' || (s[0] == '0' && s != "0") || !isDigits(s) {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(s, 10, 32) // spec.ordinals.start and replicas are int32
+	if err != nil {
+		return 0, false
+	}
+	return int(n), true
+}
+
+// StatefulSetOf returns the StatefulSet and ordinal a pod name would have
+// if a StatefulSet gave it: the name up to its last "-", and the ordinal
+// after it (StatefulSetOrdinal). false: no StatefulSet gives such a name.
+func StatefulSetOf(pod string) (set string, ordinal int, ok bool) {
+	i := strings.LastIndexByte(pod, '-')
+	if i <= 0 {
+		return "", 0, false
+	}
+	set = pod[:i]
+	ordinal, ok = StatefulSetOrdinal(pod, set)
+	return set, ordinal, ok
+}
+
 // ParseCheckpointOf parses a value of AnnotationCheckpointOf ("namespace/name").
 func ParseCheckpointOf(v string) (namespace, name string, err error) {
 	ns, n, ok := strings.Cut(v, "/")

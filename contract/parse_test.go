@@ -124,3 +124,27 @@ func TestParseDurationFrom(t *testing.T) {
 		}
 	}
 }
+
+// The names a StatefulSet gives its pods (issue 51): <set>-<ordinal>, the
+// ordinal in decimal as the controller writes it.
+func TestStatefulSetOrdinal(t *testing.T) {
+	for _, tc := range []struct {
+		pod, set string
+		want     int
+		ok       bool
+	}{
+		{"db-0", "db", 0, true}, {"db-12", "db", 12, true}, {"web-0-3", "web-0", 3, true}, {"db-2147483647", "db", 2147483647, true},
+		{"db-2147483648", "db", 0, false}, {"db-02", "db", 0, false}, {"db-+2", "db", 0, false}, {"db-", "db", 0, false},
+		{"db-x", "db", 0, false}, {"dbx-1", "db", 0, false}, {"db-1", "d", 0, false},
+	} {
+		if n, ok := StatefulSetOrdinal(tc.pod, tc.set); n != tc.want || ok != tc.ok {
+			t.Errorf("StatefulSetOrdinal(%q, %q) = %d, %v; want %d, %v", tc.pod, tc.set, n, ok, tc.want, tc.ok)
+		}
+	}
+	if set, n, ok := StatefulSetOf("web-0-3"); set != "web-0" || n != 3 || !ok {
+		t.Errorf("StatefulSetOf(web-0-3) = %q, %d, %v", set, n, ok)
+	}
+	if _, _, ok := StatefulSetOf("cache-6b58469b67-kfzpb"); ok {
+		t.Error("a ReplicaSet's pod name read as a StatefulSet's")
+	}
+}

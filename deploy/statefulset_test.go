@@ -67,6 +67,8 @@ func TestStatefulSetLabelValuesAreThePlugins(t *testing.T) {
 		{"", false}, {"30x", false}, {"-5", false}, {"+5", false}, {"30m-requird", false}, {"30m-", false}, {"30m_required", false},
 		{"required", false}, {"1e3", false}, {".5h", false}, {"999999999", false}, {"999999h", false},
 		{"1h1m1s1ms", false}, {"30m-required-required", false}, {"30 ", false}, {"30m,required", false},
+		{"30m-fixed", true}, {"30m-required-fixed", true}, {"10-preferred-fixed", true}, {"0-fixed", true},
+		{"30m-fixed-required", false}, {"30m-fixed-fixed", false}, {"fixed", false}, {"30m-Fixed", false}, {"30m-workload", false},
 	} {
 		if got := label.MatchString(tc.value); got != tc.ok {
 			t.Errorf("label %q: accepted %v, want %v", tc.value, got, tc.ok)
@@ -75,7 +77,11 @@ func TestStatefulSetLabelValuesAreThePlugins(t *testing.T) {
 		if !tc.ok {
 			continue
 		}
-		duration, mode, _ := strings.Cut(tc.value, "-")
+		rest, fixed := strings.CutSuffix(tc.value, "-"+contract.RetentionFixed)
+		duration, mode, _ := strings.Cut(rest, "-")
+		if fixed != regexp.MustCompile(`-fixed$`).MatchString(tc.value) {
+			t.Errorf("label %q: -fixed read as %v", tc.value, fixed)
+		}
 		d, err := contract.ParseReservedDuration(duration)
 		if err != nil {
 			t.Errorf("label %q: the plugin refuses the duration %q it would add: %v", tc.value, duration, err)
@@ -112,6 +118,8 @@ func TestStatefulSetPolicyUsesTheContract(t *testing.T) {
 		"/metadata/annotations/" + esc(contract.AnnotationDurationFrom),
 		"'" + contract.DurationFromNamespace + "'", "'" + contract.DurationFromCluster + "'",
 		"(-(" + contract.PlacementRequired + "|" + contract.PlacementPreferred + "))",
+		"'" + contract.AnnotationRetention + "'", "/metadata/annotations/" + esc(contract.AnnotationRetention),
+		"'" + contract.RetentionFixed + "'", "'-" + contract.RetentionFixed + "'", "(-" + contract.RetentionFixed + ")?$",
 	} {
 		if !strings.Contains(cel.String(), want) {
 			t.Errorf("stickyip-statefulsets does not use %s", want)

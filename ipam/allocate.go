@@ -32,6 +32,9 @@ type AddRequest struct {
 	RequestedDuration time.Duration
 	Clamped           bool
 	DurationFrom      string
+	// Retention is "" (the reservation follows the pod's StatefulSet, once
+	// checkpointd has recorded it) or contract.RetentionFixed.
+	Retention string
 	// Requested are specific addresses asked for (at most one per range set).
 	Requested []netip.Addr
 }
@@ -60,6 +63,10 @@ func (c *Config) AddRequest(containerID, ifname, netns string, log *slog.Logger)
 	if err != nil {
 		return AddRequest{}, err
 	}
+	retention, err := c.Retention()
+	if err != nil {
+		return AddRequest{}, err
+	}
 	annotated, err := c.AnnotatedIPs()
 	if err != nil {
 		return AddRequest{}, err
@@ -70,7 +77,7 @@ func (c *Config) AddRequest(containerID, ifname, netns string, log *slog.Logger)
 		Requested: append(c.RequestedIPs(), annotated...),
 	}
 	if d > 0 {
-		req.DurationFrom = from
+		req.DurationFrom, req.Retention = from, retention
 	}
 	if !who.IsZero() {
 		req.Identity = reservation.Identity{Namespace: who.Namespace, Name: who.Name, IfName: ifname}
@@ -89,7 +96,7 @@ func (c *Config) AddRequest(containerID, ifname, netns string, log *slog.Logger)
 	}
 	if d > 0 && req.Identity.IsZero() {
 		log.Warn("reservation annotation ignored: no K8S_POD_NAMESPACE/K8S_POD_NAME in CNI_ARGS", "container", containerID)
-		req.Duration, req.DurationFrom = 0, ""
+		req.Duration, req.DurationFrom, req.Retention = 0, "", ""
 	}
 	return req, nil
 }
@@ -128,7 +135,7 @@ func (e *Engine) Add(tx reservation.Txn, req AddRequest) ([]*reservation.Record,
 			ContainerID: req.ContainerID, IfName: req.IfName, Netns: req.Netns, BootID: e.env.BootID,
 			Identity: req.Identity, UID: req.UID, PodName: req.PodName,
 			Duration: req.Duration, RequestedDuration: req.RequestedDuration, Clamped: req.Clamped, DurationFrom: req.DurationFrom,
-			AllocatedAt: now,
+			Retention: req.Retention, StatefulSet: followed(held, req), AllocatedAt: now,
 		}
 		if err := tx.Put(rec); err != nil {
 			return nil, err
@@ -150,6 +157,26 @@ func (e *Engine) Add(tx reservation.Txn, req AddRequest) ([]*reservation.Record,
 		}
 	}
 	return out, nil
+}
+
+// followed returns the StatefulSet the identity's new allocation follows
+// until checkpointd has seen its pod: the one the identity's reservation
+// followed (a StatefulSet pod back after a scale-down, an eviction, a
+// reboot), so that a pod deleted again before checkpointd's next pass
+// keeps what its StatefulSet retains. A request that takes no reservation,
+// or a fixed one, follows nothing; nor does the identity of a StatefulSet
+// seen deleted (checkpointd records the pod's new one).
+func followed(held []*reservation.Record, req AddRequest) *reservation.StatefulSetRef {
+	if req.Duration <= 0 || req.Retention == contract.RetentionFixed {
+		return nil
+	}
+	for _, h := range held {
+		if h.Follows() {
+			w := *h.StatefulSet
+			return &w
+		}
+	}
+	return nil
 }
 
 // retried returns the records an earlier ADD of the same attachment

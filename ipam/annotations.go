@@ -39,6 +39,21 @@ func (c *Config) DurationFrom() (string, error) {
 	return contract.ParseDurationFrom(v)
 }
 
+// Retention returns how the pod's reservation ends (contract.AnnotationRetention):
+// "" for the default (a StatefulSet pod's follows its StatefulSet), or
+// contract.RetentionFixed.
+func (c *Config) Retention() (string, error) {
+	v, ok := c.Annotations[contract.AnnotationRetention]
+	if !ok {
+		return "", nil
+	}
+	r, err := contract.ParseRetention(v)
+	if err != nil || r == contract.RetentionWorkload {
+		return "", err
+	}
+	return r, nil
+}
+
 // Who is the identity a pod's addresses belong to.
 type Who struct {
 	// Namespace and Name are the identity (reservation.Identity): the pod's

@@ -23,6 +23,9 @@ func (e *Engine) housekeepingDue(tx reservation.Txn, now time.Time) (bool, error
 	}
 	due := false
 	err := tx.ByExpiry(func(r *reservation.Record) bool {
+		if r.Held() {
+			return true // its StatefulSet keeps it: look further
+		}
 		due = r.Expired(now)
 		return false
 	})
@@ -32,7 +35,8 @@ func (e *Engine) housekeepingDue(tx reservation.Txn, now time.Time) (bool, error
 // Housekeep brings the network's records up to date before a change:
 // releases allocations of a previous boot (their reservation clock starts at
 // the new boot), imports host-local's data once, and drops expired
-// reservations and cooling records. It returns how many it dropped.
+// reservations and cooling records (never a Held one: its StatefulSet
+// decides). It returns how many it dropped.
 //
 // The boot sweep goes first: it walks every record, and the records an import
 // adds carry this boot's ID, so sweeping them too would only double the cost
@@ -102,6 +106,9 @@ func (e *Engine) rebootSweep(tx reservation.Txn, now time.Time) error {
 func (e *Engine) purgeExpired(tx reservation.Txn, now time.Time) (int, error) {
 	var expired []*reservation.Record
 	err := tx.ByExpiry(func(r *reservation.Record) bool {
+		if r.Held() {
+			return true // past its own end, kept by its StatefulSet
+		}
 		if !r.Expired(now) {
 			return false
 		}

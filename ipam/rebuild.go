@@ -63,6 +63,14 @@ type Restored struct {
 	// source says (zero: unknown, now): the placement publisher then sees
 	// the same claim as the entry it came from, and keeps its seq.
 	Since time.Time
+	// Retained: the source kept it as a reservation its StatefulSet keeps
+	// (the placement index's entry.Retained): it is put back held (Until
+	// is not used), following the StatefulSet its identity's name gives
+	// (reservation.StatefulSetRef without UID or policy: checkpointd takes
+	// them from the StatefulSet of that name), with Duration as its own
+	// duration (whenDeleted Retain keeps it that long from the deletion).
+	Retained bool
+	Duration time.Duration
 	// From names the source, for the report.
 	From string
 }

@@ -99,3 +99,35 @@ func TestDurationFromKeptWithTheReservation(t *testing.T) {
 		t.Fatalf("records after DEL: %+v; want one reservation from the namespace default", recs)
 	}
 }
+
+// TestAddRequestRetention: stickyip.io/retention: fixed is recorded with a
+// reservation (workload, the default, records nothing), ignored without
+// one, and any other value is refused naming the annotation (CNI error 7).
+func TestAddRequestRetention(t *testing.T) {
+	pod := "K8S_POD_NAMESPACE=prod;K8S_POD_NAME=db-0;K8S_POD_UID=u1"
+	add := func(ann string) (AddRequest, error) {
+		c, err := LoadConfig([]byte(`{"cniVersion":"1.0.0","name":"n","ipam":{"type":"stickyip","subnet":"10.2.0.0/24"},
+			"runtimeConfig":{"io.kubernetes.cri.pod-annotations":{`+ann+`}}}`), pod)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c.AddRequest("c1", "eth0", "", slog.New(slog.DiscardHandler))
+	}
+	for _, tc := range []struct{ ann, want string }{
+		{`"io.kubernetes.cri/reserved-ip-duration":"10","stickyip.io/retention":"fixed"`, contract.RetentionFixed},
+		{`"io.kubernetes.cri/reserved-ip-duration":"10","stickyip.io/retention":"workload"`, ""},
+		{`"io.kubernetes.cri/reserved-ip-duration":"10"`, ""},
+		{`"io.kubernetes.cri/reserved-ip-duration":"0","stickyip.io/retention":"fixed"`, ""},
+	} {
+		req, err := add(tc.ann)
+		if err != nil || req.Retention != tc.want {
+			t.Errorf("{%s}: Retention %q, err %v; want %q", tc.ann, req.Retention, err, tc.want)
+		}
+	}
+	for _, bad := range []string{"Fixed", "", "statefulset", "fixed "} {
+		_, err := add(`"io.kubernetes.cri/reserved-ip-duration":"10","stickyip.io/retention":"` + bad + `"`)
+		if !errors.Is(err, contract.ErrInvalidAnnotation) || !strings.Contains(err.Error(), contract.AnnotationRetention) {
+			t.Errorf("stickyip.io/retention %q: err %v, want one naming the annotation", bad, err)
+		}
+	}
+}

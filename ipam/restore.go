@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/stickyip/stickyip/contract"
 	"github.com/stickyip/stickyip/reservation"
 )
 
@@ -61,6 +62,16 @@ func (e *Engine) refuseWhileWaiting(tx reservation.Txn, now time.Time) error {
 func (e *Engine) restore(tx reservation.Txn, r Restored, now time.Time, rep *RebuildReport) error {
 	who := fmt.Sprintf("%s (%s)", r.Identity.Pod(), r.From)
 	never := e.unassignables()
+	var follows *reservation.StatefulSetRef
+	if r.Retained {
+		set, _, ok := contract.StatefulSetOf(r.Identity.Name)
+		if !ok {
+			rep.Problems = append(rep.Problems, fmt.Sprintf("%s kept by its StatefulSet, but no StatefulSet names its pods so: not put back", who))
+			return nil
+		}
+		follows = &reservation.StatefulSetRef{Name: set}
+		r.Until = now.Add(r.Duration) // its own end, counted from the rebuild
+	}
 	for _, ip := range r.IPs {
 		set := e.setOf(&reservation.Record{IP: ip}, never)
 		cur, err := tx.Get(ip)
@@ -71,17 +82,22 @@ func (e *Engine) restore(tx reservation.Txn, r Restored, now time.Time, rep *Reb
 		switch {
 		case err != nil:
 			return err
-		case !now.Before(r.Until):
+		case !now.Before(r.Until) && !r.Retained:
 			continue // over: nothing to put back
 		case set < 0:
 			rep.Problems = append(rep.Problems, fmt.Sprintf("%s reserved for %s: not an address this network hands out (%s)", ip, who, rangesString(e.rangeSets)))
 			continue
 		case cur != nil && cur.Identity == r.Identity:
-			if cur.State == reservation.Reserved && r.Until.Before(cur.ExpiresAt) {
+			switch {
+			case cur.State == reservation.Reserved && follows != nil && cur.StatefulSet == nil:
+				cur.StatefulSet = follows // the index kept it for its StatefulSet: held
+			case cur.State == reservation.Reserved && r.Until.Before(cur.ExpiresAt) && !r.Retained:
 				cur.ExpiresAt = r.Until // the earlier end of two sources: never later than it would have been
-				if err := tx.Put(cur); err != nil {
-					return err
-				}
+			default:
+				continue
+			}
+			if err := tx.Put(cur); err != nil {
+				return err
 			}
 			continue
 		case cur != nil:
@@ -98,6 +114,7 @@ func (e *Engine) restore(tx reservation.Txn, r Restored, now time.Time, rep *Reb
 		rec := &reservation.Record{
 			IP: ip, RangeSet: set, State: reservation.Reserved, Identity: r.Identity, PodName: r.PodName,
 			Duration: r.Until.Sub(now).Round(time.Second), AllocatedAt: since, ReleasedAt: now, ExpiresAt: r.Until,
+			StatefulSet: follows,
 		}
 		e.log().Info("reservation restored", "ip", ip, "pod", r.Identity.Pod(), "ifname", r.Identity.IfName,
 			"until", r.Until.UTC().Format(time.RFC3339), "from", r.From)

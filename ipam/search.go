@@ -114,9 +114,12 @@ func (e *Engine) searchFree(tx reservation.Txn, i int) (netip.Addr, bool, error)
 // no record. When the range set has none it first releases allocations whose
 // sandbox is gone; then takes the address that has cooled down longest
 // (ReuseDelay is a preference, not a promise, when nothing else is free: the
-// pod did not choose it); then, under the evict policy, gives up a
-// reservation chosen by evictionVictim. Unassignable addresses are never
-// returned, whatever an earlier stickyip recorded on them.
+// pod did not choose it); then gives up the reservation that a StatefulSet
+// has kept longest past its own duration (Overdue), whatever the policy: a
+// pod that exists needs an address more than a member that may never come
+// back; then, under the evict policy, gives up a reservation chosen by
+// evictionVictim. Unassignable addresses are never returned, whatever an
+// earlier stickyip recorded on them.
 func (e *Engine) findFree(tx reservation.Txn, i int, who reservation.Identity, now time.Time) (netip.Addr, error) {
 	if ip, ok, err := e.searchFree(tx, i); err != nil || ok {
 		return ip, err
@@ -130,7 +133,7 @@ func (e *Engine) findFree(tx reservation.Txn, i int, who reservation.Identity, n
 		return ip, err
 	}
 	never := e.unassignables()
-	var cooled *reservation.Record
+	var cooled, overdue *reservation.Record
 	var reserved []*reservation.Record // closest to expiry first
 	err := tx.ByExpiry(func(r *reservation.Record) bool {
 		switch {
@@ -138,7 +141,12 @@ func (e *Engine) findFree(tx reservation.Txn, i int, who reservation.Identity, n
 		case r.State == reservation.Cooling:
 			cooled = r // the first in expiry order was freed first
 			return false
-		case !r.Identity.Same(who):
+		case r.Identity.Same(who):
+		case r.Overdue(now):
+			if overdue == nil { // its duration ended first
+				overdue = r
+			}
+		default:
 			reserved = append(reserved, r)
 		}
 		return true
@@ -150,6 +158,12 @@ func (e *Engine) findFree(tx reservation.Txn, i int, who reservation.Identity, n
 		e.log().Info("pool full: handing out the address freed longest ago before its reuse delay ended", "ip", cooled.IP,
 			"freedAt", cooled.ReleasedAt.UTC().Format(time.RFC3339), "lastPod", cooled.LastIdentity.Pod(), "forPod", who.Pod())
 		return cooled.IP, tx.Delete(cooled.IP)
+	}
+	if overdue != nil {
+		e.log().Warn("pool full: giving up a reservation its StatefulSet keeps past the pod's reservation duration", "ip", overdue.IP,
+			"pod", overdue.Identity.Pod(), "ifname", overdue.Identity.IfName, "statefulSet", overdue.StatefulSet.Name,
+			"durationEnded", overdue.ExpiresAt.UTC().Format(time.RFC3339), "forPod", who.Pod())
+		return overdue.IP, tx.Delete(overdue.IP)
 	}
 	if len(reserved) == 0 || e.policy == PoolFullFail {
 		why := "every address is allocated"

@@ -114,6 +114,17 @@ type Record struct {
 	// namespace's default, or the cluster's); "" otherwise. Older binaries
 	// ignore the field, so it needs no schema step.
 	DurationFrom string `json:"durationFrom,omitempty"`
+	// Retention is how the reservation ends: "" (contract.RetentionWorkload,
+	// the default: it follows StatefulSet, once checkpointd has recorded
+	// one) or contract.RetentionFixed (Duration after the DEL, whatever
+	// the pod's controller does). Older binaries ignore the field, so it
+	// needs no schema step.
+	Retention string `json:"retention,omitempty"`
+	// StatefulSet is the StatefulSet the pod's reservation follows, as
+	// checkpointd last saw it (nil: none known; the reservation lasts
+	// Duration after the DEL). Older binaries ignore the field: to them the
+	// reservation ends at ExpiresAt.
+	StatefulSet *StatefulSetRef `json:"statefulSet,omitempty"`
 
 	AllocatedAt time.Time `json:"allocatedAt"`
 	ReleasedAt  time.Time `json:"releasedAt,omitzero"`
@@ -135,9 +146,10 @@ type Record struct {
 	ImportedFrom string `json:"importedFrom,omitempty"`
 }
 
-// Expired reports whether a reservation or a cooling-down period has run out at now.
+// Expired reports whether a reservation or a cooling-down period has run out
+// at now. A Held reservation never expires by time: its StatefulSet decides.
 func (r *Record) Expired(now time.Time) bool {
-	return r.Timed() && !now.Before(r.ExpiresAt)
+	return r.Timed() && !r.Held() && !now.Before(r.ExpiresAt)
 }
 
 // Timed reports whether the record lasts until ExpiresAt (reserved or cooling).
@@ -158,6 +170,8 @@ func (r *Record) Validate() error {
 		return fmt.Errorf("cooling record %s held by a sandbox or an identity", r.IP)
 	case r.State != Allocated && r.State != Reserved && r.State != Cooling:
 		return fmt.Errorf("record %s in unknown state %q", r.IP, r.State)
+	case r.StatefulSet != nil && r.StatefulSet.Name == "":
+		return fmt.Errorf("record %s follows a StatefulSet without a name", r.IP)
 	}
 	return nil
 }
@@ -171,6 +185,10 @@ func (r *Record) Holder() string {
 		if !r.LastIdentity.IsZero() {
 			fmt.Fprintf(&b, "; until then only %s, its last holder, may ask for it", r.LastIdentity.Pod())
 		}
+		return b.String()
+	}
+	if r.Held() {
+		fmt.Fprintf(&b, "reserved for %s while StatefulSet %s retains it", r.Identity.Pod(), r.StatefulSet.Name)
 		return b.String()
 	}
 	if r.State == Reserved {

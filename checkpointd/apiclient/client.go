@@ -1,6 +1,7 @@
 // Package apiclient is checkpointd's client of the API server: the core/v1
 // resources it uses (pods, its Node, Secrets, ConfigMaps, Events), on
-// client-go's REST client with a scheme that knows core/v1 alone.
+// client-go's REST client with a scheme that knows core/v1 alone, and the
+// StatefulSets it follows, decoded into a type of its own (apps.go).
 //
 // The typed clientset (k8s.io/client-go/kubernetes) registers every API
 // group of Kubernetes in its scheme and links a typed client, lister and
@@ -47,6 +48,7 @@ type Client struct {
 	req   *rest.RESTClient // every request, bounded by the config's Timeout
 	watch *rest.RESTClient // the informers' lists and watches: no request timeout
 	probe *rest.RESTClient // /readyz: no client-side rate limit
+	apps  *rest.RESTClient // StatefulSets' list and watch: no request timeout
 }
 
 // New returns a client with cfg (its Timeout bounds every request but the
@@ -72,7 +74,11 @@ func New(cfg *rest.Config) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Client{req: req, watch: watch, probe: probe}, nil
+	apps, err := appsClient(wc)
+	if err != nil {
+		return nil, err
+	}
+	return &Client{req: req, watch: watch, probe: probe, apps: apps}, nil
 }
 
 // restClient is a REST client of core/v1 with cfg.

@@ -43,6 +43,7 @@ type Config struct {
 	Volumes                   string // "copy" or "drop"
 	ListenAddress             string // "" disables the HTTP endpoints
 	Placement                 bool   // publish the node's sticky identities in the placement index (needs DataDir)
+	FollowStatefulSets        bool   // StatefulSet pods' reservations follow their StatefulSet (needs DataDir)
 	RebuildStore              bool   // rebuild a damaged or lost IPAM store (needs DataDir)
 	CNIResultsDir             string // the runtime's CNI result cache, a rebuild's source
 	Log                       *slog.Logger

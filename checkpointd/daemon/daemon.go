@@ -1,6 +1,7 @@
 // Package daemon wires checkpointd together: API client, CRI client, IPAM
-// store, policy, per-boot tracker, flannel lease keeper, reconcile loop, and
-// the /healthz and /metrics HTTP endpoints. It also holds Cleanup, which
+// store, policy, per-boot tracker, flannel lease keeper, reconcile loop,
+// placement publisher, StatefulSet retention follower, and the /healthz
+// and /metrics HTTP endpoints. It also holds Cleanup, which
 // removes what checkpointd put on a node.
 package daemon
 
@@ -32,6 +33,7 @@ import (
 	"github.com/stickyip/stickyip/checkpointd/policy"
 	"github.com/stickyip/stickyip/checkpointd/rebuild"
 	"github.com/stickyip/stickyip/checkpointd/reconcile"
+	"github.com/stickyip/stickyip/checkpointd/retention"
 	"github.com/stickyip/stickyip/reservation"
 )
 
@@ -60,7 +62,7 @@ func Run(ctx context.Context, cfg Config) error {
 		"checkpointDir", cfg.CheckpointDir, "staticPodDir", cfg.StaticPodDir, "volumeDir", cfg.VolumeDir,
 		"newBoot", p.fresh, "criEndpoint", cfg.CRIEndpoint, "dataDir", cfg.DataDir, "cniConfDir", cfg.CNIConfDir,
 		"flannelSubnetFile", cfg.FlannelSubnetFile, "gracePeriod", cfg.Grace, "apiStablePeriod", cfg.Stable,
-		"interval", cfg.Interval, "volumes", cfg.Volumes, "listen", cfg.ListenAddress, "placement", p.pub != nil,
+		"interval", cfg.Interval, "volumes", cfg.Volumes, "listen", cfg.ListenAddress, "placement", p.pub != nil, "followStatefulSets", p.follow != nil,
 		"rebuildStore", cfg.RebuildStore && cfg.DataDir != "", "cniResultsDir", cfg.CNIResultsDir)
 	return serve(ctx, cfg, p)
 }
@@ -74,6 +76,7 @@ type parts struct {
 	api     *kube.Client
 	rec     *reconcile.Reconciler
 	pub     *placement.Publisher // nil: placement off
+	follow  *retention.Follower  // nil: reservations follow no StatefulSet
 	m       *metrics.Metrics
 	memory  *memoryReleaser
 }
@@ -145,8 +148,9 @@ func build(cfg Config, pol policy.Policy) (*parts, error) {
 		}
 	}
 	m := metrics.New()
+	follow := cfg.FollowStatefulSets && store != nil
 	api := kube.New(cs, kube.Options{
-		Node: cfg.NodeName, ProbeInterval: cfg.ProbeInterval, Timeout: cfg.Timeout,
+		Node: cfg.NodeName, ProbeInterval: cfg.ProbeInterval, Timeout: cfg.Timeout, StatefulSets: follow,
 		Log: log.With("component", "api"),
 	})
 	var pub *placement.Publisher
@@ -159,6 +163,14 @@ func build(cfg Config, pol policy.Policy) (*parts, error) {
 		if err != nil {
 			return nil, errors.Join(fmt.Errorf("placement client: %w", err), runtime.Close())
 		}
+	}
+	var follower *retention.Follower
+	if follow {
+		ro := retention.Options{API: api, Store: store, Interval: cfg.Interval, Registry: m.Registry, Log: log.With("component", "retention")}
+		if pub != nil {
+			ro.ClaimedLater = pub.ClaimedLater
+		}
+		follower = retention.New(ro)
 	}
 	events := kube.NewRecorder(cs, cfg.NodeName, cfg.Timeout, log.With("component", "events"))
 	var repair reconcile.Repairer
@@ -182,7 +194,8 @@ func build(cfg Config, pol policy.Policy) (*parts, error) {
 		RestoreTimeout: cfg.RestoreTimeout, CorruptRetention: cfg.CorruptRetention,
 		Reservation: cfg.Reservation, SkipVolumes: cfg.Volumes == "drop",
 	})
-	return &parts{host: rc.Host, fresh: tracker.Fresh(), runtime: runtime, events: events, api: api, rec: rec, pub: pub, m: m, memory: memory}, nil
+	return &parts{host: rc.Host, fresh: tracker.Fresh(), runtime: runtime, events: events, api: api, rec: rec, pub: pub, follow: follower,
+		m: m, memory: memory}, nil
 }
 
 // serve runs the HTTP endpoints, the API client, the reconciler and the
@@ -237,6 +250,10 @@ func serve(ctx context.Context, cfg Config, p *parts) error {
 	if p.pub != nil {
 		wg.Add(1)
 		go func() { defer wg.Done(); p.pub.Run(ctx) }()
+	}
+	if p.follow != nil {
+		wg.Add(1)
+		go func() { defer wg.Done(); p.follow.Run(ctx) }()
 	}
 	<-ctx.Done()
 	wg.Wait()

@@ -21,7 +21,8 @@ type Key struct{ Namespace, Identity string }
 // Desired returns the entries node should have, by identity: one per
 // identity (namespace/name) holding, in any network and on any interface,
 // an allocation with a reservation duration or a reservation that has not
-// expired at now. Allocations without a duration, cooling addresses and
+// expired at now (one its StatefulSet keeps never expires: its end is
+// entry.Retained). Allocations without a duration, cooling addresses and
 // anonymous records are not sticky. holds, when set, says which addresses
 // the node holds now (in its network's ranges, in no pod CIDR the node no
 // longer has): the others are never published (a node registered again
@@ -53,9 +54,12 @@ func Desired(node string, entries []reservation.Entry, now time.Time, holds func
 		if !seen || e.AllocatedAt.After(l.Since) {
 			l.Since, l.Pod = e.AllocatedAt, pod
 		}
-		if e.State == reservation.Allocated {
+		switch {
+		case e.State == reservation.Allocated:
 			running[k] = true
-		} else if e.ExpiresAt.After(l.Until) {
+		case e.Held(): // no time ends it: the entry keeps counting as long as its StatefulSet keeps it
+			l.Until = entry.Retained
+		case e.ExpiresAt.After(l.Until):
 			l.Until = e.ExpiresAt
 		}
 		out[k] = l

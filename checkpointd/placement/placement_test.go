@@ -4,11 +4,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/netip"
+	"strings"
 	"testing"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/stickyip/stickyip/checkpointd/placement/entry"
 	"github.com/stickyip/stickyip/reservation"
 )
 
@@ -146,5 +148,36 @@ func TestWriteBodies(t *testing.T) {
 	if cl.Metadata.ResourceVersion != "42" || len(cl.Metadata.OwnerReferences) != 2 || cl.Metadata.OwnerReferences[0]["name"] != "node2" ||
 		cl.Metadata.OwnerReferences[1]["name"] != "node1" || len(cl.Data) != 1 || *cl.Data["node1"] != value {
 		t.Errorf("cleanup: %+v", cl)
+	}
+}
+
+// Issue 51: a reservation its StatefulSet keeps is published past its own
+// duration, with entry.Retained as its end (the entry keeps counting, and
+// a rebuilt store takes it back as held); once the hold ends (the
+// StatefulSet deleted with whenDeleted Retain) its real end is published,
+// and it goes with it.
+func TestDesiredHeld(t *testing.T) {
+	now := t0.Add(48 * time.Hour)
+	held := rec("10.244.1.5", reservation.Reserved, "db", "db-2", "db-2", 10*time.Minute, t0, t0.Add(10*time.Minute)) // its own end long past
+	held.StatefulSet = &reservation.StatefulSetRef{Name: "db", UID: "u", WhenScaled: "Retain", WhenDeleted: "Delete"}
+	got := Desired("node1", []reservation.Entry{held}, now, nil)
+	l, ok := got[Key{"db", "db-2"}]
+	if !ok || !l.Held() || l.Running() {
+		t.Fatalf("Desired of a held reservation past its own end: %+v, %v; want an entry until entry.Retained", l, ok)
+	}
+	if s := l.String(); !strings.Contains(s, " 9999-12-31T23:59:59.999Z ") {
+		t.Fatalf("entry %q: want its end written 9999-12-31T23:59:59.999Z", s)
+	}
+	if back, err := entry.Parse(l.String()); err != nil || !back.Held() {
+		t.Fatalf("entry %q reads back as %+v, %v", l.String(), back, err)
+	}
+	held.StatefulSet.EndedAt = now.Add(-time.Minute)
+	held.ExpiresAt = now.Add(9 * time.Minute)
+	if l := Desired("node1", []reservation.Entry{held}, now, nil)[Key{"db", "db-2"}]; l.Held() || !l.Until.Equal(held.ExpiresAt) {
+		t.Fatalf("hold ended: entry %+v, want until %v", l, held.ExpiresAt)
+	}
+	held.ExpiresAt = now
+	if got := Desired("node1", []reservation.Entry{held}, now, nil); len(got) != 0 {
+		t.Fatalf("hold ended and its duration over: %+v, want no entry", got)
 	}
 }

@@ -83,7 +83,7 @@ type Publisher struct {
 	refused map[refusal]bool     // claims the index policy refused
 	lost    map[Key]string       // identities another node claimed later, by that node
 	logged  map[string]string    // last failure logged per step
-	mu      sync.Mutex           // guards logged
+	mu      sync.Mutex           // guards logged, and lost's replacement (ClaimedLater reads it)
 	reads   *metrics.Counter     // API reads (shards and the Node)
 
 	listed     map[shardRef]bool // the shards the Node's ShardsAnnotation lists (nil: not read yet)

@@ -29,7 +29,9 @@ func (p *Publisher) noteLost(now map[Key]string) {
 				"identity", k.Namespace+"/"+k.Identity, "node", n)
 		}
 	}
+	p.mu.Lock()
 	p.lost = now
+	p.mu.Unlock()
 }
 
 // fail counts a failed step and logs it when it differs from the step's last

@@ -15,6 +15,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/stickyip/stickyip/checkpointd/cri"
+	"github.com/stickyip/stickyip/checkpointd/placement/entry"
+	"github.com/stickyip/stickyip/contract"
 	"github.com/stickyip/stickyip/ipam"
 	"github.com/stickyip/stickyip/reservation"
 	"github.com/stickyip/stickyip/reservation/boltstore"
@@ -434,5 +436,32 @@ func TestRebuildOfRunningSandboxesWithoutCreationTime(t *testing.T) {
 		if e := n.entries()[ip]; e.State != reservation.Allocated || e.ContainerID != cid || e.BootID != "boot-2" {
 			t.Fatalf("%s: %+v, want allocated to the running %s in this boot", ip, e, cid)
 		}
+	}
+}
+
+// Issue 51: a reservation its StatefulSet kept (published with the end
+// entry.Retained) comes back from the index held, following the
+// StatefulSet its name gives, however long ago its own duration ended;
+// its own duration is the network's longest (no checkpoint gives it).
+func TestRebuildKeepsAHeldReservation(t *testing.T) {
+	s := newScenario(t)
+	ip, err := s.add("c-db-2", "apps", "db-2", 30*time.Minute)
+	must(t, err)
+	s.del("c-db-2")
+	s.index.entries = append(s.index.entries, IndexEntry{Namespace: "apps", Identity: "db-2", Pod: "db-2",
+		IPs: []netip.Addr{netip.MustParseAddr(ip)}, Since: s.now.Add(-30 * 24 * time.Hour), Until: entry.Retained})
+	s.damaged = s.damage()
+	if !s.b.Pass(context.Background()) {
+		t.Fatal("not rebuilt")
+	}
+	got := s.entries()[ip]
+	if !got.Held() || got.StatefulSet.Name != "db" || got.StatefulSet.UID != "" {
+		t.Fatalf("db-2's reservation after the rebuild: %+v (follows %+v), want held for StatefulSet db, its UID not known", got.Record, got.StatefulSet)
+	}
+	if got.Duration != contract.DefaultMaxDuration {
+		t.Fatalf("its own duration %v, want the network's longest (%v)", got.Duration, contract.DefaultMaxDuration)
+	}
+	if ip2, err := s.start("c-new-x", "new-x", 0); err != nil || ip2 == ip {
+		t.Fatalf("a new pod after the rebuild got %s (%v); db-2's %s is held", ip2, err, ip)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/stickyip/stickyip/checkpointd/checkpoint"
+	"github.com/stickyip/stickyip/checkpointd/placement/entry"
 	"github.com/stickyip/stickyip/contract"
 	"github.com/stickyip/stickyip/ipam"
 	"github.com/stickyip/stickyip/reservation"
@@ -188,7 +189,9 @@ func (r *restorer) fromCheckpoint(rec *checkpoint.Record) map[string][]ipam.Rest
 // fromIndex reserves the addresses of an index entry that decide takes
 // back (every rule is there), for its identity, until the end it gives,
 // with the entry's own ADD time (the publisher then sees the same claim).
-// dur holds the durations checkpoints give.
+// dur holds the durations checkpoints give. An entry its StatefulSet kept
+// (entry.Retained) is put back held: its StatefulSet, which checkpointd
+// reads again, decides its end.
 func (r *restorer) fromIndex(e IndexEntry, dur map[reservation.Identity]time.Duration) map[string][]ipam.Restored {
 	out := map[string][]ipam.Restored{}
 	for _, ip := range e.IPs {
@@ -205,6 +208,17 @@ func (r *restorer) fromIndex(e IndexEntry, dur map[reservation.Identity]time.Dur
 			if why != "" {
 				r.notes = append(r.notes, fmt.Sprintf("index entry %s/%s %s: %s", e.Namespace, e.Identity, ip, why))
 			}
+			continue
+		}
+		if e.Until.Equal(entry.Retained) {
+			// Kept by its StatefulSet: back as held, its own duration the
+			// pod's (from a checkpoint) or the longest the network allows.
+			d := dur[reservation.Identity{Namespace: e.Namespace, Name: e.Identity}]
+			if d <= 0 {
+				d = r.confs[n].Reservation.MaxDuration
+			}
+			out[n] = append(out[n], ipam.Restored{Identity: id, PodName: e.Pod, IPs: []netip.Addr{ip}, Retained: true, Duration: d, Since: e.Since,
+				From: "placement index, kept by its StatefulSet"})
 			continue
 		}
 		out[n] = append(out[n], ipam.Restored{Identity: id, PodName: e.Pod, IPs: []netip.Addr{ip}, Until: until, Since: e.Since,

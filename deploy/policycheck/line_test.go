@@ -113,6 +113,9 @@ var corpus = []string{
 	"db-0 db-0 42 2026-11-27T10:00:00.000Z - 10.0.0.1 extra",
 	"db-0 other 42 2026-11-27T10:00:00.000Z - 10.0.0.1",
 	"db-0",
+	// Issue 51: a reservation its StatefulSet keeps ends at entry.Retained,
+	// a time of the form: taken by both policies, unchanged.
+	"db-2 db-2 42 2026-11-27T10:00:00.000Z 9999-12-31T23:59:59.999Z 10.244.1.5",
 }
 
 func TestLineGrammarAgrees(t *testing.T) {

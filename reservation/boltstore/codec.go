@@ -44,6 +44,12 @@ func encodeRecord(r *reservation.Record) ([]byte, error) {
 	b = appendInt(b, "requestedDuration", int64(r.RequestedDuration))
 	b = appendBool(b, "clamped", r.Clamped)
 	b = appendField(b, "durationFrom", r.DurationFrom)
+	b = appendField(b, "retention", r.Retention)
+	if r.StatefulSet != nil {
+		if b, err = appendStatefulSet(b, "statefulSet", r.StatefulSet); err != nil {
+			return nil, err
+		}
+	}
 	if b, err = appendTime(b, "allocatedAt", r.AllocatedAt); err != nil {
 		return nil, err
 	}
@@ -109,6 +115,24 @@ func appendIdentity(b []byte, key string, id reservation.Identity) []byte {
 		b = append(b[:n+1], b[n+2:]...) // the first field's comma
 	}
 	return append(b, '}')
+}
+
+// appendStatefulSet appends a StatefulSetRef, its name always (no
+// omitempty), the rest when set.
+func appendStatefulSet(b []byte, key string, w *reservation.StatefulSetRef) ([]byte, error) {
+	b = append(appendKey(b, key), `{"name":`...)
+	b = appendString(b, w.Name)
+	b = appendField(b, "uid", w.UID)
+	b = appendField(b, "whenScaled", w.WhenScaled)
+	b = appendField(b, "whenDeleted", w.WhenDeleted)
+	if !w.EndedAt.IsZero() {
+		var err error
+		if b, err = appendTime(b, "endedAt", w.EndedAt); err != nil {
+			return nil, err
+		}
+	}
+	b = appendField(b, "movedTo", w.MovedTo)
+	return append(b, '}'), nil
 }
 
 func appendTime(b []byte, key string, t time.Time) ([]byte, error) {
@@ -193,6 +217,13 @@ func (d *recordReader) record(r *reservation.Record) bool {
 			return d.boolTo(&r.Clamped)
 		case "durationFrom":
 			return d.strTo(&r.DurationFrom)
+		case "retention":
+			return d.strTo(&r.Retention)
+		case "statefulSet":
+			if r.StatefulSet == nil { // a key given twice merges, as json.Unmarshal does
+				r.StatefulSet = &reservation.StatefulSetRef{}
+			}
+			return d.statefulSet(r.StatefulSet)
 		case "allocatedAt":
 			return d.timeTo(&r.AllocatedAt)
 		case "releasedAt":
@@ -223,6 +254,26 @@ func (d *recordReader) identity(id *reservation.Identity) bool {
 			return d.strTo(&id.IfName)
 		case "legacy":
 			return d.boolTo(&id.Legacy)
+		}
+		return false
+	})
+}
+
+func (d *recordReader) statefulSet(w *reservation.StatefulSetRef) bool {
+	return d.object(func(key []byte) bool {
+		switch string(key) {
+		case "name":
+			return d.strTo(&w.Name)
+		case "uid":
+			return d.strTo(&w.UID)
+		case "whenScaled":
+			return d.strTo(&w.WhenScaled)
+		case "whenDeleted":
+			return d.strTo(&w.WhenDeleted)
+		case "endedAt":
+			return d.timeTo(&w.EndedAt)
+		case "movedTo":
+			return d.strTo(&w.MovedTo)
 		}
 		return false
 	})

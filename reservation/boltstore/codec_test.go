@@ -60,6 +60,9 @@ func codecRecords() []*reservation.Record {
 			Duration: time.Minute, AllocatedAt: at, ReleasedAt: at.Add(time.Hour), ExpiresAt: at.Add(2 * time.Hour), LastContainerID: "c0"},
 		{IP: netip.MustParseAddr("10.99.0.2"), RangeSet: -1, State: reservation.Allocated, ContainerID: "e3caba85", IfName: "eth0",
 			BootID: "b", AllocatedAt: at.In(time.FixedZone("x", 3600)), Imported: true, ImportedFrom: "/var/lib/cni/networks/cbr0/10.99.0.2"},
+		{IP: netip.MustParseAddr("10.244.1.9"), State: reservation.Reserved, Identity: reservation.Identity{Namespace: "db", Name: "db-2", IfName: "eth0"},
+			Duration: 10 * time.Minute, Retention: "workload", StatefulSet: &reservation.StatefulSetRef{Name: "db", UID: "5f1c", WhenScaled: "Retain",
+				WhenDeleted: "Delete", EndedAt: at.Add(time.Minute)}, AllocatedAt: at, ReleasedAt: at, ExpiresAt: at.Add(10 * time.Minute)},
 		{IP: netip.MustParseAddr("10.0.0.9"), State: reservation.Cooling, AllocatedAt: at, ReleasedAt: at, ExpiresAt: at.Add(30 * time.Second),
 			LastIdentity: id},
 		{IP: netip.MustParseAddr("fe80::1%eth<0>&\"x"), State: "odd <state> \u2028 é \x01", ContainerID: "a\\b\"c", PodName: "p\xff",
@@ -75,7 +78,7 @@ func TestRecordCodec(t *testing.T) {
 		checkEncode(t, r)
 		// What stickyip writes, it reads without encoding/json (the
 		// point of the codec): every record but the odd ones.
-		if v, err := encodeRecord(r); i < 4 && (err != nil || !(&recordReader{p: v}).record(&reservation.Record{})) {
+		if v, err := encodeRecord(r); i < 5 && (err != nil || !(&recordReader{p: v}).record(&reservation.Record{})) {
 			t.Errorf("record %d (%s) is not read by the fast path: %v", i, v, err)
 		}
 	}
@@ -83,6 +86,8 @@ func TestRecordCodec(t *testing.T) {
 		`{"ip":"10.0.0.1","rangeSet":0,"state":"allocated","allocatedAt":"2026-01-01T00:00:00Z"}`,
 		`{"state":"reserved","ip":"10.0.0.1","identity":{"name":"a"},"identity":{"namespace":"n"}}`, // keys in any order, repeated
 		`{"ip":"10.0.0.1","rangeSet":01}`, `{"ip":"10.0.0.1","rangeSet":1.5}`, `{"rangeSet":-0}`, `{"rangeSet":9223372036854775808}`,
+		`{"statefulSet":{"name":"a"},"statefulSet":{"uid":"u"}}`, `{"statefulSet":null}`, `{"statefulSet":{}}`, `{"statefulSet":{"name":"a","x":1}}`,
+		`{"statefulSet":{"endedAt":"2026-01-01T00:00:00Z","whenScaled":"Delete","whenDeleted":"Retain","movedTo":"n"},"retention":"fixed"}`,
 		`{"ip":"10.0.0.1","containerID":"a\u0041"}`, `{"ip":"10.0.0.1", "state":"allocated"}`, `{"IP":"10.0.0.1"}`, `{"ip":null}`,
 		`{"ip":"10.0.0.1","someday":"a field of a later stickyip"}`, `{"clamped":truex}`, `{"clamped":true} `, `{}`, `{"ip":"10.0.0.300"}`,
 		`{"allocatedAt":"2026-13-01T00:00:00Z"}`, `{"duration":1e9}`, `[]`, ``, `{"ip":"10.0.0.1",}`, `{"identity":{"legacy":false,"ifname":"x"}}`,
@@ -117,6 +122,8 @@ func TestRecordCodecEveryField(t *testing.T) {
 			*v = 3
 		case *bool:
 			*v = true
+		case **reservation.StatefulSetRef:
+			*v = &reservation.StatefulSetRef{Name: "db", UID: "u", WhenScaled: "Delete", WhenDeleted: "Retain", EndedAt: time.Date(2026, 2, 3, 4, 5, 6, 7, time.UTC), MovedTo: "node2"}
 		default:
 			t.Fatalf("Record.%s has type %s, which this test (and the codec) does not know", typ.Field(i).Name, f.Type())
 		}
@@ -140,9 +147,13 @@ func FuzzRecordCodec(f *testing.F) {
 		addr, _ := netip.ParseAddr(ip)
 		tm := time.Unix(0, at).In(time.FixedZone("z", int(n%50000)))
 		id := reservation.Identity{Namespace: s2, Name: s3, IfName: s1, Legacy: flag}
+		var sts *reservation.StatefulSetRef
+		if flag {
+			sts = &reservation.StatefulSetRef{Name: s3, UID: s1, WhenScaled: s2, WhenDeleted: state, EndedAt: tm.Add(time.Duration(-n)), MovedTo: s2}
+		}
 		checkEncode(t, &reservation.Record{IP: addr, RangeSet: rangeSet, State: reservation.State(state), ContainerID: s1, IfName: s2,
 			Netns: s3, BootID: s1, Identity: id, UID: s2, PodName: s3, Duration: time.Duration(n), RequestedDuration: time.Duration(-n),
-			Clamped: flag, DurationFrom: s1, AllocatedAt: tm, ReleasedAt: tm.Add(time.Duration(n)), LastContainerID: s3,
+			Clamped: flag, DurationFrom: s1, Retention: s3, StatefulSet: sts, AllocatedAt: tm, ReleasedAt: tm.Add(time.Duration(n)), LastContainerID: s3,
 			LastIdentity: reservation.Identity{Namespace: s3, Name: s2}, Imported: !flag, ImportedFrom: s2})
 	})
 }

@@ -40,15 +40,19 @@ import (
 //     the controllers (workloads).
 //  8. placement: deploy/placement with sticky pods deleted again and again,
 //     the control, the tie, the forged claims (placement).
-//  9. store-rebuild: node2's store overwritten, deleted, then overwritten
+//  9. retention: StatefulSets whose pods' reservations follow them (issue
+//     51): scaled down with whenScaled Retain past any fixed duration and
+//     back, with Delete, deleted with whenDeleted Delete; the nodes' API
+//     requests with 100 StatefulSets in the cluster (retention).
+//  10. store-rebuild: node2's store overwritten, deleted, then overwritten
 //     with the API server away; checkpointd rebuilds it each time, no pod
 //     loses its address, no drain (storeRebuild).
-//  10. reimage: node2 re-installed under the same name (its disk wiped of
+//  11. reimage: node2 re-installed under the same name (its disk wiped of
 //     stickyip, checkpointd, the CNI cache and the conflist) with its pods
 //     deleted meanwhile: db-0 back with its address from the placement
 //     index, no new pod given an address the index lists; again with the
 //     API server away at the node's start (reimage, issue 49).
-//  11. node-deleted: the node that ran the cache pod last goes and its Node
+//  12. node-deleted: the node that ran the cache pod last goes and its Node
 //     is deleted: placement's and the workloads' last checks (nodeDeleted).
 //
 // The install journey is TestClusterInstall, on a cluster of its own: it
@@ -76,8 +80,9 @@ func TestCluster(t *testing.T) {
 	s.run("workloads", []string{"stickyip", "vxlan-then-host-gw?", "flanneld-api-away?", "power-cut?", "etcd?"}, func() { w = c.workloads() })
 	var p *placementRun
 	s.run("placement", []string{"stickyip", "vxlan-then-host-gw?", "flanneld-api-away?", "power-cut?", "etcd?", "workloads?"}, func() { p = c.placement() })
-	s.run("store-rebuild", []string{"stickyip", "vxlan-then-host-gw?", "flanneld-api-away?", "power-cut?", "etcd?", "workloads?", "placement?"}, c.storeRebuild)
-	s.run("reimage", []string{"stickyip", "vxlan-then-host-gw?", "flanneld-api-away?", "power-cut?", "etcd?", "workloads?", "placement?", "store-rebuild?"}, func() {
+	s.run("retention", []string{"placement"}, c.retention)
+	s.run("store-rebuild", []string{"stickyip", "vxlan-then-host-gw?", "flanneld-api-away?", "power-cut?", "etcd?", "workloads?", "placement?", "retention?"}, c.storeRebuild)
+	s.run("reimage", []string{"stickyip", "vxlan-then-host-gw?", "flanneld-api-away?", "power-cut?", "etcd?", "workloads?", "placement?", "retention?", "store-rebuild?"}, func() {
 		if !s.passed("workloads") {
 			w = nil
 		}

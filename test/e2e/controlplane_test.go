@@ -337,8 +337,9 @@ func (cp *controlPlane) ensureNamespace(ns string) {
 	})
 }
 
-// auditPolicy writes the API server's audit policy: pod lists and watches
-// only, when received, so a test can count the watches a client opens.
+// auditPolicy writes the API server's audit policy: pod lists and watches,
+// and every request of a node on StatefulSets, only when received, so a
+// test can count the watches and requests a client makes.
 func (cp *controlPlane) auditPolicy() string {
 	p := filepath.Join(cp.pki(), "audit-policy.yaml")
 	writeFile(cp.t, p, []byte(`apiVersion: audit.k8s.io/v1
@@ -348,6 +349,9 @@ rules:
 - level: Metadata
   verbs: ["watch", "list"]
   resources: [{group: "", resources: ["pods"]}]
+- level: Metadata
+  userGroups: ["system:nodes"]
+  resources: [{group: "apps", resources: ["statefulsets", "statefulsets/scale"]}]
 - level: None
 `), 0o644)
 	return p

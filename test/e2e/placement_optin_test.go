@@ -237,6 +237,7 @@ func (n *node) optInAdmission(sts *appsv1.StatefulSet) {
 			t.Logf("opt-in: %s: %s", c.name, got)
 		}
 	}
+	n.optInFixed(sts)
 	// A mirror pod (its node's own kind of pod) is left alone, mark included.
 	c2 := n.clientAs(n.tokens[nodeUser(node2Name)])
 	mirror := testPod("web-"+node2Name, map[string]string{contract.AnnotationConfigMirror: "x", annReservation: "10",
@@ -250,6 +251,53 @@ func (n *node) optInAdmission(sts *appsv1.StatefulSet) {
 	if optInOf(got) != "10 - namespace" {
 		t.Errorf("opt-in: a mirror pod: %s, want its own annotations kept", optInOf(got))
 	}
+}
+
+// optInFixed (issue 51): the namespace labelled 10-required-fixed gives
+// its StatefulSet pods stickyip.io/retention: fixed with the rest, unless
+// they carry their own; a pod with its own duration gets nothing of it.
+// The label is put back as it was.
+func (n *node) optInFixed(sts *appsv1.StatefulSet) {
+	t := n.t
+	ns := optInNamespace
+	retention := func(p *corev1.Pod) string {
+		got, err := n.client.CoreV1().Pods(p.Namespace).Create(context.Background(), p, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		if err != nil {
+			t.Fatalf("create %s/%s (dry run): %v", p.Namespace, p.Name, err)
+		}
+		v, ok := got.Annotations[contract.AnnotationRetention]
+		if !ok {
+			v = "-"
+		}
+		return optInOf(got) + " " + v
+	}
+	n.labelNamespace(ns, optInLabel+"-fixed")
+	eventually(t, "the namespace's -fixed in force", time.Minute, 500*time.Millisecond, func() (bool, string) {
+		got := retention(stsPod(ns, "web-0", sts, nil))
+		return got == "10 required namespace fixed", got
+	})
+	for _, c := range []struct {
+		name string
+		pod  *corev1.Pod
+		want string
+	}{
+		{"StatefulSet pod", stsPod(ns, "web-0", sts, nil), "10 required namespace fixed"},
+		{"StatefulSet pod, its own retention: workload", stsPod(ns, "web-0", sts, map[string]string{contract.AnnotationRetention: contract.RetentionWorkload}),
+			"10 required namespace workload"},
+		{"StatefulSet pod, its own 5m", stsPod(ns, "web-0", sts, map[string]string{annReservation: "5m"}), "5m - - -"},
+		{"a bare pod", unboundPod(ns, "solo", nil), "- - - -"},
+	} {
+		if got := retention(c.pod); got != c.want {
+			t.Errorf("opt-in 10-required-fixed: %s: %s, want %s", c.name, got, c.want)
+		} else {
+			t.Logf("opt-in 10-required-fixed: %s: %s", c.name, got)
+		}
+	}
+	n.labelNamespace(ns, optInLabel)
+	eventually(t, "the namespace's label back", time.Minute, 500*time.Millisecond, func() (bool, string) {
+		got := retention(stsPod(ns, "web-0", sts, nil))
+		return got == "10 required namespace -", got
+	})
 }
 
 // optInClusterDefault sets the cluster's default as documented (a kustomize

@@ -1,6 +1,7 @@
 // Package apitest is an API server for unit tests of checkpointd's API
-// client: objects of the core/v1 resources kept in memory and served over
-// HTTP as kube-apiserver serves them (get, list and watch with field
+// client: objects of the core/v1 resources (and apps/v1 StatefulSets, as
+// apiclient.StatefulSet) kept in memory and served over HTTP as
+// kube-apiserver serves them (get, list and watch with field
 // selectors, the watch's initial events, create), so the tests run the
 // client's real requests. Tests change the objects directly (Put, Delete)
 // and may make the server refuse a verb on a resource.
@@ -35,6 +36,7 @@ import (
 type Server struct {
 	*httptest.Server
 	codec runtime.Codec
+	apps  runtime.Codec // apps/v1: apiclient.StatefulSet
 
 	mu       sync.Mutex
 	rv       int
@@ -54,7 +56,7 @@ type watcher struct {
 
 // New starts a server holding objs; it stops when the test ends.
 func New(t testing.TB, objs ...runtime.Object) *Server {
-	s := &Server{codec: apiclient.Codecs.LegacyCodec(corev1.SchemeGroupVersion), objects: map[string]map[string]runtime.Object{},
+	s := &Server{codec: apiclient.Codecs.LegacyCodec(corev1.SchemeGroupVersion), apps: apiclient.AppsCodecs.LegacyCodec(apiclient.AppsV1), objects: map[string]map[string]runtime.Object{},
 		watchers: map[*watcher]bool{}, refused: map[string]int{}, done: make(chan struct{})}
 	for _, o := range objs {
 		s.Put(o)
@@ -89,8 +91,8 @@ func (s *Server) Watches() int {
 	return s.watches
 }
 
-// Put creates or replaces obj (a Pod, Node, Secret, ConfigMap or Event)
-// and tells the watchers.
+// Put creates or replaces obj (a Pod, Node, Secret, ConfigMap, Event or
+// apiclient.StatefulSet) and tells the watchers.
 func (s *Server) Put(obj runtime.Object) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -155,7 +157,18 @@ func (s *Server) notify(res string, typ watch.EventType, obj runtime.Object) {
 }
 
 func (s *Server) event(typ watch.EventType, obj runtime.Object) metav1.WatchEvent {
-	return metav1.WatchEvent{Type: string(typ), Object: runtime.RawExtension{Raw: []byte(runtime.EncodeOrDie(s.codec, obj))}}
+	return metav1.WatchEvent{Type: string(typ), Object: runtime.RawExtension{Raw: []byte(runtime.EncodeOrDie(s.codecOf(obj), obj))}}
+}
+
+// codecOf is the codec of obj's API group.
+func (s *Server) codecOf(obj runtime.Object) runtime.Codec {
+	if _, ok := obj.(*apiclient.StatefulSet); ok {
+		return s.apps
+	}
+	if _, ok := obj.(*apiclient.StatefulSetList); ok {
+		return s.apps
+	}
+	return s.codec
 }
 
 // resourceOf names obj's resource.
@@ -171,6 +184,8 @@ func resourceOf(obj runtime.Object) string {
 		return apiclient.ConfigMaps
 	case *corev1.Event:
 		return apiclient.Events
+	case *apiclient.StatefulSet:
+		return apiclient.StatefulSets
 	}
 	panic(fmt.Sprintf("apitest: no resource for %T", obj))
 }
@@ -186,13 +201,18 @@ func fieldsOf(obj runtime.Object) fields.Set {
 	return set
 }
 
-// serve answers /readyz and /api/v1/[namespaces/NS/]RESOURCE[/NAME].
+// serve answers /readyz and /api/v1/[namespaces/NS/]RESOURCE[/NAME] (and
+// /apis/apps/v1/... for StatefulSets).
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	if r.URL.Path == "/readyz" {
 		fmt.Fprint(w, "ok")
 		return
 	}
-	parts := strings.Split(strings.Trim(strings.TrimPrefix(r.URL.Path, "/api/v1"), "/"), "/")
+	path, apps := strings.CutPrefix(r.URL.Path, "/apis/apps/v1")
+	if !apps {
+		path = strings.TrimPrefix(path, "/api/v1")
+	}
+	parts := strings.Split(strings.Trim(path, "/"), "/")
 	ns := ""
 	if len(parts) >= 3 && parts[0] == "namespaces" {
 		ns, parts = parts[1], parts[2:]
@@ -204,6 +224,10 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	res, name := parts[0], ""
 	if len(parts) == 2 {
 		name = parts[1]
+	}
+	if apps != (res == apiclient.StatefulSets) {
+		s.status(w, apierrors.NewNotFound(schema.GroupResource{}, r.URL.Path))
+		return
 	}
 	q := r.URL.Query()
 	verb := map[string]string{http.MethodGet: "get", http.MethodPost: "create"}[r.Method]
@@ -286,6 +310,12 @@ func (s *Server) list(w http.ResponseWriter, res, ns string, sel fields.Selector
 			l.Items = append(l.Items, *o.(*corev1.Node))
 		}
 		list = l
+	case apiclient.StatefulSets:
+		l := &apiclient.StatefulSetList{}
+		for _, o := range items {
+			l.Items = append(l.Items, *o.(*apiclient.StatefulSet))
+		}
+		list = l
 	default:
 		s.status(w, apierrors.NewMethodNotSupported(schema.GroupResource{Resource: res}, "list"))
 		return
@@ -308,9 +338,12 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request, res, ns string, s
 		}
 		mark := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{ResourceVersion: strconv.Itoa(s.rv),
 			Annotations: map[string]string{metav1.InitialEventsAnnotationKey: "true"}}}
-		if res == apiclient.Nodes {
+		switch res {
+		case apiclient.Nodes:
 			wt.events <- s.event(watch.Bookmark, &corev1.Node{ObjectMeta: mark.ObjectMeta})
-		} else {
+		case apiclient.StatefulSets:
+			wt.events <- s.event(watch.Bookmark, &apiclient.StatefulSet{ObjectMeta: mark.ObjectMeta})
+		default:
 			wt.events <- s.event(watch.Bookmark, mark)
 		}
 	}
@@ -371,7 +404,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request, res, ns string) 
 func (s *Server) write(w http.ResponseWriter, code int, obj runtime.Object) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code)
-	_ = s.codec.Encode(obj, w)
+	_ = s.codecOf(obj).Encode(obj, w)
 }
 
 func (s *Server) status(w http.ResponseWriter, err *apierrors.StatusError) {

@@ -23,6 +23,14 @@ const timeFormat = "2006-01-02T15:04:05.000Z"
 // running is Until's text while a sandbox holds the addresses.
 const running = "-"
 
+// Retained is Until for a reservation that its StatefulSet keeps
+// (reservation.Record.Held): no time ends it. It is the last time of the
+// form (9999-12-31T23:59:59.999Z), which every stickyip and index policy
+// reads as a time: an older reader keeps the entry until then, the hint
+// counts it as any other (it reads no time), and a rebuilt store takes it
+// back as held.
+var Retained = time.Date(9999, 12, 31, 23, 59, 59, 999_000_000, time.UTC)
+
 // MaxValueLen bounds a node's value in one shard (characters), so that no
 // node fills a shard (a ConfigMap holds at most 1 MiB) for the others; the
 // index policy refuses longer ones.
@@ -48,7 +56,7 @@ type Line struct {
 	// Since is when the pod got the addresses on the node (its ADD).
 	Since time.Time
 	// Until is when the reservation expires; zero while a sandbox holds the
-	// addresses.
+	// addresses; Retained while its StatefulSet keeps it.
 	Until time.Time
 	// IPs are the addresses, sorted.
 	IPs []string
@@ -56,6 +64,10 @@ type Line struct {
 
 // Running reports whether a sandbox holds the addresses.
 func (l Line) Running() bool { return l.Until.IsZero() }
+
+// Held reports whether the entry is a reservation its StatefulSet keeps
+// (Until is Retained).
+func (l Line) Held() bool { return l.Until.Equal(Retained) }
 
 // SameClaim reports whether l and o are one claim: the same identity, pod
 // and ADD (times to the millisecond, as written). Only the reservation's

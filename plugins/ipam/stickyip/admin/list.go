@@ -5,6 +5,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/stickyip/stickyip/contract"
 	"github.com/stickyip/stickyip/reservation"
 )
 
@@ -31,10 +32,27 @@ type Entry struct {
 	// stickyip-statefulsets admission policy, from its namespace's default
 	// ("namespace") or the cluster's ("cluster"); absent when the pod
 	// carried it itself.
-	DurationFrom    string     `json:"durationFrom,omitempty"`
-	Imported        bool       `json:"imported,omitempty"`
-	AllocatedAt     time.Time  `json:"allocatedAt"`
-	ExpiresAt       *time.Time `json:"expiresAt,omitempty"`
+	DurationFrom string `json:"durationFrom,omitempty"`
+	// Retention is how a recorded reservation ends: "statefulset" (it
+	// follows StatefulSet) or "fixed" (Duration after the DEL: the pod or
+	// its namespace asked for it, or no StatefulSet is known for it).
+	Retention string `json:"retention,omitempty"`
+	// StatefulSet is the StatefulSet the reservation follows, as
+	// checkpointd last saw it.
+	StatefulSet *reservation.StatefulSetRef `json:"statefulSet,omitempty"`
+	// Keep says where the reservation's end comes from, as the table's
+	// KEEP column: "10m0s", "while StatefulSet db retains it (whenScaled:
+	// Retain, whenDeleted: Delete; 10m0s)", "10m0s after StatefulSet db was
+	// deleted (whenDeleted: Retain)", "10m0s after db-0 was claimed by node
+	// node2 (StatefulSet db)".
+	Keep        string     `json:"keep,omitempty"`
+	Imported    bool       `json:"imported,omitempty"`
+	AllocatedAt time.Time  `json:"allocatedAt"`
+	ExpiresAt   *time.Time `json:"expiresAt,omitempty"`
+	// DurationEndsAt, for a reservation its StatefulSet holds (which has no
+	// expiresAt), is when its own duration ends: past it, it is the first
+	// to give way to a new pod when the pool is full.
+	DurationEndsAt  *time.Time `json:"durationEndsAt,omitempty"`
 	LastContainerID string     `json:"lastContainerID,omitempty"`
 	// LastPod is namespace/name of the last holder of a cooling address:
 	// until the cooling ends only that pod may ask for it.
@@ -104,7 +122,7 @@ func (t *tool) listTable(entries []Entry) error {
 		} else if e.LastPod != "" {
 			pod = "(was " + e.LastPod + ")"
 		}
-		keep := orDash(e.Duration)
+		keep := orDash(e.Keep)
 		if e.Clamped {
 			keep += " (clamped from " + e.RequestedDuration + ")"
 		}
@@ -112,8 +130,11 @@ func (t *tool) listTable(entries []Entry) error {
 			keep += " (" + e.DurationFrom + " default)"
 		}
 		expires := "-"
-		if e.ExpiresAt != nil {
+		switch {
+		case e.ExpiresAt != nil:
 			expires = fmt.Sprintf("%s (in %s)", e.ExpiresAt.Local().Format(time.RFC3339), e.ExpiresAt.Sub(now).Round(time.Second))
+		case e.DurationEndsAt != nil:
+			expires = fmt.Sprintf("not while retained (its duration ends %s, %s)", e.DurationEndsAt.Local().Format(time.RFC3339), ago(e.DurationEndsAt.Sub(now)))
 		}
 		cid := e.ContainerID
 		if len(cid) > 12 {
@@ -125,6 +146,15 @@ func (t *tool) listTable(entries []Entry) error {
 		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", e.Network, e.IP, e.State, pod, orDash(e.IfName), orDash(cid), keep, expires)
 	}
 	return w.Flush()
+}
+
+// ago says when d from now is: "in 5m0s" or "5m0s ago".
+func ago(d time.Duration) string {
+	d = d.Round(time.Second)
+	if d < 0 {
+		return (-d).String() + " ago"
+	}
+	return "in " + d.String()
 }
 
 func orDash(s string) string {
@@ -148,13 +178,47 @@ func entryOf(dataDir, network string, r *reservation.Record) Entry {
 	}
 	if r.Duration > 0 {
 		e.Duration, e.DurationFrom = r.Duration.String(), r.DurationFrom
+		e.Retention, e.Keep = retentionOf(r)
+	}
+	if r.StatefulSet != nil {
+		w := *r.StatefulSet
+		e.StatefulSet = &w
 	}
 	if r.RequestedDuration > 0 {
 		e.RequestedDuration = r.RequestedDuration.String()
 	}
-	if r.Timed() {
-		at := r.ExpiresAt
+	at := r.ExpiresAt
+	switch {
+	case r.Held():
+		e.DurationEndsAt = &at
+	case r.Timed():
 		e.ExpiresAt = &at
 	}
 	return e
+}
+
+// retentionOf says how a record's reservation ends: "statefulset" or
+// "fixed", and where its end comes from, in words.
+func retentionOf(r *reservation.Record) (retention, keep string) {
+	w := r.StatefulSet
+	switch {
+	case r.Follows():
+		return "statefulset", fmt.Sprintf("while StatefulSet %s retains it (whenScaled: %s, whenDeleted: %s; %s)",
+			w.Name, policy(w.WhenScaled), policy(w.WhenDeleted), r.Duration)
+	case w != nil && !w.EndedAt.IsZero() && w.MovedTo != "" && r.Retention != contract.RetentionFixed:
+		return "fixed", fmt.Sprintf("%s after %s was claimed by node %s (StatefulSet %s)", r.Duration, r.Identity.Name, w.MovedTo, w.Name)
+	case w != nil && !w.EndedAt.IsZero() && r.Retention != contract.RetentionFixed:
+		return "fixed", fmt.Sprintf("%s after StatefulSet %s was deleted (whenDeleted: %s)", r.Duration, w.Name, policy(w.WhenDeleted))
+	case r.Retention == contract.RetentionFixed:
+		return "fixed", r.Duration.String() + " (fixed)"
+	}
+	return "fixed", r.Duration.String()
+}
+
+// policy names a recorded retention policy; not known reads as Retain.
+func policy(p string) string {
+	if p == "" {
+		return contract.PolicyRetain + " (not known)"
+	}
+	return p
 }
