@@ -32,7 +32,7 @@ var pageFamilies = map[string]string{
 	"checkpointd_placement_node_writes_total":  "counter",
 	"checkpointd_ipam_unconfigured_sticky_ips": "gauge", "checkpointd_last_reconcile_timestamp_seconds": "gauge", "checkpointd_node_pod_cidr_changes_total": "counter",
 	"checkpointd_placement_reads_total": "counter", "checkpointd_placement_records": "gauge", "checkpointd_placement_superseded": "gauge",
-	"checkpointd_placement_writes_total": "counter", "checkpointd_pod_errors_total": "counter", "checkpointd_reconcile_errors_total": "counter",
+	"checkpointd_placement_writes_total": "counter", "checkpointd_pod_errors_total": "counter", "checkpointd_reconcile_errors_total": "counter", "checkpointd_reconcile_passes_total": "counter",
 	"checkpointd_refusals_total": "counter", "checkpointd_releases_total": "counter", "checkpointd_restore_failures_total": "counter",
 	"checkpointd_restore_seconds": "histogram", "checkpointd_restores_active": "gauge", "checkpointd_restores_total": "counter",
 	"go_gc_duration_seconds": "summary", "go_gc_gogc_percent": "gauge", "go_gc_gomemlimit_bytes": "gauge",

@@ -125,26 +125,35 @@ func TestSecretAndConfigMap(t *testing.T) {
 
 // TestForbiddenListIsNotAnOutage: an API server that answers but refuses the
 // pod list (RBAC) is not "away": the unreachability clock stays at zero so
-// no restore can start.
+// no restore can start. The verdict waits for proof that the client had its
+// chance to get it wrong (issue 50: it slept 300 ms, and passed with no
+// probe run at all): probes answered and pod lists refused, then an hour
+// on the client's clock.
 func TestForbiddenListIsNotAnOutage(t *testing.T) {
 	srv := apitest.New(t)
 	srv.Refuse("list", apiclient.Pods, 403)
 	srv.Refuse("watch", apiclient.Pods, 403)
+	var probes atomic.Int64
+	var clock atomic.Int64 // nanoseconds since the Unix epoch
+	clock.Store(time.Date(2026, 11, 29, 4, 0, 0, 0, time.UTC).UnixNano())
+	now := func() time.Time { return time.Unix(0, clock.Load()).UTC() }
+	created := now()
 	c := New(client(t, srv), Options{
-		Node: "node1", ProbeInterval: 10 * time.Millisecond,
-		Probe: func(context.Context) error { return nil },
+		Node: "node1", ProbeInterval: 10 * time.Millisecond, Now: now,
+		Probe: func(context.Context) error { probes.Add(1); return nil },
 		Log:   slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { c.Run(ctx); close(done) }()
 	t.Cleanup(func() { cancel(); <-done })
-	time.Sleep(300 * time.Millisecond)
+	eventually(t, "3 probes answered and 2 pod lists refused", func() bool { return probes.Load() >= 3 && srv.Refusals() >= 2 })
+	clock.Add(int64(time.Hour))
 	ok, since := c.Reachable()
 	if ok {
-		t.Fatal("reachable although the pod list was never received")
+		t.Fatalf("reachable although the pod list was never received (%d probes, %d refusals)", probes.Load(), srv.Refusals())
 	}
-	if age := time.Since(since); age > time.Second {
-		t.Errorf("unreachable for %v although the API server answers; want the clock held at zero", age)
+	if !since.Equal(now()) {
+		t.Errorf("unreachable since %v (created %v, now %v), %d probes answered: want the clock held at zero, since = now", since, created, now(), probes.Load())
 	}
 }

@@ -34,6 +34,10 @@ type Metrics struct {
 	LeaseErrors      *Counter
 	NodeRangeChanges *Counter
 	ReconcileErrors  *Counter
+	// PassesTotal counts the passes that observed the node and acted: a
+	// test (or an operator) waits for N more of them to know checkpointd
+	// had its chance to act, instead of sleeping.
+	PassesTotal *Counter
 	// UnconfiguredSticky: sticky records of networks the CNI configuration
 	// no longer keeps in this store (reconcile's cniConfig).
 	UnconfiguredSticky *GaugeVec
@@ -83,6 +87,7 @@ func New() *Metrics {
 		LeaseErrors:         c("flannel_lease_errors_total", "Flannel lease rounds that failed (unreadable, invalid, or not matching the IPAM)."),
 		NodeRangeChanges:    c("node_pod_cidr_changes_total", "Times the Node's pod CIDRs changed (registered again with another podCIDR); the old ranges are retired."),
 		ReconcileErrors:     c("reconcile_errors_total", "Reconcile passes that could not observe the node (runtime or disk unreadable)."),
+		PassesTotal:         c("reconcile_passes_total", "Reconcile passes that observed the node and acted on it (each step done or retried next pass)."),
 		StoreDamaged:        g("ipam_store_damaged", "1 while the stickyip store cannot be used (damaged, or missing on a node that had one) and is not rebuilt: no pod gets an address."),
 		StoreRebuilds:       c("ipam_store_rebuilds_total", "Times the stickyip store was rebuilt from the node's sources (the damaged file kept aside)."),
 		StoreRebuildSeconds: g("ipam_store_rebuild_seconds", "Time from the last damage seen to its rebuilt store in place."),
@@ -98,7 +103,7 @@ func New() *Metrics {
 		m.Checkpoints, m.CorruptTotal, m.SavesTotal, m.Refusals, m.RestoresActive, m.RestoresTotal,
 		m.RestoreFailures, m.RestoreSeconds, m.HandBacksTotal, m.CopiesRemoved, m.ReleasesTotal, m.PodErrors,
 		m.APIReachable, m.Allocations, m.Reservations, m.Cooling, m.FreeIPs, m.UnconfiguredSticky, m.ReconciledLeaks, m.LeaseRestores,
-		m.LeaseErrors, m.NodeRangeChanges, m.ReconcileErrors, m.LastReconcileUTC,
+		m.LeaseErrors, m.NodeRangeChanges, m.ReconcileErrors, m.PassesTotal, m.LastReconcileUTC,
 		m.StoreDamaged, m.StoreRebuilds, m.StoreRebuildSeconds, m.StoreUnplaced, m.StoreRebuildWaiting,
 		m.StoreReclaims, m.StoreReclaimSeconds, m.StoreReclaimWaiting,
 	)

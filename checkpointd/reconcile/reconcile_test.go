@@ -572,9 +572,13 @@ func TestRuntimeErrorChangesNothing(t *testing.T) {
 	h.running(pod("web", "uid-1", "nginx:1", true))
 	h.reboot()
 	h.advance(2 * grace)
+	passes := h.m.PassesTotal.Value()
 	h.rt.err = errors.New("connection refused")
 	if err := h.r.Reconcile(context.Background()); err == nil || !strings.Contains(err.Error(), "connection refused") {
 		t.Fatalf("reconcile with the runtime down: %v, want its error", err)
+	}
+	if got := h.m.PassesTotal.Value(); got != passes {
+		t.Errorf("reconcile_passes_total %v after a pass that could not observe, want %v (a test waiting for passes would take it for a chance to act)", got, passes)
 	}
 	if h.staticManifest(web) != nil {
 		t.Error("restored without knowing what runs locally")
@@ -584,6 +588,13 @@ func TestRuntimeErrorChangesNothing(t *testing.T) {
 	}
 	if _, err := h.r.Health(); err == nil {
 		t.Error("Health reports no error although the node cannot be observed")
+	}
+	h.rt.err = nil
+	if err := h.r.Reconcile(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := h.m.PassesTotal.Value(); got != passes+1 {
+		t.Errorf("reconcile_passes_total %v after a pass that observed the node, want %v", got, passes+1)
 	}
 }
 

@@ -230,5 +230,6 @@ func (r *Reconciler) Reconcile(ctx context.Context) error {
 	r.pruneCorrupt(snap.now)
 	r.gauges(snap)
 	r.cfg.Metrics.LastReconcileUTC.Set(float64(snap.now.Unix()))
+	r.cfg.Metrics.PassesTotal.Inc()
 	return nil
 }

@@ -178,6 +178,42 @@ func (n *node) metricLines(prefixes ...string) (string, error) {
 	return strings.Join(out, "\n"), nil
 }
 
+// checkpointdPasses is checkpointd's count of the reconcile passes that
+// observed the node and acted (checkpointd_reconcile_passes_total).
+func (n *node) checkpointdPasses() (int, error) {
+	v, err := n.metric("checkpointd_reconcile_passes_total")
+	if err != nil {
+		return 0, err
+	}
+	var i int
+	_, err = fmt.Sscan(v, &i)
+	return i, err
+}
+
+// waitPasses waits until checkpointd has run k whole reconcile passes after
+// the call (after: what they come after, for the message): its pass counter
+// grows by k+1, since the pass under way at the call may have observed the
+// node before. A test that decides "nothing happened" waits for it first,
+// the proof that checkpointd had its chance to act (issue 50); the
+// interval is 1 s here, the bound leaves room for a loaded machine.
+func (n *node) waitPasses(k int, after string) {
+	t := n.t
+	t.Helper()
+	from, err := n.checkpointdPasses()
+	if err != nil {
+		t.Fatalf("checkpointd's pass counter %s: %v", after, err)
+	}
+	start := time.Now()
+	eventually(t, fmt.Sprintf("%d whole checkpointd passes %s", k, after), 30*time.Second+time.Duration(k)*2*time.Second, 200*time.Millisecond, func() (bool, string) {
+		now, err := n.checkpointdPasses()
+		if err != nil {
+			return false, err.Error()
+		}
+		return now >= from+k+1, fmt.Sprintf("checkpointd_reconcile_passes_total %d, was %d", now, from)
+	})
+	t.Logf("checkpointd ran %d whole passes %s (%s)", k, after, time.Since(start).Round(100*time.Millisecond))
+}
+
 // metricsAre checks checkpointd metrics against want.
 func (n *node) metricsAre(want map[string]string) (bool, string) {
 	for name, v := range want {
@@ -483,8 +519,18 @@ func TestCheckpointd(t *testing.T) {
 	// restored, the completed job is not run again.
 	jobSandboxes := n.sandboxCount(ctx, "kube-system", "job")
 	n.stopAPIServer()
+	apiStopped := time.Now()
 	outage := 3*checkpointdGrace + checkpointdStable
-	time.Sleep(outage)
+	eventually(t, "checkpointd sees the API server away", time.Minute, time.Second, func() (bool, string) {
+		return n.metricsAre(map[string]string{"checkpointd_api_reachable": "0"})
+	})
+	time.Sleep(time.Until(apiStopped.Add(outage))) // the outage's length: the scenario, not a verdict
+	// The verdict comes after passes that saw the whole outage: a restore,
+	// were there one, is what such a pass does.
+	n.waitPasses(3, fmt.Sprintf("after an outage of %s without a reboot", outage))
+	if v, _ := n.metric("checkpointd_api_reachable"); v != "0" {
+		t.Fatalf("checkpointd_api_reachable %q at the end of the outage, want 0: checkpointd did not see it", v)
+	}
 	if m, _ := filepath.Glob(filepath.Join(n.staticPodDir(), "*")); len(m) > 0 {
 		t.Errorf("restored during an outage of %s without a reboot: %v", outage, m)
 	}

@@ -10,6 +10,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
+	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -19,6 +21,7 @@ import (
 	"github.com/stickyip/stickyip/checkpointd/rebuild"
 	"github.com/stickyip/stickyip/ipam"
 	"github.com/stickyip/stickyip/plugins/ipam/stickyip/admin"
+	"github.com/stickyip/stickyip/reservation"
 	"github.com/stickyip/stickyip/reservation/boltstore"
 	"github.com/stickyip/stickyip/test/harness"
 )
@@ -107,13 +110,47 @@ func (c *cluster) rebuildSetup(n *node) *rebuildNode {
 
 // rebuildRound damages the node's store one way (how) and checks what
 // users must see.
+//
+// The round's calls meet the damaged store, shown by the plugin's own log
+// (issue 50: nothing checked they did; a rebuild done before they came
+// would have passed): checkpointd is held (SIGSTOP, as a slow checkpointd
+// would be) from the damage until at least one ADD (the round's new pods)
+// and one DEL (the pods deleted at the damage) have been refused by the
+// damaged store, and no DEL of theirs has succeeded on it
+// (docs/reliability.md: every call fails on a damaged or lost store); then
+// let go, it rebuilds with no operator step. With the API server away the
+// pods deleted at the damage are static pods of the round, their manifests
+// removed (the kubelet deletes them without the API server).
 func (c *cluster) rebuildRound(r *rebuildNode, how string) {
 	t, n := c.t, r.n
+	ctx := context.Background()
 	before := n.metricInt("checkpointd_ipam_store_rebuilds_total")
+	leaving := map[string]string{} // sandbox ID → pod, deleted at the damage
+	var statics []string
 	if how == "api-away" {
 		c.deletePods(r) // while the API server can still be told
+		for i := range 3 {
+			name := fmt.Sprintf("leaving-%d", i)
+			statics = append(statics, name)
+			writeFile(t, filepath.Join(n.staticPodDir(), name+".json"), staticPod(rebuildNS, name), 0o644)
+		}
+		for _, name := range statics {
+			sb := n.waitReadySandbox(ctx, rebuildNS, name+"-"+n.name)
+			leaving[sb] = name
+		}
 		c.stopAPIServer()
+	} else {
+		for _, name := range r.more {
+			sbs, err := n.readySandboxes(ctx, rebuildNS, name)
+			if err != nil || len(sbs) != 1 {
+				t.Fatalf("%s: %s's sandboxes: %+v (%v)", n.name, name, sbs, err)
+			}
+			leaving[sbs[0].ID] = name
+		}
 	}
+	log := filepath.Join(n.logDir, "var-log", "stickyip.log")
+	mark := fileSize(t, log)
+	n.holdCheckpointd(t)
 	db := filepath.Join(n.stickyipDataDir(), boltstore.DBFile)
 	var damaged []byte
 	if how == "deleted" {
@@ -126,24 +163,168 @@ func (c *cluster) rebuildRound(r *rebuildNode, how string) {
 	damage := time.Now()
 	var more []string
 	if how != "api-away" {
-		// Calls arrive at the damaged store and during its rebuild: the
-		// last round's pods deleted (their DELs), new pods created (their
-		// ADDs), each refused until the store is back and retried by the
-		// kubelet.
+		// Calls arrive at the damaged store: the last round's pods deleted
+		// (their DELs), new pods created (their ADDs), each refused until
+		// the store is back and retried by the kubelet.
 		c.deletePods(r)
 		more = c.createMore(n, how)
+	} else {
+		for _, name := range statics {
+			if err := os.Remove(filepath.Join(n.staticPodDir(), name+".json")); err != nil {
+				t.Fatal(err)
+			}
+		}
 	}
+	met := c.callsMeetDamage(n, log, mark, leaving, len(more) > 0, how)
+	n.releaseCheckpointd(t)
 	eventually(t, n.name+": checkpointd rebuilds the store", 2*time.Minute, 500*time.Millisecond, func() (bool, string) {
 		got := n.metricInt("checkpointd_ipam_store_rebuilds_total")
 		return got == before+1, fmt.Sprintf("checkpointd_ipam_store_rebuilds_total %d", got)
 	})
-	t.Logf("%s: store %s, rebuilt by checkpointd %s after the damage", n.name, how, time.Since(damage).Round(100*time.Millisecond))
+	t.Logf("%s: store %s, rebuilt by checkpointd %s after the damage (held until %s)", n.name, how, time.Since(damage).Round(100*time.Millisecond), met)
 	n.requireDistinct("after the rebuild (" + how + ")")
+	// The DELs refused by the damaged store, retried by the kubelet, go
+	// through on the rebuilt one.
+	eventually(t, n.name+": the DELs of the pods deleted at the damage, on the rebuilt store", 2*time.Minute, time.Second, func() (bool, string) {
+		text := readFrom(t, log, mark)
+		var left []string
+		for id, name := range leaving {
+			if len(delsOf(text, id)) == 0 {
+				left = append(left, name)
+			}
+		}
+		return len(left) == 0, fmt.Sprintf("no DEL yet for %v", left)
+	})
 	if how == "api-away" {
 		c.whileAPIAway(r)
 		more = c.createMore(n, how)
 	}
 	c.requireRebuilt(r, how, damage, damaged, more)
+}
+
+// holdCheckpointd stops checkpointd (SIGSTOP) until releaseCheckpointd,
+// at a moment it holds no lock on the node's store (/proc/locks): held
+// with the lock, it would make every call wait for the lock instead of
+// meeting the store.
+func (n *node) holdCheckpointd(t testing.TB) {
+	t.Helper()
+	p := n.checkpointd.cmd.Process
+	t.Cleanup(func() { _ = p.Signal(syscall.SIGCONT) })
+	lock := filepath.Join(n.stickyipDataDir(), boltstore.LockFile)
+	for range 100 {
+		if err := p.Signal(syscall.SIGSTOP); err != nil {
+			t.Fatal(err)
+		}
+		if !holdsFlock(t, p.Pid, lock) {
+			return
+		}
+		if err := p.Signal(syscall.SIGCONT); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("checkpointd (pid %d) held the lock of %s at 100 tries", p.Pid, lock)
+}
+
+// holdsFlock reports whether process pid holds a lock on path, as the
+// kernel lists them in /proc/locks.
+func holdsFlock(t testing.TB, pid int, path string) bool {
+	t.Helper()
+	var st syscall.Stat_t
+	if err := syscall.Stat(path, &st); err != nil {
+		t.Fatal(err)
+	}
+	id := fmt.Sprintf(":%d", st.Ino)
+	locks, err := os.ReadFile("/proc/locks")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(string(locks), "\n") {
+		f := strings.Fields(l)
+		if len(f) > 5 && f[1] != "->" && f[4] == fmt.Sprint(pid) && strings.HasSuffix(f[5], id) {
+			return true
+		}
+	}
+	return false
+}
+
+// releaseCheckpointd lets checkpointd run again.
+func (n *node) releaseCheckpointd(t testing.TB) {
+	t.Helper()
+	if err := n.checkpointd.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// callsMeetDamage waits, checkpointd held, until the plugin's log (after
+// mark) shows the round's calls refused by the damaged store: a DEL of a
+// sandbox of leaving (when there is one) and, with adds, an ADD of a new
+// sandbox; it fails the test when a DEL of leaving succeeded on the
+// damaged store. It returns what it saw.
+func (c *cluster) callsMeetDamage(n *node, log string, mark int64, leaving map[string]string, adds bool, how string) string {
+	t := c.t
+	t.Helper()
+	var saw string
+	eventually(t, n.name+": the round's calls refused by the "+how+" store", 2*time.Minute, 500*time.Millisecond, func() (bool, string) {
+		text := readFrom(t, log, mark)
+		for id, name := range leaving {
+			if d := delsOf(text, id); len(d) > 0 {
+				t.Fatalf("%s: the DEL of %s (sandbox %s) succeeded on the %s store, checkpointd held: %s", n.name, name, id, how, d[0])
+			}
+		}
+		dels, addRefusals := 0, 0
+		for _, l := range linesWith(text, `msg="call failed"`) {
+			if !strings.Contains(l, reservation.ErrCorrupt.Error()) && !strings.Contains(l, reservation.ErrLost.Error()) {
+				continue // not the damage's refusal
+			}
+			if leaving[logField(l, "container")] != "" {
+				dels++
+			} else {
+				addRefusals++
+			}
+		}
+		saw = fmt.Sprintf("%d DEL and %d ADD refusals", dels, addRefusals)
+		return (len(leaving) == 0 || dels > 0) && (!adds || addRefusals > 0), saw
+	})
+	t.Logf("%s (%s): the round's calls met the damaged store, checkpointd held: %s", n.name, how, saw)
+	return saw
+}
+
+// delsOf returns the plugin's log lines of a successful DEL of sandbox id.
+func delsOf(text, id string) []string {
+	var out []string
+	for _, l := range linesWith(text, " msg=DEL ") {
+		if logField(l, "container") == id {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// logField is the value of key in a log line of the plugin (slog's text
+// format, unquoted values).
+func logField(line, key string) string {
+	for _, f := range strings.Fields(line) {
+		if v, ok := strings.CutPrefix(f, key+"="); ok {
+			return strings.Trim(v, `"`)
+		}
+	}
+	return ""
+}
+
+// waitReadySandbox waits for pod namespace/name's one ready sandbox and
+// returns its ID.
+func (n *node) waitReadySandbox(ctx context.Context, namespace, name string) string {
+	var id string
+	eventually(n.t, namespace+"/"+name+" running", 2*time.Minute, time.Second, func() (bool, string) {
+		sbs, err := n.readySandboxes(ctx, namespace, name)
+		if err != nil || len(sbs) != 1 {
+			return false, fmt.Sprintf("%+v %v", sbs, err)
+		}
+		id = sbs[0].ID
+		return true, ""
+	})
+	return id
 }
 
 // createMore creates 9 pods of round how on n (not waiting for them).

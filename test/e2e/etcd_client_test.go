@@ -141,6 +141,20 @@ func (e *etcdClient) get(endpoint, key string) (string, bool, error) {
 	return string(v), true, err
 }
 
+// memberAt is the ID of the member that answers at endpoint (`etcdctl
+// endpoint status`: the member's own header, no quorum needed).
+func (e *etcdClient) memberAt(endpoint string) (string, error) {
+	var resp struct {
+		Header struct {
+			MemberID string `json:"member_id"`
+		} `json:"header"`
+	}
+	if err := e.call(endpoint, "/v3/maintenance/status", map[string]any{}, &resp); err != nil {
+		return "", err
+	}
+	return resp.Header.MemberID, nil
+}
+
 // health is `etcdctl endpoint health` of one endpoint: a linearizable read
 // of the key "health" answers (it needs a leader and a quorum), and no
 // alarm is raised.

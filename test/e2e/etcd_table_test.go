@@ -6,7 +6,9 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -35,14 +37,17 @@ import (
 // etcdRowLimit bounds how long a row waits for the cluster to settle.
 // A row is judged over a window, not on one look (observe): the window
 // holds at least etcdWindowLooks looks, one a second, and lasts until
-// etcdSyncBound after the disruption ended — by then the kubelet of every
-// node has synced each pod again (its resync comes at most 1.5 ×
-// kubeletSyncFrequency after the last), so what a sync would undo (a
-// sandbox re-created, a container restarted) shows in it.
+// every member, as it runs at the end (its pod and container), has had a
+// periodic resync of its node's kubelet after it was seen running, and
+// etcdLooksAfterResync looks more: a resync is where the kubelet re-creates
+// a sandbox or restarts a container, so what it would undo shows in the
+// window (issue 50: the window ended 1.5 × kubeletSyncFrequency after the
+// disruption ended, for delete-all about 3 s after the members were back,
+// before their first resync). Every restart seen in the window counts.
 const (
-	etcdRowLimit    = 3 * time.Minute
-	etcdWindowLooks = 3
-	etcdSyncBound   = kubeletSyncFrequency * 3 / 2
+	etcdRowLimit         = 3 * time.Minute
+	etcdWindowLooks      = 3
+	etcdLooksAfterResync = 2
 )
 
 // etcdDisruption is a row of the table: what is done to the cluster, and
@@ -129,7 +134,99 @@ func (a *etcdApp) table() []etcdRow {
 		name = "etcd-stickyip.md"
 	}
 	writeFile(a.c.t, filepath.Join(filepath.Dir(a.c.nodes[0].logDir), name), []byte(md), 0o644)
+	for _, d := range docTableDiffers(etcdDocPath, strings.TrimSuffix(name, ".md"), md, a.sticky) {
+		a.c.t.Errorf("%s: %s (paste the table printed above, %s, with the run's date)", etcdDocPath, d, name)
+	}
 	return rows
+}
+
+// etcdDocPath is the page whose tables this step prints (from test/e2e).
+const etcdDocPath = "../../docs/e2e.md"
+
+// docTableDiffers compares the table a run printed (md) with the one
+// docs/e2e.md shows under the line "<!-- <marker> -->", in the columns no
+// run changes: the rows, in order; each row not run ("n/a"); whether it came
+// back ("back in": a time, or "not back"); the members restarted, but for
+// the rows that restart the node's members (how many it runs depends on
+// where the scheduler put them); and with stickyip, where every row must
+// be back as it was, the IPs kept, the member list, the endpoints' health
+// and the key. The times and the "how" move from run to run. It returns
+// what differs (issue 50: nothing compared the page with the runs it was
+// pasted from).
+func docTableDiffers(doc, marker, md string, sticky bool) []string {
+	page, err := os.ReadFile(doc)
+	if err != nil {
+		return []string{err.Error()}
+	}
+	rows := func(text string) [][]string {
+		var out [][]string
+		for _, l := range strings.Split(text, "\n") {
+			l = strings.TrimSpace(l)
+			if !strings.HasPrefix(l, "| ") || strings.HasPrefix(l, "|---") || strings.HasPrefix(l, "| disruption |") {
+				continue
+			}
+			out = append(out, strings.Split(strings.Trim(l, "| "), " | "))
+		}
+		return out
+	}
+	_, after, ok := strings.Cut(string(page), "\n<!-- "+marker+" -->\n")
+	if !ok {
+		return []string{fmt.Sprintf("no table marked <!-- %s --> on a line of its own", marker)}
+	}
+	table, _, _ := strings.Cut(after, "\n\n")
+	shown, printed := rows(table), rows(md)
+	if len(shown) != len(printed) {
+		return []string{fmt.Sprintf("the %s table has %d rows, the run printed %d", marker, len(shown), len(printed))}
+	}
+	stable := []int{1}
+	if sticky {
+		stable = append(stable, 2, 3, 4, 5)
+	}
+	var out []string
+	for i := range printed {
+		p, s := printed[i], shown[i]
+		cell := func(r []string, j int) string {
+			if j < len(r) {
+				return strings.TrimSpace(r[j])
+			}
+			return ""
+		}
+		if cell(p, 0) != cell(s, 0) {
+			out = append(out, fmt.Sprintf("the %s table's row %d is %q, the run's %q", marker, i+1, cell(s, 0), cell(p, 0)))
+			continue
+		}
+		na := func(r []string) bool { return strings.HasPrefix(cell(r, 1), "n/a") }
+		if na(p) || na(s) {
+			if cell(p, 1) != cell(s, 1) {
+				out = append(out, fmt.Sprintf("%s, %q: %q, the run printed %q", marker, cell(p, 0), cell(s, 1), cell(p, 1)))
+			}
+			continue
+		}
+		back := func(r []string) bool { return cell(r, 6) != "not back" }
+		if back(p) != back(s) {
+			out = append(out, fmt.Sprintf("%s, %q: back in %q, the run printed %q", marker, cell(p, 0), cell(s, 6), cell(p, 6)))
+		}
+		for _, j := range stable {
+			if j == 1 && onTargetRow(cell(p, 0)) {
+				continue
+			}
+			if cell(p, j) != cell(s, j) {
+				out = append(out, fmt.Sprintf("%s, %q, column %d: %q, the run printed %q", marker, cell(p, 0), j+1, cell(s, j), cell(p, j)))
+			}
+		}
+	}
+	return out
+}
+
+// onTargetRow reports whether row restarts every member of the node acted
+// on (their number is where the scheduler put them).
+func onTargetRow(row string) bool {
+	for _, d := range etcdDisruptions {
+		if d.name == row {
+			return reflect.ValueOf(d.restarts).Pointer() == reflect.ValueOf(onTarget).Pointer()
+		}
+	}
+	return false
 }
 
 // mode names the table's run.
@@ -193,6 +290,8 @@ type etcdRow struct {
 	looks     int // looks in the window the row was judged over
 	note      string
 	ok        bool
+	pods      map[string]etcdPod // the look's pods
+	resynced  string             // the members' kubelet resyncs in the window
 }
 
 // row runs disruption d on the cluster as the row before left it (it must
@@ -223,7 +322,7 @@ func (a *etcdApp) row(d etcdDisruption) etcdRow {
 	t.Logf("etcd row %q (%s): on %s, member %s", d.name, a.mode(), r.target.name, r.victim)
 	start := time.Now()
 	d.do(r)
-	row := a.observe(b, start, time.Now())
+	row := a.observe(b, start)
 	row.name, row.note = d.name, strings.Trim(r.note+"; "+row.note, "; ")
 	if r.after != nil {
 		r.after()
@@ -237,9 +336,9 @@ func (a *etcdApp) row(d etcdDisruption) etcdRow {
 	if a.sticky {
 		a.assertKept(row)
 	} else {
-		a.assertBroken(d, row)
+		a.assertBroken(d, b, row)
 	}
-	t.Logf("etcd row %q (%s): %s (the row took %s, %s of it to check the cluster and wait for its placement entries)", d.name, a.mode(), row,
+	t.Logf("etcd row %q (%s): %s; %s (the row took %s, %s of it to check the cluster and wait for its placement entries)", d.name, a.mode(), row, row.resynced,
 		time.Since(began).Round(100*time.Millisecond), ready.Round(100*time.Millisecond))
 	return row
 }
@@ -261,14 +360,43 @@ func (a *etcdApp) assertKept(row etcdRow) {
 }
 
 // assertBroken fails the test unless the control's row shows what the
-// docs say host-local costs: every restarted member at another IP
-// (newIPs), the quorum lost — no member answers `member list`, no endpoint
-// healthy — (quorumLost), or, for neither, the cluster back as it was.
-func (a *etcdApp) assertBroken(d etcdDisruption, row etcdRow) {
+// docs say host-local costs: every restarted member at another IP, and
+// clients that know the old addresses lose that member — at its old client
+// address nothing answers, or another member does — (newIPs); the quorum
+// lost — no member answers `member list`, no endpoint healthy —
+// (quorumLost); or, for neither, the cluster back as it was.
+func (a *etcdApp) assertBroken(d etcdDisruption, b etcdBefore, row etcdRow) {
 	t := a.c.t
 	t.Helper()
 	if d.newIPs && row.kept != etcdReplicas-row.restarted {
 		t.Errorf("control: %q kept %d of %d IPs with %d members restarted, want each restarted member at another IP: %s", row.name, row.kept, etcdReplicas, row.restarted, row)
+	}
+	if d.newIPs {
+		var lost []string
+		for _, name := range etcdMemberNames {
+			was, now := b.pods[name], row.pods[name]
+			if now.IP == "" || now.IP == was.IP {
+				continue
+			}
+			id := ""
+			for _, m := range b.members {
+				if m.Name == name {
+					id = m.ID
+				}
+			}
+			old := etcdClientURL(was.IP)
+			switch at, err := a.client.memberAt(old); {
+			case id == "":
+				t.Errorf("control: %q: %s is not in the member list read before the row", row.name, name)
+			case err == nil && at == id:
+				t.Errorf("control: %q: %s moved to %s, yet clients still reach it at %s, which this page says they lose", row.name, name, now.IP, old)
+			case err != nil:
+				lost = append(lost, fmt.Sprintf("%s (nothing answers at %s)", name, urlHost(old)))
+			default:
+				lost = append(lost, fmt.Sprintf("%s (another member answers at %s)", name, urlHost(old)))
+			}
+		}
+		t.Logf("control: %q: clients that know the old addresses lose %s", row.name, strings.Join(lost, ", "))
 	}
 	if d.quorumLost && (row.healthy != 0 || !strings.HasPrefix(row.list, "not read")) {
 		t.Errorf("control: %q did not lose the quorum (want no member answering member list, 0 healthy): %s", row.name, row)
@@ -331,21 +459,37 @@ func (a *etcdApp) waitPublished() {
 }
 
 // observe looks at the cluster every second after a disruption that began
-// at start and ended at end, until the row has settled, and returns the
-// last look (the window's). Settled, with stickyip: back as before b, and
-// still so at every look of a window that holds etcdWindowLooks looks and
-// lasts until etcdSyncBound after end — a look in it that is not back ends
-// the row, not back. The control: its three pods running, and every look
-// of such a window the same (a look that differs starts the window again):
-// what host-local leaves does not change by itself (a member at a new IP
-// stays listed at its old peer address). Or the row's time is up
-// (etcdRowLimit).
-func (a *etcdApp) observe(b etcdBefore, start, end time.Time) etcdRow {
+// at start, until the row has settled, and returns the
+// last look (the window's), its restarts counted over every look. Settled,
+// with stickyip: back as before b, and still so at every look of a window
+// that holds etcdWindowLooks looks and lasts until each member, as it then
+// runs, has had its kubelet's periodic resync since it was seen running,
+// and etcdLooksAfterResync looks after (memberResyncs) — a look in it that
+// is not back ends the row, not back. The control: its three pods running,
+// and every look of such a window the same (a look that differs starts
+// the window again): what host-local leaves does not change by itself (a
+// member at a new IP stays listed at its old peer address). Or the row's
+// time is up (etcdRowLimit).
+func (a *etcdApp) observe(b etcdBefore, start time.Time) etcdRow {
 	var row, first etcdRow
 	var back time.Duration
-	looks := 0 // looks in the window; 0: it has not begun
+	looks := 0       // looks in the window; 0: it has not begun
+	afterResync := 0 // looks since every member's resync was seen
+	seen := incarnationsOf(b.pods)
+	resyncs := memberResyncs{}
+	done := func(r etcdRow) etcdRow {
+		r.restarted = seen.restarts()
+		r.resynced = resyncs.String()
+		return r
+	}
 	for {
 		row = a.look(b)
+		seen.add(row.pods)
+		if a.resynced(resyncs, row.pods) {
+			afterResync++
+		} else {
+			afterResync = 0
+		}
 		settled := row.ok || (!a.sticky && row.running)
 		switch {
 		case looks == 0 && settled:
@@ -354,25 +498,121 @@ func (a *etcdApp) observe(b etcdBefore, start, end time.Time) etcdRow {
 			row.note = strings.Trim(fmt.Sprintf("back after %s, then not, %s after the disruption; %s", back.Round(100*time.Millisecond),
 				time.Since(start).Round(100*time.Millisecond), row.note), "; ")
 			row.looks = looks + 1
-			return row
+			return done(row)
 		case looks > 0 && !a.sticky && row.String() != first.String():
 			looks, first = 1, row
 		case looks > 0:
 			looks++
 		}
-		if looks >= etcdWindowLooks && time.Now().After(end.Add(etcdSyncBound)) {
+		if looks >= etcdWindowLooks && afterResync > etcdLooksAfterResync {
 			row.back, row.looks = back, looks
-			return row
+			return done(row)
 		}
 		if time.Since(start) > etcdRowLimit {
 			if row.ok { // back, but too late for a whole window
 				row.ok, row.note = false, strings.Trim("back only at the end of the row's time; "+row.note, "; ")
 			}
 			row.looks = looks
-			return row
+			row.note = strings.Trim(row.note+"; "+resyncs.String(), "; ")
+			return done(row)
 		}
 		time.Sleep(time.Second)
 	}
+}
+
+// incarnations are the pods (by UID) and containers (by ID) each member
+// was seen with: a restart is a pod or container more.
+type incarnations map[string]map[string]map[string]bool // member → pod UID → container IDs
+
+func incarnationsOf(pods map[string]etcdPod) incarnations {
+	in := incarnations{}
+	in.add(pods)
+	return in
+}
+
+func (in incarnations) add(pods map[string]etcdPod) {
+	for name, p := range pods {
+		if p.UID == "" {
+			continue
+		}
+		if in[name] == nil {
+			in[name] = map[string]map[string]bool{}
+		}
+		if in[name][p.UID] == nil {
+			in[name][p.UID] = map[string]bool{}
+		}
+		if p.Container != "" {
+			in[name][p.UID][p.Container] = true
+		}
+	}
+}
+
+// restarts counts the pods and containers seen beyond each member's first.
+func (in incarnations) restarts() int {
+	n := 0
+	for _, uids := range in {
+		c := 0
+		for _, containers := range uids {
+			c += max(1, len(containers))
+		}
+		n += c - 1
+	}
+	return n
+}
+
+// memberResync follows one member as it runs (its pod and container) until
+// its kubelet has resynced it since it was seen so.
+type memberResync struct {
+	runs string // pod UID and container ID
+	n    *node
+	mark int64 // the kubelet's log when the member was seen running so
+	pod  kubeletPod
+	done bool
+	took time.Duration
+	at   time.Time
+}
+
+type memberResyncs map[string]*memberResync
+
+func (m memberResyncs) String() string {
+	var out []string
+	for _, name := range etcdMemberNames {
+		switch r := m[name]; {
+		case r == nil:
+			out = append(out, name+" not running")
+		case r.done:
+			out = append(out, fmt.Sprintf("%s resynced %s after seen running", name, r.took.Round(100*time.Millisecond)))
+		default:
+			out = append(out, name+" not resynced yet")
+		}
+	}
+	return "kubelet " + strings.Join(out, ", ")
+}
+
+// resynced follows each member in pods (memberResync) and reports whether
+// every one has been resynced as it runs now.
+func (a *etcdApp) resynced(m memberResyncs, pods map[string]etcdPod) bool {
+	all := true
+	for _, name := range etcdMemberNames {
+		p, ok := pods[name]
+		if !ok || p.Node == "" || p.Container == "" || !p.Running {
+			delete(m, name)
+			all = false
+			continue
+		}
+		runs := p.UID + " " + p.Container
+		r := m[name]
+		if r == nil || r.runs != runs || r.n.name != p.Node {
+			n := a.c.node(p.Node)
+			r = &memberResync{runs: runs, n: n, mark: n.kubeletLogMark(), pod: kubeletPod{ref: a.ns + "/" + name, uid: p.UID}, at: time.Now()}
+			m[name] = r
+		}
+		if !r.done && r.n.kubeletResynced(r.mark, []kubeletPod{r.pod})[r.pod] {
+			r.done, r.took = true, time.Since(r.at)
+		}
+		all = all && r.done
+	}
+	return all
 }
 
 // look is one look at the cluster against b: the pods' IPs, and, asked
@@ -386,6 +626,7 @@ func (a *etcdApp) look(b etcdBefore) etcdRow {
 		row.note = err.Error()
 		return row
 	}
+	row.pods = pods
 	row.podsAgainst(b.pods, pods)
 	row.running = allRunning(pods)
 	endpoints := slices.Clone(b.endpoints)

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"maps"
 	"os"
 	"path/filepath"
@@ -412,7 +413,10 @@ func (n *node) startKubelet(waitReady bool) {
 		// Its serving certificate; the default is /var/lib/kubelet/pki
 		// whatever --root-dir says.
 		"--cert-dir="+filepath.Join(n.dir, "kubelet-pki"),
-		"--v=2")
+		// kubelet.go's level 4 only: each periodic resync ("SyncLoop
+		// (SYNC) pods") and each pod sync's end ("SyncPod exit"), the
+		// proof that the kubelet had its chance (kubeletSynced).
+		"--v=2", "--vmodule=kubelet=4")
 	if waitReady {
 		n.waitReady()
 	}
@@ -609,4 +613,116 @@ func (n *node) readySandboxesWhere(ctx context.Context, keep func(*runtimeapi.Po
 		out = append(out, sb)
 	}
 	return out, nil
+}
+
+// kubeletLogMark is the kubelet log's length now: what the kubelet logs
+// after it is read from there (the file only grows; a restarted kubelet
+// appends).
+func (n *node) kubeletLogMark() int64 {
+	st, err := os.Stat(n.kubeletLogPath())
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	return st.Size()
+}
+
+// kubeletLogPath is the kubelet's log, every kubelet of the node appending
+// to it (also while none runs: a power cut).
+func (n *node) kubeletLogPath() string { return filepath.Join(n.logDir, "kubelet.log") }
+
+// kubeletLogSince returns the kubelet log's lines after mark.
+func (n *node) kubeletLogSince(mark int64) []string {
+	f, err := os.Open(n.kubeletLogPath())
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.Seek(mark, io.SeekStart); err != nil {
+		n.t.Fatal(err)
+	}
+	b, err := io.ReadAll(f)
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	return strings.Split(string(b), "\n")
+}
+
+// kubeletPod is a pod as the kubelet's log names it.
+type kubeletPod struct{ ref, uid string } // namespace/name, UID
+
+// kubeletResynced reports which of pods the kubelet has synced in a
+// periodic resync in its log after mark: a "SyncLoop (SYNC) pods" line
+// naming the pod, then a "SyncPod exit" of its UID (kubelet.go's level 4,
+// which startKubelet turns on). A sync is where the kubelet decides to
+// re-create a sandbox or restart a container; the periodic one comes
+// within 1.5 × kubeletSyncFrequency of the pod's last.
+func (n *node) kubeletResynced(mark int64, pods []kubeletPod) map[kubeletPod]bool {
+	due := map[string]bool{} // refs named by a periodic resync so far
+	out := map[kubeletPod]bool{}
+	for _, l := range n.kubeletLogSince(mark) {
+		switch {
+		case strings.Contains(l, `"SyncLoop (SYNC) pods"`):
+			for _, p := range pods {
+				if strings.Contains(l, `"`+p.ref+`"`) {
+					due[p.ref] = true
+				}
+			}
+		case strings.Contains(l, `"SyncPod exit"`):
+			for _, p := range pods {
+				if due[p.ref] && strings.Contains(l, `podUID="`+p.uid+`"`) {
+					out[p] = true
+				}
+			}
+		}
+	}
+	return out
+}
+
+// waitKubeletResynced waits until the kubelet has synced each of pods in a
+// periodic resync after mark (kubeletResynced), at most timeout.
+func (n *node) waitKubeletResynced(mark int64, pods []kubeletPod, what string, timeout time.Duration) {
+	t := n.t
+	t.Helper()
+	start := time.Now()
+	eventually(t, "the kubelet of "+n.name+" resyncs "+what, timeout, 500*time.Millisecond, func() (bool, string) {
+		done := n.kubeletResynced(mark, pods)
+		var left []string
+		for _, p := range pods {
+			if !done[p] {
+				left = append(left, p.ref+" "+p.uid)
+			}
+		}
+		return len(left) == 0, fmt.Sprintf("not yet: %v", left)
+	})
+	t.Logf("the kubelet of %s resynced %s (%s)", n.name, what, time.Since(start).Round(100*time.Millisecond))
+}
+
+// waitKubeletLine waits until the kubelet logs, after mark, a line match
+// takes, and returns the log's offset past that line.
+func (n *node) waitKubeletLine(mark int64, what string, timeout time.Duration, match func(string) bool) int64 {
+	t := n.t
+	t.Helper()
+	var at int64
+	eventually(t, "the kubelet of "+n.name+" logs "+what, timeout, 500*time.Millisecond, func() (bool, string) {
+		off := mark
+		for _, l := range n.kubeletLogSince(mark) {
+			off += int64(len(l)) + 1
+			if match(l) {
+				at = off
+				return true, ""
+			}
+		}
+		return false, "no such line yet"
+	})
+	return at
+}
+
+// sandboxPod names the pod of sandbox id as the kubelet's log does.
+func (n *node) sandboxPod(ctx context.Context, id string) kubeletPod {
+	st, err := n.cri.Runtime.PodSandboxStatus(ctx, &runtimeapi.PodSandboxStatusRequest{PodSandboxId: id})
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	m := st.GetStatus().GetMetadata()
+	return kubeletPod{ref: m.Namespace + "/" + m.Name, uid: m.Uid}
 }

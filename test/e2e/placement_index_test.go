@@ -172,26 +172,41 @@ func entryLine(identity, pod, ip string) placement.Line {
 	return placement.Line{Identity: identity, Pod: pod, Since: time.Now().UTC().Truncate(time.Millisecond), IPs: []string{ip}}
 }
 
-// writePaths are the ways a client can change an object: update (PUT),
-// JSON merge patch, JSON patch, strategic merge patch and server-side apply
-// (forced). mutate says what the writer wants the shard to become, any
-// field of it; each path expresses exactly that change (the patches are
-// computed from the object before and after). It returns each path's write.
-func writePaths(c kubernetes.Interface, cur *corev1.ConfigMap, mutate func(*corev1.ConfigMap)) map[string]func() error {
-	ctx := context.Background()
-	want := cur.DeepCopy()
-	mutate(want)
-	cms := c.CoreV1().ConfigMaps(cur.Namespace)
-	bare := func(cm *corev1.ConfigMap) []byte { // what a client writes: no server-set fields
+// patches are the bodies of one change of a shard, one per write path:
+// update (PUT, the object after), JSON merge patch, JSON patch, strategic
+// merge patch and server-side apply (the object after, applied).
+type patches struct {
+	want                         *corev1.ConfigMap
+	merge, jsonPatch, smp, apply []byte
+}
+
+// patchesOf computes the bodies that change cur into what mutate makes of
+// it (any field of it): each patch is computed from the object before and
+// after, so each path expresses exactly that change. An error when one
+// cannot be built.
+func patchesOf(cur *corev1.ConfigMap, mutate func(*corev1.ConfigMap)) (patches, error) {
+	p := patches{want: cur.DeepCopy()}
+	mutate(p.want)
+	bare := func(cm *corev1.ConfigMap) ([]byte, error) { // what a client writes: no server-set fields
 		x := cm.DeepCopy()
 		x.ResourceVersion, x.ManagedFields, x.UID, x.CreationTimestamp, x.Generation = "", nil, "", metav1.Time{}, 0
-		b, _ := json.Marshal(x)
-		return b
+		return json.Marshal(x)
 	}
-	from, to := bare(cur), bare(want)
-	merge, _ := jsonpatch.CreateMergePatch(from, to)
-	smp, _ := strategicpatch.CreateTwoWayMergePatch(from, to, corev1.ConfigMap{})
-	var ops []map[string]any
+	from, err := bare(cur)
+	if err != nil {
+		return p, err
+	}
+	to, err := bare(p.want)
+	if err != nil {
+		return p, err
+	}
+	if p.merge, err = jsonpatch.CreateMergePatch(from, to); err != nil {
+		return p, fmt.Errorf("merge patch: %w", err)
+	}
+	if p.smp, err = strategicpatch.CreateTwoWayMergePatch(from, to, corev1.ConfigMap{}); err != nil {
+		return p, fmt.Errorf("strategic merge patch: %w", err)
+	}
+	ops := []map[string]any{}
 	field := func(path string, had bool, v any, has bool) {
 		switch {
 		case has:
@@ -200,29 +215,79 @@ func writePaths(c kubernetes.Interface, cur *corev1.ConfigMap, mutate func(*core
 			ops = append(ops, map[string]any{"op": "remove", "path": path})
 		}
 	}
-	field("/metadata/labels", cur.Labels != nil, want.Labels, want.Labels != nil)
-	field("/metadata/annotations", cur.Annotations != nil, want.Annotations, want.Annotations != nil)
-	field("/metadata/ownerReferences", cur.OwnerReferences != nil, want.OwnerReferences, want.OwnerReferences != nil)
-	field("/metadata/finalizers", cur.Finalizers != nil, want.Finalizers, want.Finalizers != nil)
-	field("/data", cur.Data != nil, want.Data, want.Data != nil)
-	field("/binaryData", cur.BinaryData != nil, want.BinaryData, want.BinaryData != nil)
-	field("/immutable", cur.Immutable != nil, want.Immutable, want.Immutable != nil)
-	jp, _ := json.Marshal(ops)
+	want := p.want
+	same := func(a, b any) bool { x, _ := json.Marshal(a); y, _ := json.Marshal(b); return string(x) == string(y) }
+	changed := func(path string, had bool, old any, v any, has bool) {
+		if had != has || !same(old, v) {
+			field(path, had, v, has)
+		}
+	}
+	changed("/metadata/labels", cur.Labels != nil, cur.Labels, want.Labels, want.Labels != nil)
+	changed("/metadata/annotations", cur.Annotations != nil, cur.Annotations, want.Annotations, want.Annotations != nil)
+	changed("/metadata/ownerReferences", cur.OwnerReferences != nil, cur.OwnerReferences, want.OwnerReferences, want.OwnerReferences != nil)
+	changed("/metadata/finalizers", cur.Finalizers != nil, cur.Finalizers, want.Finalizers, want.Finalizers != nil)
+	changed("/data", cur.Data != nil, cur.Data, want.Data, want.Data != nil)
+	changed("/binaryData", cur.BinaryData != nil, cur.BinaryData, want.BinaryData, want.BinaryData != nil)
+	changed("/immutable", cur.Immutable != nil, cur.Immutable, want.Immutable, want.Immutable != nil)
+	if p.jsonPatch, err = json.Marshal(ops); err != nil {
+		return p, fmt.Errorf("JSON patch: %w", err)
+	}
 	var applied map[string]any
-	_ = json.Unmarshal(to, &applied)
+	if err := json.Unmarshal(to, &applied); err != nil {
+		return p, err
+	}
 	applied["apiVersion"], applied["kind"] = "v1", "ConfigMap"
-	apply, _ := json.Marshal(applied)
+	if p.apply, err = json.Marshal(applied); err != nil {
+		return p, fmt.Errorf("apply configuration: %w", err)
+	}
+	return p, nil
+}
+
+// empty names what of p changes nothing: the change itself ("the
+// mutation"), or a path's body (a patch of nothing: "{}", "[]"). Such a
+// write is accepted and proves no refusal.
+func (p patches) empty(cur *corev1.ConfigMap) []string {
+	var out []string
+	if wholeShard(cur) == wholeShard(p.want) {
+		out = append(out, "the mutation")
+	}
+	for path, body := range map[string][]byte{"merge patch": p.merge, "JSON patch": p.jsonPatch, "strategic merge patch": p.smp} {
+		if s := strings.TrimSpace(string(body)); s == "{}" || s == "[]" || s == "null" || s == "" {
+			out = append(out, path)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// writes returns each path's write of p to cur's shard, as c (server-side
+// apply forced, under its own field manager).
+func (p patches) writes(c kubernetes.Interface, cur *corev1.ConfigMap) map[string]func() error {
+	ctx := context.Background()
+	cms := c.CoreV1().ConfigMaps(cur.Namespace)
 	force := true
 	patch := func(pt types.PatchType, body []byte, opts metav1.PatchOptions) func() error {
 		return func() error { _, err := cms.Patch(ctx, cur.Name, pt, body, opts); return err }
 	}
 	return map[string]func() error{
-		"update":                func() error { _, err := cms.Update(ctx, want, metav1.UpdateOptions{}); return err },
-		"merge patch":           patch(types.MergePatchType, merge, metav1.PatchOptions{}),
-		"JSON patch":            patch(types.JSONPatchType, jp, metav1.PatchOptions{}),
-		"strategic merge patch": patch(types.StrategicMergePatchType, smp, metav1.PatchOptions{}),
-		"server-side apply":     patch(types.ApplyPatchType, apply, metav1.PatchOptions{FieldManager: "attacker", Force: &force}),
+		"update":                func() error { _, err := cms.Update(ctx, p.want, metav1.UpdateOptions{}); return err },
+		"merge patch":           patch(types.MergePatchType, p.merge, metav1.PatchOptions{}),
+		"JSON patch":            patch(types.JSONPatchType, p.jsonPatch, metav1.PatchOptions{}),
+		"strategic merge patch": patch(types.StrategicMergePatchType, p.smp, metav1.PatchOptions{}),
+		"server-side apply":     patch(types.ApplyPatchType, p.apply, metav1.PatchOptions{FieldManager: "attacker", Force: &force}),
 	}
+}
+
+// writePaths are the ways a client can change an object (see patches),
+// each expressing what mutate makes of cur. A body that cannot be built
+// is a write that fails with that error, never one left out.
+func writePaths(c kubernetes.Interface, cur *corev1.ConfigMap, mutate func(*corev1.ConfigMap)) map[string]func() error {
+	p, err := patchesOf(cur, mutate)
+	if err != nil {
+		fail := func() error { return fmt.Errorf("building the write: %w", err) }
+		return map[string]func() error{"update": fail, "merge patch": fail, "JSON patch": fail, "strategic merge patch": fail, "server-side apply": fail}
+	}
+	return p.writes(c, cur)
 }
 
 // refusedEverywhere tries mutate of shard ns/name with client c by every
@@ -230,9 +295,13 @@ func writePaths(c kubernetes.Interface, cur *corev1.ConfigMap, mutate func(*core
 // whole (but its resourceVersion and managedFields), and each write was
 // refused by the index policy itself: where RBAC refuses first (a node's
 // update: nodes may only patch), the refusal must be RBAC's, and the same
-// change is made by the other paths. Server-side apply under another field
-// manager cannot remove what it does not own: a write it accepts must have
-// changed nothing.
+// change is made by the other paths. Only server-side apply may be
+// accepted, changing nothing: under another field manager it cannot
+// remove what it does not own. A write accepted on any other path fails
+// the test even when the shard stayed the same, and so does a mutation
+// that changes nothing or a path whose body would be empty (issue 50: an
+// empty patch is accepted and passed as a refusal), or a body that cannot
+// be built.
 func (cp *controlPlane) refusedEverywhere(who string, c kubernetes.Interface, ns, name, what string, mutate func(*corev1.ConfigMap)) {
 	t := cp.t
 	t.Helper()
@@ -241,17 +310,27 @@ func (cp *controlPlane) refusedEverywhere(who string, c kubernetes.Interface, ns
 	if err != nil {
 		t.Fatalf("%s: %v", what, err)
 	}
+	p, err := patchesOf(cur, mutate)
+	if err != nil {
+		t.Fatalf("%s: %s: building the writes: %v", who, what, err)
+	}
+	if e := p.empty(cur); len(e) > 0 {
+		t.Fatalf("%s: %s: changes nothing (%s): a write of nothing is accepted and proves no refusal\nmerge patch %s\nJSON patch %s\nstrategic merge patch %s",
+			who, what, strings.Join(e, ", "), p.merge, p.jsonPatch, p.smp)
+	}
 	node := strings.HasPrefix(who, "node")
 	var noop []string
-	for path, write := range writePaths(c, cur, mutate) {
+	for path, write := range p.writes(c, cur) {
 		err := write()
 		after, gerr := cp.client.CoreV1().ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{})
 		if gerr != nil || wholeShard(after) != wholeShard(cur) {
 			t.Fatalf("%s: %s by %s: the shard changed (%v):\n%s\n→\n%s", who, what, path, err, wholeShard(cur), wholeShard(after))
 		}
 		switch {
-		case err == nil:
+		case err == nil && path == "server-side apply":
 			noop = append(noop, path)
+		case err == nil:
+			t.Errorf("%s: %s by %s: accepted (the shard unchanged all the same), want refused", who, what, path)
 		case node && path == "update":
 			if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "cannot update resource") {
 				t.Errorf("%s: %s by %s: %v, want refused by RBAC (nodes may patch, not update)", who, what, path, err)
@@ -260,7 +339,6 @@ func (cp *controlPlane) refusedEverywhere(who string, c kubernetes.Interface, ns
 			t.Errorf("%s: %s by %s: %v, want refused by the index policy", who, what, path, err)
 		}
 	}
-	slices.Sort(noop)
 	t.Logf("%s: %s: refused by the index policy on every path (update by RBAC for a node; server-side apply a no-op: %v); shard unchanged", who, what, noop)
 }
 

@@ -7,6 +7,9 @@ import (
 	"slices"
 	"strings"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	"github.com/stickyip/stickyip/plugins/ipam/stickyip/admin"
 )
 
@@ -27,6 +30,9 @@ func ReadyAddresses(ctx context.Context, c *CRIClient) ([]HeldAddress, error) {
 	var out []HeldAddress
 	for _, p := range pods {
 		st, err := c.PodStatus(ctx, p.Id)
+		if status.Code(err) == codes.NotFound {
+			continue // removed since the list: it holds nothing any more
+		}
 		if err != nil {
 			return nil, err
 		}

@@ -21,6 +21,7 @@ import (
 
 	"github.com/stickyip/stickyip/checkpointd/checkpoint"
 	"github.com/stickyip/stickyip/contract"
+	"github.com/stickyip/stickyip/reservation"
 	"github.com/stickyip/stickyip/test/harness"
 )
 
@@ -104,12 +105,19 @@ func storeRebuild(t *testing.T, n *node, cri *harness.CRIClient, endpoint, damag
 		t.Fatalf("a pod with the store %s: %v, want stickyip's refusal", damage, err)
 	}
 	// db deleted now: its DEL fails, so the runtime keeps it (stopped) with
-	// its CNI result; the kubelet would retry.
+	// its CNI result; the kubelet would retry. Whether the runtime reports
+	// the failure is its own choice (CRI-O gives the DEL up), but stickyip
+	// must refuse it: on a damaged or lost store every call fails
+	// (docs/reliability.md, "A damaged store is never overwritten"); a DEL
+	// answered with success there would be forgotten by the rebuilt store
+	// (issue 50: this was only logged).
+	mark := logSize(t, n.logFile)
 	if err := cri.StopPod(ctx, ids["db"]); err == nil {
 		t.Logf("StopPodSandbox of db with the store %s succeeded (the runtime gave up its DEL)", damage)
 	} else {
 		t.Logf("StopPodSandbox of db with the store %s: %v", damage, err)
 	}
+	requireDELRefused(t, n.logFile, mark, ids["db"], damage)
 
 	during, refused := callsWhile(ctx, cri, harness.Pod{Name: "during", Namespace: "default", UID: "during-uid"}, ids["leaving"])
 	select { // both calls met the damaged store before the rebuild starts
@@ -295,4 +303,45 @@ func callsWhile(ctx context.Context, cri *harness.CRIClient, p harness.Pod, leav
 		out <- c
 	}()
 	return out, ref
+}
+
+// logSize is the length of the plugin's log now (0: none yet).
+func logSize(t *testing.T, path string) int64 {
+	t.Helper()
+	st, err := os.Stat(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return 0
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st.Size()
+}
+
+// requireDELRefused fails the test unless the plugin's log after mark shows
+// the DEL of sandbox id refused by the damaged or lost store, and no DEL of
+// it answered with success.
+func requireDELRefused(t *testing.T, path string, mark int64, id, damage string) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var refused []string
+	for _, l := range strings.Split(string(b[min(mark, int64(len(b))):]), "\n") {
+		if !strings.Contains(l, "container="+id+" ") && !strings.HasSuffix(l, "container="+id) {
+			continue
+		}
+		switch {
+		case strings.Contains(l, " msg=DEL "):
+			t.Fatalf("stickyip answered db's DEL with success on the %s store: %s", damage, l)
+		case strings.Contains(l, `msg="call failed"`) &&
+			(strings.Contains(l, reservation.ErrCorrupt.Error()) || strings.Contains(l, reservation.ErrLost.Error())):
+			refused = append(refused, l)
+		}
+	}
+	if len(refused) == 0 {
+		t.Fatalf("db's DEL on the %s store: no refusal of it in %s (did the runtime call it?)", damage, path)
+	}
+	t.Logf("db's DEL refused by the %s store (%d times)", damage, len(refused))
 }

@@ -41,6 +41,11 @@ func cmdAdd(args *skel.CmdArgs) error {
 // looks again: the replacement runs at most this long after the holder's DEL.
 const holderPoll = 100 * time.Millisecond
 
+// holderAlive is called each time an ADD finds its identity's previous
+// holder alive, before it sleeps with the store unlocked: a test waits on
+// it for proof that the ADD is waiting (nil in the plugin).
+var holderAlive func()
+
 // allocate runs the engine's ADD in one store transaction. While the
 // identity's address is held by a sandbox that may still be running
 // (ipam.ErrHolderAlive: a replacement created before its predecessor is gone)
@@ -61,6 +66,9 @@ func allocate(c *cni.Call, req ipam.AddRequest) ([]*reservation.Record, error) {
 					"waited", time.Since(deadline.Add(-c.Conf.HolderWait)).Round(time.Millisecond).String(), "ok", err == nil)
 			}
 			return recs, err
+		}
+		if holderAlive != nil {
+			holderAlive()
 		}
 		time.Sleep(min(holderPoll, time.Until(deadline)))
 	}

@@ -73,14 +73,36 @@ func TestAddWaitsForPreviousHolder(t *testing.T) {
 		err error
 		at  time.Time
 	}
+	// Each time the replacement finds the holder alive (and is about to
+	// sleep, the store unlocked), it says so: the verdicts below wait for
+	// that, not for a sleep (issue 50: 500 ms was assumed enough for the
+	// goroutine to be waiting).
+	polls := make(chan struct{}, 64)
+	holderAlive = func() {
+		select {
+		case polls <- struct{}{}:
+		default:
+		}
+	}
+	t.Cleanup(func() { holderAlive = nil })
 	done := make(chan outcome, 1)
 	go func() {
 		err := cmdAdd(cniArgs("new", "web-b", conf))
 		done <- outcome{err, time.Now()}
 	}()
+	waiting := func(what string) {
+		t.Helper()
+		select {
+		case <-polls:
+		case o := <-done:
+			t.Fatalf("replacement's ADD returned (%v) while the old sandbox still runs (%s)", o.err, what)
+		case <-time.After(10 * time.Second):
+			t.Fatalf("replacement's ADD neither waits for the holder nor returns after 10 s (%s)", what)
+		}
+	}
+	waiting("its first look")
 
 	// Meanwhile another pod's ADD runs at once: the waiting call holds no lock.
-	time.Sleep(500 * time.Millisecond)
 	start := time.Now()
 	if err := cmdAdd(cniArgs("other", "db", waitConf(dir, "10s", false))); err != nil {
 		t.Fatalf("another pod's ADD while the replacement waits: %v", err)
@@ -88,11 +110,9 @@ func TestAddWaitsForPreviousHolder(t *testing.T) {
 	if took := time.Since(start); took > time.Second {
 		t.Fatalf("another pod's ADD took %v while the replacement waited: the lock is held", took)
 	}
-	select {
-	case o := <-done:
-		t.Fatalf("replacement's ADD returned (%v) while the old sandbox still runs", o.err)
-	default:
-	}
+	// It goes on waiting: two more looks, the old sandbox still running.
+	waiting("after another pod's ADD")
+	waiting("after another pod's ADD")
 
 	delAt := time.Now()
 	if err := cmdDel(cniArgs("old", "web-a", conf)); err != nil {
