@@ -215,6 +215,12 @@ func (c *cluster) nodeDeleted(p *placementRun, w *workloadsRun) {
 	c.remove(ns, "pod", "pin")
 	waiting := unboundPod(ns, "", map[string]string{annReservation: "10m", annIdentity: "pin", annPlacement: "required"})
 	waiting.GenerateName = "pin-"
+	// Pending whatever the scheduler's view of the cordon: right after an
+	// API server restart (the reimage step's) its informers can lag by a
+	// minute, and it bound such a pod to the cordoned node. A label no node
+	// has keeps it Pending; stranded reads only the hint's metadata.name
+	// term.
+	waiting.Spec.NodeSelector = map[string]string{"stickyip.test/never": "scheduled"}
 	created, err := c.client.CoreV1().Pods(ns).Create(ctx, waiting, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
