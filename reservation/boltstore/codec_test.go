@@ -92,41 +92,78 @@ func TestRecordCodec(t *testing.T) {
 	}
 }
 
-// TestRecordCodecEveryField fails when Record gains a field the codec does
-// not write: each field in turn is set, alone, and encodeRecord must still
-// be json.Marshal.
+// TestRecordCodecEveryField fails when Record, or a struct it holds
+// (Identity, as Identity and LastIdentity), gains a field the codec does
+// not write or read: each field at every depth is set in turn, alone, and
+// encodeRecord must still be json.Marshal and decodeRecord json.Unmarshal.
 func TestRecordCodecEveryField(t *testing.T) {
-	typ := reflect.TypeFor[reservation.Record]()
-	for i := range typ.NumField() {
-		r := &reservation.Record{}
-		f := reflect.ValueOf(r).Elem().Field(i)
+	set := 0
+	for _, path := range leafFields(t, reflect.TypeFor[reservation.Record](), nil) {
+		// An Identity with no namespace or name is zero (omitted, by
+		// json.Marshal as by the codec): each starts as one that is not,
+		// so a field of its own set alone is written.
+		base := reservation.Identity{Namespace: "ns", Name: "n"}
+		r := &reservation.Record{Identity: base, LastIdentity: base}
+		f := reflect.ValueOf(r).Elem().FieldByIndex(path.index)
 		switch v := f.Addr().Interface().(type) {
 		case *netip.Addr:
 			*v = netip.MustParseAddr("10.1.2.3")
-		case *reservation.State:
-			*v = reservation.Reserved
-		case *reservation.Identity:
-			*v = reservation.Identity{Namespace: "n", Name: "p", IfName: "eth1", Legacy: true}
 		case *time.Time:
 			*v = time.Date(2026, 2, 3, 4, 5, 6, 7, time.UTC)
-		case *time.Duration:
-			*v = 42 * time.Second
-		case *string:
-			*v = "v-" + typ.Field(i).Name
-		case *int:
-			*v = 3
-		case *bool:
-			*v = true
 		default:
-			t.Fatalf("Record.%s has type %s, which this test (and the codec) does not know", typ.Field(i).Name, f.Type())
+			switch f.Kind() {
+			case reflect.String:
+				f.SetString("v-" + path.name)
+			case reflect.Int, reflect.Int64:
+				f.SetInt(42)
+			case reflect.Bool:
+				f.SetBool(true)
+			default:
+				t.Fatalf("Record.%s has type %s, which this test (and the codec) does not know", path.name, f.Type())
+			}
 		}
+		set++
 		want, _ := json.Marshal(r)
 		got, err := encodeRecord(r)
 		if err != nil || !bytes.Equal(got, want) {
-			t.Fatalf("Record.%s alone: encodeRecord %s (%v), json.Marshal %s", typ.Field(i).Name, got, err, want)
+			t.Fatalf("Record.%s alone: encodeRecord %s (%v), json.Marshal %s", path.name, got, err, want)
+		}
+		var back reservation.Record
+		if err := decodeRecord(got, &back); err != nil || !reflect.DeepEqual(&back, r) {
+			t.Fatalf("Record.%s alone: %s reads back as %+v (%v), want %+v", path.name, got, back, err, *r)
 		}
 		checkDecode(t, got)
 	}
+	t.Logf("%d fields, nested ones included", set)
+}
+
+// field is a field of Record at any depth: its index path and its dotted
+// name.
+type field struct {
+	index []int
+	name  string
+}
+
+// leafFields lists typ's fields, walking into its struct fields but for
+// the two the codec writes as one value (an address, a time).
+func leafFields(t *testing.T, typ reflect.Type, under []int) []field {
+	t.Helper()
+	var out []field
+	for i := range typ.NumField() {
+		sf := typ.Field(i)
+		index := append(append([]int(nil), under...), i)
+		if sf.Type.Kind() == reflect.Struct && sf.Type != reflect.TypeFor[netip.Addr]() && sf.Type != reflect.TypeFor[time.Time]() {
+			if sf.Type != reflect.TypeFor[reservation.Identity]() {
+				t.Fatalf("%s has a struct field %s of type %s: set it up in TestRecordCodecEveryField", typ, sf.Name, sf.Type)
+			}
+			for _, sub := range leafFields(t, sf.Type, index) {
+				out = append(out, field{index: sub.index, name: sf.Name + "." + sub.name})
+			}
+			continue
+		}
+		out = append(out, field{index: index, name: sf.Name})
+	}
+	return out
 }
 
 func FuzzRecordCodec(f *testing.F) {
