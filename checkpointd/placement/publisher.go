@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 
 	"github.com/stickyip/stickyip/checkpointd/apiclient"
@@ -49,7 +50,8 @@ type Options struct {
 	// policy finds stale reads the shard again at once.
 	Resync time.Duration
 	// MaxBackoff bounds the wait before a shard whose write failed is tried
-	// again (default 5m; the first wait is Interval, doubled each time).
+	// again (default 5m; the first wait is Interval, doubled each time;
+	// each wait is longer by up to half again, at random).
 	MaxBackoff time.Duration
 	// Registry receives the publisher's metrics (nil: not exported).
 	Registry *metrics.Registry
@@ -86,10 +88,11 @@ type view struct {
 	at    time.Time
 }
 
-// backoff is when a shard whose write failed is tried again.
+// backoff is when a shard whose write failed is tried again, and the
+// waits after its next failures.
 type backoff struct {
-	failures int
-	next     time.Time
+	steps wait.Backoff
+	next  time.Time
 }
 
 // refusal is a claim the index policy refused: not tried again for the

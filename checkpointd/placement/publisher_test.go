@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/netip"
 	"os"
@@ -175,29 +176,83 @@ func TestPublisherRefusedClaimNotRetried(t *testing.T) {
 
 // A write refused for any other reason (the manifests not applied yet, a
 // policy that cannot be evaluated, a full object) is tried again, after
-// Interval, then twice as long each time, at most MaxBackoff; then it is
-// made (issue 31: a refused claim was never tried again).
+// Interval, then twice as long each time, at most MaxBackoff, each wait
+// longer by up to half again at random; then it is made (issue 31: a
+// refused claim was never tried again).
 func TestPublisherRetriesWithBackoff(t *testing.T) {
 	r := newRig(t)
 	r.api.bound["db/db-0"] = "node1"
 	refusing := &refusingAPI{API: r.api.as("node1"), left: 4}
 	r.p.api = refusing
 	r.store.set(allocated("10.244.1.5", "db", "db-0", "db-0", t0))
+	const step = 250 * time.Millisecond
 	var tried []time.Duration
-	for range 200 { // 200 passes, 5 s apart
+	for range 800 { // passes 250 ms apart
 		before := refusing.calls
 		r.pass()
 		if refusing.calls > before {
 			tried = append(tried, r.now.Sub(t0))
 		}
-		r.now = r.now.Add(5 * time.Second)
+		r.now = r.now.Add(step)
 	}
-	want := []time.Duration{0, 5 * time.Second, 15 * time.Second, 35 * time.Second, 75 * time.Second}
-	if !slices.Equal(tried, want) {
-		t.Errorf("writes tried at %v, want %v (Interval, doubled)", tried, want)
+	if len(tried) != 5 {
+		t.Fatalf("writes tried at %v, want 5 (4 refused, then made)", tried)
+	}
+	for i, base := 1, 5*time.Second; i < len(tried); i, base = i+1, 2*base {
+		if wait := tried[i] - tried[i-1]; wait < base || wait > base+base/2+step {
+			t.Errorf("wait %d: %v, want %v to %v (Interval doubled, plus up to half at random); tried at %v", i, wait, base, base+base/2, tried)
+		}
 	}
 	if _, ok := r.api.line("db", "db-0", "node1"); !ok || r.errors("refused") != 0 || r.errors("apply") != 4 {
 		t.Errorf("claim made %v, refused %d, apply errors %d; want made after 4 failures", ok, r.errors("refused"), r.errors("apply"))
+	}
+}
+
+// After an API server outage, the nodes whose writes failed together come
+// back apart: each node's wait is its own, at random, so they do not all
+// retry the same shards at the same instant (they did: every wait was
+// Interval, doubled, for every node alike).
+func TestPublisherRetriesSpreadAfterOutage(t *testing.T) {
+	api := newFakeAPI()
+	const nodes = 8
+	var pubs []*Publisher
+	now := t0
+	for i := range nodes {
+		node := fmt.Sprintf("node%d", i)
+		api.bound[fmt.Sprintf("db/db-%d", i)] = node
+		st := &fakeStore{}
+		st.set(allocated(fmt.Sprintf("10.244.%d.5", i), "db", fmt.Sprintf("db-%d", i), fmt.Sprintf("db-%d", i), t0))
+		pubs = append(pubs, NewWithAPI(api.as(node), Options{Node: node, Store: st, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+			Now: func() time.Time { return now }}))
+	}
+	api.down = true
+	for _, p := range pubs {
+		p.Pass(context.Background())
+	}
+	api.down = false
+	back := map[int]time.Duration{} // node → when it wrote again
+	for now.Sub(t0) < 10*time.Second {
+		now = now.Add(50 * time.Millisecond)
+		for i, p := range pubs {
+			if _, done := back[i]; done {
+				continue
+			}
+			p.Pass(context.Background())
+			if _, ok := api.line("db", fmt.Sprintf("db-%d", i), fmt.Sprintf("node%d", i)); ok {
+				back[i] = now.Sub(t0)
+			}
+		}
+	}
+	distinct := map[time.Duration]bool{}
+	for i := range nodes {
+		at, ok := back[i]
+		if !ok || at < 5*time.Second || at > 7500*time.Millisecond+50*time.Millisecond {
+			t.Errorf("node%d wrote again at %v (%v), want between Interval and half again after it", i, at, ok)
+		}
+		distinct[at] = true
+	}
+	if len(distinct) < nodes/2 {
+		t.Errorf("the %d nodes wrote again at only %d distinct instants (%v): in lockstep", nodes, len(distinct), back)
 	}
 }
 
