@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
@@ -54,7 +55,7 @@ type Options struct {
 	// each wait is longer by up to half again, at random).
 	MaxBackoff time.Duration
 	// Registry receives the publisher's metrics (nil: not exported).
-	Registry *metrics.Registry
+	Registry prometheus.Registerer
 	// Log receives every write and every new kind of failure.
 	Log *slog.Logger
 	// Now is the clock (default time.Now).
@@ -68,10 +69,10 @@ type Publisher struct {
 	api     API
 	written *written
 
-	writes     *metrics.CounterVec
-	errs       *metrics.CounterVec
-	records    *metrics.Gauge
-	superseded *metrics.Gauge
+	writes     *prometheus.CounterVec
+	errs       *prometheus.CounterVec
+	records    prometheus.Gauge
+	superseded prometheus.Gauge
 
 	shards  map[shardRef]view    // each shard as the API server last showed it
 	retry   map[shardRef]backoff // shards whose last write failed
@@ -80,7 +81,7 @@ type Publisher struct {
 	lost    map[Key]string       // identities another node claimed later, by that node
 	logged  map[string]string    // last failure logged per step
 	mu      sync.Mutex           // guards logged
-	reads   *metrics.Counter     // API reads (shards and the Node)
+	reads   prometheus.Counter   // API reads (shards and the Node)
 }
 
 type view struct {
@@ -135,16 +136,16 @@ func NewWithAPI(api API, opts Options) *Publisher {
 	}
 	p := &Publisher{
 		opts: opts, api: api,
-		writes: metrics.NewCounterVec(metrics.Namespace+"placement_writes_total",
-			"Writes to the placement index (its ConfigMaps), by kind: claim (an ADD), update (a reservation's end at DEL, addresses), release (expiry or release).", "kind"),
-		errs: metrics.NewCounterVec(metrics.Namespace+"placement_errors_total",
-			"Failed placement steps, by step (store, ranges, written, node, get, apply, refused, entry, full).", "step"),
-		records: metrics.NewGauge(metrics.Namespace+"placement_records",
-			"Sticky identities this node holds and publishes."),
-		superseded: metrics.NewGauge(metrics.Namespace+"placement_superseded",
-			"Sticky identities this node holds that another node claimed later (it ran their pod since)."),
-		reads: metrics.NewCounter(metrics.Namespace+"placement_reads_total",
-			"Reads of the placement index (its ConfigMaps) and of the node's Node."),
+		writes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: metrics.Namespace + "placement_writes_total",
+			Help: "Writes to the placement index (its ConfigMaps), by kind: claim (an ADD), update (a reservation's end at DEL, addresses), release (expiry or release)."}, []string{"kind"}),
+		errs: prometheus.NewCounterVec(prometheus.CounterOpts{Name: metrics.Namespace + "placement_errors_total",
+			Help: "Failed placement steps, by step (store, ranges, written, node, get, apply, refused, entry, full)."}, []string{"step"}),
+		records: prometheus.NewGauge(prometheus.GaugeOpts{Name: metrics.Namespace + "placement_records",
+			Help: "Sticky identities this node holds and publishes."}),
+		superseded: prometheus.NewGauge(prometheus.GaugeOpts{Name: metrics.Namespace + "placement_superseded",
+			Help: "Sticky identities this node holds that another node claimed later (it ran their pod since)."}),
+		reads: prometheus.NewCounter(prometheus.CounterOpts{Name: metrics.Namespace + "placement_reads_total",
+			Help: "Reads of the placement index (its ConfigMaps) and of the node's Node."}),
 		shards:  map[shardRef]view{},
 		retry:   map[shardRef]backoff{},
 		refused: map[refusal]bool{},

@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"io"
 	"log/slog"
 	"net/netip"
@@ -19,7 +21,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/stickyip/stickyip/checkpointd/metrics"
 	"github.com/stickyip/stickyip/checkpointd/placement/entry"
 	"github.com/stickyip/stickyip/checkpointd/safefile"
 	"github.com/stickyip/stickyip/reservation"
@@ -44,7 +45,7 @@ type rig struct {
 	api   *fakeAPI
 	store *fakeStore
 	now   time.Time
-	reg   *metrics.Registry
+	reg   *prometheus.Registry
 	logs  *bytes.Buffer
 	file  string
 	p     *Publisher
@@ -58,7 +59,7 @@ func newRig(t *testing.T) *rig {
 
 // start (re)starts node1's publisher: a new process with the same files.
 func (r *rig) start() {
-	r.reg, r.logs = metrics.NewRegistry(), &bytes.Buffer{}
+	r.reg, r.logs = prometheus.NewRegistry(), &bytes.Buffer{}
 	r.p = NewWithAPI(r.api.as("node1"), Options{Node: "node1", Store: r.store, WrittenFile: r.file, Registry: r.reg,
 		Log: slog.New(slog.NewTextHandler(r.logs, nil)), Now: func() time.Time { return r.now }})
 }
@@ -66,10 +67,10 @@ func (r *rig) start() {
 func (r *rig) pass() { r.t.Helper(); r.p.Pass(context.Background()) }
 
 func (r *rig) writes(kind string) int {
-	return int(r.p.writes.WithLabelValues(kind).Value())
+	return int(testutil.ToFloat64(r.p.writes.WithLabelValues(kind)))
 }
 
-func (r *rig) errors(step string) int { return int(r.p.errs.WithLabelValues(step).Value()) }
+func (r *rig) errors(step string) int { return int(testutil.ToFloat64(r.p.errs.WithLabelValues(step))) }
 
 func allocated(ip, ns, id, pod string, at time.Time) reservation.Entry {
 	return rec(ip, reservation.Allocated, ns, id, pod, 10*time.Minute, at, time.Time{})
@@ -115,7 +116,7 @@ func TestPublisherLifecycle(t *testing.T) {
 	if c, u, rel := r.writes(WriteClaim), r.writes(WriteUpdate), r.writes(WriteRelease); c != 1 || u != 1 || rel != 1 || r.api.writes != 3 {
 		t.Errorf("writes: claim %d update %d release %d (API %d), want 1 1 1", c, u, rel, r.api.writes)
 	}
-	if n := r.p.records.Value(); n != 0 {
+	if n := testutil.ToFloat64(r.p.records); n != 0 {
 		t.Errorf("records gauge %v after expiry", n)
 	}
 }
@@ -291,7 +292,7 @@ func TestPublisherTie(t *testing.T) {
 	if got := r.api.hint("db", "db-0"); got != "node2" {
 		t.Fatalf("node1's older reservation: the hint names %s, want node2", got)
 	}
-	if n := r.p.superseded.Value(); n != 1 {
+	if n := testutil.ToFloat64(r.p.superseded); n != 1 {
 		t.Errorf("superseded gauge %v, want 1", n)
 	}
 	if strings.Count(r.logs.String(), "claimed later by another node") != 1 {
@@ -305,7 +306,7 @@ func TestPublisherTie(t *testing.T) {
 	if got := r.api.hint("db", "db-0"); got != "node1" {
 		t.Fatalf("node1 running the pod again: the hint names %s, want node1", got)
 	}
-	if n := r.p.superseded.Value(); n != 0 {
+	if n := testutil.ToFloat64(r.p.superseded); n != 0 {
 		t.Errorf("superseded gauge %v after the new claim, want 0", n)
 	}
 }

@@ -3,6 +3,8 @@ package reconcile
 import (
 	"context"
 	"errors"
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	"io"
 	"log/slog"
 	"net/netip"
@@ -335,4 +337,13 @@ func (h *harness) running(p *corev1.Pod) {
 	h.api.put(p)
 	h.rt.set(sandbox("sb-"+p.Name, p, true))
 	h.pass()
+}
+
+// sampleCount returns the number of observations of h.
+func sampleCount(h prometheus.Histogram) uint64 {
+	var m dto.Metric
+	if err := h.Write(&m); err != nil {
+		panic(err)
+	}
+	return m.GetHistogram().GetSampleCount()
 }

@@ -3,8 +3,9 @@ package reconcile
 import (
 	"fmt"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/stickyip/stickyip/checkpointd/checkpoint"
-	"github.com/stickyip/stickyip/checkpointd/metrics"
 	"github.com/stickyip/stickyip/reservation"
 )
 
@@ -79,7 +80,7 @@ func (r *Reconciler) setPoolGauges() {
 	}
 	r.solved(checkpoint.ID{}, "ipam-pools")
 	m := r.cfg.Metrics
-	for _, g := range []*metrics.GaugeVec{m.Allocations, m.Reservations, m.Cooling, m.FreeIPs} {
+	for _, g := range []*prometheus.GaugeVec{m.Allocations, m.Reservations, m.Cooling, m.FreeIPs} {
 		g.Reset()
 	}
 	for n, p := range pools {

@@ -1,6 +1,7 @@
 package reconcile
 
 import (
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"net/netip"
 	"strings"
 	"testing"
@@ -113,7 +114,7 @@ func TestNodeRangesChange(t *testing.T) {
 			t.Errorf("event %q does not say %q", ev.onNode[0], want)
 		}
 	}
-	if n := h.m.NodeRangeChanges.Value(); n != 1 {
+	if n := testutil.ToFloat64(h.m.NodeRangeChanges); n != 1 {
 		t.Errorf("node_pod_cidr_changes_total = %v, want 1", n)
 	}
 
