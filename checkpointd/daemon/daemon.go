@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -125,11 +126,11 @@ func build(cfg Config, pol policy.Policy) (*parts, error) {
 	}
 	var ipamStore reconcile.IPAM
 	var store *ipamstore.Store
-	var holds func() (func(reservation.Entry) bool, error)
 	if cfg.DataDir != "" {
 		store = ipamstore.New(cfg.DataDir, cfg.Timeout, log.With("component", "ipam")).WithCNIConfDir(cfg.CNIConfDir).WithCNIResultsDir(cfg.CNIResultsDir)
-		ipamStore, holds = store, store.NodeHolds
+		ipamStore = store
 	}
+	latest := &passView{kick: make(chan struct{}, 1)}
 	var lease *flannel.Keeper
 	if cfg.FlannelSubnetFile != "" {
 		lease = &flannel.Keeper{
@@ -139,9 +140,7 @@ func build(cfg Config, pol policy.Policy) (*parts, error) {
 			Log:        log.With("component", "flannel-lease"),
 		}
 		if ipamStore != nil && cfg.CNIConfDir != "" {
-			lease.Check = reconcile.LeaseCheck(ipamStore, func() ([]string, error) {
-				return ipamstore.FlannelNetworks(cfg.CNIConfDir, cfg.FlannelSubnetFile)
-			})
+			lease.Check = reconcile.LeaseCheck(latest.get, func(v *ipamstore.View) []string { return v.FlannelNetworks(cfg.FlannelSubnetFile) })
 		}
 	}
 	m := metrics.New()
@@ -153,12 +152,12 @@ func build(cfg Config, pol policy.Policy) (*parts, error) {
 	if cfg.Placement && ipamStore != nil {
 		// While a store rebuilt without the API server waits for the
 		// index's reservations, the publisher leaves the index alone.
-		pub, err = placement.New(rc, placement.Options{Node: cfg.NodeName, Store: rebuild.Published{Store: store}, Holds: holds, Interval: cfg.Interval,
+		// It publishes what each reconcile pass read of the store, right
+		// after the pass, through the same API client.
+		pub = placement.NewWithAPI(placement.NewAPI(cs, cfg.NodeName), placement.Options{Node: cfg.NodeName,
+			Store: rebuild.Published{Store: latest}, Holds: latest.holds, Interval: cfg.Interval, Passes: latest.kick,
 			WrittenFile: filepath.Join(cfg.CheckpointDir, placement.WrittenFileName),
 			Timeout:     cfg.Timeout, Registry: m.Registry, Log: log.With("component", "placement")})
-		if err != nil {
-			return nil, errors.Join(fmt.Errorf("placement client: %w", err), runtime.Close())
-		}
 	}
 	events := kube.NewRecorder(cs, cfg.NodeName, cfg.Timeout, log.With("component", "events"))
 	var repair reconcile.Repairer
@@ -177,7 +176,7 @@ func build(cfg Config, pol policy.Policy) (*parts, error) {
 	rec := reconcile.New(reconcile.Config{
 		Node: cfg.NodeName, Store: checkpoints, StaticDir: cfg.StaticPodDir, VolumeDir: cfg.VolumeDir,
 		Runtime: runtime, API: api, Boot: tracker, Policy: pol, IPAM: ipamStore, Repair: repair, Events: events, Lease: lease,
-		Contact: clock, Metrics: m, Log: log, AfterPass: memory.afterPass,
+		Contact: clock, Metrics: m, Log: log, AfterPass: memory.afterPass, Observed: latest.set,
 		Grace: cfg.Grace, Stable: cfg.Stable, Refresh: cfg.Refresh, LeakMinAge: cfg.LeakMinAge,
 		RestoreTimeout: cfg.RestoreTimeout, CorruptRetention: cfg.CorruptRetention,
 		Reservation: cfg.Reservation, SkipVolumes: cfg.Volumes == "drop",
@@ -270,4 +269,51 @@ func (n nodeEvents) Node() (*corev1.Node, bool) { return n.api.Node() }
 
 func (n nodeEvents) NodeEvent(node *corev1.Node, eventType, reason, message string) {
 	n.events.NodeEvent(node, eventType, reason, message)
+}
+
+// passView is the IPAM store and the CNI configuration as the reconciler's
+// last pass read them: the placement publisher and the flannel lease check
+// read them there, never again from disk.
+type passView struct {
+	v    atomic.Pointer[ipamstore.View]
+	kick chan struct{} // a pass read them: the publisher's turn
+}
+
+func (p *passView) set(v *ipamstore.View) {
+	p.v.Store(v)
+	select {
+	case p.kick <- struct{}{}:
+	default:
+	}
+}
+
+func (p *passView) get() *ipamstore.View { return p.v.Load() }
+
+// errNotRead: no pass has read the store yet (or the last one could not).
+var errNotRead = errors.New("the IPAM store has not been read by a reconcile pass yet")
+
+// Entries returns the records as the last pass read them.
+func (p *passView) Entries() ([]reservation.Entry, error) {
+	v := p.v.Load()
+	if v == nil {
+		return nil, errNotRead
+	}
+	return v.Entries, nil
+}
+
+// Waiting returns the rebuilt networks that wait for the placement index.
+func (p *passView) Waiting() (map[string]time.Time, error) {
+	v := p.v.Load()
+	if v == nil {
+		return nil, errNotRead
+	}
+	return v.Waiting, nil
+}
+
+func (p *passView) holds() (func(reservation.Entry) bool, error) {
+	v := p.v.Load()
+	if v == nil {
+		return nil, errNotRead
+	}
+	return v.Holds()
 }

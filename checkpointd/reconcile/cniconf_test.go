@@ -3,6 +3,7 @@ package reconcile
 import (
 	"errors"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/stickyip/stickyip/checkpointd/ipamstore"
 	"strings"
 	"testing"
 
@@ -18,7 +19,11 @@ type configIPAM struct {
 	err   error
 }
 
-func (f *configIPAM) Unconfigured() ([]ipam.UnconfiguredNetwork, error) { return f.found, f.err }
+func (f *configIPAM) Observe() (*ipamstore.View, error) {
+	v, err := f.fakeIPAM.Observe()
+	v.Unconfigured, v.ConfErr = f.found, f.err
+	return v, err
+}
 
 // A conflist switched back to host-local while the store holds
 // reservations is said: the gauge at once, the log and a Warning Event on

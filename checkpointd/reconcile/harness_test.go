@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
+	"github.com/stickyip/stickyip/checkpointd/ipamstore"
 	"io"
 	"log/slog"
 	"net/netip"
@@ -36,11 +38,13 @@ type fakeRuntime struct {
 	mu        sync.Mutex
 	sandboxes []cri.Sandbox
 	err       error
+	lists     int // Sandboxes calls
 }
 
 func (f *fakeRuntime) Sandboxes(context.Context) ([]cri.Sandbox, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.lists++
 	return append([]cri.Sandbox(nil), f.sandboxes...), f.err
 }
 
@@ -116,14 +120,26 @@ type fakeIPAM struct {
 	deleted []string // "network/containerID/ifname"
 	// alive: containers whose network namespace still exists (the engine
 	// keeps their allocations).
-	alive map[string]bool
+	alive    map[string]bool
+	observes int
 }
 
-func (f *fakeIPAM) Entries() ([]reservation.Entry, error) {
-	return append([]reservation.Entry(nil), f.entries...), nil
+// Observe reads the fake store: its records, no CNI config dir; observes
+// counts the reads.
+func (f *fakeIPAM) Observe() (*ipamstore.View, error) {
+	f.observes++
+	seen := map[string]bool{}
+	v := &ipamstore.View{Entries: append([]reservation.Entry(nil), f.entries...)}
+	for _, e := range f.entries {
+		if !seen[e.Network] {
+			seen[e.Network] = true
+			v.Networks = append(v.Networks, e.Network)
+		}
+	}
+	return v, nil
 }
 
-func (f *fakeIPAM) ReleaseContainer(network, containerID, ifname string) (bool, error) {
+func (f *fakeIPAM) ReleaseIn(_ *ipamstore.View, network, containerID, ifname string) (bool, error) {
 	if f.alive[containerID] {
 		return false, nil
 	}
@@ -346,4 +362,9 @@ func sampleCount(h prometheus.Histogram) uint64 {
 		panic(err)
 	}
 	return m.GetHistogram().GetSampleCount()
+}
+
+// testutilValue is the allocations gauge of network.
+func testutilValue(h *harness, network string) float64 {
+	return testutil.ToFloat64(h.m.Allocations.WithLabelValues(network))
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/stickyip/stickyip/checkpointd/checkpoint"
 	"github.com/stickyip/stickyip/checkpointd/cri"
+	"github.com/stickyip/stickyip/checkpointd/ipamstore"
 	"github.com/stickyip/stickyip/checkpointd/sanitize"
 	"github.com/stickyip/stickyip/checkpointd/state"
 	"github.com/stickyip/stickyip/contract"
@@ -35,6 +36,10 @@ type snapshot struct {
 	// running: a ready sandbox of the parent; copyRunning: of our copy.
 	running, copyRunning map[checkpoint.ID]bool
 	sandboxes            []cri.Sandbox
+	// ipam is the IPAM store and the CNI configuration as read once for
+	// the pass (nil without an IPAM, or when ipamErr says why not).
+	ipam    *ipamstore.View
+	ipamErr error
 }
 
 // ids returns every identity the snapshot knows of, sorted.
@@ -81,6 +86,7 @@ func (r *Reconciler) observe(ctx context.Context) (*snapshot, error) {
 	if s.files, err = listFiles(r.cfg.VolumeDir); err != nil {
 		return nil, err
 	}
+	r.observeIPAM(s)
 
 	reachable, since := r.cfg.API.Reachable()
 	pods, synced := r.cfg.API.Pods()
@@ -124,6 +130,23 @@ func (r *Reconciler) observe(ctx context.Context) (*snapshot, error) {
 		s.running[id] = true
 	}
 	return s, nil
+}
+
+// observeIPAM reads the IPAM store and the CNI configuration into s. A
+// store that cannot be read is a problem of the IPAM steps, not of the
+// pass: the pods are decided all the same.
+func (r *Reconciler) observeIPAM(s *snapshot) {
+	if r.cfg.IPAM == nil {
+		return
+	}
+	s.ipam, s.ipamErr = r.cfg.IPAM.Observe()
+	if s.ipamErr != nil {
+		s.ipam = nil
+	}
+	r.view.Store(s.ipam)
+	if r.cfg.Observed != nil && s.ipam != nil {
+		r.cfg.Observed(s.ipam)
+	}
 }
 
 // copyPath returns the static manifest path of id's copy.

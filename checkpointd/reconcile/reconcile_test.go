@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/stickyip/stickyip/checkpointd/ipamstore"
 	"os"
 	"path/filepath"
 	"strings"
@@ -702,7 +703,11 @@ type poolIPAM struct {
 	err   error
 }
 
-func (p *poolIPAM) Pools() (map[string]ipam.PoolTotals, error) { return p.pools, p.err }
+func (p *poolIPAM) Observe() (*ipamstore.View, error) {
+	v, err := p.fakeIPAM.Observe()
+	v.Pools, v.ConfErr = p.pools, p.err
+	return v, err
+}
 
 func TestLeakCountResetsWhenSandboxReappears(t *testing.T) {
 	h := newHarness(t)

@@ -34,6 +34,7 @@ import (
 	"context"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -43,10 +44,9 @@ import (
 	"github.com/stickyip/stickyip/checkpointd/contact"
 	"github.com/stickyip/stickyip/checkpointd/cri"
 	"github.com/stickyip/stickyip/checkpointd/flannel"
+	"github.com/stickyip/stickyip/checkpointd/ipamstore"
 	"github.com/stickyip/stickyip/checkpointd/metrics"
 	"github.com/stickyip/stickyip/checkpointd/policy"
-	"github.com/stickyip/stickyip/ipam"
-	"github.com/stickyip/stickyip/reservation"
 )
 
 // Runtime lists the pod sandboxes the container runtime knows.
@@ -71,13 +71,15 @@ type Events interface {
 
 // IPAM is the stickyip store as checkpointd uses it (package ipamstore).
 type IPAM interface {
-	// Entries lists the records of every network.
-	Entries() ([]reservation.Entry, error)
-	// ReleaseContainer handles the allocation of a container the runtime
-	// does not list as a CNI DEL (reservation when it has a duration, else
-	// freed) if the IPAM engine finds its sandbox gone; released is false
-	// when the sandbox may be alive (its network namespace still exists).
-	ReleaseContainer(network, containerID, ifname string) (released bool, err error)
+	// Observe reads the store and the CNI config directory once, for a
+	// pass: everything the pass asks of them is answered from the view.
+	Observe() (*ipamstore.View, error)
+	// ReleaseIn handles the allocation of a container the runtime does not
+	// list as a CNI DEL (reservation when it has a duration, else freed),
+	// by the network's rules as v read them, if the IPAM engine finds its
+	// sandbox gone; released is false when the sandbox may be alive (its
+	// network namespace still exists).
+	ReleaseIn(v *ipamstore.View, network, containerID, ifname string) (released bool, err error)
 }
 
 // Repairer rebuilds the IPAM store when no call can use it
@@ -88,12 +90,6 @@ type Repairer interface {
 	Pass(ctx context.Context) bool
 	// Suspect says a read of the store failed with err.
 	Suspect(err error)
-}
-
-// PoolCounter is implemented by IPAMs that know their networks' ranges.
-type PoolCounter interface {
-	// Pools returns each network's totals, as `stickyip status` counts them.
-	Pools() (map[string]ipam.PoolTotals, error)
 }
 
 // Config configures a Reconciler.
@@ -126,6 +122,10 @@ type Config struct {
 	// AfterPass, when set, runs after each pass of Run (the daemon gives
 	// the memory the pass freed back to the kernel).
 	AfterPass func()
+	// Observed, when set, is given the IPAM side as each pass read it (the
+	// daemon's placement publisher publishes from it: the store is read
+	// once per pass, by the pass).
+	Observed func(*ipamstore.View)
 }
 
 // Reconciler runs reconcile passes.
@@ -138,8 +138,9 @@ type Reconciler struct {
 	// bootUnrecorded: the pods the kubelet knows this boot could not be
 	// written; restores are held back until they are.
 	bootUnrecorded bool
-	wasMissing     map[string]bool // IPAM allocations whose sandbox was missing last pass
-	cni            cniState        // the CNI configuration against the store (cniconf.go)
+	wasMissing     map[string]bool                // IPAM allocations whose sandbox was missing last pass
+	cni            cniState                       // the CNI configuration against the store (cniconf.go)
+	view           atomic.Pointer[ipamstore.View] // the IPAM side as the last pass read it
 
 	mu      sync.Mutex // guards lastOK and lastErr (read by Health)
 	lastOK  time.Time
@@ -163,6 +164,10 @@ func New(cfg Config) *Reconciler {
 		node: map[string]string{},
 	}
 }
+
+// View returns the IPAM store and the CNI configuration as the last pass
+// read them (nil: none yet, or they could not be read).
+func (r *Reconciler) View() *ipamstore.View { return r.view.Load() }
 
 // Health returns the time of the last pass whose observation succeeded, and
 // the error of the last pass that could not observe. Errors about single
@@ -215,10 +220,10 @@ func (r *Reconciler) Reconcile(ctx context.Context) error {
 	}
 	r.reportCorrupt(snap)
 	r.track(snap)
-	r.nodeRanges()
-	r.keepLease(snap) // before restores: a restored copy's ADD needs the lease
-	if r.cfg.Repair != nil {
-		r.cfg.Repair.Pass(ctx) // a flannel network's range needs the lease
+	r.nodeRanges(snap)
+	r.keepLease(snap)                                  // before restores: a restored copy's ADD needs the lease
+	if r.cfg.Repair != nil && r.cfg.Repair.Pass(ctx) { // a flannel network's range needs the lease
+		r.observeIPAM(snap) // rebuilt: what was read is gone
 	}
 	for _, id := range snap.ids() {
 		r.pod(ctx, snap, id)

@@ -25,6 +25,7 @@ func (l *dirLock) release() {
 // lock takes the data directory's lock, shared for readers and exclusive for
 // writers, waiting in the kernel's queue (no polling) for at most lockTimeout.
 func (s *Store) lock(shared bool) (*dirLock, error) {
+	s.uses.Add(1)
 	path := filepath.Join(s.dir, LockFile)
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if errors.Is(err, os.ErrNotExist) && !shared {
