@@ -12,6 +12,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -62,6 +63,7 @@ type fakeAPI struct {
 	since     time.Time
 	objects   map[string]map[string][]byte // "Kind/ns/name"
 	gets      map[string]int               // reads per kind
+	rv        int                          // the last resourceVersion given
 }
 
 func (f *fakeAPI) Pods() ([]*corev1.Pod, bool) {
@@ -102,9 +104,13 @@ func (f *fakeAPI) setReachable(ok bool, at time.Time) {
 	}
 }
 
+// put stores p as the API server does: with a resourceVersion of its
+// own, changed by every write.
 func (f *fakeAPI) put(p *corev1.Pod) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.rv++
+	p.ResourceVersion = strconv.Itoa(f.rv)
 	f.pods[p.Namespace+"/"+p.Name] = p
 }
 
@@ -193,7 +199,7 @@ const (
 )
 
 type harness struct {
-	t       *testing.T
+	t       testing.TB
 	now     time.Time
 	rt      *fakeRuntime
 	api     *fakeAPI
@@ -207,7 +213,7 @@ type harness struct {
 	r       *Reconciler
 }
 
-func newHarness(t *testing.T) *harness {
+func newHarness(t testing.TB) *harness {
 	t.Helper()
 	dir := t.TempDir()
 	store, err := checkpoint.New(filepath.Join(dir, "checkpoints"))

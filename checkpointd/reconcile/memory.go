@@ -21,6 +21,9 @@ type memory struct {
 	staleMark bool
 	// captured: the last read of the parent's Secrets and ConfigMaps.
 	captured time.Time
+	// capturedRV: the parent's resourceVersion then (an object unchanged
+	// since needs no comparison).
+	capturedRV string
 	// copy: the static copy this run wrote, followed until it runs and
 	// until it is handed back.
 	copy *restore

@@ -27,33 +27,8 @@ import (
 // (TestPublisherReadsWhatThePassRead).
 func TestPassReadsEachInputOnce(t *testing.T) {
 	h := newHarness(t)
-	root := t.TempDir()
-	dataDir, confDir := filepath.Join(root, "data"), filepath.Join(root, "net.d")
-	if err := os.MkdirAll(confDir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	conf := fmt.Sprintf(`{"cniVersion":"1.0.0","name":"cbr0","plugins":[{"type":"bridge","ipam":{"type":"stickyip","dataDir":%q,"ranges":[[{"subnet":"10.244.1.0/24"}]]}}]}`, dataDir)
-	if err := os.WriteFile(filepath.Join(confDir, "10-cbr0.conflist"), []byte(conf), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	var sandboxes []cri.Sandbox
-	err := boltstore.New(dataDir, time.Second).Update("cbr0", func(tx reservation.Txn) error {
-		for i := range 20 {
-			id := fmt.Sprintf("sb-%d", i)
-			sandboxes = append(sandboxes, cri.Sandbox{ID: id, Namespace: "default", Name: fmt.Sprintf("p-%d", i), Ready: true})
-			if err := tx.Put(&reservation.Record{IP: netip.MustParseAddr(fmt.Sprintf("10.244.1.%d", 10+i)), State: reservation.Allocated,
-				ContainerID: id, IfName: "eth0", Identity: reservation.Identity{Namespace: "default", Name: fmt.Sprintf("p-%d", i), IfName: "eth0"},
-				Duration: 10 * time.Minute, AllocatedAt: h.now.Add(-time.Hour)}); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	store, sandboxes := realIPAM(h, 20)
 	h.rt.set(sandboxes...)
-	store := ipamstore.NewWithEnv(dataDir, time.Second, ipam.Env{Now: func() time.Time { return h.now }}).WithCNIConfDir(confDir)
 	var handed *ipamstore.View
 	h.cfg.IPAM, h.cfg.API = store, &nodeAPI{fakeAPI: h.api, node: node1("10.244.1.0/24")}
 	h.cfg.Observed = func(v *ipamstore.View) { handed = v }
@@ -81,3 +56,64 @@ func TestPassReadsEachInputOnce(t *testing.T) {
 		t.Errorf("checkpointd_ipam_allocations{network=cbr0} = %v, want 20", got)
 	}
 }
+
+// realIPAM makes a stickyip store (network cbr0, 10.244.1.0/24, its
+// conflist in a CNI config dir) holding n allocations of running sandboxes
+// p-0… of namespace default, each sticky (a 10-minute reservation).
+func realIPAM(h *harness, n int) (*ipamstore.Store, []cri.Sandbox) {
+	h.t.Helper()
+	root := h.t.TempDir()
+	dataDir, confDir := filepath.Join(root, "data"), filepath.Join(root, "net.d")
+	if err := os.MkdirAll(confDir, 0o755); err != nil {
+		h.t.Fatal(err)
+	}
+	conf := fmt.Sprintf(`{"cniVersion":"1.0.0","name":"cbr0","plugins":[{"type":"bridge","ipam":{"type":"stickyip","dataDir":%q,"ranges":[[{"subnet":"10.244.1.0/24"}]]}}]}`, dataDir)
+	if err := os.WriteFile(filepath.Join(confDir, "10-cbr0.conflist"), []byte(conf), 0o644); err != nil {
+		h.t.Fatal(err)
+	}
+	var sandboxes []cri.Sandbox
+	err := boltstore.New(dataDir, time.Second).Update("cbr0", func(tx reservation.Txn) error {
+		for i := range n {
+			id := fmt.Sprintf("sb-p-%d", i)
+			sandboxes = append(sandboxes, cri.Sandbox{ID: id, Namespace: "default", Name: fmt.Sprintf("p-%d", i), Ready: true})
+			if err := tx.Put(&reservation.Record{IP: netip.MustParseAddr(fmt.Sprintf("10.244.1.%d", 10+i)), State: reservation.Allocated,
+				ContainerID: id, IfName: "eth0", Identity: reservation.Identity{Namespace: "default", Name: fmt.Sprintf("p-%d", i), IfName: "eth0"},
+				Duration: 10 * time.Minute, AllocatedAt: h.now.Add(-time.Hour)}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return ipamstore.NewWithEnv(dataDir, time.Second, ipam.Env{Now: func() time.Time { return h.now }}).WithCNIConfDir(confDir), sandboxes
+}
+
+// BenchmarkPass is one reconcile pass of a node with the kubelet's default
+// 110 pods, each checkpointed and sticky, nothing to change: what
+// checkpointd costs every --interval.
+func BenchmarkPass(b *testing.B) {
+	h := newHarness(b)
+	store, _ := realIPAM(h, maxPodsBench)
+	var sandboxes []cri.Sandbox
+	for i := range maxPodsBench {
+		p := pod(fmt.Sprintf("p-%d", i), fmt.Sprintf("uid-%d", i), "registry.example/app:1", true)
+		h.api.put(p)
+		sandboxes = append(sandboxes, sandbox(fmt.Sprintf("sb-p-%d", i), p, true))
+	}
+	h.rt.set(sandboxes...)
+	h.cfg.IPAM, h.cfg.API = store, &nodeAPI{fakeAPI: h.api, node: node1("10.244.1.0/24")}
+	h.start()
+	h.pass()
+	if n := len(h.r.pods); n != maxPodsBench {
+		b.Fatalf("%d pods tracked, want %d", n, maxPodsBench)
+	}
+	for b.Loop() {
+		h.advance(5 * time.Second)
+		h.pass()
+	}
+}
+
+// maxPodsBench is the kubelet's default maxPods.
+const maxPodsBench = 110

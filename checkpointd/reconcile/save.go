@@ -21,10 +21,15 @@ import (
 // Only the objects and keys the pod uses are read and stored.
 func (r *Reconciler) save(ctx context.Context, s *snapshot, id checkpoint.ID) {
 	parent := s.parents[id]
-	pod := stripPod(parent)
 	old := s.records[id]
 	m := r.mem(id)
-	if last := m.captured; !last.IsZero() && old != nil && samePod(old.Pod, pod) && slices.Equal(old.IPs, podIPs(parent)) && s.now.Sub(last) < r.cfg.Refresh {
+	fresh := !m.captured.IsZero() && s.now.Sub(m.captured) < r.cfg.Refresh && old != nil && slices.Equal(old.IPs, podIPs(parent))
+	if fresh && parent.ResourceVersion != "" && parent.ResourceVersion == m.capturedRV {
+		return // the object as saved (what a pass sees of nearly every pod)
+	}
+	pod := stripPod(parent)
+	if fresh && samePod(old.Pod, pod) {
+		m.capturedRV = parent.ResourceVersion
 		return
 	}
 	if err := id.CheckLen(); err != nil {
@@ -62,7 +67,7 @@ func (r *Reconciler) save(ctx context.Context, s *snapshot, id checkpoint.ID) {
 		return
 	}
 	r.solved(id, "save")
-	m.captured = s.now
+	m.captured, m.capturedRV = s.now, parent.ResourceVersion
 	s.records[id] = rec
 	if written {
 		r.cfg.Metrics.SavesTotal.Inc()
