@@ -40,6 +40,8 @@ type snapshot struct {
 	// the pass (nil without an IPAM, or when ipamErr says why not).
 	ipam    *ipamstore.View
 	ipamErr error
+	// objects are the Secrets and ConfigMaps read this pass (object).
+	objects map[string]objectRead
 }
 
 // ids returns every identity the snapshot knows of, sorted.

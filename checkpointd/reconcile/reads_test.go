@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/stickyip/stickyip/checkpointd/cri"
 	"github.com/stickyip/stickyip/checkpointd/ipamstore"
 	"github.com/stickyip/stickyip/ipam"
@@ -117,3 +119,30 @@ func BenchmarkPass(b *testing.B) {
 
 // maxPodsBench is the kubelet's default maxPods.
 const maxPodsBench = 110
+
+// A Secret or ConfigMap that many pods mount (a Deployment's, a
+// StatefulSet's) is read from the API server once in a pass that saves
+// them all: at the first pass, after a burst of new pods, and at every
+// refresh. It was read once per pod.
+func TestPassReadsEachObjectOnce(t *testing.T) {
+	h := newHarness(t)
+	var sandboxes []cri.Sandbox
+	for i := range 10 {
+		p := pod(fmt.Sprintf("p-%d", i), fmt.Sprintf("uid-%d", i), "nginx:1", true)
+		h.api.put(p)
+		sandboxes = append(sandboxes, sandbox(fmt.Sprintf("sb-%d", i), p, true))
+	}
+	h.rt.set(sandboxes...)
+	h.pass()
+	if n := testutil.ToFloat64(h.m.SavesTotal); n != 10 {
+		t.Fatalf("%v checkpoints saved, want 10", n)
+	}
+	if n := h.api.gets["Secret"]; n != 1 {
+		t.Errorf("the Secret the 10 pods mount was read %d times in the pass, want 1", n)
+	}
+	h.advance(h.cfg.Refresh)
+	h.pass() // every pod refreshed
+	if n := h.api.gets["Secret"]; n != 2 {
+		t.Errorf("after the refresh pass the Secret was read %d times in all, want 2", n)
+	}
+}

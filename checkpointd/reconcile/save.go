@@ -39,7 +39,7 @@ func (r *Reconciler) save(ctx context.Context, s *snapshot, id checkpoint.ID) {
 		return
 	}
 	rec := &checkpoint.Record{Pod: pod, IPs: podIPs(parent)}
-	if err := r.capture(ctx, rec); err != nil {
+	if err := r.capture(ctx, s, rec); err != nil {
 		r.problem(id, "save", "cannot read what the pod's checkpoint needs", err)
 		return
 	}
@@ -90,13 +90,13 @@ func (r *Reconciler) eventOnce(s *snapshot, id checkpoint.ID, topic string, pod 
 
 // capture reads the secrets and configMaps the pod uses, keeping only the
 // keys it uses.
-func (r *Reconciler) capture(ctx context.Context, rec *checkpoint.Record) error {
+func (r *Reconciler) capture(ctx context.Context, s *snapshot, rec *checkpoint.Record) error {
 	if r.cfg.SkipVolumes {
 		return nil
 	}
 	pod := rec.Pod
 	for _, ref := range sanitize.Refs(pod) {
-		data, err := r.cfg.API.Object(ctx, ref.Kind, pod.Namespace, ref.Name)
+		data, err := s.object(ctx, r.cfg.API, ref.Kind, pod.Namespace, ref.Name)
 		if err != nil {
 			if apierrors.IsNotFound(err) && ref.Optional {
 				continue
@@ -181,4 +181,26 @@ func projectsToken(p *corev1.ProjectedVolumeSource) bool {
 
 func (r *Reconciler) manifestOptions() sanitize.Options {
 	return sanitize.Options{VolumeDir: r.cfg.VolumeDir, Reservation: r.cfg.Reservation}
+}
+
+// objectRead is a Secret's or ConfigMap's data as a pass read it.
+type objectRead struct {
+	data map[string][]byte
+	err  error
+}
+
+// object returns the data of a Secret or ConfigMap, read from the API
+// server once per pass: the pods of a Deployment or StatefulSet mount the
+// same ones, and are saved (and refreshed) in the same pass.
+func (s *snapshot) object(ctx context.Context, api API, kind, namespace, name string) (map[string][]byte, error) {
+	key := kind + "/" + namespace + "/" + name
+	if o, ok := s.objects[key]; ok {
+		return o.data, o.err
+	}
+	data, err := api.Object(ctx, kind, namespace, name)
+	if s.objects == nil {
+		s.objects = map[string]objectRead{}
+	}
+	s.objects[key] = objectRead{data: data, err: err}
+	return data, err
 }
