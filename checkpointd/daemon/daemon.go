@@ -172,7 +172,7 @@ func build(cfg Config, pol policy.Policy) (*parts, error) {
 			API: api, Node: nodeEvents{api, events}, Metrics: m, Log: log.With("component", "rebuild"),
 		})
 	}
-	memory := &memoryReleaser{}
+	memory := newMemoryReleaser()
 	rec := reconcile.New(reconcile.Config{
 		Node: cfg.NodeName, Store: checkpoints, StaticDir: cfg.StaticPodDir, VolumeDir: cfg.VolumeDir,
 		Runtime: runtime, API: api, Boot: tracker, Policy: pol, IPAM: ipamStore, Repair: repair, Events: events, Lease: lease,
