@@ -35,6 +35,7 @@ const (
 // the claims allow: each write carries the whole value, up to MaxClaims
 // claims, and returns the shard as written, on which the next is planned.
 func (p *Publisher) publish(ctx context.Context, ref shardRef, want map[string]Line, now time.Time, lost map[Key]string) {
+	p.visits++
 	name := ref.Namespace + "/" + ref.Name
 	skip := func(id string, l Line) bool { return p.refused[refusal{Key{ref.Namespace, id}, l.Pod, l.Since}] }
 	s, err := p.view(ctx, ref, now)

@@ -86,6 +86,15 @@ type Publisher struct {
 	logged  map[string]string    // last failure logged per step
 	mu      sync.Mutex           // guards logged
 	reads   prometheus.Counter   // API reads (shards and the Node)
+
+	// published is what the last pass found in place everywhere (every
+	// shard settled, nothing failed), until resyncAt, when the first shard
+	// seen is due for a read: a pass that wants the same before then has
+	// nothing to do.
+	published map[Key]Line
+	resyncAt  time.Time
+	fails     int // failed steps (fail), to tell a pass that settled
+	visits    int // shards compared with the store (publish)
 }
 
 type view struct {
@@ -221,6 +230,11 @@ func (p *Publisher) Pass(ctx context.Context) {
 		return
 	}
 	now := p.opts.Now()
+	if p.published != nil && now.Before(p.resyncAt) && len(p.retry) == 0 && maps.EqualFunc(want, p.published, Line.Equal) {
+		return // in place, as the last pass left it
+	}
+	p.published = nil
+	fails := p.fails
 	// The Node may have been deleted and registered again since the last
 	// pass (a new UID): an owner reference to the old one would be dropped
 	// by the garbage collector.
@@ -253,6 +267,14 @@ func (p *Publisher) Pass(ctx context.Context) {
 	for r := range p.refused {
 		if l, ok := want[r.key]; !ok || l.Pod != r.pod || !l.Since.Equal(r.since) {
 			delete(p.refused, r)
+		}
+	}
+	if p.fails == fails && len(p.retry) == 0 && len(p.refused) == 0 {
+		p.published, p.resyncAt = want, now.Add(p.opts.Resync)
+		for _, v := range p.shards {
+			if at := v.at.Add(p.opts.Resync); at.Before(p.resyncAt) {
+				p.resyncAt = at
+			}
 		}
 	}
 }

@@ -648,3 +648,37 @@ func TestPublisherNetworkWithoutConfig(t *testing.T) {
 		t.Errorf("the network without config not reported (errors %d):\n%s", r.errors("ranges"), r.logs)
 	}
 }
+
+// A pass that wants what the last one left in place (every shard settled,
+// nothing failed or refused) does nothing — no read, no plan, no write —
+// until a shard seen is due for a read (Resync) or the store changes: an
+// idle node's publisher ran its plan on every shard every pass.
+func TestPublisherIdlePassDoesNothing(t *testing.T) {
+	r := newRig(t)
+	r.api.bound["db/db-0"] = "node1"
+	r.store.set(allocated("10.244.1.5", "db", "db-0", "db-0", t0))
+	r.pass()
+	if _, ok := r.api.line("db", "db-0", "node1"); !ok {
+		t.Fatal("not published")
+	}
+	gets, tries, visits := r.api.gets, r.api.tries, r.p.visits
+	for range 10 {
+		r.now = r.now.Add(5 * time.Second)
+		r.pass()
+	}
+	if r.api.gets != gets || r.api.tries != tries || r.p.visits != visits {
+		t.Errorf("10 idle passes: %d reads, %d writes tried, %d shards compared with the store, want none", r.api.gets-gets, r.api.tries-tries, r.p.visits-visits)
+	}
+	r.now = r.now.Add(r.p.opts.Resync)
+	r.pass()
+	if r.api.gets != gets+1 {
+		t.Errorf("a pass past Resync read %d shards, want the one seen", r.api.gets-gets)
+	}
+	r.now = r.now.Add(time.Minute)
+	expires := r.now.Add(10 * time.Minute)
+	r.store.set(reservedAt("10.244.1.5", "db", "db-0", "db-0", t0, expires))
+	r.pass()
+	if l, ok := r.api.line("db", "db-0", "node1"); !ok || !l.Until.Equal(expires) {
+		t.Errorf("after DEL: %+v %v, want its reservation's end published", l, ok)
+	}
+}
