@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sync"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -46,7 +47,11 @@ func (b *bench) churn(c *kubernetes.Clientset, t *target, cri *harness.FakeCRI, 
 		cpu0[i] = v
 	}
 	start := time.Now()
-	running := map[string]time.Time{} // new pod name → when it was Running
+	// Watched from the first change on, so that a pod created early is
+	// not timed from when the last one was.
+	w := newChurnWatch(c, checkpoints)
+	go w.run()
+	defer w.stop()
 	for i := range n {
 		if err := removeMemPod(c, t, cri, memPod("mem", i)); err != nil {
 			return res, fmt.Errorf("deleting pod mem-%d: %w", i, err)
@@ -55,36 +60,25 @@ func (b *bench) churn(c *kubernetes.Clientset, t *target, cri *harness.FakeCRI, 
 		if err != nil {
 			return res, fmt.Errorf("creating pod churn-%d: %w", i, err)
 		}
-		running[p.name] = time.Now()
+		w.running(p.name)
 	}
-	saved, published := map[string]time.Duration{}, map[string]time.Duration{}
 	deadline := time.Now().Add(3 * time.Minute)
-	for len(saved) < n || len(published) < n {
+	for {
+		saved, published, err := w.times()
+		if err != nil {
+			return res, err
+		}
+		if len(saved) == n && len(published) == n {
+			res.toSaved, res.toPublished = saved, published
+			break
+		}
 		if time.Now().After(deadline) {
 			return res, fmt.Errorf("after 3 minutes checkpointd had saved %d and published %d of the %d new pods", len(saved), len(published), n)
 		}
 		if err := errors.Join(ds[0].exited(), ds[1].exited()); err != nil {
 			return res, err
 		}
-		now := time.Now()
-		for name, at := range running {
-			if _, ok := saved[name]; !ok {
-				id := checkpoint.ID{Namespace: memNamespace, Name: name}
-				if _, err := os.Stat(filepath.Join(checkpoints, id.Key()+checkpoint.Suffix)); err == nil {
-					saved[name] = now.Sub(at)
-				}
-			}
-		}
-		names, err := publishedPods(c)
-		if err != nil {
-			return res, err
-		}
-		for name, at := range running {
-			if _, ok := published[name]; !ok && names[name] {
-				published[name] = now.Sub(at)
-			}
-		}
-		time.Sleep(100 * time.Millisecond)
+		time.Sleep(200 * time.Millisecond)
 	}
 	if rest := window - time.Since(start); rest > 0 {
 		time.Sleep(rest)
@@ -97,13 +91,78 @@ func (b *bench) churn(c *kubernetes.Clientset, t *target, cri *harness.FakeCRI, 
 		}
 		res.cpu = append(res.cpu, v-cpu0[i])
 	}
-	for name := range running {
-		res.toSaved = append(res.toSaved, saved[name])
-		res.toPublished = append(res.toPublished, published[name])
-	}
 	slices.Sort(res.toSaved)
 	slices.Sort(res.toPublished)
 	return res, nil
+}
+
+// churnWatch times the churn's new pods from Running to their checkpoint
+// file and their placement entry, polling every 100 ms.
+type churnWatch struct {
+	c           *kubernetes.Clientset
+	checkpoints string
+	mu          sync.Mutex
+	since       map[string]time.Time     // Running
+	saved       map[string]time.Duration // to the checkpoint
+	published   map[string]time.Duration // to the placement entry
+	err         error
+	done        chan struct{}
+}
+
+func newChurnWatch(c *kubernetes.Clientset, checkpoints string) *churnWatch {
+	return &churnWatch{c: c, checkpoints: checkpoints, since: map[string]time.Time{}, saved: map[string]time.Duration{},
+		published: map[string]time.Duration{}, done: make(chan struct{})}
+}
+
+func (w *churnWatch) running(name string) {
+	w.mu.Lock()
+	w.since[name] = time.Now()
+	w.mu.Unlock()
+}
+
+func (w *churnWatch) stop() { close(w.done) }
+
+func (w *churnWatch) run() {
+	t := time.NewTicker(100 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-w.done:
+			return
+		case <-t.C:
+		}
+		names, err := publishedPods(w.c)
+		now := time.Now()
+		w.mu.Lock()
+		if err != nil {
+			w.err = err
+		}
+		for name, at := range w.since {
+			if _, ok := w.saved[name]; !ok {
+				id := checkpoint.ID{Namespace: memNamespace, Name: name}
+				if _, err := os.Stat(filepath.Join(w.checkpoints, id.Key()+checkpoint.Suffix)); err == nil {
+					w.saved[name] = now.Sub(at)
+				}
+			}
+			if _, ok := w.published[name]; !ok && names[name] {
+				w.published[name] = now.Sub(at)
+			}
+		}
+		w.mu.Unlock()
+	}
+}
+
+// times returns the times measured so far.
+func (w *churnWatch) times() (saved, published []time.Duration, err error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, d := range w.saved {
+		saved = append(saved, d)
+	}
+	for _, d := range w.published {
+		published = append(published, d)
+	}
+	return saved, published, w.err
 }
 
 // publishedPods returns the pods the node's placement entries name.

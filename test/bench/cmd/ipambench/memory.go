@@ -19,6 +19,7 @@ import (
 
 	"github.com/stickyip/stickyip/checkpointd/checkpoint"
 	"github.com/stickyip/stickyip/checkpointd/placement"
+	"github.com/stickyip/stickyip/checkpointd/reconcile"
 	"github.com/stickyip/stickyip/contract"
 	"github.com/stickyip/stickyip/test/harness"
 )
@@ -316,6 +317,15 @@ func settled(c *kubernetes.Clientset, checkpoints string) error {
 	}
 	if saved < maxPods || published < maxPods {
 		return fmt.Errorf("%d checkpoints saved, %d placement entries published, want %d each", saved, published, maxPods)
+	}
+	// The Events of the saves are posted at the API client's pace, after
+	// the saves: the node is idle once they are all there.
+	evs, err := c.CoreV1().Events(memNamespace).List(context.Background(), metav1.ListOptions{FieldSelector: "reason=" + reconcile.EventSaved})
+	if err != nil {
+		return err
+	}
+	if len(evs.Items) < maxPods {
+		return fmt.Errorf("%d %s Events posted, want %d", len(evs.Items), reconcile.EventSaved, maxPods)
 	}
 	return nil
 }
