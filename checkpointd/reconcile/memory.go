@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/stickyip/stickyip/checkpointd/checkpoint"
+	"github.com/stickyip/stickyip/checkpointd/state"
 )
 
 // memory is everything the loop remembers about one pod identity between
@@ -31,7 +32,7 @@ type memory struct {
 	// nothing is decided on it).
 	reported map[string]string
 	// decided: the last decision logged.
-	decided string
+	decided *decision
 }
 
 // mem returns id's memory, creating it.
@@ -55,4 +56,10 @@ func (r *Reconciler) prune(s *snapshot) {
 			delete(r.pods, id)
 		}
 	}
+}
+
+// decision is state.Decide's answer to its input.
+type decision struct {
+	in  state.Input
+	out state.Actions
 }
