@@ -8,6 +8,7 @@ package ipamstore
 import (
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/stickyip/stickyip/ipam"
@@ -20,6 +21,8 @@ type Store struct {
 	store   *boltstore.Store
 	env     ipam.Env
 	confDir string
+	mu      sync.Mutex // guards last
+	last    *read      // what the last Observe read (view.go)
 }
 
 // WithCNIConfDir names the CNI config dir the store's networks are configured
@@ -60,6 +63,12 @@ func New(dataDir string, lockTimeout time.Duration, log *slog.Logger) *Store {
 func NewWithEnv(dataDir string, lockTimeout time.Duration, env ipam.Env) *Store {
 	return &Store{store: boltstore.New(dataDir, lockTimeout), env: env}
 }
+
+// ConfDir returns the CNI config directory ("" when none is given).
+func (s *Store) ConfDir() string { return s.confDir }
+
+// Dir returns the data directory.
+func (s *Store) Dir() string { return s.store.Dir() }
 
 // Uses returns how many times the store was opened (boltstore.Store.Uses).
 func (s *Store) Uses() int64 { return s.store.Uses() }

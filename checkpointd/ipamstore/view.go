@@ -2,10 +2,14 @@ package ipamstore
 
 import (
 	"cmp"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"net/netip"
+	"os"
 	"path/filepath"
+	"syscall"
 	"time"
 
 	"github.com/stickyip/stickyip/contract"
@@ -49,66 +53,160 @@ type View struct {
 }
 
 // Observe reads the CNI config directory and the store once each (one
-// transaction over every network) into a View.
+// transaction over every network) into a View. A store and a directory
+// unchanged since the last Observe (the store's version: its meta pages
+// and journal; each config file's and flannel lease's size, times and
+// inode) are not read again: the View is made anew from what was read then,
+// at the present time (what has expired since counts as such).
 func (s *Store) Observe() (*View, error) {
-	v := &View{At: s.now(), dataDir: s.store.Dir(), env: s.env}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.now()
+	version, verr := s.store.Version()
+	stamp, serr := s.confStamp()
+	if l := s.last; l != nil && verr == nil && serr == nil && l.version == version && l.stamp == stamp {
+		return l.view(now), nil
+	}
+	s.last = nil
+	r := &read{dataDir: s.store.Dir(), env: s.env, records: map[string][]*reservation.Record{}, waits: map[string]time.Time{}}
 	if s.confDir != "" {
 		c, err := ipam.ReadConf(s.confDir)
 		if err != nil {
-			v.ConfErr = fmt.Errorf("reading the CNI config dir: %w", err)
+			r.confErr = fmt.Errorf("reading the CNI config dir: %w", err)
 		} else {
-			v.Conf = c
-			v.Pools = map[string]ipam.PoolTotals{}
+			r.conf = c
 		}
 	}
 	err := s.store.ViewAll(func(network string, tx reservation.Txn) error {
-		v.Networks = append(v.Networks, network)
+		r.networks = append(r.networks, network)
 		var recs []*reservation.Record
-		if err := tx.ForEach(func(r *reservation.Record) error {
-			recs = append(recs, r)
-			v.Entries = append(v.Entries, reservation.Entry{Network: network, Record: r})
+		if err := tx.ForEach(func(rec *reservation.Record) error {
+			recs = append(recs, rec)
+			r.entries = append(r.entries, reservation.Entry{Network: network, Record: rec})
 			return nil
 		}); err != nil {
 			return err
 		}
-		until, err := ipam.RebuildWait(tx, v.At)
+		r.records[network] = recs
+		until, err := ipam.RebuildWait(tx, now)
 		if err != nil {
 			return err
 		}
 		if !until.IsZero() {
-			if v.Waiting == nil {
-				v.Waiting = map[string]time.Time{}
-			}
-			v.Waiting[network] = until
+			r.waits[network] = until
 		}
-		if len(v.Ranges.Current) == 0 {
+		if len(r.ranges.Current) == 0 {
 			n, err := ipam.ReadNodeRanges(tx)
 			if err != nil {
 				return err
 			}
-			v.Ranges = n
-		}
-		if sc, ok := v.configured(network); ok {
-			sets, outside := ipam.NewEngine(sc.Config, ipam.Env{}).SummaryOf(recs, v.At)
-			v.Pools[network] = ipam.Totals(sets, outside)
+			r.ranges = n
 		}
 		return nil
 	})
 	if err != nil {
 		return nil, err
 	}
-	// A configured network without records yet counts as empty.
-	if v.Conf != nil {
-		for network, sc := range v.Conf.Stickyip {
-			if _, seen := v.Pools[network]; !seen && filepath.Clean(sc.DataDir) == filepath.Clean(v.dataDir) {
-				sets, outside := ipam.NewEngine(sc.Config, ipam.Env{}).SummaryOf(nil, v.At)
-				v.Pools[network] = ipam.Totals(sets, outside)
+	if verr == nil && serr == nil && version != 0 {
+		r.version, r.stamp = version, stamp
+		s.last = r
+	}
+	return r.view(now), nil
+}
+
+// read is what Observe read of the store and the config directory, kept
+// for the next Observe while neither changes.
+type read struct {
+	version, stamp uint64
+	dataDir        string
+	env            ipam.Env
+	conf           *ipam.Conf
+	confErr        error
+	networks       []string
+	entries        []reservation.Entry
+	records        map[string][]*reservation.Record // by network
+	ranges         ipam.NodeRanges
+	waits          map[string]time.Time
+	engines        map[string]*ipam.Engine // the configured networks', for their totals
+}
+
+// view makes the View of what was read, at now.
+func (r *read) view(now time.Time) *View {
+	v := &View{At: now, Networks: r.networks, Entries: r.entries, Ranges: r.ranges, Conf: r.conf, ConfErr: r.confErr,
+		dataDir: r.dataDir, env: r.env}
+	for n, until := range r.waits {
+		if now.Before(until) {
+			if v.Waiting == nil {
+				v.Waiting = map[string]time.Time{}
+			}
+			v.Waiting[n] = until
+		}
+	}
+	if r.conf == nil {
+		return v
+	}
+	if r.engines == nil {
+		r.engines = map[string]*ipam.Engine{}
+		for network, sc := range r.conf.Stickyip {
+			if filepath.Clean(sc.DataDir) == filepath.Clean(r.dataDir) {
+				r.engines[network] = ipam.NewEngine(sc.Config, ipam.Env{})
 			}
 		}
-		v.Unconfigured = v.Conf.Unconfigured(v.dataDir, v.Entries, v.At)
 	}
-	return v, nil
+	v.Pools = map[string]ipam.PoolTotals{}
+	for network, e := range r.engines {
+		// A configured network without records yet counts as empty.
+		sets, outside := e.SummaryOf(r.records[network], now)
+		v.Pools[network] = ipam.Totals(sets, outside)
+	}
+	v.Unconfigured = r.conf.Unconfigured(r.dataDir, r.entries, now)
+	return v
 }
+
+// confStamp returns a value that changes with the config directory's
+// files (names, sizes, times, inodes) and with the flannel leases its
+// flannel networks read (0 without a config dir).
+func (s *Store) confStamp() (uint64, error) {
+	if s.confDir == "" {
+		return 0, nil
+	}
+	var h maphash.Hash
+	h.SetSeed(stampSeed)
+	ents, err := os.ReadDir(s.confDir)
+	if err != nil {
+		return 0, err
+	}
+	stat := func(fi os.FileInfo) {
+		st, ok := fi.Sys().(*syscall.Stat_t)
+		if !ok {
+			return
+		}
+		_ = binary.Write(&h, binary.LittleEndian, [6]int64{int64(st.Ino), st.Size, st.Mtim.Sec, st.Mtim.Nsec, st.Ctim.Sec, st.Ctim.Nsec})
+	}
+	for _, e := range ents {
+		_, _ = h.WriteString(e.Name())
+		if fi, err := os.Stat(filepath.Join(s.confDir, e.Name())); err == nil { // a symlink's target
+			stat(fi)
+		}
+	}
+	if l := s.last; l != nil && l.conf != nil {
+		for _, n := range l.conf.Networks {
+			for _, p := range n.Plugins {
+				if p.Type == "flannel" {
+					file := cmp.Or(p.SubnetFile, contract.DefaultFlannelSubnetFile)
+					_, _ = h.WriteString(file)
+					if fi, err := os.Stat(file); err == nil {
+						stat(fi)
+					}
+				}
+			}
+		}
+	}
+	return h.Sum64(), nil
+}
+
+// stampSeed seeds confStamp's hashes (a process compares only its own).
+var stampSeed = maphash.MakeSeed()
 
 // configured returns network's stickyip config when it keeps its records in
 // this store.

@@ -17,16 +17,17 @@ import (
 	"github.com/stickyip/stickyip/reservation/boltstore"
 )
 
-// A pass reads each of its inputs once (issue 48: on a small node the
-// re-reads were most of checkpointd's cost): the runtime's sandboxes one
-// ListPodSandbox, the CNI config directory one read, the IPAM store one
+// A pass reads each of its inputs at most once (issue 48: on a small node
+// the re-reads were most of checkpointd's cost): the runtime's sandboxes
+// one ListPodSandbox, the CNI config directory one read, the IPAM store one
 // open, whatever the pass asks of them (leaks, the pools' gauges, the
 // networks the configuration no longer keeps, the node's ranges, and the
 // IPAM side handed to the placement publisher, which reads nothing
-// itself). A pass with nothing to change writes nothing. Before, a pass on
-// this node read the config directory twice and opened the store 7 times,
-// and the publisher's pass read them once and 7 times more
-// (TestPublisherReadsWhatThePassRead).
+// itself); and the directory and the store not at all while they have not
+// changed (the store's version and the files' stat say so). A pass with
+// nothing to change writes nothing. Before, a pass on this node read the
+// config directory twice and opened the store 7 times, and the publisher's
+// pass read them once and 7 times more (TestPublisherReadsWhatThePassRead).
 func TestPassReadsEachInputOnce(t *testing.T) {
 	h := newHarness(t)
 	store, sandboxes := realIPAM(h, 20)
@@ -37,25 +38,49 @@ func TestPassReadsEachInputOnce(t *testing.T) {
 	h.start()
 	h.pass() // the first records the Node's pod CIDR (a write)
 
-	for pass := range 3 {
+	type reads struct{ lists, conf, store int64 }
+	pass := func() reads {
+		t.Helper()
 		lists, confReads, uses := h.rt.lists, ipam.ConfDirReads(), store.Uses()
 		h.advance(5 * time.Second)
 		h.pass()
-		if got := h.rt.lists - lists; got != 1 {
-			t.Errorf("pass %d listed the runtime's sandboxes %d times, want 1", pass, got)
-		}
-		if got := ipam.ConfDirReads() - confReads; got != 1 {
-			t.Errorf("pass %d read the CNI config directory %d times, want 1", pass, got)
-		}
-		if got := store.Uses() - uses; got != 1 {
-			t.Errorf("pass %d opened the IPAM store %d times, want 1", pass, got)
+		return reads{int64(h.rt.lists - lists), ipam.ConfDirReads() - confReads, store.Uses() - uses}
+	}
+	if got := pass(); got != (reads{1, 1, 1}) {
+		t.Errorf("the pass after the store changed: %+v, want one ListPodSandbox, one read of the directory, one of the store", got)
+	}
+	for i := range 3 {
+		if got := pass(); got != (reads{1, 0, 0}) {
+			t.Errorf("unchanged pass %d: %+v, want one ListPodSandbox and nothing else read", i, got)
 		}
 	}
 	if handed == nil || len(handed.Entries) != 20 || handed.Pools["cbr0"].Allocated != 20 || len(handed.Ranges.Current) != 1 {
 		t.Fatalf("the pass handed on %+v, want the 20 records, the pool's totals and the node's range", handed)
 	}
-	if got := testutilValue(h, "cbr0"); got != 20 {
-		t.Errorf("checkpointd_ipam_allocations{network=cbr0} = %v, want 20", got)
+	// A CNI ADD (another process) changes the store: read once.
+	err := boltstore.New(h.storeDir(store), time.Second).Update("cbr0", func(tx reservation.Txn) error {
+		return tx.Put(&reservation.Record{IP: netip.MustParseAddr("10.244.1.200"), State: reservation.Allocated, ContainerID: "sb-new",
+			IfName: "eth0", Identity: reservation.Identity{Namespace: "default", Name: "new", IfName: "eth0"}, AllocatedAt: h.now})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := pass(); got.store != 1 || got.conf != 1 {
+		t.Errorf("after an ADD: %+v, want the store and the directory read once", got)
+	}
+	if got := testutilValue(h, "cbr0"); got != 21 {
+		t.Errorf("checkpointd_ipam_allocations{network=cbr0} = %v after the ADD, want 21", got)
+	}
+	if got := pass(); got != (reads{1, 0, 0}) {
+		t.Errorf("unchanged pass after the ADD: %+v", got)
+	}
+	// The conflist switched to another data directory: read, and said.
+	confFile := filepath.Join(store.ConfDir(), "10-cbr0.conflist")
+	if err := os.WriteFile(confFile, []byte(`{"cniVersion":"1.0.0","name":"cbr0","plugins":[{"type":"bridge","ipam":{"type":"host-local","ranges":[[{"subnet":"10.244.1.0/24"}]]}}]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got := pass(); got.conf != 1 || len(handed.Unconfigured) != 1 || handed.Unconfigured[0].Sticky != 20 {
+		t.Errorf("after the conflist changed: %+v, unconfigured %+v; want it read, and cbr0's 20 sticky allocations unconfigured", got, handed.Unconfigured)
 	}
 }
 
@@ -146,3 +171,6 @@ func TestPassReadsEachObjectOnce(t *testing.T) {
 		t.Errorf("after the refresh pass the Secret was read %d times in all, want 2", n)
 	}
 }
+
+// storeDir returns the data directory of s.
+func (h *harness) storeDir(s *ipamstore.Store) string { return s.Dir() }
