@@ -11,6 +11,7 @@ package apiclient
 
 import (
 	"context"
+	"sync/atomic"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -42,6 +43,14 @@ func init() {
 	utilruntime.Must(corev1.AddToScheme(Scheme))
 }
 
+// built counts the clients New made (Built).
+var built atomic.Int64
+
+// Built returns how many clients this process has made: checkpointd makes
+// one, shared by its informers, probe, Events and placement publisher (a
+// test holds it to that).
+func Built() int64 { return built.Load() }
+
 // Client reaches the core/v1 resources of one API server.
 type Client struct {
 	req   *rest.RESTClient // every request, bounded by the config's Timeout
@@ -53,6 +62,7 @@ type Client struct {
 // informers' watches, which must stay open: client-go ends each itself after
 // 5-10 minutes, with a timeout the server honours).
 func New(cfg *rest.Config) (*Client, error) {
+	built.Add(1)
 	req, err := restClient(cfg)
 	if err != nil {
 		return nil, err
