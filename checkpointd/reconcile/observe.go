@@ -149,8 +149,8 @@ func (r *Reconciler) observeIPAM(s *snapshot) {
 		s.ipam = nil
 	}
 	r.view.Store(s.ipam)
-	if r.cfg.Observed != nil && s.ipam != nil {
-		r.cfg.Observed(s.ipam)
+	if r.cfg.Observed != nil {
+		r.cfg.Observed(s.ipam) // nil: the store could not be read, so nothing is published from it
 	}
 }
 

@@ -122,9 +122,9 @@ type Config struct {
 	// AfterPass, when set, runs after each pass of Run (the daemon gives
 	// the memory the pass freed back to the kernel).
 	AfterPass func()
-	// Observed, when set, is given the IPAM side as each pass read it (the
-	// daemon's placement publisher publishes from it: the store is read
-	// once per pass, by the pass).
+	// Observed, when set, is given the IPAM side as each pass read it, nil
+	// when it could not be read (the daemon's placement publisher publishes
+	// from it: the store is read once per pass, by the pass).
 	Observed func(*ipamstore.View)
 }
 
