@@ -72,6 +72,9 @@ func (s *snapshot) ids() []checkpoint.ID {
 func (r *Reconciler) observe(ctx context.Context) (*snapshot, error) {
 	s := &snapshot{now: r.cfg.Now(), parents: map[checkpoint.ID]*corev1.Pod{},
 		records: map[checkpoint.ID]*checkpoint.Record{}, running: map[checkpoint.ID]bool{}, copyRunning: map[checkpoint.ID]bool{}}
+	// The IPAM side first: the placement publisher publishes it even when
+	// the rest of the node cannot be observed (a runtime restarting).
+	r.observeIPAM(s)
 	var err error
 	// Without the runtime's view nothing can be decided safely.
 	if s.sandboxes, err = r.cfg.Runtime.Sandboxes(ctx); err != nil {
@@ -91,7 +94,6 @@ func (r *Reconciler) observe(ctx context.Context) (*snapshot, error) {
 	if s.files, err = listFiles(r.cfg.VolumeDir); err != nil {
 		return nil, err
 	}
-	r.observeIPAM(s)
 
 	reachable, since := r.cfg.API.Reachable()
 	pods, synced := r.cfg.API.Pods()

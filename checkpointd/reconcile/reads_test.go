@@ -1,6 +1,8 @@
 package reconcile
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"net/netip"
 	"os"
@@ -174,3 +176,23 @@ func TestPassReadsEachObjectOnce(t *testing.T) {
 
 // storeDir returns the data directory of s.
 func (h *harness) storeDir(s *ipamstore.Store) string { return s.Dir() }
+
+// A pass that cannot observe the node (the runtime restarting) still hands
+// on the IPAM side it read: the placement publisher goes on publishing
+// what the store holds (reservations ending, releases), as it did when it
+// read the store on its own.
+func TestRuntimeDownStillHandsOnTheStore(t *testing.T) {
+	h := newHarness(t)
+	store, _ := realIPAM(h, 3)
+	var handed *ipamstore.View
+	h.cfg.IPAM = store
+	h.cfg.Observed = func(v *ipamstore.View) { handed = v }
+	h.start()
+	h.rt.err = errors.New("connection refused")
+	if err := h.r.Reconcile(context.Background()); err == nil {
+		t.Fatal("a pass without the runtime observed the node")
+	}
+	if handed == nil || len(handed.Entries) != 3 {
+		t.Errorf("handed on %+v, want the store's 3 records", handed)
+	}
+}
