@@ -14,7 +14,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -130,7 +129,6 @@ func build(cfg Config, pol policy.Policy) (*parts, error) {
 		store = ipamstore.New(cfg.DataDir, cfg.Timeout, log.With("component", "ipam")).WithCNIConfDir(cfg.CNIConfDir).WithCNIResultsDir(cfg.CNIResultsDir)
 		ipamStore = store
 	}
-	latest := &passView{kick: make(chan struct{}, 1)}
 	var lease *flannel.Keeper
 	if cfg.FlannelSubnetFile != "" {
 		lease = &flannel.Keeper{
@@ -140,7 +138,8 @@ func build(cfg Config, pol policy.Policy) (*parts, error) {
 			Log:        log.With("component", "flannel-lease"),
 		}
 		if ipamStore != nil && cfg.CNIConfDir != "" {
-			lease.Check = reconcile.LeaseCheck(latest.get, func(v *ipamstore.View) []string { return v.FlannelNetworks(cfg.FlannelSubnetFile) })
+			lease.Check = reconcile.LeaseCheck(func() (*ipamstore.View, error) { return store.Observe() },
+				func(v *ipamstore.View) []string { return v.FlannelNetworks(cfg.FlannelSubnetFile) })
 		}
 	}
 	m := metrics.New()
@@ -152,10 +151,10 @@ func build(cfg Config, pol policy.Policy) (*parts, error) {
 	if cfg.Placement && ipamStore != nil {
 		// While a store rebuilt without the API server waits for the
 		// index's reservations, the publisher leaves the index alone.
-		// It publishes what each reconcile pass read of the store, right
-		// after the pass, through the same API client.
+		// It reads the store as the reconcile pass does (a change is read
+		// once, by whichever asks first), through the same API client.
 		pub = placement.NewWithAPI(placement.NewAPI(cs, cfg.NodeName), placement.Options{Node: cfg.NodeName,
-			Store: rebuild.Published{Store: latest}, Holds: latest.holds, Interval: cfg.Interval, Passes: latest.kick,
+			Store: rebuild.Published{Store: observed{store}}, Holds: observed{store}.holds, Interval: cfg.Interval,
 			WrittenFile: filepath.Join(cfg.CheckpointDir, placement.WrittenFileName),
 			Timeout:     cfg.Timeout, Registry: m.Registry, Log: log.With("component", "placement")})
 	}
@@ -176,7 +175,7 @@ func build(cfg Config, pol policy.Policy) (*parts, error) {
 	rec := reconcile.New(reconcile.Config{
 		Node: cfg.NodeName, Store: checkpoints, StaticDir: cfg.StaticPodDir, VolumeDir: cfg.VolumeDir,
 		Runtime: runtime, API: api, Boot: tracker, Policy: pol, IPAM: ipamStore, Repair: repair, Events: events, Lease: lease,
-		Contact: clock, Metrics: m, Log: log, AfterPass: memory.afterPass, Observed: latest.set,
+		Contact: clock, Metrics: m, Log: log, AfterPass: memory.afterPass,
 		Grace: cfg.Grace, Stable: cfg.Stable, Refresh: cfg.Refresh, LeakMinAge: cfg.LeakMinAge,
 		RestoreTimeout: cfg.RestoreTimeout, CorruptRetention: cfg.CorruptRetention,
 		Reservation: cfg.Reservation, SkipVolumes: cfg.Volumes == "drop",
@@ -271,49 +270,35 @@ func (n nodeEvents) NodeEvent(node *corev1.Node, eventType, reason, message stri
 	n.events.NodeEvent(node, eventType, reason, message)
 }
 
-// passView is the IPAM store and the CNI configuration as the reconciler's
-// last pass read them: the placement publisher and the flannel lease check
-// read them there, never again from disk.
-type passView struct {
-	v    atomic.Pointer[ipamstore.View]
-	kick chan struct{} // a pass read them: the publisher's turn
-}
+// observed is the IPAM store as the placement publisher reads it: through
+// the store's Observe, which reads the store and the CNI configuration only
+// when they changed since the last read, the reconcile pass's or the
+// publisher's (each change is read once, by whichever asks first).
+type observed struct{ store *ipamstore.Store }
 
-func (p *passView) set(v *ipamstore.View) {
-	p.v.Store(v)
-	select {
-	case p.kick <- struct{}{}:
-	default:
-	}
-}
-
-func (p *passView) get() *ipamstore.View { return p.v.Load() }
-
-// errNotRead: no pass has read the store yet (or the last one could not).
-var errNotRead = errors.New("the IPAM store has not been read by a reconcile pass yet")
-
-// Entries returns the records as the last pass read them.
-func (p *passView) Entries() ([]reservation.Entry, error) {
-	v := p.v.Load()
-	if v == nil {
-		return nil, errNotRead
+// Entries returns the records.
+func (o observed) Entries() ([]reservation.Entry, error) {
+	v, err := o.store.Observe()
+	if err != nil {
+		return nil, err
 	}
 	return v.Entries, nil
 }
 
 // Waiting returns the rebuilt networks that wait for the placement index.
-func (p *passView) Waiting() (map[string]time.Time, error) {
-	v := p.v.Load()
-	if v == nil {
-		return nil, errNotRead
+func (o observed) Waiting() (map[string]time.Time, error) {
+	v, err := o.store.Observe()
+	if err != nil {
+		return nil, err
 	}
 	return v.Waiting, nil
 }
 
-func (p *passView) holds() (func(reservation.Entry) bool, error) {
-	v := p.v.Load()
-	if v == nil {
-		return nil, errNotRead
+// holds is placement.Options.Holds.
+func (o observed) holds() (func(reservation.Entry) bool, error) {
+	v, err := o.store.Observe()
+	if err != nil {
+		return nil, err
 	}
 	return v.Holds()
 }

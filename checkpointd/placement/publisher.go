@@ -41,10 +41,6 @@ type Options struct {
 	WrittenFile string
 	// Interval is how often the store is compared with the shards (default 5s).
 	Interval time.Duration
-	// Passes, when set, starts each pass instead of a ticker of Interval:
-	// the daemon's reconcile pass has just read the store (Store and Holds
-	// answer from what it read).
-	Passes <-chan struct{}
 	// Timeout bounds each API request (default 5s).
 	Timeout time.Duration
 	// Resync is how long a shard as last seen is trusted before it is read
@@ -181,46 +177,16 @@ func NewWithAPI(api API, opts Options) *Publisher {
 
 // Run publishes until ctx is done.
 func (p *Publisher) Run(ctx context.Context) {
-	next := p.opts.Passes
-	if next == nil {
-		t := time.NewTicker(p.opts.Interval)
-		defer t.Stop()
-		next = ticks(ctx, t.C)
-	} else {
-		select { // the first pass once the store was read
-		case <-ctx.Done():
-			return
-		case <-next:
-		}
-	}
+	t := time.NewTicker(p.opts.Interval)
+	defer t.Stop()
 	for {
 		p.Pass(ctx)
 		select {
 		case <-ctx.Done():
 			return
-		case <-next:
+		case <-t.C:
 		}
 	}
-}
-
-// ticks turns a ticker's channel into a pass signal.
-func ticks(ctx context.Context, c <-chan time.Time) <-chan struct{} {
-	out := make(chan struct{})
-	go func() {
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-c:
-				select {
-				case out <- struct{}{}:
-				case <-ctx.Done():
-					return
-				}
-			}
-		}
-	}()
-	return out
 }
 
 // Pass compares the store with the shards once and writes the difference.

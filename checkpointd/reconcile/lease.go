@@ -1,7 +1,6 @@
 package reconcile
 
 import (
-	"errors"
 	"fmt"
 	"slices"
 
@@ -33,16 +32,17 @@ func (r *Reconciler) keepLease(s *snapshot) {
 }
 
 // LeaseCheck returns the flannel.Keeper check that a saved lease still
-// matches the IPAM, as view returns it (the pass's, read once): the address
+// matches the IPAM, as view returns it (ipamstore.Store.Observe: read once
+// per change): the address
 // stickyip allocated last on the flannel networks (those networks returns)
 // lies inside the lease's subnets, and none of the lease's subnets is in a
 // pod CIDR the node no longer has. An IPAM that has allocated nothing there
 // has nothing to contradict.
-func LeaseCheck(view func() *ipamstore.View, networks func(*ipamstore.View) []string) func(contract.FlannelLease) error {
+func LeaseCheck(view func() (*ipamstore.View, error), networks func(*ipamstore.View) []string) func(contract.FlannelLease) error {
 	return func(l contract.FlannelLease) error {
-		v := view()
-		if v == nil {
-			return errors.New("the IPAM store could not be read this pass")
+		v, err := view()
+		if err != nil {
+			return fmt.Errorf("reading the IPAM store: %w", err)
 		}
 		nets := networks(v)
 		var last *reservation.Entry

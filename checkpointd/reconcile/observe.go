@@ -72,9 +72,6 @@ func (s *snapshot) ids() []checkpoint.ID {
 func (r *Reconciler) observe(ctx context.Context) (*snapshot, error) {
 	s := &snapshot{now: r.cfg.Now(), parents: map[checkpoint.ID]*corev1.Pod{},
 		records: map[checkpoint.ID]*checkpoint.Record{}, running: map[checkpoint.ID]bool{}, copyRunning: map[checkpoint.ID]bool{}}
-	// The IPAM side first: the placement publisher publishes it even when
-	// the rest of the node cannot be observed (a runtime restarting).
-	r.observeIPAM(s)
 	var err error
 	// Without the runtime's view nothing can be decided safely.
 	if s.sandboxes, err = r.cfg.Runtime.Sandboxes(ctx); err != nil {
@@ -94,6 +91,7 @@ func (r *Reconciler) observe(ctx context.Context) (*snapshot, error) {
 	if s.files, err = listFiles(r.cfg.VolumeDir); err != nil {
 		return nil, err
 	}
+	r.observeIPAM(s)
 
 	reachable, since := r.cfg.API.Reachable()
 	pods, synced := r.cfg.API.Pods()
@@ -149,10 +147,6 @@ func (r *Reconciler) observeIPAM(s *snapshot) {
 	s.ipam, s.ipamErr = r.cfg.IPAM.Observe()
 	if s.ipamErr != nil {
 		s.ipam = nil
-	}
-	r.view.Store(s.ipam)
-	if r.cfg.Observed != nil {
-		r.cfg.Observed(s.ipam) // nil: the store could not be read, so nothing is published from it
 	}
 }
 

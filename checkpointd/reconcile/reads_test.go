@@ -1,8 +1,6 @@
 package reconcile
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"net/netip"
 	"os"
@@ -24,9 +22,9 @@ import (
 // one ListPodSandbox, the CNI config directory one read, the IPAM store one
 // open, whatever the pass asks of them (leaks, the pools' gauges, the
 // networks the configuration no longer keeps, the node's ranges, and the
-// IPAM side handed to the placement publisher, which reads nothing
-// itself); and the directory and the store not at all while they have not
-// changed (the store's version and the files' stat say so). A pass with
+// IPAM side the placement publisher asks through the same cache); and the
+// directory and the store not at all while they have not changed (the
+// store's version and the files' stat say so). A pass with
 // nothing to change writes nothing. Before, a pass on this node read the
 // config directory twice and opened the store 7 times, and the publisher's
 // pass read them once and 7 times more (TestPublisherReadsWhatThePassRead).
@@ -34,9 +32,7 @@ func TestPassReadsEachInputOnce(t *testing.T) {
 	h := newHarness(t)
 	store, sandboxes := realIPAM(h, 20)
 	h.rt.set(sandboxes...)
-	var handed *ipamstore.View
 	h.cfg.IPAM, h.cfg.API = store, &nodeAPI{fakeAPI: h.api, node: node1("10.244.1.0/24")}
-	h.cfg.Observed = func(v *ipamstore.View) { handed = v }
 	h.start()
 	h.pass() // the first records the Node's pod CIDR (a write)
 
@@ -56,8 +52,8 @@ func TestPassReadsEachInputOnce(t *testing.T) {
 			t.Errorf("unchanged pass %d: %+v, want one ListPodSandbox and nothing else read", i, got)
 		}
 	}
-	if handed == nil || len(handed.Entries) != 20 || handed.Pools["cbr0"].Allocated != 20 || len(handed.Ranges.Current) != 1 {
-		t.Fatalf("the pass handed on %+v, want the 20 records, the pool's totals and the node's range", handed)
+	if got := testutilValue(h, "cbr0"); got != 20 {
+		t.Fatalf("checkpointd_ipam_allocations{network=cbr0} = %v, want 20", got)
 	}
 	// A CNI ADD (another process) changes the store: read once.
 	err := boltstore.New(h.storeDir(store), time.Second).Update("cbr0", func(tx reservation.Txn) error {
@@ -81,8 +77,9 @@ func TestPassReadsEachInputOnce(t *testing.T) {
 	if err := os.WriteFile(confFile, []byte(`{"cniVersion":"1.0.0","name":"cbr0","plugins":[{"type":"bridge","ipam":{"type":"host-local","ranges":[[{"subnet":"10.244.1.0/24"}]]}}]}`), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if got := pass(); got.conf != 1 || len(handed.Unconfigured) != 1 || handed.Unconfigured[0].Sticky != 20 {
-		t.Errorf("after the conflist changed: %+v, unconfigured %+v; want it read, and cbr0's 20 sticky allocations unconfigured", got, handed.Unconfigured)
+	unconfigured := testutil.ToFloat64(h.m.UnconfiguredSticky.WithLabelValues("cbr0"))
+	if got := pass(); got.conf != 1 || unconfigured != 0 || testutil.ToFloat64(h.m.UnconfiguredSticky.WithLabelValues("cbr0")) != 20 {
+		t.Errorf("after the conflist changed: %+v; want it read, and cbr0's 20 sticky allocations unconfigured", got)
 	}
 }
 
@@ -176,23 +173,3 @@ func TestPassReadsEachObjectOnce(t *testing.T) {
 
 // storeDir returns the data directory of s.
 func (h *harness) storeDir(s *ipamstore.Store) string { return s.Dir() }
-
-// A pass that cannot observe the node (the runtime restarting) still hands
-// on the IPAM side it read: the placement publisher goes on publishing
-// what the store holds (reservations ending, releases), as it did when it
-// read the store on its own.
-func TestRuntimeDownStillHandsOnTheStore(t *testing.T) {
-	h := newHarness(t)
-	store, _ := realIPAM(h, 3)
-	var handed *ipamstore.View
-	h.cfg.IPAM = store
-	h.cfg.Observed = func(v *ipamstore.View) { handed = v }
-	h.start()
-	h.rt.err = errors.New("connection refused")
-	if err := h.r.Reconcile(context.Background()); err == nil {
-		t.Fatal("a pass without the runtime observed the node")
-	}
-	if handed == nil || len(handed.Entries) != 3 {
-		t.Errorf("handed on %+v, want the store's 3 records", handed)
-	}
-}

@@ -34,7 +34,6 @@ import (
 	"context"
 	"log/slog"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -122,10 +121,6 @@ type Config struct {
 	// AfterPass, when set, runs after each pass of Run (the daemon gives
 	// the memory the pass freed back to the kernel).
 	AfterPass func()
-	// Observed, when set, is given the IPAM side as each pass read it, nil
-	// when it could not be read (the daemon's placement publisher publishes
-	// from it: the store is read once per pass, by the pass).
-	Observed func(*ipamstore.View)
 }
 
 // Reconciler runs reconcile passes.
@@ -138,9 +133,8 @@ type Reconciler struct {
 	// bootUnrecorded: the pods the kubelet knows this boot could not be
 	// written; restores are held back until they are.
 	bootUnrecorded bool
-	wasMissing     map[string]bool                // IPAM allocations whose sandbox was missing last pass
-	cni            cniState                       // the CNI configuration against the store (cniconf.go)
-	view           atomic.Pointer[ipamstore.View] // the IPAM side as the last pass read it
+	wasMissing     map[string]bool // IPAM allocations whose sandbox was missing last pass
+	cni            cniState        // the CNI configuration against the store (cniconf.go)
 
 	mu      sync.Mutex // guards lastOK and lastErr (read by Health)
 	lastOK  time.Time
@@ -164,10 +158,6 @@ func New(cfg Config) *Reconciler {
 		node: map[string]string{},
 	}
 }
-
-// View returns the IPAM store and the CNI configuration as the last pass
-// read them (nil: none yet, or they could not be read).
-func (r *Reconciler) View() *ipamstore.View { return r.view.Load() }
 
 // Health returns the time of the last pass whose observation succeeded, and
 // the error of the last pass that could not observe. Errors about single

@@ -21,11 +21,12 @@ import (
 	"github.com/stickyip/stickyip/reservation/boltstore"
 )
 
-// The placement publisher publishes what the reconcile pass read of the
-// IPAM store, as the daemon wires it: its pass opens neither the store nor
-// the CNI config directory (before, each of its passes opened the store 7
-// times and read the directory once, beside the reconcile pass's reads).
-func TestPublisherReadsWhatThePassRead(t *testing.T) {
+// The placement publisher reads the IPAM store as the reconcile pass does,
+// through the store's Observe: a change is read once, by whichever asks
+// first, and an unchanged store not at all (before, each publisher pass
+// opened the store 7 times and read the CNI config directory once, beside
+// the reconcile pass's reads).
+func TestPublisherReadsEachChangeOnce(t *testing.T) {
 	root := t.TempDir()
 	dataDir, confDir := filepath.Join(root, "data"), filepath.Join(root, "net.d")
 	if err := os.MkdirAll(confDir, 0o755); err != nil {
@@ -35,44 +36,43 @@ func TestPublisherReadsWhatThePassRead(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(confDir, "10-cbr0.conflist"), []byte(conf), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	err := boltstore.New(dataDir, time.Second).Update("cbr0", func(tx reservation.Txn) error {
-		return tx.Put(&reservation.Record{IP: netip.MustParseAddr("10.244.1.7"), State: reservation.Allocated, ContainerID: "c1", IfName: "eth0",
-			Identity: reservation.Identity{Namespace: "db", Name: "db-0", IfName: "eth0"}, PodName: "db-0", Duration: 10 * time.Minute,
-			AllocatedAt: time.Now().Add(-time.Minute)})
-	})
-	if err != nil {
-		t.Fatal(err)
+	add := func(ip, name string) {
+		t.Helper()
+		err := boltstore.New(dataDir, time.Second).Update("cbr0", func(tx reservation.Txn) error {
+			return tx.Put(&reservation.Record{IP: netip.MustParseAddr(ip), State: reservation.Allocated, ContainerID: "c-" + name, IfName: "eth0",
+				Identity: reservation.Identity{Namespace: "db", Name: name, IfName: "eth0"}, PodName: name, Duration: 10 * time.Minute,
+				AllocatedAt: time.Now().Add(-time.Minute)})
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
 	}
+	add("10.244.1.7", "db-0")
 	store := ipamstore.New(dataDir, time.Second, slog.New(slog.DiscardHandler)).WithCNIConfDir(confDir)
-	latest := &passView{kick: make(chan struct{}, 1)}
 	api := &recordingAPI{}
-	pub := placement.NewWithAPI(api, placement.Options{Node: "node1", Store: rebuild.Published{Store: latest}, Holds: latest.holds,
+	pub := placement.NewWithAPI(api, placement.Options{Node: "node1", Store: rebuild.Published{Store: observed{store}}, Holds: observed{store}.holds,
 		Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	reads := func() (int64, int64) { return store.Uses(), ipam.ConfDirReads() }
 
-	pub.Pass(context.Background()) // nothing read yet: nothing published
-	if api.writes != 0 {
-		t.Fatalf("published %d writes before any pass read the store", api.writes)
-	}
-	v, err := store.Observe() // the reconcile pass
-	if err != nil {
+	if _, err := store.Observe(); err != nil { // the reconcile pass
 		t.Fatal(err)
 	}
-	latest.set(v)
-	uses, confReads := store.Uses(), ipam.ConfDirReads()
+	uses, confReads := reads()
 	pub.Pass(context.Background())
-	if got := store.Uses() - uses; got != 0 {
-		t.Errorf("the publisher's pass opened the store %d times, want 0", got)
-	}
-	if got := ipam.ConfDirReads() - confReads; got != 0 {
-		t.Errorf("the publisher's pass read the CNI config directory %d times, want 0", got)
+	if u, c := reads(); u != uses || c != confReads {
+		t.Errorf("the publisher's pass after the reconcile pass read the store %d times and the directory %d times, want 0", u-uses, c-confReads)
 	}
 	if api.writes == 0 {
 		t.Error("the publisher wrote nothing, want the claim of db/db-0")
 	}
-	select {
-	case <-latest.kick:
-	default:
-		t.Error("the pass did not start the publisher's")
+	add("10.244.1.8", "db-1") // an ADD
+	uses, confReads = reads()
+	pub.Pass(context.Background()) // the publisher asks first
+	if _, err := store.Observe(); err != nil {
+		t.Fatal(err)
+	}
+	if u, c := reads(); u != uses+1 || c != confReads+1 {
+		t.Errorf("the ADD was read %d times from the store and %d from the directory by the publisher and the pass together, want once each", u-uses, c-confReads)
 	}
 }
 
