@@ -153,8 +153,9 @@ func build(cfg Config, pol policy.Policy) (*parts, error) {
 		// index's reservations, the publisher leaves the index alone.
 		// It reads the store as the reconcile pass does (a change is read
 		// once, by whichever asks first), through the same API client.
+		o := &observed{store: store}
 		pub = placement.NewWithAPI(placement.NewAPI(cs, cfg.NodeName), placement.Options{Node: cfg.NodeName,
-			Store: rebuild.Published{Store: observed{store}}, Holds: observed{store}.holds, Interval: cfg.Interval,
+			Store: rebuild.Published{Store: o}, Holds: o.holds, Interval: cfg.Interval,
 			WrittenFile: filepath.Join(cfg.CheckpointDir, placement.WrittenFileName),
 			Timeout:     cfg.Timeout, Registry: m.Registry, Log: log.With("component", "placement")})
 	}
@@ -273,12 +274,37 @@ func (n nodeEvents) NodeEvent(node *corev1.Node, eventType, reason, message stri
 // observed is the IPAM store as the placement publisher reads it: through
 // the store's Observe, which reads the store and the CNI configuration only
 // when they changed since the last read, the reconcile pass's or the
-// publisher's (each change is read once, by whichever asks first).
-type observed struct{ store *ipamstore.Store }
+// publisher's (each change is read once, by whichever asks first). The
+// three questions of one publisher pass (Waiting, Entries, Holds, asked
+// one after the other) share one Observe.
+type observed struct {
+	store *ipamstore.Store
+	mu    sync.Mutex
+	last  *ipamstore.View
+	at    time.Time
+}
+
+// sameAsk is how long a view serves the questions of one publisher pass.
+const sameAsk = time.Second
+
+func (o *observed) view() (*ipamstore.View, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.last != nil && time.Since(o.at) < sameAsk {
+		return o.last, nil
+	}
+	v, err := o.store.Observe()
+	if err != nil {
+		o.last = nil
+		return nil, err
+	}
+	o.last, o.at = v, time.Now()
+	return v, nil
+}
 
 // Entries returns the records.
-func (o observed) Entries() ([]reservation.Entry, error) {
-	v, err := o.store.Observe()
+func (o *observed) Entries() ([]reservation.Entry, error) {
+	v, err := o.view()
 	if err != nil {
 		return nil, err
 	}
@@ -286,8 +312,8 @@ func (o observed) Entries() ([]reservation.Entry, error) {
 }
 
 // Waiting returns the rebuilt networks that wait for the placement index.
-func (o observed) Waiting() (map[string]time.Time, error) {
-	v, err := o.store.Observe()
+func (o *observed) Waiting() (map[string]time.Time, error) {
+	v, err := o.view()
 	if err != nil {
 		return nil, err
 	}
@@ -295,8 +321,8 @@ func (o observed) Waiting() (map[string]time.Time, error) {
 }
 
 // holds is placement.Options.Holds.
-func (o observed) holds() (func(reservation.Entry) bool, error) {
-	v, err := o.store.Observe()
+func (o *observed) holds() (func(reservation.Entry) bool, error) {
+	v, err := o.view()
 	if err != nil {
 		return nil, err
 	}

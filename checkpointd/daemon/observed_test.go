@@ -50,7 +50,8 @@ func TestPublisherReadsEachChangeOnce(t *testing.T) {
 	add("10.244.1.7", "db-0")
 	store := ipamstore.New(dataDir, time.Second, slog.New(slog.DiscardHandler)).WithCNIConfDir(confDir)
 	api := &recordingAPI{}
-	pub := placement.NewWithAPI(api, placement.Options{Node: "node1", Store: rebuild.Published{Store: observed{store}}, Holds: observed{store}.holds,
+	o := &observed{store: store}
+	pub := placement.NewWithAPI(api, placement.Options{Node: "node1", Store: rebuild.Published{Store: o}, Holds: o.holds,
 		Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	reads := func() (int64, int64) { return store.Uses(), ipam.ConfDirReads() }
 
@@ -66,6 +67,7 @@ func TestPublisherReadsEachChangeOnce(t *testing.T) {
 		t.Error("the publisher wrote nothing, want the claim of db/db-0")
 	}
 	add("10.244.1.8", "db-1") // an ADD
+	o.at = time.Time{}        // the next publisher pass
 	uses, confReads = reads()
 	pub.Pass(context.Background()) // the publisher asks first
 	if _, err := store.Observe(); err != nil {

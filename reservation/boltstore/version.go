@@ -57,8 +57,16 @@ func (s *Store) Version() (uint64, error) {
 		return 0, fmt.Errorf("%w: %s: %v", reservation.ErrCorrupt, s.Path(), err)
 	}
 	_, _ = h.Write(meta)
-	if j, err := os.ReadFile(filepath.Join(s.dir, JournalFile)); err == nil {
-		_, _ = h.Write(j)
+	if j, err := os.Open(filepath.Join(s.dir, JournalFile)); err == nil {
+		var buf [8 << 10]byte
+		for {
+			n, err := j.Read(buf[:])
+			_, _ = h.Write(buf[:n])
+			if err != nil {
+				break
+			}
+		}
+		_ = j.Close()
 	}
 	return h.Sum64(), nil
 }
