@@ -53,6 +53,7 @@ func Built() int64 { return built.Load() }
 
 // Client reaches the core/v1 resources of one API server.
 type Client struct {
+	cfg   *rest.Config
 	req   *rest.RESTClient // every request, bounded by the config's Timeout
 	watch *rest.RESTClient // the informers' lists and watches: no request timeout
 	probe *rest.RESTClient // /readyz: no client-side rate limit
@@ -82,7 +83,19 @@ func New(cfg *rest.Config) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Client{req: req, watch: watch, probe: probe}, nil
+	return &Client{cfg: rest.CopyConfig(cfg), req: req, watch: watch, probe: probe}, nil
+}
+
+// WithOwnRateLimit returns a client that shares c's connections, and
+// whose requests have a rate limit of their own (the config's QPS and
+// burst): for a user whose requests must not queue behind another's (the
+// placement publisher's claims behind a burst of Events).
+func (c *Client) WithOwnRateLimit() (*Client, error) {
+	req, err := restClient(c.cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &Client{cfg: c.cfg, req: req, watch: c.watch, probe: c.probe}, nil
 }
 
 // restClient is a REST client of core/v1 with cfg.

@@ -76,6 +76,35 @@ func TestReadyzIgnoresTheRateLimit(t *testing.T) {
 	}
 }
 
+// A client with its own rate limit does not wait for the other's: the
+// placement publisher's claims go out while a burst of Events uses the
+// daemon's.
+func TestOwnRateLimit(t *testing.T) {
+	srv := apitest.New(t, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node1"}})
+	cfg := srv.Config()
+	cfg.QPS, cfg.Burst = 0.2, 1 // one request, then one every 5 s
+	c, err := apiclient.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	own, err := c.WithOwnRateLimit()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n corev1.Node
+	if err := c.Get(context.Background(), apiclient.Nodes, "", "node1", &n); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if err := own.Get(ctx, apiclient.Nodes, "", "node1", &n); err != nil {
+		t.Fatalf("a request of the client with its own limit after the other's burst: %v", err)
+	}
+	if err := c.Get(ctx, apiclient.Nodes, "", "node1", &n); err == nil {
+		t.Fatal("the first client's limit let a second request through at once: the test shows nothing")
+	}
+}
+
 // The client asks for protobuf and sends it, as the kubelet does: the
 // watch's pods, the Secrets and ConfigMaps, the Events decode and encode
 // several times cheaper than in JSON (issue 48). A server that answers

@@ -140,11 +140,6 @@ func RestConfig(kubeconfig string, timeout time.Duration) (*rest.Config, error) 
 	}
 	cfg.Timeout = timeout
 	cfg.UserAgent = "checkpointd"
-	// One client serves what two did until issue 48 (the placement
-	// publisher had its own, at client-go's default 5 requests a second,
-	// burst 10): the same budget in all, so that a burst of Events does not
-	// hold back the placement claims behind it.
-	cfg.QPS, cfg.Burst = 2*rest.DefaultQPS, 2*rest.DefaultBurst
 	return cfg, nil
 }
 

@@ -153,8 +153,15 @@ func build(cfg Config, pol policy.Policy) (*parts, error) {
 		// index's reservations, the publisher leaves the index alone.
 		// It reads the store as the reconcile pass does (a change is read
 		// once, by whichever asks first), through the same API client.
+		// Its requests have their own rate limit (client-go's default, as
+		// when it had a client of its own): its claims do not queue behind
+		// a burst of Events.
+		pc, err := cs.WithOwnRateLimit()
+		if err != nil {
+			return nil, errors.Join(fmt.Errorf("placement client: %w", err), runtime.Close())
+		}
 		o := &observed{store: store}
-		pub = placement.NewWithAPI(placement.NewAPI(cs, cfg.NodeName), placement.Options{Node: cfg.NodeName,
+		pub = placement.NewWithAPI(placement.NewAPI(pc, cfg.NodeName), placement.Options{Node: cfg.NodeName,
 			Store: rebuild.Published{Store: o}, Holds: o.holds, Interval: cfg.Interval,
 			WrittenFile: filepath.Join(cfg.CheckpointDir, placement.WrittenFileName),
 			Timeout:     cfg.Timeout, Registry: m.Registry, Log: log.With("component", "placement")})
