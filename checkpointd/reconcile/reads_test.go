@@ -27,7 +27,7 @@ import (
 // store's version and the files' stat say so). A pass with
 // nothing to change writes nothing. Before, a pass on this node read the
 // config directory twice and opened the store 7 times, and the publisher's
-// pass read them once and 7 times more (TestPublisherReadsWhatThePassRead).
+// pass read them once and 7 times more (TestPublisherReadsEachChangeOnce).
 func TestPassReadsEachInputOnce(t *testing.T) {
 	h := newHarness(t)
 	store, sandboxes := realIPAM(h, 20)
