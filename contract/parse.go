@@ -120,8 +120,12 @@ func IsNamespace(s string) bool { return isDNSLabel(s) }
 func IsPodName(s string) bool { return IsDNSSubdomain(s) }
 
 // isDNSLabel: 1-63 lower-case alphanumerics or '-', starting and ending alphanumeric.
-func isDNSLabel(s string) bool {
-	if s == "" || len(s) > 63 {
+func isDNSLabel(s string) bool { return len(s) <= 63 && isDNSPart(s) }
+
+// isDNSPart: one or more lower-case alphanumerics or '-', starting and
+// ending alphanumeric (a dot-separated part of a subdomain, of any length).
+func isDNSPart(s string) bool {
+	if s == "" {
 		return false
 	}
 	for i := 0; i < len(s); i++ {
@@ -138,14 +142,19 @@ func isDNSLabel(s string) bool {
 // namespace or a container name must be).
 func IsDNSLabel(s string) bool { return isDNSLabel(s) }
 
-// IsDNSSubdomain reports whether s is an RFC 1123 subdomain of at most 253
-// characters: dot-separated labels (what a pod name must be).
+// IsDNSSubdomain reports whether s is an RFC 1123 subdomain as Kubernetes
+// checks one (what a pod name must be): at most 253 characters in
+// dot-separated parts of lower-case alphanumerics and '-', each starting
+// and ending alphanumeric. Kubernetes does not hold a part to a DNS label's
+// 63 characters, so neither does this: a pod may be named with a
+// 64-character part (TestIsDNSSubdomainAsKubernetes holds it to
+// apimachinery's validation.IsDNS1123Subdomain).
 func IsDNSSubdomain(s string) bool {
 	if s == "" || len(s) > 253 {
 		return false
 	}
-	for _, l := range strings.Split(s, ".") {
-		if !isDNSLabel(l) {
+	for l := range strings.SplitSeq(s, ".") {
+		if !isDNSPart(l) {
 			return false
 		}
 	}

@@ -30,6 +30,7 @@ type ConfNetwork struct {
 // *.conflist, *.conf and *.json in name order, the first file of a network
 // name wins. Files that do not parse are skipped and named in problems.
 func ReadConfDir(dir string) (nets []ConfNetwork, problems []string, err error) {
+	confDirReads.Add(1)
 	var files []string
 	for _, pat := range []string{"*.conflist", "*.conf", "*.json"} {
 		m, err := filepath.Glob(filepath.Join(dir, pat))
@@ -92,25 +93,11 @@ type StickyipNetwork struct {
 // flannel plugin without explicit ranges, the range is the node subnet of
 // its subnet file, as the flannel plugin fills it in.
 func StickyipNetworks(dir string) (map[string]StickyipNetwork, []string, error) {
-	nets, problems, err := ReadConfDir(dir)
+	c, err := ReadConf(dir)
 	if err != nil {
 		return nil, nil, err
 	}
-	out := map[string]StickyipNetwork{}
-	for _, n := range nets {
-		for _, p := range n.Plugins {
-			c, err := pluginConfig(n, p)
-			if err != nil {
-				problems = append(problems, fmt.Sprintf("%s: network %s: %v", n.File, n.Name, err))
-				continue
-			}
-			if c != nil {
-				out[n.Name] = StickyipNetwork{Config: c, File: n.File}
-				break
-			}
-		}
-	}
-	return out, problems, nil
+	return c.Stickyip, c.StickyipProblems, nil
 }
 
 // NetworkEngine returns the engine of network, built from its config in the
@@ -119,20 +106,11 @@ func StickyipNetworks(dir string) (map[string]StickyipNetwork, []string, error) 
 // returns ErrNoNetworkConfig: a network's records are changed only by the
 // rules of its own config (reuse delay, pool-full policy, host-local import).
 func NetworkEngine(confDir, network, dataDir string, env Env) (*Engine, error) {
-	confs, problems, err := StickyipNetworks(confDir)
+	c, err := ReadConf(confDir)
 	if err != nil {
 		return nil, fmt.Errorf("%w: network %s: %v", ErrNoNetworkConfig, network, err)
 	}
-	c, ok := confs[network]
-	switch {
-	case !ok && len(problems) > 0:
-		return nil, fmt.Errorf("%w: network %s is not configured in %s (skipped files: %s)", ErrNoNetworkConfig, network, confDir, strings.Join(problems, "; "))
-	case !ok:
-		return nil, fmt.Errorf("%w: network %s is not configured in %s", ErrNoNetworkConfig, network, confDir)
-	case filepath.Clean(c.DataDir) != filepath.Clean(dataDir):
-		return nil, fmt.Errorf("%w: network %s in %s keeps its records in %s, not in %s", ErrNoNetworkConfig, network, c.File, c.DataDir, dataDir)
-	}
-	return NewEngine(c.Config, env), nil
+	return c.Engine(network, dataDir, env)
 }
 
 func pluginConfig(n ConfNetwork, p ConfPlugin) (*Config, error) {

@@ -4,8 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"path/filepath"
-	"slices"
-	"strings"
 	"time"
 
 	"github.com/stickyip/stickyip/contract"
@@ -32,23 +30,12 @@ type NetworkStore struct {
 // problems, as by ReadConfDir, and so are stickyip blocks whose directories
 // are not absolute paths.
 func NetworkStores(dir string) ([]NetworkStore, []string, error) {
-	nets, problems, err := ReadConfDir(dir)
+	c, err := ReadConf(dir)
 	if err != nil {
 		return nil, nil, err
 	}
-	var out []NetworkStore
-	for _, n := range nets {
-		s, ok, err := n.Store()
-		if err != nil {
-			problems = append(problems, fmt.Sprintf("%s: network %s: %v", n.File, n.Name, err))
-			continue
-		}
-		if ok {
-			out = append(out, s)
-		}
-	}
-	slices.SortFunc(out, func(a, b NetworkStore) int { return strings.Compare(a.Network, b.Network) })
-	return out, problems, nil
+	stores, problems := c.Stores()
+	return stores, problems, nil
 }
 
 // Store returns where n keeps its records when its IPAM is stickyip (the

@@ -31,16 +31,28 @@ type SetSummary struct {
 // records outside every range set (the ranges changed) are returned in
 // outside.
 func (e *Engine) Summary(tx reservation.Txn, now time.Time) (sets []SetSummary, outside int, err error) {
+	var recs []*reservation.Record
+	err = tx.ForEach(func(r *reservation.Record) error {
+		recs = append(recs, r)
+		return nil
+	})
+	sets, outside = e.SummaryOf(recs, now)
+	return sets, outside, err
+}
+
+// SummaryOf is Summary of the records recs, already read (a daemon reads
+// them once per pass for every question it asks).
+func (e *Engine) SummaryOf(recs []*reservation.Record, now time.Time) (sets []SetSummary, outside int) {
 	never := e.unassignables()
 	sets = make([]SetSummary, len(e.rangeSets))
 	for i := range e.rangeSets {
 		sets[i] = SetSummary{RangeSet: i, Ranges: e.rangeSets[i].String(), Size: setSize(e.rangeSets[i], never)}
 	}
-	err = tx.ForEach(func(r *reservation.Record) error {
+	for _, r := range recs {
 		i := e.setOf(r, never)
 		if i < 0 {
 			outside++
-			return nil
+			continue
 		}
 		switch {
 		case r.Expired(now):
@@ -51,12 +63,11 @@ func (e *Engine) Summary(tx reservation.Txn, now time.Time) (sets []SetSummary, 
 		case r.State == reservation.Cooling:
 			sets[i].Cooling++
 		}
-		return nil
-	})
+	}
 	for i := range sets {
 		sets[i].Free = max(sets[i].Size-sets[i].Allocated-sets[i].Reserved-sets[i].Cooling, 0)
 	}
-	return sets, outside, err
+	return sets, outside
 }
 
 // PoolTotals adds up a network's range sets (the figures checkpointd

@@ -31,10 +31,16 @@ type UnconfiguredNetwork struct {
 // while no stickyip network of the CNI config dir confDir keeps its records
 // there. A store holding none has nothing to lose: nothing is reported.
 func UnconfiguredNetworks(confDir, dataDir string, entries []reservation.Entry, now time.Time) ([]UnconfiguredNetwork, error) {
-	stores, _, err := NetworkStores(confDir)
+	c, err := ReadConf(confDir)
 	if err != nil {
 		return nil, err
 	}
+	return c.Unconfigured(dataDir, entries, now), nil
+}
+
+// Unconfigured is UnconfiguredNetworks on the directory as read.
+func (c *Conf) Unconfigured(dataDir string, entries []reservation.Entry, now time.Time) []UnconfiguredNetwork {
+	stores, _ := c.Stores()
 	byNet := map[string]*UnconfiguredNetwork{}
 	var order []string
 	for _, e := range entries {
@@ -62,28 +68,24 @@ func UnconfiguredNetworks(confDir, dataDir string, entries []reservation.Entry, 
 	var out []UnconfiguredNetwork
 	for _, n := range order {
 		u := byNet[n]
-		u.Now = configuredAs(confDir, n, stores)
+		u.Now = c.configuredAs(n, stores)
 		out = append(out, *u)
 	}
-	return out, nil
+	return out
 }
 
 // configuredAs says what the CNI config dir has for network: another
 // store, another IPAM, or nothing.
-func configuredAs(confDir, network string, stores []NetworkStore) string {
+func (c *Conf) configuredAs(network string, stores []NetworkStore) string {
 	if i := slices.IndexFunc(stores, func(s NetworkStore) bool { return s.Network == network }); i >= 0 {
 		return fmt.Sprintf("%s keeps its records in %s", stores[i].File, stores[i].DataDir)
 	}
-	nets, _, err := ReadConfDir(confDir)
-	if err != nil {
-		return fmt.Sprintf("%s cannot be read: %v", confDir, err)
-	}
-	for _, n := range nets {
+	for _, n := range c.Networks {
 		if n.Name == network {
 			return fmt.Sprintf("%s gives it IPAM %s", n.File, ipamOf(n))
 		}
 	}
-	return fmt.Sprintf("no config of network %s in %s", network, confDir)
+	return fmt.Sprintf("no config of network %s in %s", network, c.Dir)
 }
 
 // ipamOf names the IPAM of a network's first plugin that has one; the

@@ -12,6 +12,7 @@ package apiclient
 
 import (
 	"context"
+	"sync/atomic"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -43,8 +44,17 @@ func init() {
 	utilruntime.Must(corev1.AddToScheme(Scheme))
 }
 
+// built counts the clients New made (Built).
+var built atomic.Int64
+
+// Built returns how many clients this process has made: checkpointd makes
+// one, shared by its informers, probe, Events and placement publisher (a
+// test holds it to that).
+func Built() int64 { return built.Load() }
+
 // Client reaches the core/v1 resources of one API server.
 type Client struct {
+	cfg   *rest.Config
 	req   *rest.RESTClient // every request, bounded by the config's Timeout
 	watch *rest.RESTClient // the informers' lists and watches: no request timeout
 	probe *rest.RESTClient // /readyz: no client-side rate limit
@@ -55,6 +65,7 @@ type Client struct {
 // informers' watches, which must stay open: client-go ends each itself after
 // 5-10 minutes, with a timeout the server honours).
 func New(cfg *rest.Config) (*Client, error) {
+	built.Add(1)
 	req, err := restClient(cfg)
 	if err != nil {
 		return nil, err
@@ -78,7 +89,19 @@ func New(cfg *rest.Config) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Client{req: req, watch: watch, probe: probe, apps: apps}, nil
+	return &Client{cfg: rest.CopyConfig(cfg), req: req, watch: watch, probe: probe, apps: apps}, nil
+}
+
+// WithOwnRateLimit returns a client that shares c's connections, and
+// whose requests have a rate limit of their own (the config's QPS and
+// burst): for a user whose requests must not queue behind another's (the
+// placement publisher's claims behind a burst of Events).
+func (c *Client) WithOwnRateLimit() (*Client, error) {
+	req, err := restClient(c.cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &Client{cfg: c.cfg, req: req, watch: c.watch, probe: c.probe, apps: c.apps}, nil
 }
 
 // restClient is a REST client of core/v1 with cfg.
@@ -87,6 +110,11 @@ func restClient(cfg *rest.Config) (*rest.RESTClient, error) {
 	c.GroupVersion = &corev1.SchemeGroupVersion
 	c.APIPath = "/api"
 	c.NegotiatedSerializer = Codecs.WithoutConversion()
+	// Protobuf, as the kubelet speaks it: the pods of the watch, the
+	// Secrets and ConfigMaps, the Events decode and encode several times
+	// cheaper than in JSON (a server that answers JSON is read as well).
+	c.ContentType = runtime.ContentTypeProtobuf
+	c.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
 	if c.UserAgent == "" {
 		c.UserAgent = rest.DefaultKubernetesUserAgent()
 	}

@@ -2,12 +2,17 @@ package apiclient_test
 
 import (
 	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 
 	"github.com/stickyip/stickyip/checkpointd/apiclient"
 	"github.com/stickyip/stickyip/checkpointd/apiclient/apitest"
@@ -68,5 +73,66 @@ func TestReadyzIgnoresTheRateLimit(t *testing.T) {
 	defer cancel()
 	if err := c.Readyz(ctx); err != nil {
 		t.Fatalf("Readyz after the rate limit's burst: %v", err)
+	}
+}
+
+// A client with its own rate limit does not wait for the other's: the
+// placement publisher's claims go out while a burst of Events uses the
+// daemon's.
+func TestOwnRateLimit(t *testing.T) {
+	srv := apitest.New(t, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node1"}})
+	cfg := srv.Config()
+	cfg.QPS, cfg.Burst = 0.2, 1 // one request, then one every 5 s
+	c, err := apiclient.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	own, err := c.WithOwnRateLimit()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n corev1.Node
+	if err := c.Get(context.Background(), apiclient.Nodes, "", "node1", &n); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if err := own.Get(ctx, apiclient.Nodes, "", "node1", &n); err != nil {
+		t.Fatalf("a request of the client with its own limit after the other's burst: %v", err)
+	}
+	if err := c.Get(ctx, apiclient.Nodes, "", "node1", &n); err == nil {
+		t.Fatal("the first client's limit let a second request through at once: the test shows nothing")
+	}
+}
+
+// The client asks for protobuf and sends it, as the kubelet does: the
+// watch's pods, the Secrets and ConfigMaps, the Events decode and encode
+// several times cheaper than in JSON (issue 48). A server that answers
+// JSON is read all the same.
+func TestClientSpeaksProtobuf(t *testing.T) {
+	var accept, sent string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost {
+			sent = r.Header.Get("Content-Type")
+		} else {
+			accept = r.Header.Get("Accept")
+		}
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, `{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"cm","namespace":"a"},"data":{"k":"v"}}`)
+	}))
+	defer srv.Close()
+	c, err := apiclient.New(&rest.Config{Host: srv.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cm corev1.ConfigMap
+	if err := c.Get(context.Background(), apiclient.ConfigMaps, "a", "cm", &cm); err != nil || cm.Data["k"] != "v" {
+		t.Fatalf("Get answered in JSON: %v, %v", err, cm.Data)
+	}
+	if err := c.Create(context.Background(), apiclient.ConfigMaps, "a", &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "cm"}}, metav1.CreateOptions{}, &cm); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(accept, "application/vnd.kubernetes.protobuf") || sent != "application/vnd.kubernetes.protobuf" {
+		t.Errorf("Accept %q, a Create sent as %q: want protobuf first, and sent", accept, sent)
 	}
 }

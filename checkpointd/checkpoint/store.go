@@ -4,11 +4,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/stickyip/stickyip/checkpointd/safefile"
@@ -17,11 +21,45 @@ import (
 // CorruptDir is the sub-directory where records that fail verification are moved.
 const CorruptDir = "corrupt"
 
-// Store is a directory of checkpoint records.
+// Store is a directory of checkpoint records. It keeps each record as it
+// last read it, with the identity of its file (inode, size, times): a file
+// unchanged since is not read and decoded again (every write replaces the
+// file by a rename, and an edit changes its size or times). A reconcile
+// pass lists every record; most never change.
 type Store struct {
 	dir string
 	now func() time.Time
+
+	mu   sync.Mutex
+	read map[ID]readRecord
 }
+
+// readRecord is a record as read, and the file it was read from.
+type readRecord struct {
+	file fileID
+	rec  *Record
+}
+
+// fileID tells a file's content apart from any other the path held.
+type fileID struct {
+	ino, size          uint64
+	mtime, ctime, nsec int64
+}
+
+func idOf(fi os.FileInfo) (fileID, bool) {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return fileID{}, false
+	}
+	return fileID{ino: st.Ino, size: uint64(st.Size), mtime: st.Mtim.Nano(), ctime: st.Ctim.Nano()}, true
+}
+
+// reads counts the records read and decoded from disk (Reads).
+var reads atomic.Int64
+
+// Reads returns how many records this process read and decoded from disk:
+// what a test counts to see an unchanged record is not read again.
+func Reads() int64 { return reads.Load() }
 
 // New returns a store in dir, creating it (mode 0700) if needed.
 func New(dir string) (*Store, error) {
@@ -32,7 +70,7 @@ func New(dir string) (*Store, error) {
 	if err := os.Chmod(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("restrict checkpoint dir: %w", err)
 	}
-	return &Store{dir: dir, now: time.Now}, nil
+	return &Store{dir: dir, now: time.Now, read: map[ID]readRecord{}}, nil
 }
 
 // WithClock makes the store stamp saves and quarantined files with now
@@ -44,7 +82,7 @@ func (s *Store) WithClock(now func() time.Time) *Store {
 }
 
 // Open returns the store in dir without creating anything (for removing it).
-func Open(dir string) *Store { return &Store{dir: dir, now: time.Now} }
+func Open(dir string) *Store { return &Store{dir: dir, now: time.Now, read: map[ID]readRecord{}} }
 
 // Dir returns the store's directory.
 func (s *Store) Dir() string { return s.dir }
@@ -92,13 +130,32 @@ func (s *Store) Load(id ID) (*Record, error) {
 	if err := id.valid(); err != nil {
 		return nil, err
 	}
-	data, err := os.ReadFile(s.Path(id))
+	f, err := os.Open(s.Path(id))
 	if errors.Is(err, os.ErrNotExist) {
+		s.forget(id)
 		return nil, fmt.Errorf("%s: %w", id, ErrNotFound)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("read checkpoint %s: %w", id, err)
 	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("read checkpoint %s: %w", id, err)
+	}
+	file, known := idOf(fi)
+	s.mu.Lock()
+	last, ok := s.read[id]
+	s.mu.Unlock()
+	if ok && known && last.file == file {
+		return last.rec, nil
+	}
+	data, err := io.ReadAll(f)
+	if err != nil {
+		return nil, fmt.Errorf("read checkpoint %s: %w", id, err)
+	}
+	reads.Add(1)
+	s.forget(id)
 	rec, err := decode(data)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", s.Path(id), err)
@@ -106,7 +163,35 @@ func (s *Store) Load(id ID) (*Record, error) {
 	if got := rec.ID(); got != id {
 		return nil, fmt.Errorf("%s: holds pod %s: %w", s.Path(id), got, ErrCorrupt)
 	}
+	if known {
+		s.mu.Lock()
+		s.read[id] = readRecord{file: file, rec: rec}
+		s.mu.Unlock()
+	}
 	return rec, nil
+}
+
+// loadListed is Load of a file the directory listed as e: when the file
+// is the one last read (one stat), its record as read then.
+func (s *Store) loadListed(id ID, e os.DirEntry) (*Record, error) {
+	if fi, err := e.Info(); err == nil {
+		if file, known := idOf(fi); known {
+			s.mu.Lock()
+			last, ok := s.read[id]
+			s.mu.Unlock()
+			if ok && last.file == file {
+				return last.rec, nil
+			}
+		}
+	}
+	return s.Load(id)
+}
+
+// forget drops the record of id as last read.
+func (s *Store) forget(id ID) {
+	s.mu.Lock()
+	delete(s.read, id)
+	s.mu.Unlock()
 }
 
 // Corrupt describes a record file that failed verification and where it was moved.
@@ -144,7 +229,7 @@ func (s *Store) List() ([]*Record, []Corrupt, error) {
 		if !ok || id.valid() != nil {
 			continue
 		}
-		rec, err := s.Load(id)
+		rec, err := s.loadListed(id, e)
 		switch {
 		case err == nil:
 			recs = append(recs, rec)
@@ -195,6 +280,7 @@ func (s *Store) Quarantine(id ID) (string, error) {
 	if err := os.MkdirAll(cdir, 0o700); err != nil {
 		return "", fmt.Errorf("create %s: %w", cdir, err)
 	}
+	s.forget(id)
 	dst := filepath.Join(cdir, id.fileName()+"."+strconv.FormatInt(s.now().UnixNano(), 10))
 	if err := os.Rename(s.Path(id), dst); err != nil {
 		return "", fmt.Errorf("set aside corrupt checkpoint: %w", err)
@@ -210,6 +296,7 @@ func (s *Store) Remove(id ID) error {
 	if err := id.valid(); err != nil {
 		return err
 	}
+	s.forget(id)
 	if err := os.Remove(s.Path(id)); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("remove checkpoint %s: %w", id, err)
 	}

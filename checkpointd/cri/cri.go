@@ -1,24 +1,26 @@
 // Package cri tells checkpointd which pod sandboxes exist on the node, asking
-// the container runtime over its CRI socket (containerd, CRI-O).
+// the container runtime over its CRI socket (containerd, CRI-O) with gRPC
+// and the CRI's own types (k8s.io/cri-api, runtime.v1).
 package cri
 
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"net/netip"
 	"strings"
 	"time"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
 	"github.com/stickyip/stickyip/checkpointd/sandboxinfo"
 )
 
-// The CRI's runtime service (k8s.io/cri-api, runtime.v1) and the calls
-// checkpointd makes.
-const (
-	listPodSandbox   = "/runtime.v1.RuntimeService/ListPodSandbox"
-	podSandboxStatus = "/runtime.v1.RuntimeService/PodSandboxStatus"
-)
+// maxMessage bounds a runtime's answer, as the kubelet bounds it (a
+// ListPodSandbox of a full node with its labels and annotations is far
+// smaller).
+const maxMessage = 16 << 20
 
 // Sandbox is one pod sandbox known to the runtime.
 type Sandbox struct {
@@ -34,8 +36,8 @@ type Sandbox struct {
 
 // Client lists sandboxes through a CRI runtime service.
 type Client struct {
-	tr      *http.Transport
-	hc      *http.Client
+	conn    *grpc.ClientConn
+	rs      runtimeapi.RuntimeServiceClient
 	timeout time.Duration
 }
 
@@ -49,31 +51,34 @@ func Dial(endpoint string, timeout time.Duration) (*Client, error) {
 	if !strings.HasPrefix(target, "unix://") {
 		return nil, fmt.Errorf("CRI endpoint %q: only unix sockets are supported", endpoint)
 	}
-	socket := strings.TrimPrefix(target, "unix://")
-	if socket == "" {
+	if strings.TrimPrefix(target, "unix://") == "" {
 		return nil, fmt.Errorf("CRI endpoint %q: no socket path", endpoint)
 	}
-	tr := transport(socket)
-	return &Client{tr: tr, hc: &http.Client{Transport: tr}, timeout: timeout}, nil
+	conn, err := grpc.NewClient(target, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMessage)))
+	if err != nil {
+		return nil, fmt.Errorf("CRI endpoint %q: %w", endpoint, err)
+	}
+	return &Client{conn: conn, rs: runtimeapi.NewRuntimeServiceClient(conn), timeout: timeout}, nil
 }
 
 // Close closes the connection.
-func (c *Client) Close() error {
-	c.tr.CloseIdleConnections()
-	return nil
-}
+func (c *Client) Close() error { return c.conn.Close() }
 
 // Sandboxes returns every sandbox the runtime knows, ready or not.
 func (c *Client) Sandboxes(ctx context.Context) ([]Sandbox, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
-	resp, err := c.unary(ctx, listPodSandbox, nil)
+	resp, err := c.rs.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{})
 	if err != nil {
 		return nil, fmt.Errorf("CRI ListPodSandbox: %w", err)
 	}
-	out, err := decodeSandboxes(resp)
-	if err != nil {
-		return nil, fmt.Errorf("CRI ListPodSandbox: %w", err)
+	out := make([]Sandbox, 0, len(resp.Items))
+	for _, it := range resp.Items {
+		md := it.GetMetadata()
+		out = append(out, Sandbox{ID: it.Id, Namespace: md.GetNamespace(), Name: md.GetName(), UID: md.GetUid(),
+			Ready: it.State == runtimeapi.PodSandboxState_SANDBOX_READY, CreatedAt: time.Unix(0, it.CreatedAt),
+			Labels: it.Labels, Annotations: it.Annotations})
 	}
 	return out, nil
 }
@@ -100,19 +105,21 @@ type Status struct {
 func (c *Client) Status(ctx context.Context, id string) (Status, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
-	resp, err := c.unary(ctx, podSandboxStatus, encodeStatusRequest(id, true))
+	resp, err := c.rs.PodSandboxStatus(ctx, &runtimeapi.PodSandboxStatusRequest{PodSandboxId: id, Verbose: true})
 	if err != nil {
 		return Status{}, fmt.Errorf("CRI PodSandboxStatus %s: %w", id, err)
 	}
-	st, err := decodeStatus(resp, sandboxinfo.Key)
-	if err != nil {
-		return Status{}, fmt.Errorf("CRI PodSandboxStatus %s: %w", id, err)
-	}
-	if !st.hasStatus {
+	st := resp.GetStatus()
+	if st == nil {
 		return Status{}, fmt.Errorf("CRI PodSandboxStatus %s: no status", id)
 	}
-	out := Status{Annotations: st.annotations, HostNetwork: st.hostNetwork}
-	for _, a := range append([]string{st.ip}, st.moreIPs...) {
+	out := Status{Annotations: st.Annotations,
+		HostNetwork: st.GetLinux().GetNamespaces().GetOptions().GetNetwork() == runtimeapi.NamespaceMode_NODE}
+	addrs := []string{st.GetNetwork().GetIp()}
+	for _, a := range st.GetNetwork().GetAdditionalIps() {
+		addrs = append(addrs, a.GetIp())
+	}
+	for _, a := range addrs {
 		if a == "" {
 			continue
 		}
@@ -122,7 +129,7 @@ func (c *Client) Status(ctx context.Context, id string) (Status, error) {
 		}
 		out.IPs = append(out.IPs, ip.Unmap())
 	}
-	if v, ok := st.info[sandboxinfo.Key]; ok {
+	if v, ok := resp.Info[sandboxinfo.Key]; ok {
 		in, err := sandboxinfo.Parse(v)
 		if err != nil {
 			return Status{}, fmt.Errorf("CRI PodSandboxStatus %s: %w", id, err)

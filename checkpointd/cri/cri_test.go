@@ -2,6 +2,7 @@ package cri
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"net/netip"
 	"path/filepath"
@@ -132,5 +133,48 @@ func TestRuntimeDown(t *testing.T) {
 func TestDialRejectsTCP(t *testing.T) {
 	if _, err := Dial("tcp://127.0.0.1:1234", time.Second); err == nil {
 		t.Error("tcp endpoint accepted")
+	}
+}
+
+// fullNode is a runtime with the kubelet's default 110 pods.
+type fullNode struct{ fakeRuntime }
+
+func (fullNode) ListPodSandbox(context.Context, *runtimeapi.ListPodSandboxRequest) (*runtimeapi.ListPodSandboxResponse, error) {
+	var items []*runtimeapi.PodSandbox
+	for i := range 110 {
+		name := fmt.Sprintf("app-%d", i)
+		items = append(items, &runtimeapi.PodSandbox{Id: fmt.Sprintf("%064d", i), Metadata: &runtimeapi.PodSandboxMetadata{Name: name, Namespace: "bench", Uid: "u-" + name},
+			State: runtimeapi.PodSandboxState_SANDBOX_READY, CreatedAt: time.Now().UnixNano(),
+			Labels:      map[string]string{"io.kubernetes.pod.name": name, "io.kubernetes.pod.namespace": "bench", "app": "bench"},
+			Annotations: map[string]string{"stickyip.io/checkpoint": "true", "io.kubernetes.cri/reserved-ip-duration": "30"}})
+	}
+	return &runtimeapi.ListPodSandboxResponse{Items: items}, nil
+}
+
+// BenchmarkSandboxes is one ListPodSandbox of a 110-pod node and one
+// PodSandboxStatus over the runtime's unix socket, the calls of a pass (the
+// per-call cost docs/DESIGN.md's "Libraries" table gives).
+func BenchmarkSandboxes(b *testing.B) {
+	sock := filepath.Join(b.TempDir(), "cri.sock")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		b.Fatal(err)
+	}
+	srv := grpc.NewServer()
+	runtimeapi.RegisterRuntimeServiceServer(srv, &fullNode{})
+	go srv.Serve(ln)
+	b.Cleanup(srv.Stop)
+	c, err := Dial(sock, 5*time.Second)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	for b.Loop() {
+		if sbs, err := c.Sandboxes(context.Background()); err != nil || len(sbs) != 110 {
+			b.Fatal(len(sbs), err)
+		}
+		if _, err := c.Status(context.Background(), "sb1"); err != nil {
+			b.Fatal(err)
+		}
 	}
 }

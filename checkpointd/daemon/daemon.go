@@ -34,6 +34,7 @@ import (
 	"github.com/stickyip/stickyip/checkpointd/rebuild"
 	"github.com/stickyip/stickyip/checkpointd/reconcile"
 	"github.com/stickyip/stickyip/checkpointd/retention"
+	"github.com/stickyip/stickyip/ipam"
 	"github.com/stickyip/stickyip/reservation"
 )
 
@@ -128,10 +129,9 @@ func build(cfg Config, pol policy.Policy) (*parts, error) {
 	}
 	var ipamStore reconcile.IPAM
 	var store *ipamstore.Store
-	var holds func() (func(reservation.Entry) bool, error)
 	if cfg.DataDir != "" {
 		store = ipamstore.New(cfg.DataDir, cfg.Timeout, log.With("component", "ipam")).WithCNIConfDir(cfg.CNIConfDir).WithCNIResultsDir(cfg.CNIResultsDir)
-		ipamStore, holds = store, store.NodeHolds
+		ipamStore = store
 	}
 	var lease *flannel.Keeper
 	if cfg.FlannelSubnetFile != "" {
@@ -142,9 +142,8 @@ func build(cfg Config, pol policy.Policy) (*parts, error) {
 			Log:        log.With("component", "flannel-lease"),
 		}
 		if ipamStore != nil && cfg.CNIConfDir != "" {
-			lease.Check = reconcile.LeaseCheck(ipamStore, func() ([]string, error) {
-				return ipamstore.FlannelNetworks(cfg.CNIConfDir, cfg.FlannelSubnetFile)
-			})
+			lease.Check = reconcile.LeaseCheck(func() (*ipamstore.View, error) { return store.Observe() },
+				func(v *ipamstore.View) []string { return v.FlannelNetworks(cfg.FlannelSubnetFile) })
 		}
 	}
 	m := metrics.New()
@@ -153,20 +152,31 @@ func build(cfg Config, pol policy.Policy) (*parts, error) {
 		Node: cfg.NodeName, ProbeInterval: cfg.ProbeInterval, Timeout: cfg.Timeout, StatefulSets: follow,
 		Log: log.With("component", "api"),
 	})
+	// The publisher and the StatefulSet follower read the store as the
+	// reconcile pass does: a change is read once, by whichever asks first.
+	var o *observed
+	if store != nil {
+		o = &observed{store: store}
+	}
 	var pub *placement.Publisher
 	if cfg.Placement && ipamStore != nil {
 		// While a store rebuilt without the API server waits for the
 		// index's reservations, the publisher leaves the index alone.
-		pub, err = placement.New(rc, placement.Options{Node: cfg.NodeName, Store: rebuild.Published{Store: store}, Holds: holds, Interval: cfg.Interval,
-			WrittenFile: filepath.Join(cfg.CheckpointDir, placement.WrittenFileName),
-			Timeout:     cfg.Timeout, Registry: m.Registry, Log: log.With("component", "placement")})
+		// It uses the same API client; its requests have their own rate limit (client-go's default, as
+		// when it had a client of its own): its claims do not queue behind
+		// a burst of Events.
+		pc, err := cs.WithOwnRateLimit()
 		if err != nil {
 			return nil, errors.Join(fmt.Errorf("placement client: %w", err), runtime.Close())
 		}
+		pub = placement.NewWithAPI(placement.NewAPI(pc, cfg.NodeName), placement.Options{Node: cfg.NodeName,
+			Store: rebuild.Published{Store: o}, Holds: o.holds, Interval: cfg.Interval,
+			WrittenFile: filepath.Join(cfg.CheckpointDir, placement.WrittenFileName),
+			Timeout:     cfg.Timeout, Registry: m.Registry, Log: log.With("component", "placement")})
 	}
 	var follower *retention.Follower
 	if follow {
-		ro := retention.Options{API: api, Store: store, Interval: cfg.Interval, Registry: m.Registry, Log: log.With("component", "retention")}
+		ro := retention.Options{API: api, Store: o, Interval: cfg.Interval, Registry: m.Registry, Log: log.With("component", "retention")}
 		if pub != nil {
 			ro.ClaimedLater = pub.ClaimedLater
 		}
@@ -185,7 +195,7 @@ func build(cfg Config, pol policy.Policy) (*parts, error) {
 			API: api, Node: nodeEvents{api, events}, Metrics: m, Log: log.With("component", "rebuild"),
 		})
 	}
-	memory := &memoryReleaser{}
+	memory := newMemoryReleaser()
 	rec := reconcile.New(reconcile.Config{
 		Node: cfg.NodeName, Store: checkpoints, StaticDir: cfg.StaticPodDir, VolumeDir: cfg.VolumeDir,
 		Runtime: runtime, API: api, Boot: tracker, Policy: pol, IPAM: ipamStore, Repair: repair, Events: events, Lease: lease,
@@ -287,4 +297,73 @@ func (n nodeEvents) Node() (*corev1.Node, bool) { return n.api.Node() }
 
 func (n nodeEvents) NodeEvent(node *corev1.Node, eventType, reason, message string) {
 	n.events.NodeEvent(node, eventType, reason, message)
+}
+
+// observed is the IPAM store as the placement publisher reads it: through
+// the store's Observe, which reads the store and the CNI configuration only
+// when they changed since the last read, the reconcile pass's or the
+// publisher's (each change is read once, by whichever asks first). The
+// three questions of one publisher pass (Waiting, Entries, Holds, asked
+// one after the other) share one Observe.
+type observed struct {
+	store *ipamstore.Store
+	mu    sync.Mutex
+	last  *ipamstore.View
+	at    time.Time
+}
+
+// sameAsk is how long a view serves the questions of one publisher pass.
+const sameAsk = time.Second
+
+func (o *observed) view() (*ipamstore.View, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.last != nil && time.Since(o.at) < sameAsk {
+		return o.last, nil
+	}
+	v, err := o.store.Observe()
+	if err != nil {
+		o.last = nil
+		return nil, err
+	}
+	o.last, o.at = v, time.Now()
+	return v, nil
+}
+
+// Entries returns the records.
+func (o *observed) Entries() ([]reservation.Entry, error) {
+	v, err := o.view()
+	if err != nil {
+		return nil, err
+	}
+	return v.Entries, nil
+}
+
+// Waiting returns the rebuilt networks that wait for the placement index.
+func (o *observed) Waiting() (map[string]time.Time, error) {
+	v, err := o.view()
+	if err != nil {
+		return nil, err
+	}
+	return v.Waiting, nil
+}
+
+// Missing reports whether the node has no store at all (rebuild.Waiter):
+// a stat, not a read.
+func (o *observed) Missing() bool { return o.store.Missing() }
+
+// Retain applies the StatefulSet follower's changes (retention.Store); the
+// engine checks each against the record as it is then, so a view a second
+// old decides nothing wrong.
+func (o *observed) Retain(network string, changes []ipam.RetentionChange) (int, error) {
+	return o.store.Retain(network, changes)
+}
+
+// holds is placement.Options.Holds.
+func (o *observed) holds() (func(reservation.Entry) bool, error) {
+	v, err := o.view()
+	if err != nil {
+		return nil, err
+	}
+	return v.Holds()
 }

@@ -22,7 +22,7 @@ type Healther interface {
 func Handler(m *metrics.Metrics, h Healther, maxAge time.Duration) http.Handler {
 	start := time.Now()
 	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", m.Registry.Handler())
+	mux.Handle("GET /metrics", m.Handler())
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		last, err := h.Health()
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")

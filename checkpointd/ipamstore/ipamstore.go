@@ -8,7 +8,7 @@ package ipamstore
 import (
 	"fmt"
 	"log/slog"
-	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/stickyip/stickyip/ipam"
@@ -21,6 +21,8 @@ type Store struct {
 	store   *boltstore.Store
 	env     ipam.Env
 	confDir string
+	mu      sync.Mutex // guards last
+	last    *read      // what the last Observe read (view.go)
 }
 
 // WithCNIConfDir names the CNI config dir the store's networks are configured
@@ -42,35 +44,13 @@ func (s *Store) WithCNIResultsDir(dir string) *Store {
 
 // Pools returns the totals of every stickyip network configured in the CNI
 // config dir that keeps its records in this store, counted by the engine
-// exactly as `stickyip status` counts them.
+// exactly as `stickyip status` counts them (View.Pools).
 func (s *Store) Pools() (map[string]ipam.PoolTotals, error) {
-	if s.confDir == "" {
-		return nil, nil
-	}
-	confs, _, err := ipam.StickyipNetworks(s.confDir)
+	v, err := s.Observe()
 	if err != nil {
 		return nil, err
 	}
-	out := map[string]ipam.PoolTotals{}
-	now := time.Now()
-	if s.env.Now != nil {
-		now = s.env.Now()
-	}
-	for network, c := range confs {
-		if filepath.Clean(c.DataDir) != filepath.Clean(s.store.Dir()) {
-			continue // another store's network
-		}
-		e := ipam.NewEngine(c.Config, ipam.Env{})
-		err := s.store.View(network, func(tx reservation.Txn) error {
-			sets, outside, err := e.Summary(tx, now)
-			out[network] = ipam.Totals(sets, outside)
-			return err
-		})
-		if err != nil {
-			return nil, fmt.Errorf("network %s: %w", network, err)
-		}
-	}
-	return out, nil
+	return v.Pools, v.ConfErr
 }
 
 // New returns the store in dataDir. lockTimeout bounds the wait for the
@@ -83,6 +63,15 @@ func New(dataDir string, lockTimeout time.Duration, log *slog.Logger) *Store {
 func NewWithEnv(dataDir string, lockTimeout time.Duration, env ipam.Env) *Store {
 	return &Store{store: boltstore.New(dataDir, lockTimeout), env: env}
 }
+
+// ConfDir returns the CNI config directory ("" when none is given).
+func (s *Store) ConfDir() string { return s.confDir }
+
+// Dir returns the data directory.
+func (s *Store) Dir() string { return s.store.Dir() }
+
+// Uses returns how many times the store was opened (boltstore.Store.Uses).
+func (s *Store) Uses() int64 { return s.store.Uses() }
 
 // Entries lists every record of every network.
 func (s *Store) Entries() ([]reservation.Entry, error) {
@@ -112,35 +101,24 @@ func (s *Store) Entries() ([]reservation.Entry, error) {
 // network's reuse delay. A sandbox in doubt may belong to another runtime or
 // to cnitool and keeps its addresses; released says whether any were
 // released. The engine is built from the network's config in the CNI config
-// dir; without one nothing is changed (ipam.ErrNoNetworkConfig).
+// dir; without one nothing is changed (ipam.ErrNoNetworkConfig). A daemon's
+// pass, which has read the store already, calls ReleaseIn.
 func (s *Store) ReleaseContainer(network, containerID, ifname string) (released bool, err error) {
-	eng, err := ipam.NetworkEngine(s.confDir, network, s.store.Dir(), s.env)
+	v, err := s.Observe()
 	if err != nil {
 		return false, err
 	}
-	err = s.store.Update(network, func(tx reservation.Txn) error {
-		n, err := eng.ReleaseIfGone(tx, containerID, ifname)
-		released = n > 0
-		return err
-	})
-	return released, err
+	return s.ReleaseIn(v, network, containerID, ifname)
 }
 
 // Unconfigured returns the networks of this store that hold sticky records
 // while the CNI config dir no longer keeps their records here (the
 // conflist switched back to another IPAM, or gone); nil without a CNI
-// config dir.
+// config dir (View.Unconfigured).
 func (s *Store) Unconfigured() ([]ipam.UnconfiguredNetwork, error) {
-	if s.confDir == "" {
-		return nil, nil
-	}
-	entries, err := s.Entries()
+	v, err := s.Observe()
 	if err != nil {
 		return nil, err
 	}
-	now := time.Now()
-	if s.env.Now != nil {
-		now = s.env.Now()
-	}
-	return ipam.UnconfiguredNetworks(s.confDir, s.store.Dir(), entries, now)
+	return v.Unconfigured, v.ConfErr
 }

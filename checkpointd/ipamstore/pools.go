@@ -13,20 +13,11 @@ import (
 // FlannelNetworks returns the names of the networks in confDir whose flannel
 // plugin reads subnetFile (contract.DefaultFlannelSubnetFile when the plugin names none).
 func FlannelNetworks(confDir, subnetFile string) ([]string, error) {
-	nets, _, err := ipam.ReadConfDir(confDir)
+	c, err := ipam.ReadConf(confDir)
 	if err != nil {
 		return nil, err
 	}
-	var out []string
-	for _, n := range nets {
-		for _, p := range n.Plugins {
-			if p.Type == "flannel" && flannelFile(p) == filepath.Clean(subnetFile) {
-				out = append(out, n.Name)
-				break
-			}
-		}
-	}
-	return out, nil
+	return (&View{Conf: c}).FlannelNetworks(subnetFile), nil
 }
 
 // FlannelSubnetFile returns the lease file the flannel plugin of confDir's

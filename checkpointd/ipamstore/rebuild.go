@@ -89,23 +89,17 @@ func (s *Store) Rebuild(confs map[string]*ipam.Config, plan map[string]NetworkRe
 // Waiting returns the networks of a rebuilt store that wait for the
 // placement index's reservations, with until when (ipam.RebuildWait).
 func (s *Store) Waiting() (map[string]time.Time, error) {
-	nets, err := s.store.Networks()
-	if err != nil {
-		return nil, err
-	}
 	out := map[string]time.Time{}
 	now := s.now()
-	for _, n := range nets {
-		err := s.store.View(n, func(tx reservation.Txn) error {
-			until, err := ipam.RebuildWait(tx, now)
-			if !until.IsZero() {
-				out[n] = until
-			}
-			return err
-		})
-		if err != nil {
-			return nil, fmt.Errorf("network %s: %w", n, err)
+	err := s.store.ViewAll(func(n string, tx reservation.Txn) error {
+		until, err := ipam.RebuildWait(tx, now)
+		if !until.IsZero() {
+			out[n] = until
 		}
+		return err
+	})
+	if err != nil {
+		return nil, err
 	}
 	return out, nil
 }

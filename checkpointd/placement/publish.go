@@ -3,12 +3,14 @@ package placement
 import (
 	"context"
 	"fmt"
+	"math"
 	"regexp"
 	"slices"
 	"strings"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/stickyip/stickyip/checkpointd/placement/entry"
 )
@@ -33,6 +35,7 @@ const (
 // the claims allow: each write carries the whole value, up to MaxClaims
 // claims, and returns the shard as written, on which the next is planned.
 func (p *Publisher) publish(ctx context.Context, ref shardRef, want map[string]Line, now time.Time, lost map[Key]string) {
+	p.visits++
 	name := ref.Namespace + "/" + ref.Name
 	skip := func(id string, l Line) bool { return p.refused[refusal{Key{ref.Namespace, id}, l.Pod, l.Since}] }
 	s, err := p.view(ctx, ref, now)
@@ -231,12 +234,19 @@ func (p *Publisher) refusedWrite(ref shardRef, st *Step, err error, now time.Tim
 	return failed
 }
 
+// backOffJitter spreads the waits: each is longer by up to this fraction,
+// at random, so that nodes whose writes failed together (an API server
+// outage) do not come back together, in lockstep on the same shards.
+const backOffJitter = 0.5
+
 // backOff makes ref wait before its next write: Interval, doubled with each
-// failure in a row, at most MaxBackoff.
+// failure in a row up to MaxBackoff, each wait plus up to half again at
+// random (apimachinery's wait.Backoff).
 func (p *Publisher) backOff(ref shardRef, now time.Time) {
-	b := p.retry[ref]
-	b.failures++
-	wait := p.opts.Interval << min(b.failures-1, 16)
-	b.next = now.Add(min(wait, p.opts.MaxBackoff))
+	b, ok := p.retry[ref]
+	if !ok {
+		b.steps = wait.Backoff{Duration: p.opts.Interval, Factor: 2, Jitter: backOffJitter, Steps: math.MaxInt32, Cap: p.opts.MaxBackoff}
+	}
+	b.next = now.Add(b.steps.Step())
 	p.retry[ref] = b
 }

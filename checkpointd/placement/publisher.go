@@ -10,7 +10,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 
 	"github.com/stickyip/stickyip/checkpointd/apiclient"
@@ -55,10 +57,11 @@ type Options struct {
 	// policy finds stale reads the shard again at once.
 	Resync time.Duration
 	// MaxBackoff bounds the wait before a shard whose write failed is tried
-	// again (default 5m; the first wait is Interval, doubled each time).
+	// again (default 5m; the first wait is Interval, doubled each time;
+	// each wait is longer by up to half again, at random).
 	MaxBackoff time.Duration
 	// Registry receives the publisher's metrics (nil: not exported).
-	Registry *metrics.Registry
+	Registry prometheus.Registerer
 	// Log receives every write and every new kind of failure.
 	Log *slog.Logger
 	// Now is the clock (default time.Now).
@@ -72,10 +75,10 @@ type Publisher struct {
 	api     API
 	written *written
 
-	writes     *metrics.CounterVec
-	errs       *metrics.CounterVec
-	records    *metrics.Gauge
-	superseded *metrics.Gauge
+	writes     *prometheus.CounterVec
+	errs       *prometheus.CounterVec
+	records    prometheus.Gauge
+	superseded prometheus.Gauge
 
 	shards  map[shardRef]view    // each shard as the API server last showed it
 	retry   map[shardRef]backoff // shards whose last write failed
@@ -84,10 +87,19 @@ type Publisher struct {
 	lost    map[Key]string       // identities another node claimed later, by that node
 	logged  map[string]string    // last failure logged per step
 	mu      sync.Mutex           // guards logged, and lost's replacement (ClaimedLater reads it)
-	reads   *metrics.Counter     // API reads (shards and the Node)
+	reads   prometheus.Counter   // API reads (shards and the Node)
 
-	listed     map[shardRef]bool // the shards the Node's ShardsAnnotation lists (nil: not read yet)
-	nodeWrites *metrics.Counter  // writes of that annotation
+	listed     map[shardRef]bool  // the shards the Node's ShardsAnnotation lists (nil: not read yet)
+	nodeWrites prometheus.Counter // writes of that annotation
+
+	// published is what the last pass found in place everywhere (every
+	// shard settled, nothing failed), until resyncAt, when the first shard
+	// seen is due for a read: a pass that wants the same before then has
+	// nothing to do.
+	published map[Key]Line
+	resyncAt  time.Time
+	fails     int // failed steps (fail), to tell a pass that settled
+	visits    int // shards compared with the store (publish)
 }
 
 type view struct {
@@ -95,10 +107,11 @@ type view struct {
 	at    time.Time
 }
 
-// backoff is when a shard whose write failed is tried again.
+// backoff is when a shard whose write failed is tried again, and the
+// waits after its next failures.
 type backoff struct {
-	failures int
-	next     time.Time
+	steps wait.Backoff
+	next  time.Time
 }
 
 // refusal is a claim the index policy refused: not tried again for the
@@ -141,18 +154,18 @@ func NewWithAPI(api API, opts Options) *Publisher {
 	}
 	p := &Publisher{
 		opts: opts, api: api,
-		writes: metrics.NewCounterVec(metrics.Namespace+"placement_writes_total",
-			"Writes to the placement index (its ConfigMaps), by kind: claim (an ADD), update (a reservation's end at DEL, addresses), release (expiry or release).", "kind"),
-		errs: metrics.NewCounterVec(metrics.Namespace+"placement_errors_total",
-			"Failed placement steps, by step (store, ranges, written, node, get, apply, refused, entry, full, list).", "step"),
-		records: metrics.NewGauge(metrics.Namespace+"placement_records",
-			"Sticky identities this node holds and publishes."),
-		superseded: metrics.NewGauge(metrics.Namespace+"placement_superseded",
-			"Sticky identities this node holds that another node claimed later (it ran their pod since)."),
-		reads: metrics.NewCounter(metrics.Namespace+"placement_reads_total",
-			"Reads of the placement index (its ConfigMaps) and of the node's Node."),
-		nodeWrites: metrics.NewCounter(metrics.Namespace+"placement_node_writes_total",
-			"Writes of the node's Node annotation "+ShardsAnnotation+" (the shards holding its entries, which a re-installed node reads)."),
+		writes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: metrics.Namespace + "placement_writes_total",
+			Help: "Writes to the placement index (its ConfigMaps), by kind: claim (an ADD), update (a reservation's end at DEL, addresses), release (expiry or release)."}, []string{"kind"}),
+		errs: prometheus.NewCounterVec(prometheus.CounterOpts{Name: metrics.Namespace + "placement_errors_total",
+			Help: "Failed placement steps, by step (store, ranges, written, node, get, apply, refused, entry, full, list)."}, []string{"step"}),
+		records: prometheus.NewGauge(prometheus.GaugeOpts{Name: metrics.Namespace + "placement_records",
+			Help: "Sticky identities this node holds and publishes."}),
+		superseded: prometheus.NewGauge(prometheus.GaugeOpts{Name: metrics.Namespace + "placement_superseded",
+			Help: "Sticky identities this node holds that another node claimed later (it ran their pod since)."}),
+		reads: prometheus.NewCounter(prometheus.CounterOpts{Name: metrics.Namespace + "placement_reads_total",
+			Help: "Reads of the placement index (its ConfigMaps) and of the node's Node."}),
+		nodeWrites: prometheus.NewCounter(prometheus.CounterOpts{Name: metrics.Namespace + "placement_node_writes_total",
+			Help: "Writes of the node's Node annotation " + ShardsAnnotation + " (the shards holding its entries, which a re-installed node reads)."}),
 		shards:  map[shardRef]view{},
 		retry:   map[shardRef]backoff{},
 		refused: map[refusal]bool{},
@@ -194,6 +207,11 @@ func (p *Publisher) Pass(ctx context.Context) {
 		return
 	}
 	now := p.opts.Now()
+	if p.published != nil && now.Before(p.resyncAt) && len(p.retry) == 0 && maps.EqualFunc(want, p.published, Line.Equal) {
+		return // in place, as the last pass left it
+	}
+	p.published = nil
+	fails := p.fails
 	// The Node may have been deleted and registered again since the last
 	// pass (a new UID): an owner reference to the old one would be dropped
 	// by the garbage collector.
@@ -227,6 +245,14 @@ func (p *Publisher) Pass(ctx context.Context) {
 	for r := range p.refused {
 		if l, ok := want[r.key]; !ok || l.Pod != r.pod || !l.Since.Equal(r.since) {
 			delete(p.refused, r)
+		}
+	}
+	if p.fails == fails && len(p.retry) == 0 && len(p.refused) == 0 {
+		p.published, p.resyncAt = want, now.Add(p.opts.Resync)
+		for _, v := range p.shards {
+			if at := v.at.Add(p.opts.Resync); at.Before(p.resyncAt) {
+				p.resyncAt = at
+			}
 		}
 	}
 }

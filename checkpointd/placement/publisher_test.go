@@ -5,6 +5,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"io"
 	"log/slog"
 	"net/netip"
 	"os"
@@ -18,7 +21,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/stickyip/stickyip/checkpointd/metrics"
 	"github.com/stickyip/stickyip/checkpointd/placement/entry"
 	"github.com/stickyip/stickyip/checkpointd/safefile"
 	"github.com/stickyip/stickyip/reservation"
@@ -43,7 +45,7 @@ type rig struct {
 	api   *fakeAPI
 	store *fakeStore
 	now   time.Time
-	reg   *metrics.Registry
+	reg   *prometheus.Registry
 	logs  *bytes.Buffer
 	file  string
 	p     *Publisher
@@ -57,7 +59,7 @@ func newRig(t *testing.T) *rig {
 
 // start (re)starts node1's publisher: a new process with the same files.
 func (r *rig) start() {
-	r.reg, r.logs = metrics.NewRegistry(), &bytes.Buffer{}
+	r.reg, r.logs = prometheus.NewRegistry(), &bytes.Buffer{}
 	r.p = NewWithAPI(r.api.as("node1"), Options{Node: "node1", Store: r.store, WrittenFile: r.file, Registry: r.reg,
 		Log: slog.New(slog.NewTextHandler(r.logs, nil)), Now: func() time.Time { return r.now }})
 }
@@ -65,10 +67,10 @@ func (r *rig) start() {
 func (r *rig) pass() { r.t.Helper(); r.p.Pass(context.Background()) }
 
 func (r *rig) writes(kind string) int {
-	return int(r.p.writes.WithLabelValues(kind).Value())
+	return int(testutil.ToFloat64(r.p.writes.WithLabelValues(kind)))
 }
 
-func (r *rig) errors(step string) int { return int(r.p.errs.WithLabelValues(step).Value()) }
+func (r *rig) errors(step string) int { return int(testutil.ToFloat64(r.p.errs.WithLabelValues(step))) }
 
 func allocated(ip, ns, id, pod string, at time.Time) reservation.Entry {
 	return rec(ip, reservation.Allocated, ns, id, pod, 10*time.Minute, at, time.Time{})
@@ -114,7 +116,7 @@ func TestPublisherLifecycle(t *testing.T) {
 	if c, u, rel := r.writes(WriteClaim), r.writes(WriteUpdate), r.writes(WriteRelease); c != 1 || u != 1 || rel != 1 || r.api.writes != 3 {
 		t.Errorf("writes: claim %d update %d release %d (API %d), want 1 1 1", c, u, rel, r.api.writes)
 	}
-	if n := r.p.records.Value(); n != 0 {
+	if n := testutil.ToFloat64(r.p.records); n != 0 {
 		t.Errorf("records gauge %v after expiry", n)
 	}
 }
@@ -175,29 +177,83 @@ func TestPublisherRefusedClaimNotRetried(t *testing.T) {
 
 // A write refused for any other reason (the manifests not applied yet, a
 // policy that cannot be evaluated, a full object) is tried again, after
-// Interval, then twice as long each time, at most MaxBackoff; then it is
-// made (issue 31: a refused claim was never tried again).
+// Interval, then twice as long each time, at most MaxBackoff, each wait
+// longer by up to half again at random; then it is made (issue 31: a
+// refused claim was never tried again).
 func TestPublisherRetriesWithBackoff(t *testing.T) {
 	r := newRig(t)
 	r.api.bound["db/db-0"] = "node1"
 	refusing := &refusingAPI{API: r.api.as("node1"), left: 4}
 	r.p.api = refusing
 	r.store.set(allocated("10.244.1.5", "db", "db-0", "db-0", t0))
+	const step = 250 * time.Millisecond
 	var tried []time.Duration
-	for range 200 { // 200 passes, 5 s apart
+	for range 800 { // passes 250 ms apart
 		before := refusing.calls
 		r.pass()
 		if refusing.calls > before {
 			tried = append(tried, r.now.Sub(t0))
 		}
-		r.now = r.now.Add(5 * time.Second)
+		r.now = r.now.Add(step)
 	}
-	want := []time.Duration{0, 5 * time.Second, 15 * time.Second, 35 * time.Second, 75 * time.Second}
-	if !slices.Equal(tried, want) {
-		t.Errorf("writes tried at %v, want %v (Interval, doubled)", tried, want)
+	if len(tried) != 5 {
+		t.Fatalf("writes tried at %v, want 5 (4 refused, then made)", tried)
+	}
+	for i, base := 1, 5*time.Second; i < len(tried); i, base = i+1, 2*base {
+		if wait := tried[i] - tried[i-1]; wait < base || wait > base+base/2+step {
+			t.Errorf("wait %d: %v, want %v to %v (Interval doubled, plus up to half at random); tried at %v", i, wait, base, base+base/2, tried)
+		}
 	}
 	if _, ok := r.api.line("db", "db-0", "node1"); !ok || r.errors("refused") != 0 || r.errors("apply") != 4 {
 		t.Errorf("claim made %v, refused %d, apply errors %d; want made after 4 failures", ok, r.errors("refused"), r.errors("apply"))
+	}
+}
+
+// After an API server outage, the nodes whose writes failed together come
+// back apart: each node's wait is its own, at random, so they do not all
+// retry the same shards at the same instant (they did: every wait was
+// Interval, doubled, for every node alike).
+func TestPublisherRetriesSpreadAfterOutage(t *testing.T) {
+	api := newFakeAPI()
+	const nodes = 8
+	var pubs []*Publisher
+	now := t0
+	for i := range nodes {
+		node := fmt.Sprintf("node%d", i)
+		api.bound[fmt.Sprintf("db/db-%d", i)] = node
+		st := &fakeStore{}
+		st.set(allocated(fmt.Sprintf("10.244.%d.5", i), "db", fmt.Sprintf("db-%d", i), fmt.Sprintf("db-%d", i), t0))
+		pubs = append(pubs, NewWithAPI(api.as(node), Options{Node: node, Store: st, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+			Now: func() time.Time { return now }}))
+	}
+	api.down = true
+	for _, p := range pubs {
+		p.Pass(context.Background())
+	}
+	api.down = false
+	back := map[int]time.Duration{} // node → when it wrote again
+	for now.Sub(t0) < 10*time.Second {
+		now = now.Add(50 * time.Millisecond)
+		for i, p := range pubs {
+			if _, done := back[i]; done {
+				continue
+			}
+			p.Pass(context.Background())
+			if _, ok := api.line("db", fmt.Sprintf("db-%d", i), fmt.Sprintf("node%d", i)); ok {
+				back[i] = now.Sub(t0)
+			}
+		}
+	}
+	distinct := map[time.Duration]bool{}
+	for i := range nodes {
+		at, ok := back[i]
+		if !ok || at < 5*time.Second || at > 7500*time.Millisecond+50*time.Millisecond {
+			t.Errorf("node%d wrote again at %v (%v), want between Interval and half again after it", i, at, ok)
+		}
+		distinct[at] = true
+	}
+	if len(distinct) < nodes/2 {
+		t.Errorf("the %d nodes wrote again at only %d distinct instants (%v): in lockstep", nodes, len(distinct), back)
 	}
 }
 
@@ -236,7 +292,7 @@ func TestPublisherTie(t *testing.T) {
 	if got := r.api.hint("db", "db-0"); got != "node2" {
 		t.Fatalf("node1's older reservation: the hint names %s, want node2", got)
 	}
-	if n := r.p.superseded.Value(); n != 1 {
+	if n := testutil.ToFloat64(r.p.superseded); n != 1 {
 		t.Errorf("superseded gauge %v, want 1", n)
 	}
 	if strings.Count(r.logs.String(), "claimed later by another node") != 1 {
@@ -250,7 +306,7 @@ func TestPublisherTie(t *testing.T) {
 	if got := r.api.hint("db", "db-0"); got != "node1" {
 		t.Fatalf("node1 running the pod again: the hint names %s, want node1", got)
 	}
-	if n := r.p.superseded.Value(); n != 0 {
+	if n := testutil.ToFloat64(r.p.superseded); n != 0 {
 		t.Errorf("superseded gauge %v after the new claim, want 0", n)
 	}
 }
@@ -590,5 +646,39 @@ func TestPublisherNetworkWithoutConfig(t *testing.T) {
 	}
 	if !strings.Contains(r.logs.String(), "network broken") || r.errors("ranges") != 1 {
 		t.Errorf("the network without config not reported (errors %d):\n%s", r.errors("ranges"), r.logs)
+	}
+}
+
+// A pass that wants what the last one left in place (every shard settled,
+// nothing failed or refused) does nothing — no read, no plan, no write —
+// until a shard seen is due for a read (Resync) or the store changes: an
+// idle node's publisher ran its plan on every shard every pass.
+func TestPublisherIdlePassDoesNothing(t *testing.T) {
+	r := newRig(t)
+	r.api.bound["db/db-0"] = "node1"
+	r.store.set(allocated("10.244.1.5", "db", "db-0", "db-0", t0))
+	r.pass()
+	if _, ok := r.api.line("db", "db-0", "node1"); !ok {
+		t.Fatal("not published")
+	}
+	gets, tries, visits := r.api.gets, r.api.tries, r.p.visits
+	for range 10 {
+		r.now = r.now.Add(5 * time.Second)
+		r.pass()
+	}
+	if r.api.gets != gets || r.api.tries != tries || r.p.visits != visits {
+		t.Errorf("10 idle passes: %d reads, %d writes tried, %d shards compared with the store, want none", r.api.gets-gets, r.api.tries-tries, r.p.visits-visits)
+	}
+	r.now = r.now.Add(r.p.opts.Resync)
+	r.pass()
+	if r.api.gets != gets+1 {
+		t.Errorf("a pass past Resync read %d shards, want the one seen", r.api.gets-gets)
+	}
+	r.now = r.now.Add(time.Minute)
+	expires := r.now.Add(10 * time.Minute)
+	r.store.set(reservedAt("10.244.1.5", "db", "db-0", "db-0", t0, expires))
+	r.pass()
+	if l, ok := r.api.line("db", "db-0", "node1"); !ok || !l.Until.Equal(expires) {
+		t.Errorf("after DEL: %+v %v, want its reservation's end published", l, ok)
 	}
 }

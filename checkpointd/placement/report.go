@@ -37,6 +37,7 @@ func (p *Publisher) noteLost(now map[Key]string) {
 // fail counts a failed step and logs it when it differs from the step's last
 // logged failure (the API server being away fails every pass alike).
 func (p *Publisher) fail(step, what string, err error) {
+	p.fails++
 	p.errs.WithLabelValues(step).Inc()
 	msg := err.Error()
 	if step == "apply" && apierrors.IsForbidden(err) && (strings.Contains(msg, "cannot patch") || strings.Contains(msg, "cannot create")) {

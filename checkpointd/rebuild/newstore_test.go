@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -125,8 +126,8 @@ func TestReinstalledNodeTakesItsAddressesBack(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(r.dir, boltstore.WaitFile)); !os.IsNotExist(err) {
 		t.Fatalf("the wait is still there: %v", err)
 	}
-	if r.m.StoreReclaims.Value() != 1 || r.m.StoreReclaimWaiting.Value() != 0 || r.m.StoreReclaimSeconds.Value() < 1 {
-		t.Fatalf("metrics: reclaims %v waiting %v seconds %v", r.m.StoreReclaims.Value(), r.m.StoreReclaimWaiting.Value(), r.m.StoreReclaimSeconds.Value())
+	if testutil.ToFloat64(r.m.StoreReclaims) != 1 || testutil.ToFloat64(r.m.StoreReclaimWaiting) != 0 || testutil.ToFloat64(r.m.StoreReclaimSeconds) < 1 {
+		t.Fatalf("metrics: reclaims %v waiting %v seconds %v", testutil.ToFloat64(r.m.StoreReclaims), testutil.ToFloat64(r.m.StoreReclaimWaiting), testutil.ToFloat64(r.m.StoreReclaimSeconds))
 	}
 	if len(r.events.events) != 1 || !strings.Contains(r.events.events[0], EventReclaimed) || !strings.Contains(r.events.events[0], "0 allocated, 2 reserved") ||
 		!strings.Contains(r.events.events[0], "node node2 claimed the identity later") || !strings.Contains(r.events.events[0], "outside") {
@@ -157,8 +158,8 @@ func TestReinstalledNodeWithTheAPIServerAway(t *testing.T) {
 	if !ok || !w.Since.Equal(start) || !w.Until.Equal(start.Add(7*24*time.Hour)) || !strings.Contains(w.By, "the API server has not answered yet") {
 		t.Fatalf("wait %+v %t, want it held from the node's start for reservation.maxDuration", w, ok)
 	}
-	if r.m.StoreReclaimWaiting.Value() != 1 || r.index.reads != 0 {
-		t.Fatalf("waiting %v, index read %d times with the API server away", r.m.StoreReclaimWaiting.Value(), r.index.reads)
+	if testutil.ToFloat64(r.m.StoreReclaimWaiting) != 1 || r.index.reads != 0 {
+		t.Fatalf("waiting %v, index read %d times with the API server away", testutil.ToFloat64(r.m.StoreReclaimWaiting), r.index.reads)
 	}
 	if _, err := r.plugin("c-static", "static", 0); !errors.Is(err, reservation.ErrAwaiting) {
 		t.Fatalf("a static pod's ADD with the API server away: %v, want ErrAwaiting", err)
@@ -255,7 +256,7 @@ func TestNewStoreWhenTheIndexCannotBeRead(t *testing.T) {
 	}
 	r.b.Pass(context.Background())
 	w, _ := boltstore.New(r.dir, time.Second).NewStoreWait()
-	if w.Until.Sub(w.Since) != 7*24*time.Hour || r.m.StoreReclaimWaiting.Value() != 1 {
+	if w.Until.Sub(w.Since) != 7*24*time.Hour || testutil.ToFloat64(r.m.StoreReclaimWaiting) != 1 {
 		t.Fatalf("wait %+v, want it extended to reservation.maxDuration", w)
 	}
 	r.index.err = apierrors.NewForbidden(schema.GroupResource{Resource: "configmaps"}, "stickyip-index-0", errors.New("no RBAC"))

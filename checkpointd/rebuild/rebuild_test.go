@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -151,7 +152,7 @@ func TestRebuildOfADamagedStore(t *testing.T) {
 	if got := s.entries()[s.ips["gone"]]; got.State != reservation.Reserved || !got.ExpiresAt.Equal(s.now.Add(25*time.Minute)) {
 		t.Fatalf("gone's reservation: %+v, want it until the index's end", got)
 	}
-	if s.m.StoreRebuilds.Value() != 1 || s.m.StoreDamaged.Value() != 0 || s.m.StoreRebuildWaiting.Value() != 0 {
+	if testutil.ToFloat64(s.m.StoreRebuilds) != 1 || testutil.ToFloat64(s.m.StoreDamaged) != 0 || testutil.ToFloat64(s.m.StoreRebuildWaiting) != 0 {
 		t.Fatal("metrics do not say it")
 	}
 	if len(s.events.events) != 1 || !strings.Contains(s.events.events[0], EventRebuilt) || !strings.Contains(s.events.events[0], "kept as") ||
@@ -204,8 +205,8 @@ func TestRebuildWithTheAPIServerAway(t *testing.T) {
 	if _, err := (Published{Store: s.store}).Entries(); err == nil {
 		t.Fatal("the placement publisher reads the store while it waits for the index")
 	}
-	if s.m.StoreRebuildWaiting.Value() != 1 || len(s.events.events) != 0 {
-		t.Fatalf("waiting %v, events %q (none until the API server answers)", s.m.StoreRebuildWaiting.Value(), s.events.events)
+	if testutil.ToFloat64(s.m.StoreRebuildWaiting) != 1 || len(s.events.events) != 0 {
+		t.Fatalf("waiting %v, events %q (none until the API server answers)", testutil.ToFloat64(s.m.StoreRebuildWaiting), s.events.events)
 	}
 	s.api.up = true
 	s.b.Pass(context.Background())
@@ -268,7 +269,7 @@ func TestRebuildWaitsForUnreadableSources(t *testing.T) {
 	if s.b.Pass(context.Background()) {
 		t.Fatal("rebuilt without the addresses of a running sandbox")
 	}
-	if s.m.StoreDamaged.Value() != 1 {
+	if testutil.ToFloat64(s.m.StoreDamaged) != 1 {
 		t.Fatal("the damage is not in the metric")
 	}
 	s.rt.listErr = errors.New("runtime down")
@@ -297,8 +298,8 @@ func TestRebuildOff(t *testing.T) {
 	if b, _ := os.ReadFile(filepath.Join(s.dir, boltstore.DBFile)); !bytes.Equal(b, damaged) {
 		t.Fatal("the damaged file was changed")
 	}
-	if s.m.StoreDamaged.Value() != 1 || len(s.events.events) != 1 || !strings.Contains(s.events.events[0], EventDamaged) {
-		t.Fatalf("metric %v, events %q", s.m.StoreDamaged.Value(), s.events.events)
+	if testutil.ToFloat64(s.m.StoreDamaged) != 1 || len(s.events.events) != 1 || !strings.Contains(s.events.events[0], EventDamaged) {
+		t.Fatalf("metric %v, events %q", testutil.ToFloat64(s.m.StoreDamaged), s.events.events)
 	}
 }
 

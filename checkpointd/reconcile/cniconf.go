@@ -17,14 +17,6 @@ const (
 	EventConfigured    = "StickyipConfigured"
 )
 
-// ConfigWatcher is implemented by IPAMs that can tell when the CNI
-// configuration no longer uses them (package ipamstore).
-type ConfigWatcher interface {
-	// Unconfigured returns the networks of the store that hold sticky
-	// records while the CNI configuration keeps their records elsewhere.
-	Unconfigured() ([]ipam.UnconfiguredNetwork, error)
-}
-
 // cniState is what cniConfig remembers between passes. A finding is
 // identified by its networks and what the configuration has for each
 // instead (findingKey), not by its counts, which change as pods come and go.
@@ -45,15 +37,14 @@ type cniState struct {
 // rewritten is not a finding), a warning in the log and an Event on the
 // Node (posted once the API server answers); and again when it is fixed.
 func (r *Reconciler) cniConfig(s *snapshot) {
-	cw, ok := r.cfg.IPAM.(ConfigWatcher)
-	if !ok {
-		return
+	if s.ipam == nil {
+		return // the store could not be read (reconcileIPAM says so)
 	}
-	found, err := cw.Unconfigured()
-	if err != nil {
+	if err := s.ipam.ConfErr; err != nil {
 		r.problem(checkpoint.ID{}, "cni-config", "cannot compare the CNI configuration with the IPAM store", err)
 		return
 	}
+	found := s.ipam.Unconfigured
 	r.solved(checkpoint.ID{}, "cni-config")
 	g := r.cfg.Metrics.UnconfiguredSticky
 	g.Reset()

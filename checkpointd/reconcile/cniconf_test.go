@@ -2,6 +2,8 @@ package reconcile
 
 import (
 	"errors"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/stickyip/stickyip/checkpointd/ipamstore"
 	"strings"
 	"testing"
 
@@ -17,7 +19,11 @@ type configIPAM struct {
 	err   error
 }
 
-func (f *configIPAM) Unconfigured() ([]ipam.UnconfiguredNetwork, error) { return f.found, f.err }
+func (f *configIPAM) Observe() (*ipamstore.View, error) {
+	v, err := f.fakeIPAM.Observe()
+	v.Unconfigured, v.ConfErr = f.found, f.err
+	return v, err
+}
 
 // A conflist switched back to host-local while the store holds
 // reservations is said: the gauge at once, the log and a Warning Event on
@@ -32,12 +38,12 @@ func TestCNIConfigSwitchedAway(t *testing.T) {
 	ev := &nodeEvents{fakeEvents: h.events}
 	h.cfg.API, h.cfg.IPAM, h.cfg.Events = api, ci, ev
 	h.start()
-	gauge := func() float64 { return h.m.UnconfiguredSticky.WithLabelValues("cbr0").Value() }
+	gauge := func() float64 { return testutil.ToFloat64(h.m.UnconfiguredSticky.WithLabelValues("cbr0")) }
 
 	h.pass()
 	h.pass()
-	if len(ev.onNode) != 0 || h.m.UnconfiguredSticky.Len() != 0 {
-		t.Fatalf("nothing unconfigured: events %v, %d series", ev.onNode, h.m.UnconfiguredSticky.Len())
+	if len(ev.onNode) != 0 || testutil.CollectAndCount(h.m.UnconfiguredSticky) != 0 {
+		t.Fatalf("nothing unconfigured: events %v, %d series", ev.onNode, testutil.CollectAndCount(h.m.UnconfiguredSticky))
 	}
 
 	switched := ipam.UnconfiguredNetwork{Network: "cbr0", Reserved: 2, Sticky: 1, Now: "/etc/cni/net.d/10-flannel.conflist gives it IPAM host-local (the flannel plugin's default)"}
@@ -50,7 +56,7 @@ func TestCNIConfigSwitchedAway(t *testing.T) {
 	ci.found = nil
 	h.pass()
 	h.pass()
-	if len(ev.onNode) != 0 || h.m.UnconfiguredSticky.Len() != 0 {
+	if len(ev.onNode) != 0 || testutil.CollectAndCount(h.m.UnconfiguredSticky) != 0 {
 		t.Fatalf("a one-pass finding was reported: events %v", ev.onNode)
 	}
 
@@ -78,7 +84,7 @@ func TestCNIConfigSwitchedAway(t *testing.T) {
 	ci.found = nil
 	h.pass()
 	h.pass()
-	if len(ev.onNode) != 1 || h.m.UnconfiguredSticky.Len() != 0 {
+	if len(ev.onNode) != 1 || testutil.CollectAndCount(h.m.UnconfiguredSticky) != 0 {
 		t.Fatalf("fixed, API away: events %v", ev.onNode)
 	}
 	api.reachable = true
@@ -91,7 +97,7 @@ func TestCNIConfigSwitchedAway(t *testing.T) {
 	ci.err = errors.New("store locked")
 	h.pass()
 	h.pass()
-	if n := h.m.PodErrors.WithLabelValues("cni-config").Value(); n != 1 {
+	if n := testutil.ToFloat64(h.m.PodErrors.WithLabelValues("cni-config")); n != 1 {
 		t.Errorf("pod_errors_total{step=cni-config} = %v, want 1", n)
 	}
 }

@@ -3,11 +3,16 @@ package reconcile
 import (
 	"context"
 	"errors"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/stickyip/stickyip/checkpointd/ipamstore"
 	"io"
 	"log/slog"
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -34,11 +39,13 @@ type fakeRuntime struct {
 	mu        sync.Mutex
 	sandboxes []cri.Sandbox
 	err       error
+	lists     int // Sandboxes calls
 }
 
 func (f *fakeRuntime) Sandboxes(context.Context) ([]cri.Sandbox, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.lists++
 	return append([]cri.Sandbox(nil), f.sandboxes...), f.err
 }
 
@@ -56,6 +63,7 @@ type fakeAPI struct {
 	since     time.Time
 	objects   map[string]map[string][]byte // "Kind/ns/name"
 	gets      map[string]int               // reads per kind
+	rv        int                          // the last resourceVersion given
 }
 
 func (f *fakeAPI) Pods() ([]*corev1.Pod, bool) {
@@ -96,9 +104,13 @@ func (f *fakeAPI) setReachable(ok bool, at time.Time) {
 	}
 }
 
+// put stores p as the API server does: with a resourceVersion of its
+// own, changed by every write.
 func (f *fakeAPI) put(p *corev1.Pod) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.rv++
+	p.ResourceVersion = strconv.Itoa(f.rv)
 	f.pods[p.Namespace+"/"+p.Name] = p
 }
 
@@ -114,14 +126,26 @@ type fakeIPAM struct {
 	deleted []string // "network/containerID/ifname"
 	// alive: containers whose network namespace still exists (the engine
 	// keeps their allocations).
-	alive map[string]bool
+	alive    map[string]bool
+	observes int
 }
 
-func (f *fakeIPAM) Entries() ([]reservation.Entry, error) {
-	return append([]reservation.Entry(nil), f.entries...), nil
+// Observe reads the fake store: its records, no CNI config dir; observes
+// counts the reads.
+func (f *fakeIPAM) Observe() (*ipamstore.View, error) {
+	f.observes++
+	seen := map[string]bool{}
+	v := &ipamstore.View{Entries: append([]reservation.Entry(nil), f.entries...)}
+	for _, e := range f.entries {
+		if !seen[e.Network] {
+			seen[e.Network] = true
+			v.Networks = append(v.Networks, e.Network)
+		}
+	}
+	return v, nil
 }
 
-func (f *fakeIPAM) ReleaseContainer(network, containerID, ifname string) (bool, error) {
+func (f *fakeIPAM) ReleaseIn(_ *ipamstore.View, network, containerID, ifname string) (bool, error) {
 	if f.alive[containerID] {
 		return false, nil
 	}
@@ -175,7 +199,7 @@ const (
 )
 
 type harness struct {
-	t       *testing.T
+	t       testing.TB
 	now     time.Time
 	rt      *fakeRuntime
 	api     *fakeAPI
@@ -189,7 +213,7 @@ type harness struct {
 	r       *Reconciler
 }
 
-func newHarness(t *testing.T) *harness {
+func newHarness(t testing.TB) *harness {
 	t.Helper()
 	dir := t.TempDir()
 	store, err := checkpoint.New(filepath.Join(dir, "checkpoints"))
@@ -335,4 +359,18 @@ func (h *harness) running(p *corev1.Pod) {
 	h.api.put(p)
 	h.rt.set(sandbox("sb-"+p.Name, p, true))
 	h.pass()
+}
+
+// sampleCount returns the number of observations of h.
+func sampleCount(h prometheus.Histogram) uint64 {
+	var m dto.Metric
+	if err := h.Write(&m); err != nil {
+		panic(err)
+	}
+	return m.GetHistogram().GetSampleCount()
+}
+
+// testutilValue is the allocations gauge of network.
+func testutilValue(h *harness, network string) float64 {
+	return testutil.ToFloat64(h.m.Allocations.WithLabelValues(network))
 }

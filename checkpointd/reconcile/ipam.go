@@ -3,8 +3,10 @@ package reconcile
 import (
 	"fmt"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/stickyip/stickyip/checkpointd/checkpoint"
-	"github.com/stickyip/stickyip/checkpointd/metrics"
+	"github.com/stickyip/stickyip/checkpointd/ipamstore"
 	"github.com/stickyip/stickyip/reservation"
 )
 
@@ -19,15 +21,15 @@ func (r *Reconciler) reconcileIPAM(s *snapshot) {
 	if r.cfg.IPAM == nil {
 		return
 	}
-	entries, err := r.cfg.IPAM.Entries()
-	if err != nil {
-		r.problem(checkpoint.ID{}, "ipam", "cannot read the IPAM store", err)
+	if s.ipamErr != nil {
+		r.problem(checkpoint.ID{}, "ipam", "cannot read the IPAM store", s.ipamErr)
 		if r.cfg.Repair != nil {
-			r.cfg.Repair.Suspect(err)
+			r.cfg.Repair.Suspect(s.ipamErr)
 		}
 		return
 	}
 	r.solved(checkpoint.ID{}, "ipam")
+	entries := s.ipam.Entries
 	exists := map[string]bool{}
 	for _, sb := range s.sandboxes {
 		exists[sb.ID] = true
@@ -45,7 +47,7 @@ func (r *Reconciler) reconcileIPAM(s *snapshot) {
 		if !r.wasMissing[key] {
 			continue // first pass it is missing: wait for the next
 		}
-		released, err := r.cfg.IPAM.ReleaseContainer(e.Network, e.ContainerID, e.IfName)
+		released, err := r.cfg.IPAM.ReleaseIn(s.ipam, e.Network, e.ContainerID, e.IfName)
 		if err != nil {
 			r.problem(checkpoint.ID{}, "ipam-leak", fmt.Sprintf("cannot release leaked allocation %s (%s)", e.IP, e.ContainerID), err)
 			continue
@@ -60,29 +62,24 @@ func (r *Reconciler) reconcileIPAM(s *snapshot) {
 	}
 	r.wasMissing = missing
 
-	r.setPoolGauges()
+	r.setPoolGauges(s.ipam)
 }
 
 // setPoolGauges exports each network's totals as `stickyip status` prints
 // them (one source: the engine's Summary over the CNI configs' ranges). When
 // they cannot be read the gauges keep their last values; the failure is a
 // problem of the pass like any other.
-func (r *Reconciler) setPoolGauges() {
-	pc, ok := r.cfg.IPAM.(PoolCounter)
-	if !ok {
-		return
-	}
-	pools, err := pc.Pools()
-	if err != nil {
-		r.problem(checkpoint.ID{}, "ipam-pools", "cannot count the IPAM pools", err)
+func (r *Reconciler) setPoolGauges(v *ipamstore.View) {
+	if v.ConfErr != nil {
+		r.problem(checkpoint.ID{}, "ipam-pools", "cannot count the IPAM pools", v.ConfErr)
 		return
 	}
 	r.solved(checkpoint.ID{}, "ipam-pools")
 	m := r.cfg.Metrics
-	for _, g := range []*metrics.GaugeVec{m.Allocations, m.Reservations, m.Cooling, m.FreeIPs} {
+	for _, g := range []*prometheus.GaugeVec{m.Allocations, m.Reservations, m.Cooling, m.FreeIPs} {
 		g.Reset()
 	}
-	for n, p := range pools {
+	for n, p := range v.Pools {
 		m.Allocations.WithLabelValues(n).Set(float64(p.Allocated))
 		m.Reservations.WithLabelValues(n).Set(float64(p.Reserved))
 		m.Cooling.WithLabelValues(n).Set(float64(p.Cooling))

@@ -1,16 +1,15 @@
 package reconcile
 
 import (
-	"github.com/stickyip/stickyip/reservation"
-
-	"github.com/stickyip/stickyip/contract"
-
 	"fmt"
 	"slices"
 
 	"github.com/stickyip/stickyip/checkpointd/checkpoint"
 	"github.com/stickyip/stickyip/checkpointd/flannel"
+	"github.com/stickyip/stickyip/checkpointd/ipamstore"
 	"github.com/stickyip/stickyip/checkpointd/state"
+	"github.com/stickyip/stickyip/contract"
+	"github.com/stickyip/stickyip/reservation"
 )
 
 // keepLease runs the flannel lease keeper (see package flannel): the saved
@@ -33,35 +32,29 @@ func (r *Reconciler) keepLease(s *snapshot) {
 }
 
 // LeaseCheck returns the flannel.Keeper check that a saved lease still
-// matches the IPAM: the address stickyip allocated last on the flannel
-// networks (those networks returns) lies inside the lease's subnets. An
-// IPAM that has allocated nothing there has nothing to contradict.
-func LeaseCheck(ipam IPAM, networks func() ([]string, error)) func(contract.FlannelLease) error {
+// matches the IPAM, as view returns it (ipamstore.Store.Observe: read once
+// per change): the address
+// stickyip allocated last on the flannel networks (those networks returns)
+// lies inside the lease's subnets, and none of the lease's subnets is in a
+// pod CIDR the node no longer has. An IPAM that has allocated nothing there
+// has nothing to contradict.
+func LeaseCheck(view func() (*ipamstore.View, error), networks func(*ipamstore.View) []string) func(contract.FlannelLease) error {
 	return func(l contract.FlannelLease) error {
-		nets, err := networks()
-		if err != nil {
-			return fmt.Errorf("finding the flannel networks: %w", err)
-		}
-		entries, err := ipam.Entries()
+		v, err := view()
 		if err != nil {
 			return fmt.Errorf("reading the IPAM store: %w", err)
 		}
+		nets := networks(v)
 		var last *reservation.Entry
-		for i := range entries {
-			e := &entries[i]
+		for i := range v.Entries {
+			e := &v.Entries[i]
 			if slices.Contains(nets, e.Network) && (last == nil || e.AllocatedAt.After(last.AllocatedAt)) {
 				last = e
 			}
 		}
-		if rk, ok := ipam.(RangeKeeper); ok {
-			n, err := rk.NodeRanges()
-			if err != nil {
-				return fmt.Errorf("reading the node's pod ranges: %w", err)
-			}
-			for _, p := range l.Subnets() {
-				if n.Retires(p.Addr()) {
-					return fmt.Errorf("the lease's subnet %s is in a pod CIDR the node no longer has (%s)", p, n)
-				}
+		for _, p := range l.Subnets() {
+			if v.Ranges.Retires(p.Addr()) {
+				return fmt.Errorf("the lease's subnet %s is in a pod CIDR the node no longer has (%s)", p, v.Ranges)
 			}
 		}
 		if last == nil || l.Contains(last.IP) {

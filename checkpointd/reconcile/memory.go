@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/stickyip/stickyip/checkpointd/checkpoint"
+	"github.com/stickyip/stickyip/checkpointd/state"
 )
 
 // memory is everything the loop remembers about one pod identity between
@@ -21,6 +22,9 @@ type memory struct {
 	staleMark bool
 	// captured: the last read of the parent's Secrets and ConfigMaps.
 	captured time.Time
+	// capturedRV: the parent's resourceVersion then (an object unchanged
+	// since needs no comparison).
+	capturedRV string
 	// copy: the static copy this run wrote, followed until it runs and
 	// until it is handed back.
 	copy *restore
@@ -28,7 +32,7 @@ type memory struct {
 	// nothing is decided on it).
 	reported map[string]string
 	// decided: the last decision logged.
-	decided string
+	decided *decision
 }
 
 // mem returns id's memory, creating it.
@@ -52,4 +56,10 @@ func (r *Reconciler) prune(s *snapshot) {
 			delete(r.pods, id)
 		}
 	}
+}
+
+// decision is state.Decide's answer to its input.
+type decision struct {
+	in  state.Input
+	out state.Actions
 }

@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/stickyip/stickyip/checkpointd/checkpoint"
+	"github.com/stickyip/stickyip/checkpointd/ipamstore"
 	"github.com/stickyip/stickyip/ipam"
 	"github.com/stickyip/stickyip/reservation"
 )
@@ -23,11 +24,10 @@ type NodeWatcher interface {
 // RangeKeeper is implemented by IPAMs that record the node's pod ranges
 // (package ipamstore).
 type RangeKeeper interface {
-	// NodeRanges returns the ranges as recorded.
-	NodeRanges() (ipam.NodeRanges, error)
-	// SetNodeRanges records the Node's pod CIDRs; the engine retires the
-	// ranges the node no longer has and drops what they held.
-	SetNodeRanges(current []netip.Prefix) (ipam.NodeRanges, []reservation.Entry, bool, error)
+	// SetNodeRangesIn records the Node's pod CIDRs in the networks v read;
+	// the engine retires the ranges the node no longer has and drops what
+	// they held.
+	SetNodeRangesIn(v *ipamstore.View, current []netip.Prefix) (ipam.NodeRanges, []reservation.Entry, bool, error)
 }
 
 // NodeEvents posts Events on the node's Node (package kube's Recorder).
@@ -40,21 +40,21 @@ type NodeEvents interface {
 // retired range is never put back). When they changed (the Node was
 // registered again with another podCIDR), it says so in the log and in an
 // Event on the Node, naming every address dropped.
-func (r *Reconciler) nodeRanges() {
+func (r *Reconciler) nodeRanges(s *snapshot) {
 	nw, ok := r.cfg.API.(NodeWatcher)
 	rk, ok2 := r.cfg.IPAM.(RangeKeeper)
-	if !ok || !ok2 {
+	if !ok || !ok2 || s.ipam == nil {
 		return
 	}
 	node, cidrs, known := nw.NodePodCIDRs()
 	if !known || len(cidrs) == 0 {
 		return // no podCIDR allocated (yet): nothing to say about ranges
 	}
-	prev, err := rk.NodeRanges()
-	if err == nil && samePrefixes(prev.Current, cidrs) {
+	prev := s.ipam.Ranges
+	if samePrefixes(prev.Current, cidrs) {
 		return
 	}
-	now, dropped, changed, err := rk.SetNodeRanges(cidrs)
+	now, dropped, changed, err := rk.SetNodeRangesIn(s.ipam, cidrs)
 	if err != nil {
 		r.problem(checkpoint.ID{}, "node-ranges", "recording the node's pod CIDRs", err)
 	} else {

@@ -1,6 +1,8 @@
 package reconcile
 
 import (
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/stickyip/stickyip/checkpointd/ipamstore"
 	"net/netip"
 	"strings"
 	"testing"
@@ -40,9 +42,13 @@ type rangeIPAM struct {
 	calls  int
 }
 
-func (f *rangeIPAM) NodeRanges() (ipam.NodeRanges, error) { return f.ranges, nil }
+func (f *rangeIPAM) Observe() (*ipamstore.View, error) {
+	v, err := f.fakeIPAM.Observe()
+	v.Ranges = f.ranges
+	return v, err
+}
 
-func (f *rangeIPAM) SetNodeRanges(current []netip.Prefix) (ipam.NodeRanges, []reservation.Entry, bool, error) {
+func (f *rangeIPAM) SetNodeRangesIn(_ *ipamstore.View, current []netip.Prefix) (ipam.NodeRanges, []reservation.Entry, bool, error) {
 	f.calls++
 	n := ipam.NodeRanges{Current: current}
 	for _, p := range append(f.ranges.Retired, f.ranges.Current...) {
@@ -113,12 +119,13 @@ func TestNodeRangesChange(t *testing.T) {
 			t.Errorf("event %q does not say %q", ev.onNode[0], want)
 		}
 	}
-	if n := h.m.NodeRangeChanges.Value(); n != 1 {
+	if n := testutil.ToFloat64(h.m.NodeRangeChanges); n != 1 {
 		t.Errorf("node_pod_cidr_changes_total = %v, want 1", n)
 	}
 
 	// The saved lease of the old range is never put back.
-	check := LeaseCheck(rip, func() ([]string, error) { return []string{"cbr0"}, nil })
+	v, _ := rip.Observe()
+	check := LeaseCheck(func() (*ipamstore.View, error) { return v, nil }, func(*ipamstore.View) []string { return []string{"cbr0"} })
 	old, err := contract.ParseFlannelLease([]byte("FLANNEL_NETWORK=10.211.0.0/16\nFLANNEL_SUBNET=10.211.1.1/24\nFLANNEL_MTU=1450\nFLANNEL_IPMASQ=true\n"))
 	if err != nil {
 		t.Fatal(err)

@@ -1,12 +1,13 @@
 package reconcile
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strings"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 
 	"github.com/stickyip/stickyip/checkpointd/checkpoint"
 	"github.com/stickyip/stickyip/checkpointd/cri"
+	"github.com/stickyip/stickyip/checkpointd/ipamstore"
 	"github.com/stickyip/stickyip/checkpointd/sanitize"
 	"github.com/stickyip/stickyip/checkpointd/state"
 	"github.com/stickyip/stickyip/contract"
@@ -35,6 +37,12 @@ type snapshot struct {
 	// running: a ready sandbox of the parent; copyRunning: of our copy.
 	running, copyRunning map[checkpoint.ID]bool
 	sandboxes            []cri.Sandbox
+	// ipam is the IPAM store and the CNI configuration as read once for
+	// the pass (nil without an IPAM, or when ipamErr says why not).
+	ipam    *ipamstore.View
+	ipamErr error
+	// objects are the Secrets and ConfigMaps read this pass (object).
+	objects map[string]objectRead
 }
 
 // ids returns every identity the snapshot knows of, sorted.
@@ -55,7 +63,9 @@ func (s *snapshot) ids() []checkpoint.ID {
 	for id := range seen {
 		out = append(out, id)
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].String() < out[j].String() })
+	slices.SortFunc(out, func(a, b checkpoint.ID) int {
+		return cmp.Or(strings.Compare(a.Namespace, b.Namespace), strings.Compare(a.Name, b.Name))
+	})
 	return out
 }
 
@@ -81,6 +91,7 @@ func (r *Reconciler) observe(ctx context.Context) (*snapshot, error) {
 	if s.files, err = listFiles(r.cfg.VolumeDir); err != nil {
 		return nil, err
 	}
+	r.observeIPAM(s)
 
 	reachable, since := r.cfg.API.Reachable()
 	pods, synced := r.cfg.API.Pods()
@@ -124,6 +135,19 @@ func (r *Reconciler) observe(ctx context.Context) (*snapshot, error) {
 		s.running[id] = true
 	}
 	return s, nil
+}
+
+// observeIPAM reads the IPAM store and the CNI configuration into s. A
+// store that cannot be read is a problem of the IPAM steps, not of the
+// pass: the pods are decided all the same.
+func (r *Reconciler) observeIPAM(s *snapshot) {
+	if r.cfg.IPAM == nil {
+		return
+	}
+	s.ipam, s.ipamErr = r.cfg.IPAM.Observe()
+	if s.ipamErr != nil {
+		s.ipam = nil
+	}
 }
 
 // copyPath returns the static manifest path of id's copy.

@@ -2,6 +2,7 @@ package reconcile
 
 import (
 	"bytes"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -152,7 +153,7 @@ func TestRestartDuringOutageKeepsTheCopy(t *testing.T) {
 			t.Errorf("%s: the running copy's files were replaced (inode %d, was %d): the copy would not see them", stop, got, before)
 		}
 	}
-	if got := h.m.RestoresTotal.Value(); got != 1 {
+	if got := testutil.ToFloat64(h.m.RestoresTotal); got != 1 {
 		t.Errorf("restores_total %v, want 1: the copy was re-adopted, not restored again", got)
 	}
 

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/stickyip/stickyip/checkpointd/ipamstore"
 	"os"
 	"path/filepath"
 	"strings"
@@ -105,7 +107,7 @@ func TestRestoreAndHandBack(t *testing.T) {
 	h.rt.set(copySandbox("sb-copy", "default/web", true))
 	h.advance(4 * time.Second)
 	h.pass()
-	if n := h.m.RestoreSeconds.Count(); n != 1 {
+	if n := sampleCount(h.m.RestoreSeconds); n != 1 {
 		t.Errorf("restore_seconds has %d observations, want 1", n)
 	}
 	h.advance(time.Hour)
@@ -127,7 +129,7 @@ func TestRestoreAndHandBack(t *testing.T) {
 	if h.staticManifest(web) != nil {
 		t.Fatal("copy kept after the stability period")
 	}
-	if got := h.m.HandBacksTotal.Value(); got != 1 {
+	if got := testutil.ToFloat64(h.m.HandBacksTotal); got != 1 {
 		t.Errorf("handbacks_total %v, want 1", got)
 	}
 	if ev := h.events.with(EventHandedBack); len(ev) != 1 || !strings.Contains(ev[0], "restored by checkpointd") {
@@ -169,7 +171,7 @@ func TestFlappingAPIDoesNotFlapCopies(t *testing.T) {
 			t.Fatalf("flap %d: copy removed by an API server that never stayed up for %v", i, stable)
 		}
 	}
-	if got := h.m.RestoresTotal.Value(); got != 1 {
+	if got := testutil.ToFloat64(h.m.RestoresTotal); got != 1 {
 		t.Errorf("restores_total %v, want 1", got)
 	}
 }
@@ -201,7 +203,7 @@ func TestParentGoneKeepsReservation(t *testing.T) {
 	if _, ok := h.store.AbsentSince(web); ok {
 		t.Error("absence mark left after the release")
 	}
-	if got := h.m.ReleasesTotal.Value(); got != 1 {
+	if got := testutil.ToFloat64(h.m.ReleasesTotal); got != 1 {
 		t.Errorf("releases_total %v, want 1", got)
 	}
 }
@@ -240,7 +242,7 @@ func TestPolicy(t *testing.T) {
 		}
 	}
 	for reason, n := range map[string]float64{policy.ReasonNamespace: 1, policy.ReasonPrivileged: 1, policy.ReasonRestartPolicy: 1} {
-		if got := h.m.Refusals.WithLabelValues(reason).Value(); got != n {
+		if got := testutil.ToFloat64(h.m.Refusals.WithLabelValues(reason)); got != n {
 			t.Errorf("refusals_total{reason=%s} %v, want %v", reason, got, n)
 		}
 	}
@@ -337,7 +339,7 @@ func TestPerPodErrorsStayPerPod(t *testing.T) {
 	if last, err := h.r.Health(); err != nil || last.IsZero() {
 		t.Errorf("Health = %v, %v: one pod's error made the daemon unhealthy", last, err)
 	}
-	if got := h.m.PodErrors.WithLabelValues("save").Value(); got != 1 {
+	if got := testutil.ToFloat64(h.m.PodErrors.WithLabelValues("save")); got != 1 {
 		t.Errorf("pod_errors_total{step=save} %v after three passes, want 1 (once per distinct error)", got)
 	}
 }
@@ -358,7 +360,7 @@ func TestUnsupportedPodReadsNothing(t *testing.T) {
 	if h.saved(web) != nil || h.api.gets["Secret"] != 0 {
 		t.Errorf("PVC pod: saved=%v, %d secret reads; want neither", h.saved(web) != nil, h.api.gets["Secret"])
 	}
-	if got := h.m.Refusals.WithLabelValues(policy.ReasonUnsupported).Value(); got != 1 {
+	if got := testutil.ToFloat64(h.m.Refusals.WithLabelValues(policy.ReasonUnsupported)); got != 1 {
 		t.Errorf("refusals_total{reason=%s} %v, want 1", policy.ReasonUnsupported, got)
 	}
 }
@@ -459,7 +461,7 @@ func TestUnconfirmedRestoreIsReported(t *testing.T) {
 		h.advance(time.Minute)
 		h.pass()
 	}
-	if got := h.m.RestoreFailures.WithLabelValues("no-sandbox").Value(); got != 1 {
+	if got := testutil.ToFloat64(h.m.RestoreFailures.WithLabelValues("no-sandbox")); got != 1 {
 		t.Errorf("restore_failures_total{reason=no-sandbox} %v, want 1", got)
 	}
 }
@@ -572,18 +574,18 @@ func TestRuntimeErrorChangesNothing(t *testing.T) {
 	h.running(pod("web", "uid-1", "nginx:1", true))
 	h.reboot()
 	h.advance(2 * grace)
-	passes := h.m.PassesTotal.Value()
+	passes := testutil.ToFloat64(h.m.PassesTotal)
 	h.rt.err = errors.New("connection refused")
 	if err := h.r.Reconcile(context.Background()); err == nil || !strings.Contains(err.Error(), "connection refused") {
 		t.Fatalf("reconcile with the runtime down: %v, want its error", err)
 	}
-	if got := h.m.PassesTotal.Value(); got != passes {
+	if got := testutil.ToFloat64(h.m.PassesTotal); got != passes {
 		t.Errorf("reconcile_passes_total %v after a pass that could not observe, want %v (a test waiting for passes would take it for a chance to act)", got, passes)
 	}
 	if h.staticManifest(web) != nil {
 		t.Error("restored without knowing what runs locally")
 	}
-	if got := h.m.ReconcileErrors.Value(); got != 1 {
+	if got := testutil.ToFloat64(h.m.ReconcileErrors); got != 1 {
 		t.Errorf("reconcile_errors_total %v, want 1", got)
 	}
 	if _, err := h.r.Health(); err == nil {
@@ -593,7 +595,7 @@ func TestRuntimeErrorChangesNothing(t *testing.T) {
 	if err := h.r.Reconcile(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if got := h.m.PassesTotal.Value(); got != passes+1 {
+	if got := testutil.ToFloat64(h.m.PassesTotal); got != passes+1 {
 		t.Errorf("reconcile_passes_total %v after a pass that observed the node, want %v", got, passes+1)
 	}
 }
@@ -613,7 +615,7 @@ func TestCorruptCheckpointNotRestored(t *testing.T) {
 	if h.staticManifest(web) != nil {
 		t.Error("corrupt checkpoint restored")
 	}
-	if got := h.m.CorruptTotal.Value(); got != 1 {
+	if got := testutil.ToFloat64(h.m.CorruptTotal); got != 1 {
 		t.Errorf("checkpoints_corrupt_total %v, want 1", got)
 	}
 	if entries, _ := os.ReadDir(filepath.Join(h.store.Dir(), checkpoint.CorruptDir)); len(entries) != 1 {
@@ -688,8 +690,8 @@ func TestPoolGauges(t *testing.T) {
 	h.cfg.IPAM = pools
 	h.start()
 	gauges := func() string {
-		return fmt.Sprint(h.m.Allocations.WithLabelValues("cbr0").Value(), h.m.Reservations.WithLabelValues("cbr0").Value(),
-			h.m.Cooling.WithLabelValues("cbr0").Value(), h.m.FreeIPs.WithLabelValues("cbr0").Value())
+		return fmt.Sprint(testutil.ToFloat64(h.m.Allocations.WithLabelValues("cbr0")), testutil.ToFloat64(h.m.Reservations.WithLabelValues("cbr0")),
+			testutil.ToFloat64(h.m.Cooling.WithLabelValues("cbr0")), testutil.ToFloat64(h.m.FreeIPs.WithLabelValues("cbr0")))
 	}
 	h.pass()
 	if got := gauges(); got != "4 2 1 246" {
@@ -700,7 +702,7 @@ func TestPoolGauges(t *testing.T) {
 	if got := gauges(); got != "4 2 1 246" {
 		t.Errorf("after a failed count the gauges are %s, want the last values", got)
 	}
-	if got := h.m.PodErrors.WithLabelValues("ipam-pools").Value(); got != 1 {
+	if got := testutil.ToFloat64(h.m.PodErrors.WithLabelValues("ipam-pools")); got != 1 {
 		t.Errorf("pod_errors_total{step=ipam-pools} = %v, want 1", got)
 	}
 }
@@ -712,7 +714,11 @@ type poolIPAM struct {
 	err   error
 }
 
-func (p *poolIPAM) Pools() (map[string]ipam.PoolTotals, error) { return p.pools, p.err }
+func (p *poolIPAM) Observe() (*ipamstore.View, error) {
+	v, err := p.fakeIPAM.Observe()
+	v.Pools, v.ConfErr = p.pools, p.err
+	return v, err
+}
 
 func TestLeakCountResetsWhenSandboxReappears(t *testing.T) {
 	h := newHarness(t)
@@ -738,12 +744,12 @@ func TestLeakWithLiveNetnsKept(t *testing.T) {
 	for range 3 {
 		h.pass()
 	}
-	if len(h.ipam.deleted) != 0 || len(h.ipam.entries) != 1 || h.m.ReconciledLeaks.Value() != 0 {
-		t.Fatalf("released %v (leaks counted %v) while its network namespace exists", h.ipam.deleted, h.m.ReconciledLeaks.Value())
+	if len(h.ipam.deleted) != 0 || len(h.ipam.entries) != 1 || testutil.ToFloat64(h.m.ReconciledLeaks) != 0 {
+		t.Fatalf("released %v (leaks counted %v) while its network namespace exists", h.ipam.deleted, testutil.ToFloat64(h.m.ReconciledLeaks))
 	}
 	delete(h.ipam.alive, "cnitool")
 	h.pass()
-	if strings.Join(h.ipam.deleted, ",") != "n/cnitool/eth0" || h.m.ReconciledLeaks.Value() != 1 {
+	if strings.Join(h.ipam.deleted, ",") != "n/cnitool/eth0" || testutil.ToFloat64(h.m.ReconciledLeaks) != 1 {
 		t.Fatalf("after its namespace went: released %v, want n/cnitool/eth0 counted once", h.ipam.deleted)
 	}
 }

@@ -43,10 +43,9 @@ import (
 	"github.com/stickyip/stickyip/checkpointd/contact"
 	"github.com/stickyip/stickyip/checkpointd/cri"
 	"github.com/stickyip/stickyip/checkpointd/flannel"
+	"github.com/stickyip/stickyip/checkpointd/ipamstore"
 	"github.com/stickyip/stickyip/checkpointd/metrics"
 	"github.com/stickyip/stickyip/checkpointd/policy"
-	"github.com/stickyip/stickyip/ipam"
-	"github.com/stickyip/stickyip/reservation"
 )
 
 // Runtime lists the pod sandboxes the container runtime knows.
@@ -71,13 +70,15 @@ type Events interface {
 
 // IPAM is the stickyip store as checkpointd uses it (package ipamstore).
 type IPAM interface {
-	// Entries lists the records of every network.
-	Entries() ([]reservation.Entry, error)
-	// ReleaseContainer handles the allocation of a container the runtime
-	// does not list as a CNI DEL (reservation when it has a duration, else
-	// freed) if the IPAM engine finds its sandbox gone; released is false
-	// when the sandbox may be alive (its network namespace still exists).
-	ReleaseContainer(network, containerID, ifname string) (released bool, err error)
+	// Observe reads the store and the CNI config directory once, for a
+	// pass: everything the pass asks of them is answered from the view.
+	Observe() (*ipamstore.View, error)
+	// ReleaseIn handles the allocation of a container the runtime does not
+	// list as a CNI DEL (reservation when it has a duration, else freed),
+	// by the network's rules as v read them, if the IPAM engine finds its
+	// sandbox gone; released is false when the sandbox may be alive (its
+	// network namespace still exists).
+	ReleaseIn(v *ipamstore.View, network, containerID, ifname string) (released bool, err error)
 }
 
 // Repairer rebuilds the IPAM store when no call can use it
@@ -88,12 +89,6 @@ type Repairer interface {
 	Pass(ctx context.Context) bool
 	// Suspect says a read of the store failed with err.
 	Suspect(err error)
-}
-
-// PoolCounter is implemented by IPAMs that know their networks' ranges.
-type PoolCounter interface {
-	// Pools returns each network's totals, as `stickyip status` counts them.
-	Pools() (map[string]ipam.PoolTotals, error)
 }
 
 // Config configures a Reconciler.
@@ -215,10 +210,10 @@ func (r *Reconciler) Reconcile(ctx context.Context) error {
 	}
 	r.reportCorrupt(snap)
 	r.track(snap)
-	r.nodeRanges()
-	r.keepLease(snap) // before restores: a restored copy's ADD needs the lease
-	if r.cfg.Repair != nil {
-		r.cfg.Repair.Pass(ctx) // a flannel network's range needs the lease
+	r.nodeRanges(snap)
+	r.keepLease(snap)                                  // before restores: a restored copy's ADD needs the lease
+	if r.cfg.Repair != nil && r.cfg.Repair.Pass(ctx) { // a flannel network's range needs the lease
+		r.observeIPAM(snap) // rebuilt: what was read is gone
 	}
 	for _, id := range snap.ids() {
 		r.pod(ctx, snap, id)

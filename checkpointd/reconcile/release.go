@@ -24,7 +24,7 @@ func (r *Reconciler) dropCheckpoint(s *snapshot, id checkpoint.ID) {
 	r.solved(id, "release")
 	rec := s.records[id]
 	delete(s.records, id)
-	r.mem(id).captured = time.Time{}
+	r.mem(id).captured, r.mem(id).capturedRV = time.Time{}, ""
 	r.cfg.Metrics.ReleasesTotal.Inc()
 	const why = "the API server has reported the parent gone for the grace period"
 	r.cfg.Log.Info("checkpoint released (the IP reservation keeps its own duration): "+why, "pod", id.String())

@@ -21,10 +21,15 @@ import (
 // Only the objects and keys the pod uses are read and stored.
 func (r *Reconciler) save(ctx context.Context, s *snapshot, id checkpoint.ID) {
 	parent := s.parents[id]
-	pod := stripPod(parent)
 	old := s.records[id]
 	m := r.mem(id)
-	if last := m.captured; !last.IsZero() && old != nil && samePod(old.Pod, pod) && slices.Equal(old.IPs, podIPs(parent)) && s.now.Sub(last) < r.cfg.Refresh {
+	fresh := !m.captured.IsZero() && s.now.Sub(m.captured) < r.cfg.Refresh && old != nil && slices.Equal(old.IPs, podIPs(parent))
+	if fresh && parent.ResourceVersion != "" && parent.ResourceVersion == m.capturedRV {
+		return // the object as saved (what a pass sees of nearly every pod)
+	}
+	pod := stripPod(parent)
+	if fresh && samePod(old.Pod, pod) {
+		m.capturedRV = parent.ResourceVersion
 		return
 	}
 	if err := id.CheckLen(); err != nil {
@@ -34,7 +39,7 @@ func (r *Reconciler) save(ctx context.Context, s *snapshot, id checkpoint.ID) {
 		return
 	}
 	rec := &checkpoint.Record{Pod: pod, IPs: podIPs(parent)}
-	if err := r.capture(ctx, rec); err != nil {
+	if err := r.capture(ctx, s, rec); err != nil {
 		r.problem(id, "save", "cannot read what the pod's checkpoint needs", err)
 		return
 	}
@@ -62,7 +67,7 @@ func (r *Reconciler) save(ctx context.Context, s *snapshot, id checkpoint.ID) {
 		return
 	}
 	r.solved(id, "save")
-	m.captured = s.now
+	m.captured, m.capturedRV = s.now, parent.ResourceVersion
 	s.records[id] = rec
 	if written {
 		r.cfg.Metrics.SavesTotal.Inc()
@@ -85,13 +90,13 @@ func (r *Reconciler) eventOnce(s *snapshot, id checkpoint.ID, topic string, pod 
 
 // capture reads the secrets and configMaps the pod uses, keeping only the
 // keys it uses.
-func (r *Reconciler) capture(ctx context.Context, rec *checkpoint.Record) error {
+func (r *Reconciler) capture(ctx context.Context, s *snapshot, rec *checkpoint.Record) error {
 	if r.cfg.SkipVolumes {
 		return nil
 	}
 	pod := rec.Pod
 	for _, ref := range sanitize.Refs(pod) {
-		data, err := r.cfg.API.Object(ctx, ref.Kind, pod.Namespace, ref.Name)
+		data, err := s.object(ctx, r.cfg.API, ref.Kind, pod.Namespace, ref.Name)
 		if err != nil {
 			if apierrors.IsNotFound(err) && ref.Optional {
 				continue
@@ -176,4 +181,26 @@ func projectsToken(p *corev1.ProjectedVolumeSource) bool {
 
 func (r *Reconciler) manifestOptions() sanitize.Options {
 	return sanitize.Options{VolumeDir: r.cfg.VolumeDir, Reservation: r.cfg.Reservation}
+}
+
+// objectRead is a Secret's or ConfigMap's data as a pass read it.
+type objectRead struct {
+	data map[string][]byte
+	err  error
+}
+
+// object returns the data of a Secret or ConfigMap, read from the API
+// server once per pass: the pods of a Deployment or StatefulSet mount the
+// same ones, and are saved (and refreshed) in the same pass.
+func (s *snapshot) object(ctx context.Context, api API, kind, namespace, name string) (map[string][]byte, error) {
+	key := kind + "/" + namespace + "/" + name
+	if o, ok := s.objects[key]; ok {
+		return o.data, o.err
+	}
+	data, err := api.Object(ctx, kind, namespace, name)
+	if s.objects == nil {
+		s.objects = map[string]objectRead{}
+	}
+	s.objects[key] = objectRead{data: data, err: err}
+	return data, err
 }

@@ -145,8 +145,8 @@ func (r *Reconciler) pod(ctx context.Context, s *snapshot, id checkpoint.ID) {
 	}
 	a := state.Decide(in)
 	m := r.mem(id)
-	if d := in.String() + " -> " + a.String(); m.decided != d {
-		m.decided = d
+	if d := (decision{in, a}); m.decided == nil || *m.decided != d {
+		m.decided = &d
 		r.cfg.Log.Debug("decision", "pod", id.String(), "input", in.String(), "actions", a.String())
 	}
 	if a.RemoveCopy {

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/stickyip/stickyip/checkpointd/apiclient"
@@ -49,7 +50,7 @@ type Options struct {
 	// publisher's last pass: the pod runs there now); nil: no placement.
 	ClaimedLater func() map[placement.Key]string
 	// Registry receives the follower's metrics (nil: not exported).
-	Registry *metrics.Registry
+	Registry prometheus.Registerer
 	Now      func() time.Time
 	Log      *slog.Logger
 }
@@ -60,9 +61,9 @@ type Options struct {
 // network that has any.
 type Follower struct {
 	opts    Options
-	held    *metrics.Gauge
-	changes *metrics.CounterVec
-	errs    *metrics.Counter
+	held    prometheus.Gauge
+	changes *prometheus.CounterVec
+	errs    prometheus.Counter
 
 	mu     sync.Mutex
 	logged string // the last failure logged
@@ -77,11 +78,12 @@ func New(opts Options) *Follower {
 		opts.Log = slog.New(slog.DiscardHandler)
 	}
 	f := &Follower{opts: opts,
-		held: metrics.NewGauge(metrics.Namespace+"retention_held",
-			"Reservations a StatefulSet keeps (its pod deleted; no clock ends them), on the node."),
-		changes: metrics.NewCounterVec(metrics.Namespace+"retention_changes_total",
-			"Records changed to follow StatefulSets, by action: follow (a running pod's allocation), refresh (a policy seen changed), release (scaled down or deleted with Delete), expire (deleted with Retain: its duration from then).", "action"),
-		errs: metrics.NewCounter(metrics.Namespace+"retention_errors_total", "Follower passes that could not read or write the IPAM store."),
+		held: prometheus.NewGauge(prometheus.GaugeOpts{Name: metrics.Namespace + "retention_held",
+			Help: "Reservations a StatefulSet keeps (its pod deleted; no clock ends them), on the node."}),
+		changes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: metrics.Namespace + "retention_changes_total",
+			Help: "Records changed to follow StatefulSets, by action: follow (a running pod's allocation), refresh (a policy seen changed), release (scaled down or deleted with Delete), expire (deleted with Retain: its duration from then)."}, []string{"action"}),
+		errs: prometheus.NewCounter(prometheus.CounterOpts{Name: metrics.Namespace + "retention_errors_total",
+			Help: "Follower passes that could not read or write the IPAM store."}),
 	}
 	if opts.Registry != nil {
 		opts.Registry.MustRegister(f.held, f.changes, f.errs)

@@ -2,6 +2,8 @@ package retention
 
 import (
 	"fmt"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"slices"
 	"strings"
 	"testing"
@@ -13,7 +15,6 @@ import (
 
 	"github.com/stickyip/stickyip/checkpointd/apiclient"
 	"github.com/stickyip/stickyip/checkpointd/ipamstore"
-	"github.com/stickyip/stickyip/checkpointd/metrics"
 	"github.com/stickyip/stickyip/checkpointd/placement"
 	"github.com/stickyip/stickyip/ipam"
 	"github.com/stickyip/stickyip/reservation"
@@ -44,7 +45,7 @@ type node struct {
 	now   time.Time
 	api   *fakeAPI
 	f     *Follower
-	m     *metrics.Registry
+	m     *prometheus.Registry
 	ips   map[string]string
 	boot  string
 	store *ipamstore.Store
@@ -55,7 +56,7 @@ func newNode(t *testing.T) *node {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := &node{t: t, dir: t.TempDir(), now: t0, boot: "b1", ips: map[string]string{}, m: metrics.NewRegistry(),
+	n := &node{t: t, dir: t.TempDir(), now: t0, boot: "b1", ips: map[string]string{}, m: prometheus.NewRegistry(),
 		api: &fakeAPI{podsSynced: true, setsSynced: true, sets: map[string]*apiclient.StatefulSet{}}}
 	env := ipam.Env{Now: func() time.Time { return n.now }, BootID: "b1"}
 	n.eng = ipam.NewEngine(conf, env)
@@ -160,7 +161,7 @@ func TestFollowerLifecycle(t *testing.T) {
 			t.Fatalf("%s a week after the scale-down: %+v, want held", name, r)
 		}
 	}
-	if v := n.f.held.Value(); v != 2 {
+	if v := testutil.ToFloat64(n.f.held); v != 2 {
 		t.Fatalf("checkpointd_retention_held %v, want 2", v)
 	}
 
@@ -182,7 +183,7 @@ func TestFollowerLifecycle(t *testing.T) {
 	if n.record("db-0") != nil {
 		t.Fatal("db-0 still reserved after its StatefulSet's deletion (whenDeleted Delete)")
 	}
-	if got := n.f.changes.WithLabelValues("release").Value(); got != 3 {
+	if got := testutil.ToFloat64(n.f.changes.WithLabelValues("release")); got != 3 {
 		t.Fatalf("checkpointd_retention_changes_total{action=release} %v, want 3", got)
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -26,6 +25,7 @@ func (l *dirLock) release() {
 // lock takes the data directory's lock, shared for readers and exclusive for
 // writers, waiting in the kernel's queue (no polling) for at most lockTimeout.
 func (s *Store) lock(shared bool) (*dirLock, error) {
+	s.uses.Add(1)
 	path := filepath.Join(s.dir, LockFile)
 	f, err := openFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if errors.Is(err, os.ErrNotExist) && !shared {
@@ -50,10 +50,7 @@ func (s *Store) lock(shared bool) (*dirLock, error) {
 		how = unix.LOCK_SH
 	}
 	if err := flockTimeout(f, how, s.lockTimeout); err != nil {
-		if !errors.Is(err, reservation.ErrLocked) {
-			_ = f.Close()
-		} // on timeout the waiting goroutine owns f and closes it
-		return nil, err
+		return nil, err // f is closed, or will be once the kernel answers
 	}
 	return &dirLock{f: f}, nil
 }
@@ -68,57 +65,60 @@ func (s *Store) lockDirOnly() (*dirLock, error) {
 	return &dirLock{f: f}, nil
 }
 
+// flock is unix.Flock (a test makes the call fail).
+var flock = unix.Flock
+
+// flockTimeout takes the lock how on f, waiting at most timeout. On an
+// error f is closed: at once, or, when the call still waits in the kernel,
+// by the goroutine that waits for it (which drops a lock it gets late).
 func flockTimeout(f *os.File, how int, timeout time.Duration) error {
 	fd := int(f.Fd())
-	if err := unix.Flock(fd, how|unix.LOCK_NB); err == nil {
+	if err := flock(fd, how|unix.LOCK_NB); err == nil {
 		return nil
 	} else if !errors.Is(err, unix.EWOULDBLOCK) {
+		_ = f.Close()
 		return fmt.Errorf("%w: locking %s: %v", reservation.ErrIO, f.Name(), err)
 	}
-	var (
-		mu        sync.Mutex
-		abandoned bool
-	)
 	done := make(chan error, 1)
 	go func() {
 		var err error
 		for {
-			err = unix.Flock(fd, how)
-			if !errors.Is(err, unix.EINTR) {
+			if err = flock(fd, how); !errors.Is(err, unix.EINTR) {
 				break
 			}
-		}
-		mu.Lock()
-		defer mu.Unlock()
-		if abandoned {
-			// The caller gave up and closed nothing; drop what we got late.
-			if err == nil {
-				_ = unix.Flock(fd, unix.LOCK_UN)
-			}
-			_ = f.Close()
-			return
 		}
 		done <- err
 	}()
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()
+	return awaitFlock(f, done, timer.C, timeout)
+}
+
+// awaitFlock waits for the blocking lock call's result on done (sent once)
+// or for expired. A result already there when the timer fires counts: a
+// lock got just then is taken, and a call that failed is an I/O error, not
+// "locked". On an error f is closed; on a timeout with the call still
+// waiting, a goroutine takes over f and closes it once the call returns.
+func awaitFlock(f *os.File, done <-chan error, expired <-chan time.Time, timeout time.Duration) error {
+	var err error
 	select {
-	case err := <-done:
-		if err != nil {
-			return fmt.Errorf("%w: locking %s: %v", reservation.ErrIO, f.Name(), err)
-		}
-		return nil
-	case <-timer.C:
-		mu.Lock()
-		defer mu.Unlock()
+	case err = <-done:
+	case <-expired:
 		select {
-		case err := <-done:
-			if err == nil {
-				return nil
-			}
+		case err = <-done:
 		default:
+			go func() {
+				if <-done == nil {
+					_ = flock(int(f.Fd()), unix.LOCK_UN)
+				}
+				_ = f.Close()
+			}()
+			return fmt.Errorf("%w: waited %s for %s", reservation.ErrLocked, timeout, f.Name())
 		}
-		abandoned = true
-		return fmt.Errorf("%w: waited %s for %s", reservation.ErrLocked, timeout, f.Name())
 	}
+	if err != nil {
+		_ = f.Close()
+		return fmt.Errorf("%w: locking %s: %v", reservation.ErrIO, f.Name(), err)
+	}
+	return nil
 }

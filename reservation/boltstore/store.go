@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"runtime/debug"
 	"sort"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -50,7 +51,13 @@ type Store struct {
 	witness     func() (string, error) // WithLostWitness
 	// newStoreWait: WithNewStoreWait.
 	newStoreWait time.Duration
+	uses         atomic.Int64 // Uses
 }
+
+// Uses returns how many times s has taken the data directory's lock, each
+// time to open the database for one operation: what a daemon's test
+// counts to hold it to one read of the store per pass.
+func (s *Store) Uses() int64 { return s.uses.Load() }
 
 // New returns the store kept in dir. Nothing is opened or created until the
 // first Update.
@@ -89,6 +96,39 @@ func (s *Store) View(network string, fn func(reservation.Txn) error) error {
 			return err
 		}
 		return fn(t)
+	})
+}
+
+// ViewAll runs fn on each network that has records, in name order, all in
+// one read-only transaction: one open of the database for everything a
+// daemon reads of the store in a pass. A missing database has no network.
+func (s *Store) ViewAll(fn func(network string, tx reservation.Txn) error) error {
+	return s.view(func(tx *bolt.Tx) error {
+		if tx == nil {
+			return nil
+		}
+		nets := tx.Bucket(bucketNetworks)
+		if nets == nil {
+			return fmt.Errorf("%w: bucket %q missing", reservation.ErrCorrupt, bucketNetworks)
+		}
+		var names []string
+		if err := nets.ForEachBucket(func(k []byte) error {
+			names = append(names, string(k))
+			return nil
+		}); err != nil {
+			return err
+		}
+		sort.Strings(names)
+		for _, n := range names {
+			t, err := openNetwork(tx, n, false)
+			if err != nil {
+				return err
+			}
+			if err := fn(n, t); err != nil {
+				return fmt.Errorf("network %s: %w", n, err)
+			}
+		}
+		return nil
 	})
 }
 

@@ -158,6 +158,32 @@ func TestLockTimeoutIsErrLocked(t *testing.T) {
 	put(t, short, "10.0.0.3")
 }
 
+// The lock call fails (an I/O error of the kernel's) just as the timer
+// fires: both are ready when the waiter looks, and whichever it sees first
+// the answer is the I/O error, not "locked" (a caller would wait and retry
+// what cannot succeed), and the lock file's descriptor is closed, not
+// leaked. Go's select picks a ready case at random: 64 rounds see both
+// orders (all but once in 2^63).
+func TestLockCallFailingAsTimerFires(t *testing.T) {
+	path := filepath.Join(t.TempDir(), LockFile)
+	for range 64 {
+		f, err := os.Create(path)
+		must(t, err)
+		done, expired := make(chan error, 1), make(chan time.Time, 1)
+		done <- unix.EIO
+		expired <- time.Now()
+		err = awaitFlock(f, done, expired, time.Second)
+		if !errors.Is(err, reservation.ErrIO) || errors.Is(err, reservation.ErrLocked) {
+			f.Close()
+			t.Fatalf("err = %v, want the I/O error, not ErrLocked", err)
+		}
+		if _, err := f.Stat(); !errors.Is(err, os.ErrClosed) {
+			f.Close()
+			t.Fatalf("the lock file is still open after the failed lock (a descriptor leaked per call): Stat: %v", err)
+		}
+	}
+}
+
 // A writer finding the lock held queues on it in the kernel and proceeds
 // once it is released. The verdict waits for the kernel's word that the
 // writer is queued (a blocked flock on the lock file in /proc/locks), not

@@ -230,7 +230,7 @@ func goBuild(t testing.TB, root, ldflags, out, pkg string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "go", "build", "-C", root, "-trimpath", "-ldflags="+ldflags, "-o", out, pkg)
+	cmd := exec.CommandContext(ctx, "go", "build", "-C", root, "-trimpath", "-tags", "grpcnotrace", "-ldflags="+ldflags, "-o", out, pkg) // as make build
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if b, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("go build %s: %v\n%s", pkg, err, b)

@@ -66,6 +66,19 @@ func (f *FakeCRI) Add(s FakeSandbox) {
 	f.status[s.ID] = st
 }
 
+// Remove stops listing sandbox id (the runtime removed it).
+func (f *FakeCRI) Remove(id string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for i, sb := range f.sandboxes {
+		if sb.Id == id {
+			f.sandboxes = append(f.sandboxes[:i:i], f.sandboxes[i+1:]...)
+			break
+		}
+	}
+	delete(f.status, id)
+}
+
 type fakeRuntimeService struct {
 	runtimeapi.UnimplementedRuntimeServiceServer
 	f *FakeCRI

@@ -46,6 +46,7 @@ type config struct {
 	strict                    bool
 	output                    string // the component builds (etcd, kube-apiserver, flanneld)
 	memSeconds                int
+	churnPods                 int
 }
 
 func (c config) has(kind string) bool {
@@ -91,7 +92,8 @@ func run() error {
 	flag.DurationVar(&cfg.microTimeout, "micro-timeout", 20*time.Minute, "workload 5: time limit")
 	flag.BoolVar(&cfg.strict, "strict", false, "exit 1 when a target fails")
 	flag.StringVar(&cfg.output, "output", harness.OutputDir(), "workload 8: where make e2e-deps put etcd, kube-apiserver (k8s/bin) and flanneld (flannel/bin)")
-	flag.IntVar(&cfg.memSeconds, "mem-seconds", 30, "workload 8: seconds of resident memory samples, once a second")
+	flag.IntVar(&cfg.memSeconds, "mem-seconds", 60, "workload 8: seconds of resident memory and CPU samples of the settled node, once a second (and the shortest span of the churn's CPU)")
+	flag.IntVar(&cfg.churnPods, "churn-pods", 20, "workload 8: pods replaced at once in the burst of churn (at most 110)")
 	flag.Parse()
 
 	for _, p := range strings.Split(plugins, ",") {
