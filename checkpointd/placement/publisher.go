@@ -79,6 +79,8 @@ type Publisher struct {
 	logged  map[string]string    // last failure logged per step
 	mu      sync.Mutex           // guards logged
 	reads   *metrics.Counter     // API reads (shards and the Node)
+
+	takenWait time.Duration // the least wait after "reference taken:" (takenWait; tests shorten it)
 }
 
 type view struct {
@@ -135,7 +137,7 @@ func NewWithAPI(api API, opts Options) *Publisher {
 		writes: metrics.NewCounterVec(metrics.Namespace+"placement_writes_total",
 			"Writes to the placement index (its ConfigMaps), by kind: claim (an ADD), update (a reservation's end at DEL, addresses), release (expiry or release).", "kind"),
 		errs: metrics.NewCounterVec(metrics.Namespace+"placement_errors_total",
-			"Failed placement steps, by step (store, ranges, written, node, get, apply, refused, entry, full).", "step"),
+			"Failed placement steps, by step (store, ranges, written, node, get, apply, refused, taken, entry, full).", "step"),
 		records: metrics.NewGauge(metrics.Namespace+"placement_records",
 			"Sticky identities this node holds and publishes."),
 		superseded: metrics.NewGauge(metrics.Namespace+"placement_superseded",
@@ -147,6 +149,8 @@ func NewWithAPI(api API, opts Options) *Publisher {
 		refused: map[refusal]bool{},
 		lost:    map[Key]string{},
 		logged:  map[string]string{},
+
+		takenWait: takenWait,
 	}
 	for _, k := range []string{WriteClaim, WriteUpdate, WriteRelease} {
 		p.writes.WithLabelValues(k) // exported as 0 before the first write
