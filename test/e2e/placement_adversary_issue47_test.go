@@ -88,11 +88,22 @@ var advRegressions47 = []advRegression{
 			!strings.Contains(cur.Annotations["stickyip.io/collected"], advEvil+" "+string(a.uids[victim])) {
 			a.t.Fatalf("the collector removed evil's reference: the shard %s (%v)", jsonOf(cur), err)
 		}
-		stop := hammer(4, func(n int) error {
+		// Recorded by the collector: evil cannot put it back.
+		stop := hammer(4, func(n int) error { return squat(a.uids[victim], n) })
+		time.Sleep(time.Second)
+		if tried, took := stop(); took != 0 {
+			a.t.Errorf("evil put its reference with %s's UID back %d times of %d after the collector removed it", victim, took, tried)
+		} else {
+			a.t.Logf("evil tried to put its reference with %s's UID back %d times in a second: refused each time", victim, tried)
+		}
+		// ... unless it pushes the record out (32 references of made-up
+		// UIDs, each removed by the collector first): victim-1 writes
+		// meanwhile.
+		stop = hammer(4, func(n int) error {
 			if squat(a.uids[victim], n) == nil {
 				return nil
 			}
-			return squat(advUID(uint64(n)+1000), n) // a made-up UID, to push the record of victim-1's out
+			return squat(advUID(uint64(n)+1000), n)
 		})
 		p := testPod(pod, nil)
 		p.Namespace, p.Spec.NodeName = ns, victim
@@ -146,11 +157,24 @@ var advRegressions47 = []advRegression{
 		s := placement.ShardOf(id)
 		evilPod := a.evilIn[advNS][s]
 		ew := a.cp.indexWriterFor(advEvil)
-		stop := hammer(2, func(int) error {
+		stop := hammer(6, func(int) error {
 			l := entryLine(id, evilPod, "10.244.9.8")
 			l.Since = advT0
 			return ew.claim(advNS, l)
 		})
+		// The refusal of a stale claim names it, so that the writer writes
+		// the rest at once.
+		vw := a.cp.indexWriterFor(victim)
+		a.within("evil's claim of "+id, func() (bool, string) { return hintedIn(a.cp.shard(advNS, s), id) == advEvil, "not yet" })
+		cur, err := vw.api.Get(ctx, advNS, s)
+		if err != nil {
+			a.t.Fatal(err)
+		}
+		lines, _ := cur.Lines(victim)
+		stale := entryLine(id, lines[0].Pod, "10.244.1.43")
+		stale.Seq = cur.Others(victim, id)[advEvil].Seq // not above evil's
+		requireRefused(a.t, victim+" claiming "+id+" on an older view", vw.write(advNS, s, entry.FormatValue(append(lines, stale))),
+			"stale claim: node "+victim+": another node claimed "+id+" since")
 		pod := podInShard("fv", s)
 		p := testPod(pod, nil)
 		p.Namespace, p.Spec.NodeName = advNS, victim
@@ -180,10 +204,44 @@ var advRegressions47 = []advRegression{
 		}
 		size0, _ := shardSize(cur)
 		bloat := bloatedFields(900 << 10)
-		a.write(a.evil, s, func(cm *corev1.ConfigMap) {
-			cm.ManagedFields = bloat
-			cm.Data[advEvil] = strings.Replace(cm.Data[advEvil], "10.244.9.9", "10.244.9.10", 1)
-		}, allPaths)
+		line := strings.Replace(cur.Data[advEvil], "10.244.9.9", "10.244.9.10", 1)
+		mf, _ := json.Marshal(bloat)
+		cms := a.evil.CoreV1().ConfigMaps(advNS)
+		opts := metav1.PatchOptions{FieldManager: placement.FieldManager}
+		withFields := cur.DeepCopy()
+		withFields.ManagedFields, withFields.Data[advEvil] = bloat, line
+		for path, write := range map[string]func() error{
+			"update": func() error { _, err := cms.Update(ctx, withFields, metav1.UpdateOptions{FieldManager: placement.FieldManager}); return err },
+			"merge patch": func() error {
+				_, err := cms.Patch(ctx, s, types.MergePatchType, []byte(fmt.Sprintf(`{"metadata":{"managedFields":%s},"data":{%q:%q}}`, mf, advEvil, line)), opts)
+				return err
+			},
+			"JSON patch": func() error {
+				_, err := cms.Patch(ctx, s, types.JSONPatchType, []byte(fmt.Sprintf(`[{"op":"add","path":"/metadata/managedFields","value":%s},{"op":"add","path":"/data/%s","value":%q}]`, mf, advEvil, line)), opts)
+				return err
+			},
+			"strategic merge patch": func() error {
+				_, err := cms.Patch(ctx, s, types.StrategicMergePatchType, []byte(fmt.Sprintf(`{"metadata":{"managedFields":%s},"data":{%q:%q}}`, mf, advEvil, line)), opts)
+				return err
+			},
+			"server-side apply": func() error {
+				force := true
+				body := fmt.Sprintf(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":%q,"namespace":%q,"managedFields":%s},"data":{%q:%q}}`, s, advNS, mf, advEvil, line)
+				_, err := cms.Patch(ctx, s, types.ApplyPatchType, []byte(body), metav1.PatchOptions{FieldManager: "attacker", Force: &force})
+				return err
+			},
+		} {
+			err := write()
+			got, gerr := a.cp.client.CoreV1().ConfigMaps(advNS).Get(ctx, s, metav1.GetOptions{})
+			if gerr != nil {
+				a.t.Fatal(gerr)
+			}
+			size, values := shardSize(got)
+			a.t.Logf("%s: 900 KiB of managedFields by %s: %v; the shard %d bytes (values %d, managedFields %d)", s, path, errText(err), size, values, managedSize(got))
+			if size > values+advOverhead {
+				a.t.Errorf("%s: evil's %s made it %d bytes for %d bytes of values", s, path, size, values)
+			}
+		}
 		a.write(a.evil, s, func(cm *corev1.ConfigMap) { setOwnRef(cm, types.UID(strings.Repeat("f", 900<<10)), -1) }, allPaths)
 		after, err := a.cp.client.CoreV1().ConfigMaps(advNS).Get(ctx, s, metav1.GetOptions{})
 		if err != nil {
@@ -358,6 +416,17 @@ func (a *adversary) honestWriteTime(s string) time.Duration {
 	}
 	sort.Slice(ds, func(i, j int) bool { return ds[i] < ds[j] })
 	return ds[len(ds)/2]
+}
+
+// errText is err's text, "taken" for none.
+func errText(err error) string {
+	if err == nil {
+		return "taken"
+	}
+	if len(err.Error()) > 160 {
+		return err.Error()[:160] + "…"
+	}
+	return err.Error()
 }
 
 // bloatedFields is a managedFields entry of about size bytes of made-up

@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"context"
+	"crypto/sha256"
 	"fmt"
 	"math/rand/v2"
 	"net/netip"
@@ -257,6 +258,16 @@ func advPlan(seed uint64, n int, ids []string) []advMove {
 	return out
 }
 
+// planDigest is a short digest of plan: two runs with one seed print the
+// same.
+func planDigest(plan []advMove) string {
+	h := sha256.New()
+	for _, m := range plan {
+		fmt.Fprintf(h, "%d %s %s %d %s %v\n", m.I, m.Who, m.ID, m.Kind, m.Path, m.Draws)
+	}
+	return fmt.Sprintf("%x", h.Sum(nil)[:8])
+}
+
 // advUID is a UUID made of n: a made-up Node UID a seed replays.
 func advUID(n uint64) types.UID {
 	return types.UID(fmt.Sprintf("%08x-0000-4000-8000-%012x", uint32(n>>32), n&0xffffffffffff))
@@ -271,8 +282,8 @@ func advUID(n uint64) types.UID {
 // with a background or an orphaning cascade in turn, evil having tried to
 // give its own references that node's UID first.
 func (a *adversary) random(seed uint64, n int) {
-	a.t.Logf("random adversary: seed %d, %d writes (E2E_ADVERSARY_SEED=%d repeats them)", seed, n, seed)
 	plan := advPlan(seed, n, slices.Sorted(mapsKeys(a.want)))
+	a.t.Logf("random adversary: seed %d, %d writes, plan %s (E2E_ADVERSARY_SEED=%d repeats them)", seed, n, planDigest(plan), seed)
 	changes, dangling, deleted := 0, 0, 0
 	for _, m := range plan {
 		if m.I%advDeleteEvery == advDeleteEvery/2 {
