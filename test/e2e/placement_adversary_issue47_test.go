@@ -211,7 +211,10 @@ var advRegressions47 = []advRegression{
 		withFields := cur.DeepCopy()
 		withFields.ManagedFields, withFields.Data[advEvil] = bloat, line
 		for path, write := range map[string]func() error{
-			"update": func() error { _, err := cms.Update(ctx, withFields, metav1.UpdateOptions{FieldManager: placement.FieldManager}); return err },
+			"update": func() error {
+				_, err := cms.Update(ctx, withFields, metav1.UpdateOptions{FieldManager: placement.FieldManager})
+				return err
+			},
 			"merge patch": func() error {
 				_, err := cms.Patch(ctx, s, types.MergePatchType, []byte(fmt.Sprintf(`{"metadata":{"managedFields":%s},"data":{%q:%q}}`, mf, advEvil, line)), opts)
 				return err
