@@ -279,8 +279,8 @@ func advUID(n uint64) types.UID {
 // honest node of the identities in that shard, and a reference it left
 // dangling must have been removed by the garbage collector (the audit
 // log). Every advDeleteEvery writes a node that owns shards is deleted,
-// with a background or an orphaning cascade in turn, evil having tried to
-// give its own references that node's UID first.
+// with a background, an orphaning or a foreground cascade in turn, evil
+// having tried to give its own references that node's UID first.
 func (a *adversary) random(seed uint64, n int) {
 	plan := advPlan(seed, n, slices.Sorted(mapsKeys(a.want)))
 	a.t.Logf("random adversary: seed %d, %d writes, plan %s (E2E_ADVERSARY_SEED=%d repeats them)", seed, n, planDigest(plan), seed)
@@ -322,8 +322,9 @@ const advDeleteEvery = 300
 
 // deleteDuringRun has one of advGone own two shards (m's identity's and
 // the next), lets evil try to give its own reference there that node's UID
-// (refused), and deletes the node, a background and an orphaning cascade in
-// turn (issue 47: a copied UID kept a deleted node counting).
+// (refused), and deletes the node, a background, an orphaning and a
+// foreground cascade in turn (issue 47: a copied UID kept a deleted node
+// counting).
 func (a *adversary) deleteDuringRun(m advMove) {
 	k := m.I / advDeleteEvery
 	name := advGone[k%len(advGone)]
@@ -331,7 +332,7 @@ func (a *adversary) deleteDuringRun(m advMove) {
 	next := placement.ShardName((int(s[len(s)-1]-'0') + 1) % placement.ShardCount)
 	a.spawn(advNS, name, s, next)
 	a.refuse(a.write(a.evil, s, func(cm *corev1.ConfigMap) { setOwnRef(cm, a.uids[name], int(m.Draws[0]%2)-1) }, allPaths[1:]))
-	policy := []metav1.DeletionPropagation{metav1.DeletePropagationBackground, metav1.DeletePropagationOrphan}[k%2]
+	policy := []metav1.DeletionPropagation{metav1.DeletePropagationBackground, metav1.DeletePropagationOrphan, metav1.DeletePropagationForeground}[k%3]
 	a.deleteNode(advNS, name, policy)
 	a.check(fmt.Sprintf("Node %s deleted (%s) during the run", name, policy), []string{s, next})
 }
