@@ -14,21 +14,23 @@ import (
 
 // BenchmarkShardConversion is where a pod's creation goes on kube-apiserver
 // 1.36 in a namespace with placement shards, sticky pod or plain (issue 47:
-// plain pods +2.9 to +3.7 ms). The hint's binding selects the namespace's
-// shards as parameters, up to 8, and 1.36 evaluates the policy once per
-// shard: each evaluation first builds its CEL activation, converting the
-// pod (object), the shard (params), the admission request and the
-// namespace to unstructured with runtime.DefaultUnstructuredConverter
-// (k8s.io/apiserver v0.36.3, plugin/cel/activation.go newActivation), and
-// only then evaluates the match condition that stops a plain pod at its
-// first test. 1.37 hands typed values to CEL without converting them. Each
-// sub-benchmark is one such conversion; a pod's creation pays the pod's,
-// request's and namespace's 8 times, and each shard's once, for the match
-// conditions alone (and again for the one that matches: its mutation).
-// managedFields are the part that grows with the nodes: a FieldsV1 is
-// converted by marshalling it to JSON and decoding that, and a shard every
-// node wrote carried a field manager's entry naming every node's key and
-// reference (cleared at every node's write since issue 47).
+// plain pods +2.9 to +3.7 ms, timed another way). The hint's binding
+// selects the namespace's shards as parameters, up to 8, and 1.36 evaluates
+// the policy once per shard: each evaluation first builds its CEL
+// activation, converting the pod (object), the shard (params), the
+// admission request and the namespace to unstructured with
+// runtime.DefaultUnstructuredConverter (k8s.io/apiserver v0.36.3,
+// plugin/cel/activation.go newActivation, called by the match conditions'
+// matcher), and only then evaluates the match condition, which stops a
+// plain pod at its first test. 1.37 hands typed values to CEL lazily. Each
+// sub-benchmark is one such conversion: a pod's creation pays its own and
+// each shard's for each shard (and again for the mutation of the one that
+// matches). A shard's cost follows its nodes (one key and one
+// ownerReference each), not its entries (strings are not copied). The
+// managedFields variants are what a shard would cost with the managedFields
+// every node's write left before issue 47; the API server's informers drop
+// managedFields (kubernetes/pkg/controlplane/apiserver/config.go: trim), so
+// the parameters 1.36 converts are the "none" ones either way.
 //
 //	cd deploy/policycheck && go test -run '^$' -bench ShardConversion -count 3
 func BenchmarkShardConversion(b *testing.B) {

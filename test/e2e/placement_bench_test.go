@@ -51,11 +51,13 @@ var benchKinds = append(benchTodayKinds[:len(benchTodayKinds):len(benchTodayKind
 
 // benchPlainFields is a plain pod created while the namespace's shards
 // carry managedFields (a field manager's entry naming every node's key and
-// reference), as every shard did before issue 47: kube-apiserver 1.36
-// converts each shard, managedFields included, for each of the hint's
-// invocations (one per shard) before its match condition, for every pod
-// of the namespace. Since issue 47 no node's write leaves managedFields
-// (stickyip-placement-fields), and the other kinds are measured so.
+// reference), as every shard did before issue 47; since, no node's write
+// leaves any (stickyip-placement-fields), and the other kinds are measured
+// so. kube-apiserver 1.36 converts each shard for each of the hint's
+// invocations (one per shard) before its match condition, for every pod of
+// the namespace; its informers drop managedFields (issue 47: this row shows
+// they are not where a plain pod's time goes; BenchmarkShardConversion in
+// deploy/policycheck shows where it does).
 const benchPlainFields = "plain, shards with managedFields"
 
 // benchTodayKinds are the pods measure creates.
