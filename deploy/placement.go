@@ -10,11 +10,12 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-// Placement holds deploy/placement: the RBAC, the index policy, the
-// placement hint, the pod policy and the namespace opt-in operators apply
-// with `kubectl apply -k deploy/placement`.
+// Placement holds deploy/placement: the index policy, the placement hint,
+// the pod policy and the namespace opt-in operators apply with `kubectl
+// apply -k deploy/placement`, and in placement/nodes the RBAC that lets
+// nodes write the index, applied once the index policy is in effect.
 //
-//go:embed placement/*.yaml placement/Kustomization
+//go:embed placement/*.yaml placement/Kustomization placement/nodes/*.yaml placement/nodes/Kustomization
 var Placement embed.FS
 
 // PlacementObjects decodes every object of deploy/placement, strictly (an
@@ -27,6 +28,11 @@ func PlacementObjects() (map[string]any, error) {
 	if err != nil {
 		return nil, err
 	}
+	nodes, err := fs.Glob(Placement, "placement/nodes/*.yaml")
+	if err != nil {
+		return nil, err
+	}
+	files = append(files, nodes...)
 	for _, f := range files {
 		data, err := fs.ReadFile(Placement, f)
 		if err != nil {

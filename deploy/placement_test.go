@@ -100,19 +100,41 @@ func TestPlacementManifestsMatchThePublisher(t *testing.T) {
 	if slots != placement.MaxClaims || !strings.Contains(indexCEL.String(), "size(variables.claims) <= "+strconv.Itoa(placement.MaxClaims)) {
 		t.Errorf("index policy checks %d claims per write, checkpointd makes up to %d", slots, placement.MaxClaims)
 	}
+	// The policies, then, once they are in effect, the RBAC that lets nodes
+	// write the index: apart, so that no apply of deploy/placement (-k or
+	// -f) lets nodes write it before its policy is in effect.
 	kust, _ := fs.ReadFile(Placement, "placement/Kustomization")
-	// The policies exist before the RBAC that lets nodes write the index:
-	// kubectl apply -k in the listed order, -f in the files' name order.
-	if !strings.Contains(string(kust), "order: fifo") || !strings.HasSuffix(strings.TrimSpace(string(kust)), "- rbac.yaml") {
-		t.Errorf("Kustomization: want sortOptions order fifo and rbac.yaml listed last:\n%s", kust)
-	}
-	if files, _ := fs.Glob(Placement, "placement/*.yaml"); files[len(files)-1] != "placement/rbac.yaml" {
-		t.Errorf("kubectl apply -f applies %s last, want rbac.yaml", files[len(files)-1])
-	}
 	files, _ := fs.Glob(Placement, "placement/*.yaml")
 	for _, f := range files {
 		if !strings.Contains(string(kust), "- "+strings.TrimPrefix(f, "placement/")+"\n") {
 			t.Errorf("Kustomization does not list %s", f)
 		}
 	}
+	docs, err := PlacementObjects()
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodeFiles, _ := fs.Glob(Placement, "placement/nodes/*.yaml")
+	var nodeRBAC strings.Builder
+	for _, f := range nodeFiles {
+		nodeRBAC.Write(mustRead(t, f))
+	}
+	for key := range docs {
+		if strings.HasPrefix(key, "ClusterRole") && !strings.Contains(nodeRBAC.String(), "name: "+strings.SplitN(key, "/", 2)[1]) {
+			t.Errorf("%s is not in deploy/placement/nodes", key)
+		}
+	}
+	nodes, _ := fs.ReadFile(Placement, "placement/nodes/Kustomization")
+	if strings.Contains(string(kust), "\n- nodes") || strings.Contains(string(kust), "\n- rbac.yaml") || !strings.Contains(string(nodes), "\n- rbac.yaml") {
+		t.Errorf("deploy/placement lists the nodes' RBAC, or deploy/placement/nodes does not:\n%s\n%s", kust, nodes)
+	}
+}
+
+func mustRead(t *testing.T, name string) []byte {
+	t.Helper()
+	b, err := fs.ReadFile(Placement, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }

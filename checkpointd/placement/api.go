@@ -24,8 +24,8 @@ type API interface {
 	// Write makes change to shard ns/name, creating it when it does not
 	// exist, with no resourceVersion precondition: the API server applies
 	// concurrent writes of several nodes one after the other, and the index
-	// policy checks each against the shard as it is then. It returns the
-	// shard as written.
+	// policy checks each against the shard as it is then, so no other node's
+	// write can make it fail. It returns the shard as written.
 	Write(ctx context.Context, ns, name string, change Change) (*Shard, error)
 	// Listed returns the value of the node's Node's ShardsAnnotation (""
 	// when it has none).
@@ -42,16 +42,10 @@ type Change struct {
 	Value string
 	// UID is the node's Node's UID: its ownerReference's.
 	UID types.UID
-	// Cleanup, when set, is what else the write removes (Shard.Cleanup).
-	Cleanup *Cleanup
-}
-
-// Cleanup is what a node's write must do besides its own change, on the
-// shard as last read: every other ownerReference is given back as it was,
-// on that resourceVersion.
-type Cleanup struct {
-	RV   string                  // the shard's resourceVersion, which the write requires
-	Refs []metav1.OwnerReference // every other node's ownerReference, kept
+	// Stale are the UIDs of the node's own references to a former Node of
+	// its name (deleted and registered again), which the write removes
+	// (Shard.StaleOwn).
+	Stale []types.UID
 }
 
 // clientAPI is API on a client.
@@ -107,23 +101,20 @@ func (a *clientAPI) Get(ctx context.Context, ns, name string) (*Shard, error) {
 }
 
 // Write sets the node's value by a strategic-merge patch of its key and of
-// its reference (merged by UID, the list's key), creating the shard when
-// there is none (another node creating it meanwhile: patched after all);
-// removes it by one too; and makes a cleanup by a merge patch of the whole
-// reference list on the resourceVersion read (rare; a conflict is read
-// again). Not server-side apply: it keeps a managedFields entry per field
-// manager, which every node would need (FieldManager).
+// its reference (merged by UID, the list's key; a former Node's removed by
+// UID), creating the shard when there is none (another node creating it
+// meanwhile: patched after all); removes them by one too. Never a
+// precondition: whatever other nodes write meanwhile, the write is checked
+// against the shard as it is then. Not server-side apply: it keeps a
+// managedFields entry per field manager, which every node would need
+// (FieldManager).
 func (a *clientAPI) Write(ctx context.Context, ns, name string, c Change) (*Shard, error) {
 	opts := metav1.PatchOptions{FieldManager: FieldManager}
-	var kind types.PatchType
 	var body any
-	switch {
-	case c.Cleanup != nil:
-		kind, body = types.MergePatchType, cleanupPatch(name, a.node, c)
-	case c.Value == "":
-		kind, body = types.StrategicMergePatchType, releasePatch(a.node, c.UID)
-	default:
-		kind, body = types.StrategicMergePatchType, setPatch(name, a.node, c)
+	if c.Value == "" {
+		body = releasePatch(a.node, append([]types.UID{c.UID}, c.Stale...))
+	} else {
+		body = setPatch(name, a.node, c)
 	}
 	data, err := json.Marshal(body)
 	if err != nil {
@@ -131,11 +122,11 @@ func (a *clientAPI) Write(ctx context.Context, ns, name string, c Change) (*Shar
 	}
 	for range 2 {
 		var cm corev1.ConfigMap
-		err := a.client.Patch(ctx, apiclient.ConfigMaps, ns, name, kind, data, opts, &cm)
+		err := a.client.Patch(ctx, apiclient.ConfigMaps, ns, name, types.StrategicMergePatchType, data, opts, &cm)
 		switch {
 		case apierrors.IsNotFound(err) && c.Value == "":
 			return &Shard{Values: map[string]string{}}, nil // nothing left to remove
-		case apierrors.IsNotFound(err) && c.Cleanup == nil:
+		case apierrors.IsNotFound(err):
 			err = a.client.Create(ctx, apiclient.ConfigMaps, ns, newShard(ns, name, a.node, c), metav1.CreateOptions{FieldManager: FieldManager}, &cm)
 			if apierrors.IsAlreadyExists(err) {
 				continue // created meanwhile: patch it
@@ -163,47 +154,33 @@ func newShard(ns, name, node string, c Change) *corev1.ConfigMap {
 	}
 }
 
-// setPatch is the strategic merge patch that makes node's key value and
-// adds its reference (merged by UID): no other node's key or reference is
-// touched.
+// setPatch is the strategic merge patch that makes node's key value, adds
+// its reference (merged by UID) and removes its references to a former
+// Node of its name (by UID): no other node's key or reference is touched.
 func setPatch(name, node string, c Change) map[string]any {
+	refs := []any{ownRef(node, c.UID)}
+	for _, uid := range c.Stale {
+		refs = append(refs, map[string]any{"$patch": "delete", "uid": uid})
+	}
 	return map[string]any{
 		"metadata": map[string]any{
 			"labels":          map[string]string{IndexLabel: shardNumber(name)},
-			"ownerReferences": []metav1.OwnerReference{ownRef(node, c.UID)},
+			"ownerReferences": refs,
 		},
 		"data": map[string]any{node: c.Value},
 	}
 }
 
 // releasePatch is the strategic merge patch that removes node's key and its
-// ownerReference (by UID, the list's merge key): no other node's key or
-// reference is touched.
-func releasePatch(node string, uid types.UID) map[string]any {
+// ownerReferences of uids (by UID, the list's merge key): no other node's
+// key or reference is touched.
+func releasePatch(node string, uids []types.UID) map[string]any {
+	var refs []map[string]any
+	for _, uid := range uids {
+		refs = append(refs, map[string]any{"$patch": "delete", "uid": uid})
+	}
 	return map[string]any{
-		"metadata": map[string]any{"ownerReferences": []map[string]any{{"$patch": "delete", "uid": uid}}},
+		"metadata": map[string]any{"ownerReferences": refs},
 		"data":     map[string]any{node: nil},
-	}
-}
-
-// cleanupPatch is the merge patch of c: the reference list as it is to be
-// (the others kept as read, the node's own to its Node while it has a
-// value) and the node's own key, on the resourceVersion read.
-func cleanupPatch(name, node string, c Change) map[string]any {
-	refs := append([]metav1.OwnerReference{}, c.Cleanup.Refs...)
-	data := map[string]any{}
-	if c.Value == "" {
-		data[node] = nil
-	} else {
-		data[node] = c.Value
-		refs = append(refs, ownRef(node, c.UID))
-	}
-	return map[string]any{
-		"metadata": map[string]any{
-			"resourceVersion": c.Cleanup.RV,
-			"labels":          map[string]string{IndexLabel: shardNumber(name)},
-			"ownerReferences": refs,
-		},
-		"data": data,
 	}
 }

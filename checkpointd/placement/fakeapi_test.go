@@ -19,8 +19,9 @@ import (
 
 // fakeAPI is the API server as the publisher sees it, with the index
 // policy's rules in Go (deploy/placement/index-policy.yaml is the
-// authority; test/e2e runs it for real): no resourceVersion preconditions
-// but on a cleanup; each node changes only its own key and reference; at
+// authority; test/e2e runs it for real): no resourceVersion preconditions;
+// each node changes only its own key and reference, whose UID no other
+// reference carries (before or after the write); at
 // most MaxClaims claims a write, each with a seq above every other node's
 // for its identity and at most the resourceVersion, for a pod bound to the
 // writer, never a mirror pod's name.
@@ -31,6 +32,9 @@ type fakeAPI struct {
 	bound  map[string]string    // namespace/pod → node
 	uids   map[string]types.UID // node → its Node's UID (default uid-<node>)
 	down   bool
+	// before, when set, runs before each write tried, outside the lock:
+	// another node's or the garbage collector's write in between.
+	before func(node string)
 	gets   int
 	writes int // writes made
 	tries  int // writes tried
@@ -98,6 +102,9 @@ func (f *fakeAPI) view(ref shardRef) *Shard {
 
 func (a *fakeNodeAPI) Write(_ context.Context, ns, name string, c Change) (*Shard, error) {
 	f := a.f
+	if f.before != nil {
+		f.before(a.node)
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.down {
@@ -110,32 +117,23 @@ func (a *fakeNodeAPI) Write(_ context.Context, ns, name string, c Change) (*Shar
 	if old != nil {
 		next.values, next.refs = maps.Clone(old.values), slices.Clone(old.refs)
 	}
-	mine := func(r metav1.OwnerReference) bool { return r.Kind == "Node" && r.Name == a.node }
-	switch {
-	case c.Cleanup != nil:
-		if old == nil {
-			return nil, apierrors.NewNotFound(gr, name)
-		}
-		if c.Cleanup.RV != fmt.Sprint(old.rv) {
-			return nil, apierrors.NewConflict(gr, name, errors.New("the object has been modified"))
-		}
-		next.refs = slices.Clone(c.Cleanup.Refs)
-	case c.Value == "":
+	// A strategic merge patch: references removed by UID (every one with
+	// it), the node's own merged into the first with its UID.
+	drop := c.Stale
+	if c.Value == "" {
 		if old == nil {
 			return &Shard{Values: map[string]string{}}, nil
 		}
-		next.refs = slices.DeleteFunc(next.refs, func(r metav1.OwnerReference) bool { return r.UID == c.UID })
-	default: // a strategic merge patch: the node's reference merged into the first with its UID
-		if i := slices.IndexFunc(next.refs, func(r metav1.OwnerReference) bool { return r.UID == c.UID }); i >= 0 && !mine(next.refs[i]) {
-			next.refs[i] = ownRef(a.node, c.UID)
-			break
-		}
+		drop = append(drop, c.UID)
 	}
+	next.refs = slices.DeleteFunc(next.refs, func(r metav1.OwnerReference) bool { return slices.Contains(drop, r.UID) })
 	if c.Value == "" {
 		delete(next.values, a.node)
 	} else {
 		next.values[a.node] = c.Value
-		if c.Cleanup != nil || !slices.ContainsFunc(next.refs, mine) {
+		if i := slices.IndexFunc(next.refs, func(r metav1.OwnerReference) bool { return r.UID == c.UID }); i >= 0 {
+			next.refs[i] = ownRef(a.node, c.UID)
+		} else {
 			next.refs = append(next.refs, ownRef(a.node, c.UID))
 		}
 	}
@@ -177,6 +175,14 @@ func (f *fakeAPI) admit(node, ns, name string, old, next *fakeShard) error {
 	others := func(refs []metav1.OwnerReference) []metav1.OwnerReference {
 		return slices.DeleteFunc(slices.Clone(refs), func(r metav1.OwnerReference) bool { return !notMine(r) })
 	}
+	for _, o := range own {
+		if slices.Contains(oldRefs, o) {
+			continue
+		}
+		if slices.ContainsFunc(append(slices.Clone(next.refs), oldRefs...), func(r metav1.OwnerReference) bool { return r.UID == o.UID && notMine(r) }) {
+			return forbid("reference taken: node %s: the UID of its reference (%s) is another reference's", node, o.UID)
+		}
+	}
 	if !slices.Equal(others(next.refs), others(oldRefs)) {
 		return forbid("node %s may add or remove only its own ownerReference", node)
 	}
@@ -215,17 +221,22 @@ func (f *fakeAPI) admit(node, ns, name string, old, next *fakeShard) error {
 	if len(claims) > MaxClaims {
 		return forbid("node %s claims %d identities in one write; at most %d", node, len(claims), MaxClaims)
 	}
+	var stale []string
 	for _, c := range claims {
 		for k, v := range before {
 			if k == node {
 				continue
 			}
 			for _, l := range strings.Split(v, "\n") {
-				if f := strings.Split(l, " "); strings.HasPrefix(l, c.Identity+" ") && len(f) >= 3 && entry.IsSeq(f[2]) && parseSeq(f[2]) <= rv && parseSeq(f[2]) >= c.Seq {
-					return bad("stale claim: node %s: the seq of a claim must be above the seq of every claim of that identity by another node", node)
+				if f := strings.Split(l, " "); strings.HasPrefix(l, c.Identity+" ") && len(f) >= 3 && entry.IsSeq(f[2]) && parseSeq(f[2]) <= rv && parseSeq(f[2]) >= c.Seq &&
+					!slices.Contains(stale, c.Identity) {
+					stale = append(stale, c.Identity)
 				}
 			}
 		}
+	}
+	if len(stale) > 0 {
+		return bad("stale claim: node %s: another node claimed %s since (the seq of a claim is above ...): read the shard again", node, strings.Join(stale, " "))
 	}
 	for _, c := range claims {
 		if strings.HasSuffix(c.Pod, "-"+node) {

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/stickyip/stickyip/checkpointd/placement/entry"
 	"github.com/stickyip/stickyip/reservation"
@@ -103,11 +103,11 @@ func TestDesired(t *testing.T) {
 	}
 }
 
-// A node's write touches its own key and its own ownerReference only, keeps
-// the index label (the index policy refuses a node's write of a shard
-// without it), and carries no resourceVersion (many nodes write a shard at
-// once) but when it must remove another's reference: then every other
-// reference is given back as read, on the resourceVersion read.
+// A node's write touches its own key and its own ownerReferences only (its
+// references to a former Node of its name removed by UID), keeps the index
+// label (the index policy refuses a node's write of a shard without it),
+// and never carries a resourceVersion: many nodes write a shard at once,
+// and no other node's write may make it fail.
 func TestWriteBodies(t *testing.T) {
 	name := ShardOf("db-0")
 	value := "db-0 db-0 7 2026-11-23T12:00:00.000Z - 10.244.1.5"
@@ -137,17 +137,15 @@ func TestWriteBodies(t *testing.T) {
 		ap.Metadata.OwnerReferences[0]["name"] != "node1" || ap.Metadata.OwnerReferences[0]["uid"] != "uid-1" {
 		t.Errorf("set: %+v", ap)
 	}
-	rel := decode(releasePatch("node1", "uid-1"))
+	rel := decode(releasePatch("node1", []types.UID{"uid-1"}))
 	if rel.Metadata.ResourceVersion != "" || len(rel.Data) != 1 || rel.Data["node1"] != nil ||
 		len(rel.Metadata.OwnerReferences) != 1 || rel.Metadata.OwnerReferences[0]["$patch"] != "delete" || rel.Metadata.OwnerReferences[0]["uid"] != "uid-1" {
 		t.Errorf("release: %+v", rel)
 	}
-	other := metav1.OwnerReference{APIVersion: "v1", Kind: "Node", Name: "node2", UID: "uid-2"}
-	cl := decode(cleanupPatch(name, "node1", Change{Value: value, UID: "uid-1",
-		Cleanup: &Cleanup{RV: "42", Refs: []metav1.OwnerReference{other}}}))
-	if cl.Metadata.ResourceVersion != "42" || len(cl.Metadata.OwnerReferences) != 2 || cl.Metadata.OwnerReferences[0]["name"] != "node2" ||
-		cl.Metadata.OwnerReferences[1]["name"] != "node1" || len(cl.Data) != 1 || *cl.Data["node1"] != value {
-		t.Errorf("cleanup: %+v", cl)
+	re := decode(setPatch(name, "node1", Change{Value: value, UID: "uid-1", Stale: []types.UID{"uid-0"}}))
+	if re.Metadata.ResourceVersion != "" || len(re.Metadata.OwnerReferences) != 2 || re.Metadata.OwnerReferences[0]["uid"] != "uid-1" ||
+		re.Metadata.OwnerReferences[1]["$patch"] != "delete" || re.Metadata.OwnerReferences[1]["uid"] != "uid-0" || len(re.Metadata.OwnerReferences[1]) != 2 {
+		t.Errorf("set, a former Node's reference removed: %+v", re)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"regexp"
 	"slices"
 	"strings"
@@ -18,8 +19,15 @@ import (
 // Bounds of one shard's publication in one pass.
 const (
 	maxWrites  = 32 // writes (claims come MaxClaims at a time)
-	maxRereads = 2  // reads after a write found the shard changed
+	maxRereads = 2  // reads after a write found the shard changed, and rounds of claims refused as stale
+	maxTaken   = 40 // tries while another reference carries the node's UID (takenWait apart)
 )
+
+// takenWait is the wait before the write is tried again after a refusal
+// for a reference that carries the node's UID ("reference taken:"), at
+// random between it and twice it: the garbage collector removes such a
+// reference within its pass, and the index policy lets it not come back.
+const takenWait = 50 * time.Millisecond
 
 // outcome is what became of a write.
 type outcome int
@@ -28,16 +36,24 @@ const (
 	made    outcome = iota // made
 	reread                 // refused: the shard changed since it was read, read it again
 	refused                // the index policy refused a claim, now skipped: plan again
+	stale                  // claims another node made since the view, now left out: plan again
+	taken                  // another reference carries the node's UID: try again shortly
 	failed                 // refused or failed otherwise: tried again after a wait
 )
 
 // publish brings node's value in one shard to want, in as few writes as
 // the claims allow: each write carries the whole value, up to MaxClaims
 // claims, and returns the shard as written, on which the next is planned.
+// A claim another node made since the node's view of the shard costs that
+// claim only: the write is made again at once without it, then the claim is
+// tried again on the shard as written (at most maxRereads rounds a pass).
 func (p *Publisher) publish(ctx context.Context, ref shardRef, want map[string]Line, now time.Time, lost map[Key]string) {
 	p.visits++
 	name := ref.Namespace + "/" + ref.Name
-	skip := func(id string, l Line) bool { return p.refused[refusal{Key{ref.Namespace, id}, l.Pod, l.Since}] }
+	later := map[string]bool{} // claims refused as stale, left out of the next write
+	skip := func(id string, l Line) bool {
+		return later[id] || p.refused[refusal{Key{ref.Namespace, id}, l.Pod, l.Since}]
+	}
 	s, err := p.view(ctx, ref, now)
 	if err != nil {
 		p.fail("get", name, err)
@@ -45,9 +61,20 @@ func (p *Publisher) publish(ctx context.Context, ref shardRef, want map[string]L
 	}
 	p.ok("get")
 	p.noteBadEntries(name, s)
-	rereads := 0
-	for writes := 0; ; writes++ {
+	writes, rereads, rounds, tries := 0, 0, 0, 0
+	for {
 		st, superseded := Plan(p.opts.Node, want, s, skip)
+		if st == nil && len(later) > 0 && rounds < maxRereads {
+			// Only claims refused as stale are left: try them again on the
+			// shard as it is now.
+			rounds++
+			clear(later)
+			if s, err = p.read(ctx, ref, now); err != nil {
+				p.fail("get", name, err)
+				return
+			}
+			continue
+		}
 		if st == nil || writes == maxWrites {
 			for _, id := range superseded {
 				lost[Key{ref.Namespace, id}] = laterNode(s, p.opts.Node, id)
@@ -56,13 +83,33 @@ func (p *Publisher) publish(ctx context.Context, ref shardRef, want map[string]L
 				delete(p.retry, ref)
 				p.settled(ref, s)
 			}
+			if len(later) > 0 {
+				p.contested++ // those claims wait for the next pass, which must not be skipped as idle
+			}
 			return
 		}
-		got, res := p.write(ctx, ref, s, st, now)
+		got, res, ids := p.write(ctx, ref, s, st, now)
+		if res != taken {
+			writes++
+		}
 		switch res {
 		case made:
 			s = got
+			if len(later) > 0 && rounds < maxRereads {
+				rounds++
+				clear(later) // the shard as written is newer than those claims' rivals
+			}
 		case refused: // that claim is skipped now: plan again
+		case stale:
+			for _, id := range ids {
+				later[id] = true
+			}
+		case taken:
+			if tries++; tries == maxTaken {
+				p.backOff(ref, now)
+				return
+			}
+			p.wait(ctx, p.takenWait+rand.N(p.takenWait))
 		case reread:
 			if rereads == maxRereads {
 				p.backOff(ref, now)
@@ -118,8 +165,9 @@ func (p *Publisher) read(ctx context.Context, ref shardRef, now time.Time) (*Sha
 	return s, nil
 }
 
-// write makes st on s, the shard as last seen.
-func (p *Publisher) write(ctx context.Context, ref shardRef, s *Shard, st *Step, now time.Time) (*Shard, outcome) {
+// write makes st on s, the shard as last seen; with outcome stale, it
+// returns the identities whose claims another node made since.
+func (p *Publisher) write(ctx context.Context, ref shardRef, s *Shard, st *Step, now time.Time) (*Shard, outcome, []string) {
 	name := ref.Namespace + "/" + ref.Name
 	ctx, cancel := context.WithTimeout(ctx, p.opts.Timeout)
 	defer cancel()
@@ -129,18 +177,19 @@ func (p *Publisher) write(ctx context.Context, ref shardRef, s *Shard, st *Step,
 		if err != nil {
 			p.fail("node", name, fmt.Errorf("read Node %s (the shards' owner): %w", p.opts.Node, err))
 			p.backOff(ref, now)
-			return nil, failed
+			return nil, failed, nil
 		}
 		p.ok("node")
 		p.nodeUID = uid
 	}
 	value := entry.FormatValue(st.Lines)
 	start := time.Now()
-	got, err := p.api.Write(ctx, ref.Namespace, ref.Name, Change{Value: value, UID: p.nodeUID, Cleanup: s.Cleanup(p.opts.Node, p.nodeUID)})
+	got, err := p.api.Write(ctx, ref.Namespace, ref.Name, Change{Value: value, UID: p.nodeUID, Stale: s.StaleOwn(p.opts.Node, p.nodeUID)})
 	p.pause(ctx, time.Since(start))
 	if err != nil {
 		delete(p.shards, ref) // read it again before the next write
-		return nil, p.refusedWrite(ref, st, err, now)
+		res, ids := p.refusedWrite(ref, st, err, now)
+		return nil, res, ids
 	}
 	p.ok("apply")
 	p.shards[ref] = view{shard: got, at: now}
@@ -153,7 +202,7 @@ func (p *Publisher) write(ctx context.Context, ref shardRef, s *Shard, st *Step,
 		args = append(args, "claims", st.Claims, "seq", claimedSeq(st))
 	}
 	p.opts.Log.Info("placement "+st.Kind+" written", args...)
-	return got, made
+	return got, made, nil
 }
 
 // maxPause bounds the pause after a write.
@@ -169,7 +218,12 @@ const maxPause = time.Second
 // tried again). An idle server answers in milliseconds: the pause is as
 // short.
 func (p *Publisher) pause(ctx context.Context, took time.Duration) {
-	t := time.NewTimer(min(2*took, maxPause))
+	p.wait(ctx, min(2*took, maxPause))
+}
+
+// wait waits d, or until ctx is done.
+func (p *Publisher) wait(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-ctx.Done():
@@ -187,14 +241,20 @@ func claimedSeq(st *Step) uint64 {
 // for a pod not bound to the writer.
 var refusedPod = regexp.MustCompile(`; pod (\S+) is not`)
 
+// staleIDs reads the identities named in the index policy's refusal of
+// claims another node made since the writer's view.
+var staleIDs = regexp.MustCompile(`stale claim: node \S+: another node claimed ([^()]+?) since`)
+
 // refusedWrite sorts a failed write. The index policy's verdict on a claim
 // is final for that pod and ADD: the claim is skipped from then on and the
-// others are written again at once. A write on a shard that changed
-// meanwhile (a claim now stale, junk to clean up) is made again on the
-// shard read again. Anything else (RBAC not applied yet, the API server
-// away, a full shard, pods readable by every node) is tried again after a
-// growing wait.
-func (p *Publisher) refusedWrite(ref shardRef, st *Step, err error, now time.Time) outcome {
+// others are written again at once. Claims another node made since the
+// node's view are left out of a write made again at once, and tried again
+// on the shard as written. A write on a shard that changed otherwise
+// meanwhile (a seq beyond it) is made again on the shard read again; one
+// refused because another reference carries the node's UID is tried again
+// shortly. Anything else (RBAC not applied yet, the API server away, a full
+// shard, pods readable by every node) is tried again after a growing wait.
+func (p *Publisher) refusedWrite(ref shardRef, st *Step, err error, now time.Time) (outcome, []string) {
 	name := ref.Namespace + "/" + ref.Name
 	msg := err.Error()
 	policy := apierrors.IsForbidden(err) || apierrors.IsInvalid(err)
@@ -219,19 +279,28 @@ func (p *Publisher) refusedWrite(ref shardRef, st *Step, err error, now time.Tim
 		if marked == 0 { // not one of this write's claims: do not loop on it
 			p.fail("apply", name, err)
 			p.backOff(ref, now)
-			return failed
+			return failed, nil
 		}
-		return refused
-	case policy && (strings.Contains(msg, "stale claim:") || strings.Contains(msg, "index cleanup:")),
-		apierrors.IsConflict(err), apierrors.IsAlreadyExists(err),
-		// another node's reference with this node's UID, into which the patch
-		// merged this node's: a cleanup, on the shard read again
-		policy && strings.Contains(msg, "may add or remove only its own ownerReference"):
-		return reread
+		return refused, nil
+	case policy && strings.Contains(msg, "stale claim:"):
+		if m := staleIDs.FindStringSubmatch(msg); m != nil {
+			ids := slices.DeleteFunc(strings.Fields(m[1]), func(id string) bool { return !slices.Contains(st.Claims, id) })
+			if len(ids) > 0 {
+				p.opts.Log.Info("placement claims made by another node since this node's view; written again without them",
+					"shard", name, "identities", ids)
+				return stale, ids
+			}
+		}
+		return reread, nil
+	case policy && strings.Contains(msg, "reference taken:"):
+		p.fail("taken", name, err) // the garbage collector removes that reference: tried again shortly
+		return taken, nil
+	case apierrors.IsConflict(err), apierrors.IsAlreadyExists(err):
+		return reread, nil
 	}
 	p.fail("apply", name, err)
 	p.backOff(ref, now)
-	return failed
+	return failed, nil
 }
 
 // backOffJitter spreads the waits: each is longer by up to this fraction,

@@ -99,7 +99,10 @@ type Publisher struct {
 	published map[Key]Line
 	resyncAt  time.Time
 	fails     int // failed steps (fail), to tell a pass that settled
+	contested int // shards left with claims refused as stale (publish): not settled either
 	visits    int // shards compared with the store (publish)
+
+	takenWait time.Duration // the least wait after "reference taken:" (takenWait; tests shorten it)
 }
 
 type view struct {
@@ -157,7 +160,7 @@ func NewWithAPI(api API, opts Options) *Publisher {
 		writes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: metrics.Namespace + "placement_writes_total",
 			Help: "Writes to the placement index (its ConfigMaps), by kind: claim (an ADD), update (a reservation's end at DEL, addresses), release (expiry or release)."}, []string{"kind"}),
 		errs: prometheus.NewCounterVec(prometheus.CounterOpts{Name: metrics.Namespace + "placement_errors_total",
-			Help: "Failed placement steps, by step (store, ranges, written, node, get, apply, refused, entry, full, list)."}, []string{"step"}),
+			Help: "Failed placement steps, by step (store, ranges, written, node, get, apply, refused, taken, entry, full, list)."}, []string{"step"}),
 		records: prometheus.NewGauge(prometheus.GaugeOpts{Name: metrics.Namespace + "placement_records",
 			Help: "Sticky identities this node holds and publishes."}),
 		superseded: prometheus.NewGauge(prometheus.GaugeOpts{Name: metrics.Namespace + "placement_superseded",
@@ -171,6 +174,8 @@ func NewWithAPI(api API, opts Options) *Publisher {
 		refused: map[refusal]bool{},
 		lost:    map[Key]string{},
 		logged:  map[string]string{},
+
+		takenWait: takenWait,
 	}
 	for _, k := range []string{WriteClaim, WriteUpdate, WriteRelease} {
 		p.writes.WithLabelValues(k) // exported as 0 before the first write
@@ -211,7 +216,7 @@ func (p *Publisher) Pass(ctx context.Context) {
 		return // in place, as the last pass left it
 	}
 	p.published = nil
-	fails := p.fails
+	fails, contested := p.fails, p.contested
 	// The Node may have been deleted and registered again since the last
 	// pass (a new UID): an owner reference to the old one would be dropped
 	// by the garbage collector.
@@ -247,7 +252,7 @@ func (p *Publisher) Pass(ctx context.Context) {
 			delete(p.refused, r)
 		}
 	}
-	if p.fails == fails && len(p.retry) == 0 && len(p.refused) == 0 {
+	if p.fails == fails && p.contested == contested && len(p.retry) == 0 && len(p.refused) == 0 {
 		p.published, p.resyncAt = want, now.Add(p.opts.Resync)
 		for _, v := range p.shards {
 			if at := v.at.Add(p.opts.Resync); at.Before(p.resyncAt) {

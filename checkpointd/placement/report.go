@@ -41,7 +41,7 @@ func (p *Publisher) fail(step, what string, err error) {
 	p.errs.WithLabelValues(step).Inc()
 	msg := err.Error()
 	if step == "apply" && apierrors.IsForbidden(err) && (strings.Contains(msg, "cannot patch") || strings.Contains(msg, "cannot create")) {
-		msg = "deploy/placement is not installed (kubectl apply -k deploy/placement): " + msg
+		msg = "nodes may not write the placement index yet (deploy/placement/nodes, applied once deploy/placement's index policy is in effect: docs/install.md): " + msg
 	}
 	p.mu.Lock()
 	same := p.logged[step] == msg

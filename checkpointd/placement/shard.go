@@ -19,8 +19,7 @@ type Shard struct {
 	RV     string            // its resourceVersion
 	Values map[string]string // each node's value, by node name
 	// Refs are all its ownerReferences, as they are: the Nodes that own it
-	// (OwnedBy), and what a write that must drop some (Cleanup) gives back
-	// unchanged.
+	// (OwnedBy).
 	Refs []metav1.OwnerReference
 
 	indexOnce sync.Once
@@ -101,29 +100,16 @@ func (s *Shard) index() {
 // Seq: the index policy then refuses the claim as stale.
 func (s *Shard) ClaimSeq() uint64 { return s.rv() }
 
-// Cleanup returns what node's write must do besides its own change, nil
-// when nothing: remove its own ownerReferences to UIDs other than uid (a
-// Node deleted and registered again). A shard where two references share a UID (another node gave its
-// own reference this node's UID, or the other way round) needs a cleanup
-// too, to remove nothing: a server-side apply refuses an object whose list
-// of references repeats a UID, and a strategic merge patch would merge this
-// node's reference into the first with its UID, another node's.
-func (s *Shard) Cleanup(node string, uid types.UID) *Cleanup {
-	c := &Cleanup{RV: s.RV}
-	need := false
-	seen := map[types.UID]bool{}
+// StaleOwn returns the UIDs of node's own references other than uid (its
+// Node deleted and registered again since it wrote them): its next write
+// removes them. No reference UID is ever shared (the index policy), so
+// removing by UID removes those only.
+func (s *Shard) StaleOwn(node string, uid types.UID) []types.UID {
+	var out []types.UID
 	for _, r := range s.Refs {
-		need = need || seen[r.UID]
-		seen[r.UID] = true
-		switch mine := r.Kind == "Node" && r.Name == node; {
-		case mine && r.UID != uid:
-			need = true
-		case !mine:
-			c.Refs = append(c.Refs, r)
+		if r.Kind == "Node" && r.Name == node && r.UID != uid {
+			out = append(out, r.UID)
 		}
 	}
-	if !need {
-		return nil
-	}
-	return c
+	return out
 }

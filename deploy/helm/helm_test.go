@@ -145,10 +145,11 @@ func TestInstallManifestIsTheChart(t *testing.T) {
 }
 
 // TestPlacementIsDeployPlacement: the chart's files/placement/ are the files
-// deploy/placement's Kustomization lists, byte for byte and nothing else;
-// every YAML file of deploy/placement is listed (kubectl apply -f and -k
-// apply the same); and the chart with placement.enabled renders exactly
-// their objects besides the DaemonSet (placement off: none of them).
+// deploy/placement's Kustomization and deploy/placement/nodes' list, byte for
+// byte and nothing else; every YAML file of both is listed (kubectl apply -f
+// and -k apply the same); and the chart with placement.enabled renders
+// exactly their objects besides the DaemonSet (placement off: none of them;
+// the nodes' RBAC only with placement.grantNodes).
 func TestPlacementIsDeployPlacement(t *testing.T) {
 	root := repoRoot(t)
 	files, err := PlacementFiles(root)
@@ -159,10 +160,19 @@ func TestPlacementIsDeployPlacement(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, p := range yamls {
-		if !slices.Contains(files, filepath.Base(p)) {
-			t.Errorf("%s is not in %s: kubectl apply -k would skip it, and so would the chart", p, Kustomization)
+	nodes, err := filepath.Glob(filepath.Join(root, NodesDir, "*.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range append(yamls, nodes...) {
+		rel, _ := filepath.Rel(filepath.Join(root, PlacementDir), p)
+		if !slices.Contains(files, rel) {
+			t.Errorf("%s is not in its Kustomization: kubectl apply -k would skip it, and so would the chart", p)
 		}
+	}
+	var bases []string
+	for _, f := range files {
+		bases = append(bases, filepath.Base(f))
 	}
 	copies, err := filepath.Glob(filepath.Join(root, ChartPlacementDir, "*"))
 	if err != nil {
@@ -172,7 +182,7 @@ func TestPlacementIsDeployPlacement(t *testing.T) {
 	for _, p := range copies {
 		names = append(names, filepath.Base(p))
 	}
-	if a, b := slices.Sorted(slices.Values(names)), slices.Sorted(slices.Values(files)); !slices.Equal(a, b) {
+	if a, b := slices.Sorted(slices.Values(names)), slices.Sorted(slices.Values(bases)); !slices.Equal(a, b) {
 		t.Errorf("the chart's %s holds %v, %s lists %v: run make chart", ChartPlacementDir, a, Kustomization, b)
 	}
 	var want, policies []string
@@ -181,12 +191,12 @@ func TestPlacementIsDeployPlacement(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if cp, err := os.ReadFile(filepath.Join(root, ChartPlacementDir, f)); err != nil || !bytes.Equal(cp, src) {
+		if cp, err := os.ReadFile(filepath.Join(root, ChartPlacementDir, filepath.Base(f))); err != nil || !bytes.Equal(cp, src) {
 			t.Errorf("%s/%s differs from %s/%s (%v): run make chart", ChartPlacementDir, f, PlacementDir, f, err)
 		}
 		for _, m := range documents(t, src) {
 			want = append(want, canonical(t, m))
-			if f != "rbac.yaml" {
+			if !strings.HasPrefix(filepath.Dir(f), "nodes") { // the nodes' RBAC: deploy/placement/nodes
 				policies = append(policies, canonical(t, m))
 			}
 		}

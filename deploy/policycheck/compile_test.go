@@ -142,8 +142,8 @@ func TestEveryExpressionCompiles(t *testing.T) {
 			t.Error(err)
 		}
 	}
-	if n < 50 || mutations != 3 {
-		t.Errorf("compiled %d expressions, %d of them mutations (want 3: placement-policy.yaml's two, optin-policy.yaml's one): the policies were not read", n, mutations)
+	if n < 50 || mutations != 5 {
+		t.Errorf("compiled %d expressions, %d of them mutations (want 5: placement-policy.yaml's two, optin-policy.yaml's one, index-policy.yaml's two): the policies were not read", n, mutations)
 	}
 	t.Logf("%d expressions compiled as kube-apiserver %s compiles them, %d of them JSON patches", n, environment.DefaultCompatibilityVersion(), mutations)
 }

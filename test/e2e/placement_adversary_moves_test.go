@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"context"
+	"crypto/sha256"
 	"fmt"
 	"math/rand/v2"
 	"net/netip"
@@ -14,7 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/uuid"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/stickyip/stickyip/checkpointd/placement"
 )
@@ -61,34 +62,49 @@ func setOwnRef(cm *corev1.ConfigMap, uid types.UID, at int) {
 var advRegressions = []advRegression{
 	// Issue 38, reproduced on 1.36: the garbage collector, finding evil's
 	// reference dangling (its UID names Node victim-1), deleted every
-	// reference with that UID, victim-1's too.
+	// reference with that UID, victim-1's too. Issue 47: the index policy
+	// that then refused the collector kept every other dangling reference of
+	// the shard. No reference UID may be shared: refused.
 	{"own reference with another node's UID, after it", func(a *adversary) {
 		s, _ := a.victimShard()
-		a.accept(a.write(a.evil, s, func(cm *corev1.ConfigMap) { setOwnRef(cm, a.uids[advVictims[0]], -1) }, allPaths[1:]), "after")
-		a.check("after", false)
+		a.refuse(a.write(a.evil, s, func(cm *corev1.ConfigMap) { setOwnRef(cm, a.uids[advVictims[0]], -1) }, allPaths[1:]))
 		a.honestStillWrite()
 	}},
 	// ... and placed before it, the victim's next write merged into evil's.
 	{"own reference with another node's UID, before it", func(a *adversary) {
 		s, _ := a.victimShard()
-		a.accept(a.write(a.evil, s, func(cm *corev1.ConfigMap) { setOwnRef(cm, a.uids[advVictims[0]], 0) }, []string{"JSON patch", "merge patch"}), "before")
-		a.check("before", false)
+		a.refuse(a.write(a.evil, s, func(cm *corev1.ConfigMap) { setOwnRef(cm, a.uids[advVictims[0]], 0) }, []string{"JSON patch", "merge patch"}))
 		a.honestStillWrite() // its patch would merge into evil's reference, the first with its UID
 	}},
+	// Taken (the policy cannot tell a UID is made up), and removed by the
+	// garbage collector with evil's entries: the write it made, let.
 	{"own reference with a made-up UID", func(a *adversary) {
 		s, _ := a.victimShard()
-		a.accept(a.write(a.evil, s, func(cm *corev1.ConfigMap) { setOwnRef(cm, uuid.NewUUID(), -1) }, allPaths[1:]), "random uid")
+		for i, path := range allPaths[1:] {
+			uid := advUID(uint64(i) + 1)
+			from := time.Now()
+			changed := a.write(a.evil, s, func(cm *corev1.ConfigMap) { setOwnRef(cm, uid, -1) }, []string{path})
+			a.accept(changed, "made-up uid")
+			if len(changed) == 0 {
+				continue
+			}
+			a.collected(advNS, s, from, "evil's made-up reference", uid)
+			if cur := a.cp.shard(advNS, s); cur.Values[advEvil] != "" {
+				a.t.Fatalf("the collector removed evil's reference in %s; its entries stayed: %q", s, cur.Values[advEvil])
+			}
+			a.restoreEvil(s)
+		}
 	}},
 	{"a reference named after another node", func(a *adversary) {
 		s, _ := a.victimShard()
 		a.refuse(a.write(a.evil, s, func(cm *corev1.ConfigMap) {
-			cm.OwnerReferences = append(cm.OwnerReferences, metav1.OwnerReference{APIVersion: "v1", Kind: "Node", Name: advVictims[0], UID: uuid.NewUUID()})
+			cm.OwnerReferences = append(cm.OwnerReferences, metav1.OwnerReference{APIVersion: "v1", Kind: "Node", Name: advVictims[0], UID: advUID(98)})
 		}, allPaths))
 	}},
 	{"another node's reference changed, reordered or dropped", func(a *adversary) {
 		s, _ := a.victimShard()
 		for _, m := range []func(*metav1.OwnerReference){
-			func(r *metav1.OwnerReference) { r.UID = uuid.NewUUID() },
+			func(r *metav1.OwnerReference) { r.UID = advUID(99) },
 			func(r *metav1.OwnerReference) { r.Name = advEvil },
 			func(r *metav1.OwnerReference) { r.APIVersion = "v2" },
 			func(r *metav1.OwnerReference) { r.Kind = "Pod" },
@@ -208,47 +224,167 @@ func (a *adversary) refuse(changed []string) {
 	}
 }
 
-// random makes n writes chosen with seed: by evil mostly, some by the
-// namespace user and the member of system:nodes. After each that changed a
-// shard the honest index must be intact (checked through the hint itself
-// every 25 changes and at the end).
-func (a *adversary) random(seed uint64, n int) {
+// advMove is one write of the random adversary, drawn from the seed alone
+// (advPlan): who writes, which honest identity's shard, what, by which
+// path, and the numbers the change is made of.
+type advMove struct {
+	I     int
+	Who   string
+	ID    string // an honest identity: its shard is written
+	Kind  int    // which change (move)
+	Path  string
+	Draws [8]uint64
+}
+
+// advPlan returns the n writes of seed: the same for the same seed, whatever
+// the cluster answers (resourceVersions, UIDs and clocks are not drawn: a
+// change says "the shard's resourceVersion plus one", "victim-1's UID").
+func advPlan(seed uint64, n int, ids []string) []advMove {
 	r := rand.New(rand.NewPCG(seed, 38))
-	a.t.Logf("random adversary: seed %d, %d writes (E2E_ADVERSARY_SEED=%d repeats it)", seed, n, seed)
-	changes := 0
-	for i := range n {
-		s, id := a.pickShard(r)
-		who, c := "evil", a.evil
+	out := make([]advMove, n)
+	for i := range out {
+		m := advMove{I: i, ID: ids[r.IntN(len(ids))], Who: advEvil, Kind: r.IntN(10), Path: allPaths[r.IntN(len(allPaths))]}
 		switch r.IntN(10) {
 		case 0:
-			who, c = "editor", a.editor
+			m.Who = "editor"
 		case 1:
-			who, c = advFake, a.fake
+			m.Who = advFake
 		}
-		what, mutate := a.move(r, id)
-		path := allPaths[r.IntN(len(allPaths))]
-		changed := a.write(c, s, mutate, []string{path})
+		for k := range m.Draws {
+			m.Draws[k] = r.Uint64()
+		}
+		out[i] = m
+	}
+	return out
+}
+
+// planDigest is a short digest of plan: two runs with one seed print the
+// same.
+func planDigest(plan []advMove) string {
+	h := sha256.New()
+	for _, m := range plan {
+		fmt.Fprintf(h, "%d %s %s %d %s %v\n", m.I, m.Who, m.ID, m.Kind, m.Path, m.Draws)
+	}
+	return fmt.Sprintf("%x", h.Sum(nil)[:8])
+}
+
+// advUID is a UUID made of n: a made-up Node UID a seed replays.
+func advUID(n uint64) types.UID {
+	return types.UID(fmt.Sprintf("%08x-0000-4000-8000-%012x", uint32(n>>32), n&0xffffffffffff))
+}
+
+// random makes n writes planned from seed: by evil mostly, some by the
+// namespace user and the member of system:nodes. After each that changed a
+// shard the honest index must be intact, the hint itself must name the
+// honest node of the identities in that shard, and a reference it left
+// dangling must have been removed by the garbage collector (the audit
+// log). Every advDeleteEvery writes a node that owns shards is deleted,
+// with a background, an orphaning or a foreground cascade in turn, evil
+// having tried to give its own references that node's UID first.
+func (a *adversary) random(seed uint64, n int) {
+	plan := advPlan(seed, n, slices.Sorted(mapsKeys(a.want)))
+	a.t.Logf("random adversary: seed %d, %d writes, plan %s (E2E_ADVERSARY_SEED=%d repeats them)", seed, n, planDigest(plan), seed)
+	changes, dangling, deleted := 0, 0, 0
+	for _, m := range plan {
+		if m.I%advDeleteEvery == advDeleteEvery/2 {
+			a.deleteDuringRun(m)
+			deleted++
+		}
+		s := placement.ShardOf(m.ID)
+		c := map[string]kubernetes.Interface{advEvil: a.evil, "editor": a.editor, advFake: a.fake}[m.Who]
+		what, mutate := a.move(m)
+		from := time.Now()
+		changed := a.write(c, s, mutate, []string{m.Path})
 		if len(changed) == 0 {
 			continue
 		}
 		changes++
-		a.accepted = append(a.accepted, fmt.Sprintf("#%d %s: %s by %s on %s", i, who, what, path, s))
-		if who != "evil" {
-			a.t.Fatalf("seed %d, write %d: %s's %s by %s was accepted", seed, i, who, what, path)
+		a.accepted = append(a.accepted, fmt.Sprintf("#%d %s: %s by %s on %s", m.I, m.Who, what, m.Path, s))
+		if m.Who != advEvil {
+			a.t.Fatalf("seed %d, write %d: %s's %s by %s was accepted", seed, m.I, m.Who, what, m.Path)
 		}
-		a.check(fmt.Sprintf("seed %d, write %d (%s by %s)", seed, i, what, path), changes%25 == 0)
+		if uid := a.evilRef(s); uid != "" && uid != a.uids[advEvil] {
+			// evil's reference is dangling: the collector removes it, with
+			// evil's entries; evil writes them again.
+			a.collected(advNS, s, from, fmt.Sprintf("seed %d, write %d (%s by %s)", seed, m.I, what, m.Path), uid)
+			dangling++
+			a.restoreEvil(s)
+		}
+		a.check(fmt.Sprintf("seed %d, write %d (%s by %s)", seed, m.I, what, m.Path), []string{s})
 	}
-	a.check(fmt.Sprintf("seed %d, all %d writes", seed, n), true)
-	a.t.Logf("random adversary: %d of %d writes accepted (evil changing its own entries or reference), the honest index intact after each", changes, n)
+	a.check(fmt.Sprintf("seed %d, all %d writes", seed, n), nil)
+	a.t.Logf("random adversary: %d of %d writes accepted (evil changing its own entries or reference; %d left it dangling, each removed by the collector), %d nodes deleted, the honest index intact and the hint naming the honest nodes after each",
+		changes, n, dangling, deleted)
 }
 
-// move picks a mutation of a shard holding honest identity id.
-func (a *adversary) move(r *rand.Rand, id string) (string, func(*corev1.ConfigMap)) {
+// advDeleteEvery is how often the random adversary deletes a node.
+const advDeleteEvery = 300
+
+// deleteDuringRun has one of advGone own two shards (m's identity's and
+// the next), lets evil try to give its own reference there that node's UID
+// (refused), and deletes the node, a background, an orphaning and a
+// foreground cascade in turn (issue 47: a copied UID kept a deleted node
+// counting).
+func (a *adversary) deleteDuringRun(m advMove) {
+	k := m.I / advDeleteEvery
+	name := advGone[k%len(advGone)]
+	s := placement.ShardOf(m.ID)
+	next := placement.ShardName((int(s[len(s)-1]-'0') + 1) % placement.ShardCount)
+	a.spawn(advNS, name, s, next)
+	a.refuse(a.write(a.evil, s, func(cm *corev1.ConfigMap) { setOwnRef(cm, a.uids[name], int(m.Draws[0]%2)-1) }, allPaths[1:]))
+	policy := []metav1.DeletionPropagation{metav1.DeletePropagationBackground, metav1.DeletePropagationOrphan, metav1.DeletePropagationForeground}[k%3]
+	a.deleteNode(advNS, name, policy)
+	a.check(fmt.Sprintf("Node %s deleted (%s) during the run", name, policy), []string{s, next})
+}
+
+// evilRef is the UID of evil's reference in shard s of advNS ("": none).
+func (a *adversary) evilRef(s string) types.UID {
+	for _, r := range a.cp.shard(advNS, s).Refs {
+		if r.Kind == "Node" && r.Name == advEvil {
+			return r.UID
+		}
+	}
+	return ""
+}
+
+// restoreEvil makes evil's value and reference in shard s of advNS what
+// they were at the start, its one pod's entry and its own Node's UID (the
+// collector removed them, or evil changed them: a reference with another
+// UID is first left to the collector, which removes it).
+func (a *adversary) restoreEvil(s string) {
+	a.t.Helper()
+	pod := a.evilIn[advNS][s]
+	w := a.cp.indexWriterFor(advEvil)
+	eventually(a.t, "evil's entry in "+s+" again", time.Minute, 100*time.Millisecond, func() (bool, string) {
+		cur, err := w.api.Get(context.Background(), advNS, s)
+		if err != nil {
+			return false, err.Error()
+		}
+		l := entryLine(pod, pod, "10.244.9.9")
+		l.Since, l.Seq = advT0, cur.ClaimSeq()
+		uid := a.evilRef(s)
+		if held, _ := cur.Lines(advEvil); len(held) == 1 && held[0].SameClaim(l) && uid == w.uid {
+			return true, ""
+		}
+		if uid != "" && uid != w.uid {
+			return false, "evil's reference carries " + string(uid) + ": the collector's to remove"
+		}
+		return false, fmt.Sprint(w.write(advNS, s, l.String()))
+	})
+}
+
+// move is the change m makes to a shard holding honest identity m.ID; it
+// takes its numbers from m.Draws, never from the shard, so that a seed
+// replays the same changes.
+func (a *adversary) move(m advMove) (string, func(*corev1.ConfigMap)) {
+	id := m.ID
 	victim := a.want[id]
-	uidChoices := []types.UID{a.uids[advVictims[0]], a.uids[advVictims[1]], a.uids[advEvil], uuid.NewUUID(), ""}
+	d := 0
+	pick := func(n int) int { v := int(m.Draws[d%len(m.Draws)] % uint64(n)); d++; return v }
+	uidChoices := []types.UID{a.uids[advVictims[0]], a.uids[advVictims[1]], a.uids[advEvil], advUID(m.Draws[7]), "", "not-a-uuid"}
 	seqOf := func(cm *corev1.ConfigMap) uint64 {
 		rv, _ := parseSeq(cm.ResourceVersion)
-		switch r.IntN(7) {
+		switch pick(7) {
 		case 0:
 			return 0
 		case 1:
@@ -261,58 +397,73 @@ func (a *adversary) move(r *rand.Rand, id string) (string, func(*corev1.ConfigMa
 			return 999999999999999999
 		case 5:
 			l, _ := a.cp.lineOf(advNS, id, victim)
-			return l.Seq + uint64(r.IntN(3))
+			return l.Seq + uint64(pick(3))
 		}
-		return uint64(r.Int64N(1 << 40))
+		return m.Draws[6] % (1 << 40)
 	}
-	pods := []string{id, a.evilPods[r.IntN(len(a.evilPods))], id + "-" + advEvil, "own-b"}
-	switch r.IntN(9) {
+	line := func(id, pod, ip string) placement.Line {
+		l := entryLine(id, pod, ip)
+		l.Since = advT0.Add(time.Duration(m.Draws[5]%1000) * time.Second)
+		return l
+	}
+	pods := []string{id, a.evilPods[pick(len(a.evilPods))], id + "-" + advEvil, "own-b"}
+	switch m.Kind {
 	case 0:
-		u := uidChoices[r.IntN(len(uidChoices))]
-		at := r.IntN(2) - 1
+		u := uidChoices[pick(len(uidChoices))]
+		at := pick(2) - 1
 		return fmt.Sprintf("own reference uid %q at %d", u, at), func(cm *corev1.ConfigMap) { setOwnRef(cm, u, at) }
 	case 1:
+		i, how, u, name, kind := pick(1<<20), pick(4), uidChoices[pick(len(uidChoices))], []string{advEvil, advVictims[0], advVictims[1], "ghost"}[pick(4)],
+			[]string{"Node", "Pod", "node"}[pick(3)]
 		return "another node's reference changed", func(cm *corev1.ConfigMap) {
-			i := r.IntN(len(cm.OwnerReferences))
-			ref := &cm.OwnerReferences[i]
-			switch r.IntN(4) {
+			if len(cm.OwnerReferences) == 0 {
+				return
+			}
+			ref := &cm.OwnerReferences[i%len(cm.OwnerReferences)]
+			switch how {
 			case 0:
-				ref.UID = uidChoices[r.IntN(len(uidChoices))]
+				ref.UID = u
 			case 1:
-				ref.Name = []string{advEvil, advVictims[0], advVictims[1], "ghost"}[r.IntN(4)]
+				ref.Name = name
 			case 2:
-				ref.Kind = []string{"Node", "Pod", "node"}[r.IntN(3)]
+				ref.Kind = kind
 			default:
 				cm.OwnerReferences = append(cm.OwnerReferences, *ref)
 			}
 		}
 	case 2:
+		shuffle, i := pick(2) == 0, pick(1<<20)
 		return "references reordered or dropped", func(cm *corev1.ConfigMap) {
-			if r.IntN(2) == 0 {
-				r.Shuffle(len(cm.OwnerReferences), func(i, j int) {
-					cm.OwnerReferences[i], cm.OwnerReferences[j] = cm.OwnerReferences[j], cm.OwnerReferences[i]
-				})
-			} else if len(cm.OwnerReferences) > 0 {
-				i := r.IntN(len(cm.OwnerReferences))
-				cm.OwnerReferences = slices.Delete(cm.OwnerReferences, i, i+1)
+			switch {
+			case shuffle:
+				slices.Reverse(cm.OwnerReferences)
+				if len(cm.OwnerReferences) > 2 {
+					k := i % len(cm.OwnerReferences)
+					cm.OwnerReferences[0], cm.OwnerReferences[k] = cm.OwnerReferences[k], cm.OwnerReferences[0]
+				}
+			case len(cm.OwnerReferences) > 0:
+				k := i % len(cm.OwnerReferences)
+				cm.OwnerReferences = slices.Delete(cm.OwnerReferences, k, k+1)
 			}
 		}
 	case 3, 4:
-		return fmt.Sprintf("a claim of %s", id), func(cm *corev1.ConfigMap) {
-			l := entryLine(id, pods[r.IntN(len(pods))], "10.244.9.3")
+		pod, keep, reref, u := pods[pick(len(pods))], pick(3) == 0, pick(4) == 0, uidChoices[pick(len(uidChoices))]
+		return fmt.Sprintf("a claim of %s for %s", id, pod), func(cm *corev1.ConfigMap) {
+			l := line(id, pod, "10.244.9.3")
 			l.Seq = seqOf(cm)
 			lines := []string{l.String()}
-			if r.IntN(3) == 0 {
+			if keep {
 				lines = append(lines, cm.Data[advEvil])
 			}
 			cm.Data[advEvil] = strings.Join(lines, "\n")
-			if r.IntN(4) == 0 {
-				setOwnRef(cm, uidChoices[r.IntN(len(uidChoices))], -1)
+			if reref {
+				setOwnRef(cm, u, -1)
 			}
 		}
 	case 5:
+		how := pick(3)
 		return "another node's key", func(cm *corev1.ConfigMap) {
-			switch r.IntN(3) {
+			switch how {
 			case 0:
 				delete(cm.Data, victim)
 			case 1:
@@ -322,9 +473,10 @@ func (a *adversary) move(r *rand.Rand, id string) (string, func(*corev1.ConfigMa
 			}
 		}
 	case 6:
+		how := pick(6)
 		return "metadata", func(cm *corev1.ConfigMap) {
 			yes := true
-			switch r.IntN(5) {
+			switch how {
 			case 0:
 				cm.Annotations = map[string]string{"a": "b"}
 			case 1:
@@ -333,27 +485,30 @@ func (a *adversary) move(r *rand.Rand, id string) (string, func(*corev1.ConfigMa
 				cm.Immutable = &yes
 			case 3:
 				cm.Labels = map[string]string{placement.IndexLabel: "3"}
+			case 4:
+				cm.ManagedFields = bloatedFields(64 << 10)
 			default:
 				cm.Labels["extra"] = "1"
 			}
 		}
 	case 7:
+		which := pick(7)
 		return "lines of odd forms", func(cm *corev1.ConfigMap) {
-			l := entryLine(id, id, "10.244.9.4")
+			l := line(id, id, "10.244.9.4")
 			l.Seq = seqOf(cm)
 			s := l.String()
 			odd := []string{strings.Replace(s, id, id+"..x", 2), s + "\n" + s, strings.Replace(s, "10.244.9.4", "::ffff:10.244.9.4", 1),
 				strings.Replace(s, "10.244.9.4", "2001:DB8::1", 1), strings.Replace(s, " - ", " x ", 1), strings.Repeat("x", 17000),
 				strings.Replace(s, fmt.Sprint(l.Seq), "1"+strings.Repeat("0", 18), 1)}
-			cm.Data[advEvil] = odd[r.IntN(len(odd))]
+			cm.Data[advEvil] = odd[which]
 		}
 	default:
+		base := pick(1000)
 		return "13 claims in one write", func(cm *corev1.ConfigMap) {
 			var lines []string
 			for k := range 13 {
 				p := a.evilPods[k%len(a.evilPods)]
-				l := entryLine(fmt.Sprintf("identity:k%d-%d", r.IntN(1000), k), p, "10.244.9.5")
-				lines = append(lines, l.String())
+				lines = append(lines, line(fmt.Sprintf("identity:k%d-%d", base, k), p, "10.244.9.5").String())
 			}
 			cm.Data[advEvil] = strings.Join(lines, "\n")
 		}

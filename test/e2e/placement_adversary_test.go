@@ -28,39 +28,52 @@ import (
 	"github.com/stickyip/stickyip/test/harness"
 )
 
-// The adversary of issue 38, against a real kube-apiserver (Node,RBAC,
-// NodeRestriction) with deploy/placement and a kube-controller-manager
-// (whose garbage collector answers every reference a write leaves):
-// two honest nodes publish their StatefulSet pods' reservations with the
-// real publisher; a compromised node ("evil", running pods of its own in
-// the namespace), a namespace user with every ConfigMap right and a member
-// of system:nodes that is no node then write at random, on every write
-// path, every field they can reach. After each accepted write (and the
-// collector's answer to it) every honest entry must still count and the
-// placement hint must still name its node, and at the end the honest
-// nodes' writes must still land.
+// The adversary of issues 38 and 47, against a real kube-apiserver
+// (Node,RBAC, NodeRestriction) with deploy/placement and a
+// kube-controller-manager (whose garbage collector answers every reference
+// a write leaves): two honest nodes publish their StatefulSet pods'
+// reservations with the real publisher; a compromised node ("evil", running
+// pods of its own in the namespace), a namespace user with every ConfigMap
+// right and a member of system:nodes that is no node then write at random,
+// on every write path, every field they can reach, while other nodes own
+// shards and are deleted (background and orphan). After each accepted write
+// (and the collector's answer to it, seen in the audit log when the write
+// gave it something to do) every honest entry must still count, the
+// placement hint itself (a dry run of the pod's creation) must still name
+// its node, no two references share a UID and no shard outgrows its
+// entries; at the end the honest nodes' writes must still land. The random
+// writes are a function of the seed alone (advPlan): a seed replays them.
 const (
-	advNS     = "adv"
-	advEvil   = "evil"
-	advFake   = "mallory" // in system:nodes, not system:node:<name>
-	advWrites = 1500      // E2E_ADVERSARY_WRITES overrides
+	advNS      = "adv"
+	advFirstNS = "adv-first" // where victim-1 writes for the first time while evil holds its UID
+	advEvil    = "evil"
+	advFake    = "mallory" // in system:nodes, not system:node:<name>
+	advWrites  = 1500      // E2E_ADVERSARY_WRITES overrides
 )
 
-var advVictims = []string{"victim-1", "victim-2"}
+var (
+	advVictims = []string{"victim-1", "victim-2"}
+	// advGone are the nodes deleted during the run: each owns shards
+	// (spawn), then its Node is deleted (deleteNode).
+	advGone = []string{"gone-0", "gone-1", "gone-2", "gone-3"}
+	// advT0 is the ADD time of every line the adversary writes: no clock in
+	// what a seed replays.
+	advT0 = time.Date(2026, 11, 25, 0, 0, 0, 0, time.UTC)
+)
 
 func TestPlacementAdversary(t *testing.T) {
 	bins := findBins(t)
 	bins.require(t, "kube-controller-manager")
 	netns, h := newNetns(t, "adv")
-	cp := newControlPlane(t, bins, harness.ShortTempDir(t), testLogDir(t), netns, h, "127.0.0.1", append(slices.Clone(advVictims), advEvil)...)
+	cp := newControlPlane(t, bins, harness.ShortTempDir(t), testLogDir(t), netns, h, "127.0.0.1", slices.Concat(advVictims, []string{advEvil}, advGone)...)
 	cp.addUser(advFake, "system:nodes")
 	cp.startControlPlane()
 	cp.startControllerManager()
 	cp.applyPlacement()
 	a := newAdversary(t, cp)
 	a.publishHonestly()
-	for _, rc := range advRegressions {
-		t.Run(rc.name, func(t *testing.T) { a.t = t; rc.run(a); a.check(rc.name, true) })
+	for _, rc := range slices.Concat(advRegressions, advRegressions47) {
+		t.Run(rc.name, func(t *testing.T) { a.t = t; rc.run(a); a.check(rc.name, nil) })
 	}
 	a.t = t
 	seed := uint64(time.Now().UnixNano())
@@ -92,23 +105,27 @@ func (cp *controlPlane) addUser(user, groups string) {
 }
 
 type adversary struct {
-	t        *testing.T
-	cp       *controlPlane
-	uids     map[string]types.UID // Node UIDs
-	evil     kubernetes.Interface
-	editor   kubernetes.Interface
-	fake     kubernetes.Interface
-	stores   map[string]*burstStore
-	want     map[string]string // each honest identity's node
-	evilPods []string          // pods bound to evil: one per shard
-	cancel   context.CancelFunc
-	accepted []string // what the adversary got through, for the report
-	probes   int
+	t         *testing.T
+	cp        *controlPlane
+	uids      map[string]types.UID // Node UIDs
+	evil      kubernetes.Interface
+	editor    kubernetes.Interface
+	fake      kubernetes.Interface
+	stores    map[string]*burstStore
+	want      map[string]string            // each honest identity's node
+	evilPods  []string                     // pods bound to evil: one per shard
+	evilIn    map[string]map[string]string // namespace → shard → a pod bound to evil there
+	cancel    context.CancelFunc
+	accepted  []string // what the adversary got through, for the report
+	probes    int
+	spawned   int // nodes spawned
+	deletions int
 }
 
 func newAdversary(t *testing.T, cp *controlPlane) *adversary {
 	ctx := context.Background()
-	a := &adversary{t: t, cp: cp, uids: map[string]types.UID{}, stores: map[string]*burstStore{}, want: map[string]string{}}
+	a := &adversary{t: t, cp: cp, uids: map[string]types.UID{}, stores: map[string]*burstStore{}, want: map[string]string{},
+		evilIn: map[string]map[string]string{}}
 	for _, n := range append(slices.Clone(advVictims), advEvil) {
 		nd, err := cp.client.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n}}, metav1.CreateOptions{})
 		if err != nil {
@@ -117,6 +134,7 @@ func newAdversary(t *testing.T, cp *controlPlane) *adversary {
 		a.uids[n] = nd.UID
 	}
 	cp.ensureNamespace(advNS)
+	cp.ensureNamespace(advFirstNS)
 	quiet := func(token string) kubernetes.Interface { // the adversary's duplicate references draw a warning each
 		cfg := cp.apiClientConfig(token)
 		cfg.WarningHandler = rest.NoWarnings{}
@@ -160,19 +178,23 @@ func (a *adversary) publishHonestly() {
 		}
 		go p.Run(ctx)
 	}
-	seen := map[string]bool{}
-	for i := 0; len(seen) < placement.ShardCount; i++ {
-		pod := fmt.Sprintf("ev-%d", i)
-		if seen[placement.ShardOf(pod)] {
-			continue
+	for _, ns := range []string{advNS, advFirstNS} {
+		a.evilIn[ns] = map[string]string{}
+		for i := 0; len(a.evilIn[ns]) < placement.ShardCount; i++ {
+			pod := fmt.Sprintf("ev-%d", i)
+			if a.evilIn[ns][placement.ShardOf(pod)] != "" {
+				continue
+			}
+			a.evilIn[ns][placement.ShardOf(pod)] = pod
+			p := testPod(pod, nil)
+			p.Namespace, p.Spec.NodeName = ns, advEvil
+			if _, err := cp.client.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			if ns == advNS {
+				a.evilPods = append(a.evilPods, pod)
+			}
 		}
-		seen[placement.ShardOf(pod)] = true
-		p := testPod(pod, nil)
-		p.Namespace, p.Spec.NodeName = advNS, advEvil
-		if _, err := cp.client.CoreV1().Pods(advNS).Create(ctx, p, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		a.evilPods = append(a.evilPods, pod)
 	}
 	eventually(t, "honest entries published", time.Minute, 200*time.Millisecond, func() (bool, string) { return a.intact() == "", a.intact() })
 	w := cp.indexWriterFor(advEvil)
@@ -202,7 +224,7 @@ func (a *adversary) publishHonestly() {
 		}
 		return true, ""
 	})
-	a.check("baseline", true)
+	a.check("baseline", nil)
 }
 
 func advEntry(pod, ip string, at, until time.Time) reservation.Entry {
@@ -216,11 +238,36 @@ func advEntry(pod, ip string, at, until time.Time) reservation.Entry {
 	return e
 }
 
+// advOverhead bounds what a shard holds beyond its values: metadata (its
+// references, label, the collector's record of what it removed) and what
+// an administrator's write left in managedFields.
+const advOverhead = 16 << 10
+
 // intact says what of the honest index is not as published ("" when all
 // is): each honest identity listed by its node, which owns the shard under
 // its own Node's UID, and named by the hint (read as the hint reads the
-// index).
+// index); in every shard, no two references sharing a UID (the garbage
+// collector removes references by UID) and nothing beyond its values but
+// advOverhead.
 func (a *adversary) intact() string {
+	for _, ns := range []string{advNS, advFirstNS} {
+		l, err := a.cp.client.CoreV1().ConfigMaps(ns).List(context.Background(), metav1.ListOptions{LabelSelector: placement.IndexLabel})
+		if err != nil {
+			return err.Error()
+		}
+		for _, cm := range l.Items {
+			uids := map[types.UID]string{}
+			for _, r := range cm.OwnerReferences {
+				if o, dup := uids[r.UID]; dup {
+					return fmt.Sprintf("%s/%s: the references of %s and %s share the UID %s", ns, cm.Name, o, r.Name, r.UID)
+				}
+				uids[r.UID] = r.Name
+			}
+			if size, values := shardSize(&cm); size > values+advOverhead {
+				return fmt.Sprintf("%s/%s: %d bytes for %d bytes of values (managedFields %d bytes)", ns, cm.Name, size, values, managedSize(&cm))
+			}
+		}
+	}
 	shards := a.cp.shardsIn(advNS)
 	for pod, v := range a.want {
 		s := shards[advNS+"/"+placement.ShardOf(pod)]
@@ -236,7 +283,7 @@ func (a *adversary) intact() string {
 		}) {
 			return fmt.Sprintf("%s: %s's reference is gone", pod, v)
 		}
-		if got := a.cp.hinted(advNS, pod); got != v {
+		if got := hintedIn(s, pod); got != v {
 			return fmt.Sprintf("%s: the index names %q, want %s", pod, got, v)
 		}
 	}
@@ -244,19 +291,20 @@ func (a *adversary) intact() string {
 }
 
 // check fails the test unless the honest index is intact, after the
-// garbage collector has answered (settle); with real, also the placement
-// policy's own answer for every honest identity (a server-side dry run of
-// the pod's creation).
-func (a *adversary) check(after string, real bool) {
+// garbage collector has answered (settle), and unless the placement
+// policy's own answer (a server-side dry run of the pod's creation) names
+// the honest node of every honest identity in shards (nil: every shard).
+func (a *adversary) check(after string, shards []string) {
 	a.t.Helper()
 	a.settle()
 	if bad := a.intact(); bad != "" {
 		a.t.Fatalf("after %s: %s\naccepted adversary writes so far:\n%s", after, bad, strings.Join(a.accepted, "\n"))
 	}
-	if !real {
-		return
-	}
-	for pod, v := range a.want {
+	for _, pod := range slices.Sorted(mapsKeys(a.want)) {
+		v := a.want[pod]
+		if shards != nil && !slices.Contains(shards, placement.ShardOf(pod)) {
+			continue
+		}
 		p := unboundPod(advNS, pod, map[string]string{annReservation: "10"})
 		got, err := a.cp.client.CoreV1().Pods(advNS).Create(context.Background(), p, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 		if err != nil {
@@ -326,7 +374,7 @@ func (a *adversary) honestStillWrite() {
 		}
 		return true, ""
 	})
-	a.check("the honest nodes' last writes", true)
+	a.check("the honest nodes' last writes", nil)
 }
 
 // shardOf returns the shard of an honest identity picked by r.
@@ -346,5 +394,35 @@ func mapsKeys(m map[string]string) func(func(string) bool) {
 	}
 }
 
+// hintedIn names the node the hint picks for identity in shard s, read as
+// the hint reads it: of the owners listing it with a seq the index policy
+// could have checked (at most the shard's resourceVersion), the one with the
+// largest seq; "" when none.
+func hintedIn(s *placement.Shard, identity string) string {
+	best, seq := "", uint64(0)
+	for n, l := range s.Others("", identity) {
+		if best == "" || l.Seq > seq {
+			best, seq = n, l.Seq
+		}
+	}
+	return best
+}
+
 // jsonOf renders v for the report.
 func jsonOf(v any) string { b, _ := json.Marshal(v); return string(b) }
+
+// shardSize is the size of cm as the API server stores it (its JSON), and
+// that of its values.
+func shardSize(cm *corev1.ConfigMap) (size, values int) {
+	b, _ := json.Marshal(cm)
+	for k, v := range cm.Data {
+		values += len(k) + len(v)
+	}
+	return len(b), values
+}
+
+// managedSize is the size of cm's managedFields (their JSON).
+func managedSize(cm *corev1.ConfigMap) int {
+	b, _ := json.Marshal(cm.ManagedFields)
+	return len(b)
+}

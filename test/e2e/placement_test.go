@@ -610,9 +610,12 @@ func (cp *controlPlane) kubectlPath() string {
 	return ""
 }
 
-// applyPlacement installs deploy/placement: with kubectl (apply -k, after
-// a server-side dry run) when it is built, else the way `kubectl apply -f`
-// does it (every *.yaml file), by server-side apply through the API.
+// applyPlacement installs deploy/placement as docs/install.md says: the
+// policies, then, once a dry run shows the index policy in effect
+// (waitIndexPolicy), deploy/placement/nodes (the RBAC that lets nodes write
+// the index); with kubectl (apply -k, after a server-side dry run) when it
+// is built, else the way `kubectl apply -f` does it (every *.yaml file), by
+// server-side apply through the API.
 func (cp *controlPlane) applyPlacement() {
 	t := cp.t
 	t.Helper()
@@ -621,6 +624,7 @@ func (cp *controlPlane) applyPlacement() {
 		t.Fatal(err)
 	}
 	dir := filepath.Join(root, "deploy", "placement")
+	nodes := filepath.Join(dir, "nodes")
 	if cp.kubectlPath() != "" {
 		// The order is an install's: a later apply (a test restoring a
 		// binding it deleted) re-creates a binding after the RBAC.
@@ -629,49 +633,99 @@ func (cp *controlPlane) applyPlacement() {
 		t.Logf("kubectl apply --dry-run=server -f %s:\n%s", dir, cp.kubectl("apply", "--dry-run=server", "-f", dir))
 		out := cp.kubectl("apply", "-k", dir)
 		t.Logf("kubectl apply -k %s:\n%s", dir, out)
+		t.Logf("the index policy in effect after %v (a dry run refused)", cp.waitIndexPolicy().Round(time.Millisecond))
+		grant := cp.kubectl("apply", "-k", nodes)
+		t.Logf("kubectl apply -k %s:\n%s", nodes, grant)
 		if !installed {
 			cp.requirePoliciesBeforeRBAC()
 		}
 		// Applying the manifests again changes nothing: every field the API
 		// server would default is spelled out (a list such as resourceRules is
 		// atomic, so a defaulted field in it made kubectl rewrite it each time).
-		for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		for _, line := range strings.Split(strings.TrimSpace(out+"\n"+grant), "\n") {
 			if strings.HasSuffix(line, " configured") {
 				t.Errorf("kubectl apply -k of unchanged manifests changed %s", strings.TrimSuffix(line, " configured"))
 			}
 		}
 	} else {
-		files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
-		if err != nil || len(files) == 0 {
-			t.Fatalf("%s: no manifests (%v)", dir, err)
-		}
-		admin := cp.dynamicAs(cp.adminToken)
-		for _, f := range files {
-			data, err := os.ReadFile(f)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, doc := range bytes.Split(data, []byte("\n---\n")) {
-				u := &unstructured.Unstructured{}
-				if err := yaml.Unmarshal(doc, &u.Object); err != nil {
-					t.Fatalf("%s: %v", f, err)
-				}
-				gvr := resourceOf(t, u)
-				js, _ := u.MarshalJSON()
-				force := true
-				eventually(t, "apply "+u.GetKind()+" "+u.GetName(), time.Minute, time.Second, func() (bool, string) {
-					_, err := admin.Resource(gvr).Patch(context.Background(), u.GetName(), types.ApplyPatchType, js,
-						metav1.PatchOptions{FieldManager: "kubectl", Force: &force})
-					return err == nil, fmt.Sprint(err)
-				})
-				t.Logf("applied %s %s (%s)", u.GetKind(), u.GetName(), filepath.Base(f))
-			}
-		}
+		cp.applyFiles(dir)
+		t.Logf("the index policy in effect after %v (a dry run refused)", cp.waitIndexPolicy().Round(time.Millisecond))
+		cp.applyFiles(nodes)
 	}
 	eventually(t, "placement policies in the API", time.Minute, time.Second, func() (bool, string) {
 		_, err := cp.client.AdmissionregistrationV1().MutatingAdmissionPolicyBindings().Get(context.Background(), placementBindingName, metav1.GetOptions{})
 		return err == nil, fmt.Sprint(err)
 	})
+}
+
+// applyFiles applies every *.yaml file of dir as `kubectl apply -f dir`
+// does, by server-side apply through the API as admin.
+func (cp *controlPlane) applyFiles(dir string) {
+	t := cp.t
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("%s: no manifests (%v)", dir, err)
+	}
+	admin := cp.dynamicAs(cp.adminToken)
+	for _, f := range files {
+		for _, u := range manifestObjects(t, f) {
+			gvr := resourceOf(t, u)
+			js, _ := u.MarshalJSON()
+			force := true
+			eventually(t, "apply "+u.GetKind()+" "+u.GetName(), time.Minute, time.Second, func() (bool, string) {
+				_, err := admin.Resource(gvr).Patch(context.Background(), u.GetName(), types.ApplyPatchType, js,
+					metav1.PatchOptions{FieldManager: "kubectl", Force: &force})
+				return err == nil, fmt.Sprint(err)
+			})
+			t.Logf("applied %s %s (%s)", u.GetKind(), u.GetName(), filepath.Base(f))
+		}
+	}
+}
+
+// manifestObjects are the objects of manifest file f, in its order.
+func manifestObjects(t testing.TB, f string) []*unstructured.Unstructured {
+	t.Helper()
+	data, err := os.ReadFile(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []*unstructured.Unstructured
+	for _, doc := range bytes.Split(data, []byte("\n---\n")) {
+		u := &unstructured.Unstructured{}
+		if err := yaml.Unmarshal(doc, &u.Object); err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		out = append(out, u)
+	}
+	return out
+}
+
+// probeRefused is what the index policy answers to the creation of a
+// ConfigMap named stickyip-placement-probe (docs/install.md).
+const probeRefused = "stickyip-placement-probe is refused"
+
+// waitIndexPolicy waits until the index policy is in effect, as
+// docs/install.md has an administrator see it: a dry run of the creation of
+// a ConfigMap named stickyip-placement-probe is refused by it (with
+// kubectl when it is built: the documented command); it returns how long
+// that took.
+func (cp *controlPlane) waitIndexPolicy() time.Duration {
+	t := cp.t
+	t.Helper()
+	start := time.Now()
+	eventually(t, "the index policy in effect (a dry run of stickyip-placement-probe refused)", time.Minute, 100*time.Millisecond, func() (bool, string) {
+		var out string
+		if cp.kubectlPath() != "" {
+			out, _ = cp.kubectlErr("create", "configmap", "stickyip-placement-probe", "--dry-run=server", "-o", "name")
+		} else {
+			_, err := cp.client.CoreV1().ConfigMaps("default").Create(context.Background(),
+				&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "stickyip-placement-probe"}}, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+			out = fmt.Sprint(err)
+		}
+		return strings.Contains(out, probeRefused), out
+	})
+	return time.Since(start)
 }
 
 // resourceOf maps the kinds deploy/placement ships to their resources (all

@@ -4,8 +4,9 @@
 {{- end -}}
 
 {{/* "true" when the chart grants nodes the right to write the placement
-index (rbac.yaml): placement.grantNodes "always", or "auto" once the API
-server has the index policy (templates/placement.yaml says why). */}}
+index (rbac.yaml, deploy/placement/nodes): placement.grantNodes "always", or
+"auto" once the API server has the index policy (templates/placement.yaml
+says why, and the NOTES how to see it in effect first). */}}
 {{- define "stickyip.placementGrant" -}}
 {{- $mode := .Values.placement.grantNodes -}}
 {{- if eq $mode "always" -}}true
