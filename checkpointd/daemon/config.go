@@ -11,6 +11,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/stickyip/stickyip/checkpointd/flannel"
 	"github.com/stickyip/stickyip/checkpointd/kubeletconfig"
 	"github.com/stickyip/stickyip/checkpointd/policy"
 	"github.com/stickyip/stickyip/contract"
@@ -27,7 +28,7 @@ type Config struct {
 	CRIEndpoint               string
 	DataDir                   string // stickyip data dir; "" disables IPAM reconciliation
 	CNIConfDir                string // CNI network configs, for pool sizes and flannel networks; "" disables
-	FlannelSubnetFile         string // flanneld's lease; "auto": the flannel plugin's (see SubnetFile); "" disables keeping it
+	FlannelSubnetFile         string // flanneld's lease; "auto": the flannel plugin's (see flannel.SubnetFile); "" disables keeping it
 	AllowNamespaces           string
 	AllowPrivilegedNamespaces string
 	Grace                     time.Duration
@@ -103,7 +104,7 @@ func (c Config) resolve() (Config, policy.Policy, error) {
 	if c.StaticPodDir, err = c.ResolveStaticPodDir(); err != nil {
 		return c, pol, err
 	}
-	if c.FlannelSubnetFile, err = SubnetFile(c.FlannelSubnetFile, c.CNIConfDir); err != nil {
+	if c.FlannelSubnetFile, err = flannel.SubnetFile(c.FlannelSubnetFile, c.CNIConfDir); err != nil {
 		return c, pol, err
 	}
 	return c, pol, nil

@@ -143,7 +143,7 @@ func build(cfg Config, pol policy.Policy) (*parts, error) {
 		}
 		if ipamStore != nil && cfg.CNIConfDir != "" {
 			lease.Check = reconcile.LeaseCheck(func() (*ipamstore.View, error) { return store.Observe() },
-				func(v *ipamstore.View) []string { return v.FlannelNetworks(cfg.FlannelSubnetFile) })
+				func(v *ipamstore.View) []string { return flannel.Networks(v.Conf, cfg.FlannelSubnetFile) })
 		}
 	}
 	m := metrics.New()

@@ -24,6 +24,11 @@
 //
 // It never invents a subnet: what it puts back is a copy of a file flanneld
 // wrote on this node.
+//
+// The package also reads what the CNI configuration says of flannel
+// (subnetfile.go): which lease file the flannel plugin reads (SubnetFile,
+// --flannel-subnet-file) and which networks that lease gives addresses to
+// (Networks).
 package flannel
 
 import (
@@ -40,10 +45,6 @@ import (
 	"github.com/stickyip/stickyip/checkpointd/safefile"
 	"github.com/stickyip/stickyip/contract"
 )
-
-// SubnetFileFromCNI is the --flannel-subnet-file value (the default) that
-// takes the lease file from the flannel plugin's own configuration.
-const SubnetFileFromCNI = "auto"
 
 // SavedFileName is the saved lease's name in the checkpoint directory.
 const SavedFileName = "flannel-subnet.env"
