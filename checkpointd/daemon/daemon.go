@@ -142,7 +142,7 @@ func build(cfg Config, pol policy.Policy) (*parts, error) {
 			Log:        log.With("component", "flannel-lease"),
 		}
 		if ipamStore != nil && cfg.CNIConfDir != "" {
-			lease.Check = reconcile.LeaseCheck(func() (*ipamstore.View, error) { return store.Observe() },
+			lease.Check = flannel.IPAMCheck(func() (*ipamstore.View, error) { return store.Observe() },
 				func(v *ipamstore.View) []string { return flannel.Networks(v.Conf, cfg.FlannelSubnetFile) })
 		}
 	}

@@ -15,7 +15,7 @@
 //     back, never over an existing file (the write is a link(2), which fails
 //     when the file exists), and only when it still matches the IPAM (the
 //     address stickyip allocated last on the flannel network lies in its
-//     subnet, see Check). While the API server answers, flanneld is about
+//     subnet, see Check and IPAMCheck). While the API server answers, flanneld is about
 //     to write the current lease, which may differ: nothing is put back;
 //   - recognises the file it put back by its inode, kept on tmpfs for this
 //     boot: flanneld writes a new file and renames it into place, so once the
