@@ -7,6 +7,7 @@ import (
 
 	"github.com/stickyip/stickyip/checkpointd/boot"
 	"github.com/stickyip/stickyip/checkpointd/checkpoint"
+	"github.com/stickyip/stickyip/checkpointd/config"
 	"github.com/stickyip/stickyip/checkpointd/contact"
 	"github.com/stickyip/stickyip/checkpointd/flannel"
 	"github.com/stickyip/stickyip/checkpointd/placement"
@@ -24,7 +25,7 @@ import (
 // it did not write (nor the placement index in the API: an administrator
 // removes it with kubectl). It returns the paths it
 // removed.
-func Cleanup(cfg Config, all bool) ([]string, error) {
+func Cleanup(cfg config.Config, all bool) ([]string, error) {
 	static, err := cfg.ResolveStaticPodDir()
 	if err != nil {
 		return nil, err

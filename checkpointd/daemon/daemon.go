@@ -23,6 +23,7 @@ import (
 	"github.com/stickyip/stickyip/checkpointd/apiclient"
 	"github.com/stickyip/stickyip/checkpointd/boot"
 	"github.com/stickyip/stickyip/checkpointd/checkpoint"
+	"github.com/stickyip/stickyip/checkpointd/config"
 	"github.com/stickyip/stickyip/checkpointd/contact"
 	"github.com/stickyip/stickyip/checkpointd/cri"
 	"github.com/stickyip/stickyip/checkpointd/flannel"
@@ -45,11 +46,11 @@ import (
 // the same manifest back; once the kubelet reaches the API server it stops
 // every copy whose manifest is gone, so a copy never outlives its keeper
 // for longer than that.
-func Run(ctx context.Context, cfg Config) error {
+func Run(ctx context.Context, cfg config.Config) error {
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
 	}
-	cfg, pol, err := cfg.resolve()
+	cfg, pol, err := cfg.Resolve()
 	if err != nil {
 		return err
 	}
@@ -93,11 +94,11 @@ func (p *parts) close(log *slog.Logger) {
 // build connects checkpointd's parts: API and CRI clients, the checkpoint,
 // contact, boot and IPAM stores, the flannel lease keeper, the placement
 // publisher and the reconciler.
-func build(cfg Config, pol policy.Policy) (*parts, error) {
+func build(cfg config.Config, pol policy.Policy) (*parts, error) {
 	log := cfg.Log
 	// client-go logs through klog: send it to the same structured log.
 	klog.SetSlogLogger(log.With("component", "client-go"))
-	rc, err := RestConfig(cfg.Kubeconfig, cfg.Timeout)
+	rc, err := config.RestConfig(cfg.Kubeconfig, cfg.Timeout)
 	if err != nil {
 		return nil, err
 	}
@@ -210,7 +211,7 @@ func build(cfg Config, pol policy.Policy) (*parts, error) {
 
 // serve runs the HTTP endpoints, the API client, the reconciler and the
 // publisher until ctx is done, then stops checkpointd's static copies.
-func serve(ctx context.Context, cfg Config, p *parts) error {
+func serve(ctx context.Context, cfg config.Config, p *parts) error {
 	log := cfg.Log
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()

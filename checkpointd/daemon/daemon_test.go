@@ -3,8 +3,6 @@ package daemon
 import (
 	"path/filepath"
 
-	"github.com/stickyip/stickyip/contract"
-
 	"errors"
 	"io"
 	"net/http"
@@ -19,6 +17,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
 
+	"github.com/stickyip/stickyip/checkpointd/config"
 	"github.com/stickyip/stickyip/checkpointd/metrics"
 )
 
@@ -56,43 +55,6 @@ func TestHealthz(t *testing.T) {
 				t.Errorf("GET /healthz = %d %q, want %d containing %q", code, body, tc.code, tc.body)
 			}
 		})
-	}
-}
-
-func TestValidate(t *testing.T) {
-	good := Config{NodeName: "n", CheckpointDir: "/c", StaticPodDir: "/s", VolumeDir: "/v", Grace: time.Minute,
-		Interval: time.Second, Volumes: "copy", Reservation: "10m", RestoreTimeout: time.Minute, AllowNamespaces: "kube-system"}
-	if err := good.Validate(); err != nil {
-		t.Fatalf("valid config rejected: %v", err)
-	}
-	for name, mut := range map[string]func(*Config){
-		"--node-name":           func(c *Config) { c.NodeName = "" },
-		"--grace-period":        func(c *Config) { c.Grace = 0 },
-		"--volumes":             func(c *Config) { c.Volumes = "maybe" },
-		"--restore-reservation": func(c *Config) { c.Reservation = "soon" },
-		"--static-pod-dir":      func(c *Config) { c.StaticPodDir = "" },
-	} {
-		c := good
-		mut(&c)
-		if err := c.Validate(); err == nil || !strings.Contains(err.Error(), name) {
-			t.Errorf("%s: err = %v, want one naming the flag", name, err)
-		}
-	}
-	c := good
-	c.Reservation = "30"
-	if err := c.Validate(); err != nil {
-		t.Errorf("integer minutes rejected: %v", err)
-	}
-	// Issue 9 row 11: checkpointd accepted values the plugin refuses, so the
-	// restored copy never got a network. Every value the plugin's parser
-	// refuses must be refused here, naming the flag.
-	for _, v := range []string{"-5m", "-5", "1e309", "1.5", " ", strings.Repeat("9", 65)} {
-		c.Reservation = v
-		_, perr := contract.ParseReservedDuration(v)
-		err := c.Validate()
-		if perr == nil || err == nil || !strings.Contains(err.Error(), "--restore-reservation") {
-			t.Errorf("--restore-reservation=%q: Validate err %v (plugin parser: %v); want both to refuse it", v, err, perr)
-		}
 	}
 }
 
@@ -173,7 +135,7 @@ func TestUnitRemovesCopiesWhenItStops(t *testing.T) {
 // never a file it did not write.
 func TestCleanup(t *testing.T) {
 	dir := t.TempDir()
-	cfg := Config{StaticPodDir: filepath.Join(dir, "manifests"), CheckpointDir: filepath.Join(dir, "ckpt"),
+	cfg := config.Config{StaticPodDir: filepath.Join(dir, "manifests"), CheckpointDir: filepath.Join(dir, "ckpt"),
 		VolumeDir: filepath.Join(dir, "run")}
 	files := map[string]string{
 		"manifests/stickyip-checkpoint-default_web.yaml": "copy (legacy name)",

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/stickyip/stickyip/checkpointd/config"
 	"github.com/stickyip/stickyip/checkpointd/daemon"
 	"github.com/stickyip/stickyip/contract"
 )
@@ -78,7 +79,7 @@ func line(changed bool, path string) string {
 // stops: its listen address no longer answers, at most wait) everything
 // checkpointd wrote (daemon.Cleanup with all), then the plugin binary. The
 // IPAM store is left in place. It returns the paths it removed.
-func (n Node) Uninstall(ctx context.Context, cfg daemon.Config, wait time.Duration) ([]string, error) {
+func (n Node) Uninstall(ctx context.Context, cfg config.Config, wait time.Duration) ([]string, error) {
 	var removed []string
 	mp := filepath.Join(n.StaticPodDir, ManifestName)
 	if ok, err := Remove(mp); err != nil {

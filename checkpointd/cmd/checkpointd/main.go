@@ -18,6 +18,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/stickyip/stickyip/checkpointd/config"
 	"github.com/stickyip/stickyip/checkpointd/daemon"
 	"github.com/stickyip/stickyip/checkpointd/flannel"
 	"github.com/stickyip/stickyip/contract"
@@ -44,7 +45,7 @@ func run(args []string) int {
 		}
 	}
 	fs := flag.NewFlagSet("checkpointd", flag.ContinueOnError)
-	var cfg daemon.Config
+	var cfg config.Config
 	logLevel := daemonFlags(fs, &cfg)
 	showVersion := fs.Bool("version", false, "print the version and exit")
 	if cleanup {
@@ -123,8 +124,8 @@ Every flag can also be set with the environment variable CHECKPOINTD_<FLAG>, e.g
 
 // daemonFlags defines the daemon's flags on fs, filling cfg; the install
 // and uninstall commands take the same ones. It returns the log level flag.
-func daemonFlags(fs *flag.FlagSet, cfg *daemon.Config) *string {
-	fs.StringVar(&cfg.NodeName, "node-name", daemon.DefaultNodeName(), "this node's name as the API server knows it ($NODE_NAME, else the lower-cased host name)")
+func daemonFlags(fs *flag.FlagSet, cfg *config.Config) *string {
+	fs.StringVar(&cfg.NodeName, "node-name", config.DefaultNodeName(), "this node's name as the API server knows it ($NODE_NAME, else the lower-cased host name)")
 	fs.StringVar(&cfg.Kubeconfig, "kubeconfig", contract.DefaultKubeconfig, `kubeconfig to reach the API server: the kubelet's, so checkpointd reads with the node's own identity ("in-cluster" or "": the pod's service account)`)
 	fs.StringVar(&cfg.CheckpointDir, "checkpoint-dir", contract.DefaultCheckpointDir, "where checkpoint records are kept (0700; persistent disk)")
 	fs.StringVar(&cfg.StaticPodDir, "static-pod-dir", contract.DefaultStaticPodDir, "the kubelet's staticPodPath (--kubelet-config overrides it)")

@@ -1,4 +1,8 @@
-package daemon
+// Package config is checkpointd's settings: the one value every command of
+// the binary is built from (the daemon, cleanup, rebuild-store, install and
+// uninstall), with its checks (Validate) and the settings derived from
+// others (Resolve: the static pod directory, flannel's subnet file).
+package config
 
 import (
 	"errors"
@@ -17,7 +21,7 @@ import (
 	"github.com/stickyip/stickyip/contract"
 )
 
-// Config is every setting of the daemon (see cmd/checkpointd for flags and defaults).
+// Config is every setting of checkpointd (see cmd/checkpointd for flags and defaults).
 type Config struct {
 	NodeName                  string
 	Kubeconfig                string // "" or "in-cluster": in-cluster config
@@ -57,7 +61,7 @@ func (c *Config) Validate() error {
 }
 
 // validate is Validate that also returns the namespace policy it parsed, so
-// that Run parses it once.
+// that Resolve parses it once.
 func (c *Config) validate() (policy.Policy, error) {
 	switch {
 	case c.NodeName == "":
@@ -93,10 +97,11 @@ func (c *Config) validate() (policy.Policy, error) {
 	return pol, nil
 }
 
-// resolve checks c and returns it with the settings derived from others
+// Resolve checks c and returns it with the settings derived from others
 // resolved (the static pod directory, flannel's subnet file) and the
-// namespace policy it parsed: the one value Run builds the daemon from.
-func (c Config) resolve() (Config, policy.Policy, error) {
+// namespace policy it parsed: the one value daemon.Run builds the daemon
+// from.
+func (c Config) Resolve() (Config, policy.Policy, error) {
 	pol, err := c.validate()
 	if err != nil {
 		return c, pol, err
@@ -112,8 +117,8 @@ func (c Config) resolve() (Config, policy.Policy, error) {
 
 // ResolveStaticPodDir returns the static pod directory checkpointd writes
 // to: the staticPodPath of the kubelet's config when --kubelet-config is set,
-// else --static-pod-dir. The daemon, Cleanup and the installer all resolve it
-// here.
+// else --static-pod-dir. The daemon, cleanup and the installer all resolve
+// it here.
 func (c *Config) ResolveStaticPodDir() (string, error) {
 	if c.KubeletConfig == "" {
 		return c.StaticPodDir, nil
