@@ -1,8 +1,7 @@
 // Package daemon wires checkpointd together: API client, CRI client, IPAM
 // store, policy, per-boot tracker, flannel lease keeper, reconcile loop,
 // placement publisher, StatefulSet retention follower, and the /healthz
-// and /metrics HTTP endpoints. It also holds Cleanup, which
-// removes what checkpointd put on a node.
+// and /metrics HTTP endpoints.
 package daemon
 
 import (
