@@ -11,8 +11,8 @@ import (
 	"github.com/stickyip/stickyip/checkpointd/boot"
 	"github.com/stickyip/stickyip/checkpointd/checkpoint"
 	"github.com/stickyip/stickyip/checkpointd/config"
-	"github.com/stickyip/stickyip/checkpointd/contact"
 	"github.com/stickyip/stickyip/checkpointd/flannel"
+	"github.com/stickyip/stickyip/checkpointd/lastcontact"
 	"github.com/stickyip/stickyip/checkpointd/placement"
 	"github.com/stickyip/stickyip/checkpointd/reconcile"
 )
@@ -42,7 +42,7 @@ func Remove(cfg config.Config, all bool) ([]string, error) {
 		return removed, err
 	}
 	store := checkpoint.Open(cfg.CheckpointDir)
-	more, err := store.Purge(flannel.SavedFileName, contact.FileName, placement.WrittenFileName)
+	more, err := store.Purge(flannel.SavedFileName, lastcontact.FileName, placement.WrittenFileName)
 	removed = append(removed, more...)
 	if err != nil {
 		return removed, err
