@@ -17,7 +17,7 @@
 //  4. decide and act, per pod identity: state.Decide on the snapshot's
 //     inputs, then carry out exactly the actions it returns: save (save.go),
 //     refuse (report.go), write files and restore (restore.go), remove
-//     copies and files (copies.go), drop checkpoints (release.go);
+//     copies and files (copies.go), drop checkpoints (drop.go);
 //     one pod's error stays that pod's (logged and counted, never the
 //     daemon's health);
 //  5. confirm that restored copies got a running sandbox (restore.go);
