@@ -51,36 +51,35 @@ func TestSubnetFileFromTheFlannelConflist(t *testing.T) {
 
 // The networks a lease gives addresses to are those whose flannel plugin
 // reads its file (the plugin's default when it names none), whatever their
-// IPAM; a file no plugin reads gives none.
+// IPAM, and whether the file exists or not; a file no plugin reads gives
+// none.
 func TestNetworks(t *testing.T) {
 	confDir := t.TempDir()
-	subnetEnv := filepath.Join(t.TempDir(), "subnet.env")
-	write := func(p, s string) {
-		t.Helper()
-		if err := os.WriteFile(p, []byte(s), 0o644); err != nil {
+	for name, plugins := range map[string]string{
+		"cbr0":    `{"type":"flannel","subnetFile":"/run/flannel/other.env","ipam":{"type":"stickyip"}},{"type":"portmap"}`,
+		"default": `{"type":"flannel","delegate":{"hairpinMode":true}}`,
+		"br":      `{"type":"bridge","ipam":{"type":"host-local","subnet":"10.98.0.0/24"}}`,
+	} {
+		conf := `{"cniVersion":"1.0.0","name":"` + name + `","plugins":[` + plugins + `]}`
+		if err := os.WriteFile(filepath.Join(confDir, name+".conflist"), []byte(conf), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
-	dir := filepath.Join(t.TempDir(), "stickyip")
-	write(filepath.Join(confDir, "10-flannel.conflist"), `{"cniVersion":"0.3.1","name":"cbr0","plugins":[
-	  {"type":"flannel","subnetFile":"`+subnetEnv+`","ipam":{"type":"stickyip","dataDir":"`+dir+`"},"delegate":{"isDefaultGateway":true}},
-	  {"type":"portmap","capabilities":{"portMappings":true}}]}`)
-	write(subnetEnv, "FLANNEL_NETWORK=10.244.0.0/16\nFLANNEL_SUBNET=10.244.1.1/24\nFLANNEL_MTU=1450\nFLANNEL_IPMASQ=true\n")
-	write(filepath.Join(confDir, "20-bridge.conflist"), `{"cniVersion":"1.0.0","name":"br","plugins":[
-	  {"type":"bridge","ipam":{"type":"stickyip","dataDir":"`+dir+`","ranges":[[{"subnet":"10.99.0.0/24","rangeStart":"10.99.0.10","rangeEnd":"10.99.0.19"}]]}}]}`)
-	write(filepath.Join(confDir, "30-other.conf"), `{"cniVersion":"1.0.0","name":"other","type":"bridge","ipam":{"type":"host-local","subnet":"10.98.0.0/24"}}`)
-	write(filepath.Join(confDir, "40-broken.conflist"), `{not json`)
 	c, err := ipam.ReadConf(confDir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if nets := Networks(c, subnetEnv); len(nets) != 1 || nets[0] != "cbr0" {
-		t.Errorf("Networks = %v; want [cbr0]", nets)
+	for file, want := range map[string]string{
+		"/run/flannel/other.env":            "cbr0",
+		"/run/flannel/../flannel/other.env": "cbr0",
+		contract.DefaultFlannelSubnetFile:   "default",
+		"/run/flannel/none.env":             "",
+	} {
+		if got := strings.Join(Networks(c, file), ","); got != want {
+			t.Errorf("Networks(%s) = [%s], want [%s]", file, got, want)
+		}
 	}
-	if nets := Networks(c, contract.DefaultFlannelSubnetFile); len(nets) != 0 {
-		t.Errorf("Networks of another subnet file = %v, want none", nets)
-	}
-	if nets := Networks(nil, subnetEnv); nets != nil {
+	if nets := Networks(nil, contract.DefaultFlannelSubnetFile); nets != nil {
 		t.Errorf("Networks without a directory read = %v, want none", nets)
 	}
 }
