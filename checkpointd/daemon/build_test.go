@@ -10,6 +10,7 @@ import (
 
 	"github.com/stickyip/stickyip/checkpointd/apiclient"
 	"github.com/stickyip/stickyip/checkpointd/apiclient/apitest"
+	"github.com/stickyip/stickyip/checkpointd/config"
 	"github.com/stickyip/stickyip/checkpointd/policy"
 )
 
@@ -24,7 +25,7 @@ func TestOneAPIClient(t *testing.T) {
 	if err := os.WriteFile(kubeconfig, []byte(kc), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cfg := Config{NodeName: "node1", Kubeconfig: kubeconfig, CheckpointDir: filepath.Join(root, "checkpoints"),
+	cfg := config.Config{NodeName: "node1", Kubeconfig: kubeconfig, CheckpointDir: filepath.Join(root, "checkpoints"),
 		StaticPodDir: filepath.Join(root, "manifests"), VolumeDir: filepath.Join(root, "volumes"), CRIEndpoint: "unix://" + filepath.Join(root, "cri.sock"),
 		DataDir: filepath.Join(root, "data"), CNIConfDir: filepath.Join(root, "net.d"), Placement: true, RebuildStore: true,
 		Interval: time.Second, Timeout: time.Second, Log: slog.New(slog.DiscardHandler)}

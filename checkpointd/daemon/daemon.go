@@ -1,8 +1,7 @@
 // Package daemon wires checkpointd together: API client, CRI client, IPAM
 // store, policy, per-boot tracker, flannel lease keeper, reconcile loop,
 // placement publisher, StatefulSet retention follower, and the /healthz
-// and /metrics HTTP endpoints. It also holds Cleanup, which
-// removes what checkpointd put on a node.
+// and /metrics HTTP endpoints.
 package daemon
 
 import (
@@ -23,11 +22,12 @@ import (
 	"github.com/stickyip/stickyip/checkpointd/apiclient"
 	"github.com/stickyip/stickyip/checkpointd/boot"
 	"github.com/stickyip/stickyip/checkpointd/checkpoint"
-	"github.com/stickyip/stickyip/checkpointd/contact"
+	"github.com/stickyip/stickyip/checkpointd/config"
 	"github.com/stickyip/stickyip/checkpointd/cri"
 	"github.com/stickyip/stickyip/checkpointd/flannel"
 	"github.com/stickyip/stickyip/checkpointd/ipamstore"
 	"github.com/stickyip/stickyip/checkpointd/kube"
+	"github.com/stickyip/stickyip/checkpointd/lastcontact"
 	"github.com/stickyip/stickyip/checkpointd/metrics"
 	"github.com/stickyip/stickyip/checkpointd/placement"
 	"github.com/stickyip/stickyip/checkpointd/policy"
@@ -45,11 +45,11 @@ import (
 // the same manifest back; once the kubelet reaches the API server it stops
 // every copy whose manifest is gone, so a copy never outlives its keeper
 // for longer than that.
-func Run(ctx context.Context, cfg Config) error {
+func Run(ctx context.Context, cfg config.Config) error {
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
 	}
-	cfg, pol, err := cfg.resolve()
+	cfg, pol, err := cfg.Resolve()
 	if err != nil {
 		return err
 	}
@@ -93,11 +93,11 @@ func (p *parts) close(log *slog.Logger) {
 // build connects checkpointd's parts: API and CRI clients, the checkpoint,
 // contact, boot and IPAM stores, the flannel lease keeper, the placement
 // publisher and the reconciler.
-func build(cfg Config, pol policy.Policy) (*parts, error) {
+func build(cfg config.Config, pol policy.Policy) (*parts, error) {
 	log := cfg.Log
 	// client-go logs through klog: send it to the same structured log.
 	klog.SetSlogLogger(log.With("component", "client-go"))
-	rc, err := RestConfig(cfg.Kubeconfig, cfg.Timeout)
+	rc, err := config.RestConfig(cfg.Kubeconfig, cfg.Timeout)
 	if err != nil {
 		return nil, err
 	}
@@ -109,7 +109,7 @@ func build(cfg Config, pol policy.Policy) (*parts, error) {
 	if err != nil {
 		return nil, err
 	}
-	clock, err := contact.Open(cfg.CheckpointDir)
+	clock, err := lastcontact.Open(cfg.CheckpointDir)
 	if err != nil {
 		// Unknown counts as out of contact forever: only pods nothing
 		// replaces are restored until the API server answers again.
@@ -142,8 +142,8 @@ func build(cfg Config, pol policy.Policy) (*parts, error) {
 			Log:        log.With("component", "flannel-lease"),
 		}
 		if ipamStore != nil && cfg.CNIConfDir != "" {
-			lease.Check = reconcile.LeaseCheck(func() (*ipamstore.View, error) { return store.Observe() },
-				func(v *ipamstore.View) []string { return v.FlannelNetworks(cfg.FlannelSubnetFile) })
+			lease.Check = flannel.IPAMCheck(func() (*ipamstore.View, error) { return store.Observe() },
+				func(v *ipamstore.View) []string { return flannel.Networks(v.Conf, cfg.FlannelSubnetFile) })
 		}
 	}
 	m := metrics.New()
@@ -210,7 +210,7 @@ func build(cfg Config, pol policy.Policy) (*parts, error) {
 
 // serve runs the HTTP endpoints, the API client, the reconciler and the
 // publisher until ctx is done, then stops checkpointd's static copies.
-func serve(ctx context.Context, cfg Config, p *parts) error {
+func serve(ctx context.Context, cfg config.Config, p *parts) error {
 	log := cfg.Log
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()

@@ -1,10 +1,6 @@
 package daemon
 
 import (
-	"path/filepath"
-
-	"github.com/stickyip/stickyip/contract"
-
 	"errors"
 	"io"
 	"net/http"
@@ -59,43 +55,6 @@ func TestHealthz(t *testing.T) {
 	}
 }
 
-func TestValidate(t *testing.T) {
-	good := Config{NodeName: "n", CheckpointDir: "/c", StaticPodDir: "/s", VolumeDir: "/v", Grace: time.Minute,
-		Interval: time.Second, Volumes: "copy", Reservation: "10m", RestoreTimeout: time.Minute, AllowNamespaces: "kube-system"}
-	if err := good.Validate(); err != nil {
-		t.Fatalf("valid config rejected: %v", err)
-	}
-	for name, mut := range map[string]func(*Config){
-		"--node-name":           func(c *Config) { c.NodeName = "" },
-		"--grace-period":        func(c *Config) { c.Grace = 0 },
-		"--volumes":             func(c *Config) { c.Volumes = "maybe" },
-		"--restore-reservation": func(c *Config) { c.Reservation = "soon" },
-		"--static-pod-dir":      func(c *Config) { c.StaticPodDir = "" },
-	} {
-		c := good
-		mut(&c)
-		if err := c.Validate(); err == nil || !strings.Contains(err.Error(), name) {
-			t.Errorf("%s: err = %v, want one naming the flag", name, err)
-		}
-	}
-	c := good
-	c.Reservation = "30"
-	if err := c.Validate(); err != nil {
-		t.Errorf("integer minutes rejected: %v", err)
-	}
-	// Issue 9 row 11: checkpointd accepted values the plugin refuses, so the
-	// restored copy never got a network. Every value the plugin's parser
-	// refuses must be refused here, naming the flag.
-	for _, v := range []string{"-5m", "-5", "1e309", "1.5", " ", strings.Repeat("9", 65)} {
-		c.Reservation = v
-		_, perr := contract.ParseReservedDuration(v)
-		err := c.Validate()
-		if perr == nil || err == nil || !strings.Contains(err.Error(), "--restore-reservation") {
-			t.Errorf("--restore-reservation=%q: Validate err %v (plugin parser: %v); want both to refuse it", v, err, perr)
-		}
-	}
-}
-
 // TestDaemonSetManifest decodes deploy/checkpointd/daemonset.yaml strictly:
 // it is one DaemonSet acting with the node's own identity (the kubelet's
 // kubeconfig, read-only), with no service account token and no RBAC of its
@@ -145,73 +104,5 @@ func TestDaemonSetManifest(t *testing.T) {
 	}
 	if strings.Join(kinds, ",") != "DaemonSet" {
 		t.Errorf("kinds %v: want only the DaemonSet (no ServiceAccount, no RBAC)", kinds)
-	}
-}
-
-// TestUnitRemovesCopiesWhenItStops: the shipped unit runs `checkpointd
-// cleanup` after every stop, with the same settings as the daemon.
-func TestUnitRemovesCopiesWhenItStops(t *testing.T) {
-	data, err := os.ReadFile("../../conf/checkpointd.service")
-	if err != nil {
-		t.Fatal(err)
-	}
-	unit := string(data)
-	for _, want := range []string{"\nExecStart=/usr/local/bin/checkpointd\n", "\nExecStopPost=/usr/local/bin/checkpointd cleanup\n",
-		"\nEnvironmentFile=-/etc/default/checkpointd\n", "\nEnvironment=CHECKPOINTD_STATIC_POD_DIR=", "\nEnvironment=CHECKPOINTD_VOLUME_DIR="} {
-		if !strings.Contains(unit, want) {
-			t.Errorf("unit lacks %q", strings.TrimSpace(want))
-		}
-	}
-	if strings.Index(unit, "EnvironmentFile=") < strings.LastIndex(unit, "Environment=CHECKPOINTD_") {
-		t.Error("EnvironmentFile must come after the defaults so the operator's settings win")
-	}
-}
-
-// TestCleanup: `checkpointd cleanup` removes the copies' manifests and keeps
-// their files (a copy the kubelet keeps running during an outage still reads
-// them; issue 17 finding 2); with --all everything checkpointd wrote, and
-// never a file it did not write.
-func TestCleanup(t *testing.T) {
-	dir := t.TempDir()
-	cfg := Config{StaticPodDir: filepath.Join(dir, "manifests"), CheckpointDir: filepath.Join(dir, "ckpt"),
-		VolumeDir: filepath.Join(dir, "run")}
-	files := map[string]string{
-		"manifests/stickyip-checkpoint-default_web.yaml": "copy (legacy name)",
-		"manifests/stickyip-checkpoint-default_api.json": "copy",
-		"manifests/kube-apiserver.yaml":                  "not ours",
-		"run/default_web/tls/key":                        "secret",
-		"run/boot.json":                                  "{}",
-		"ckpt/default_web.ckpt":                          "record",
-		"ckpt/default_gone.absent":                       "mark",
-		"ckpt/flannel-subnet.env":                        "lease",
-		"ckpt/api-contact":                               "2026-01-02T03:04:05Z\n",
-		"ckpt/corrupt/default_x.ckpt.123":                "evidence",
-		"ckpt/operator-notes":                            "not ours",
-	}
-	for p, body := range files {
-		full := filepath.Join(dir, p)
-		if err := os.MkdirAll(filepath.Dir(full), 0o700); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(full, []byte(body), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	exists := func(p string) bool { _, err := os.Stat(filepath.Join(dir, p)); return err == nil }
-	if _, err := Cleanup(cfg, false); err != nil {
-		t.Fatal(err)
-	}
-	if exists("manifests/stickyip-checkpoint-default_web.yaml") || exists("manifests/stickyip-checkpoint-default_api.json") ||
-		!exists("run/default_web/tls/key") || !exists("ckpt/default_web.ckpt") || !exists("run/boot.json") || !exists("ckpt/api-contact") {
-		t.Fatal("cleanup without --all: want the copies' manifests gone; their files, checkpoints, API contact and boot state kept")
-	}
-	if _, err := Cleanup(cfg, true); err != nil {
-		t.Fatal(err)
-	}
-	for p := range files {
-		ours := !strings.Contains(files[p], "not ours")
-		if exists(p) == ours {
-			t.Errorf("%s: exists=%t after cleanup --all (ours=%t)", p, exists(p), ours)
-		}
 	}
 }

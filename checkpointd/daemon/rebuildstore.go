@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/stickyip/stickyip/checkpointd/checkpoint"
+	"github.com/stickyip/stickyip/checkpointd/config"
 	"github.com/stickyip/stickyip/checkpointd/cri"
 	"github.com/stickyip/stickyip/checkpointd/ipamstore"
 	"github.com/stickyip/stickyip/checkpointd/rebuild"
@@ -19,7 +20,7 @@ import (
 // network namespaces, the checkpoints); it reads no placement index and
 // posts no Event (the log says everything). It returns whether the store
 // was rebuilt; a usable store is left as it is.
-func RebuildStore(ctx context.Context, cfg Config) (bool, error) {
+func RebuildStore(ctx context.Context, cfg config.Config) (bool, error) {
 	if cfg.DataDir == "" {
 		return false, errors.New("--data-dir is empty: no IPAM store")
 	}

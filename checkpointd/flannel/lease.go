@@ -15,7 +15,7 @@
 //     back, never over an existing file (the write is a link(2), which fails
 //     when the file exists), and only when it still matches the IPAM (the
 //     address stickyip allocated last on the flannel network lies in its
-//     subnet, see Check). While the API server answers, flanneld is about
+//     subnet, see Check and IPAMCheck). While the API server answers, flanneld is about
 //     to write the current lease, which may differ: nothing is put back;
 //   - recognises the file it put back by its inode, kept on tmpfs for this
 //     boot: flanneld writes a new file and renames it into place, so once the
@@ -24,6 +24,11 @@
 //
 // It never invents a subnet: what it puts back is a copy of a file flanneld
 // wrote on this node.
+//
+// The package also reads what the CNI configuration says of flannel
+// (subnetfile.go): which lease file the flannel plugin reads (SubnetFile,
+// --flannel-subnet-file) and which networks that lease gives addresses to
+// (Networks).
 package flannel
 
 import (
@@ -40,10 +45,6 @@ import (
 	"github.com/stickyip/stickyip/checkpointd/safefile"
 	"github.com/stickyip/stickyip/contract"
 )
-
-// SubnetFileFromCNI is the --flannel-subnet-file value (the default) that
-// takes the lease file from the flannel plugin's own configuration.
-const SubnetFileFromCNI = "auto"
 
 // SavedFileName is the saved lease's name in the checkpoint directory.
 const SavedFileName = "flannel-subnet.env"

@@ -9,7 +9,8 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/stickyip/stickyip/checkpointd/daemon"
+	"github.com/stickyip/stickyip/checkpointd/cleanup"
+	"github.com/stickyip/stickyip/checkpointd/config"
 	"github.com/stickyip/stickyip/contract"
 )
 
@@ -76,9 +77,9 @@ func line(changed bool, path string) string {
 // order that leaves nothing behind: checkpointd's static pod manifest, then
 // (once the kubelet has stopped checkpointd, which removes its copies as it
 // stops: its listen address no longer answers, at most wait) everything
-// checkpointd wrote (daemon.Cleanup with all), then the plugin binary. The
+// checkpointd wrote (cleanup.Remove with all), then the plugin binary. The
 // IPAM store is left in place. It returns the paths it removed.
-func (n Node) Uninstall(ctx context.Context, cfg daemon.Config, wait time.Duration) ([]string, error) {
+func (n Node) Uninstall(ctx context.Context, cfg config.Config, wait time.Duration) ([]string, error) {
 	var removed []string
 	mp := filepath.Join(n.StaticPodDir, ManifestName)
 	if ok, err := Remove(mp); err != nil {
@@ -91,7 +92,7 @@ func (n Node) Uninstall(ctx context.Context, cfg daemon.Config, wait time.Durati
 			return removed, fmt.Errorf("checkpointd still answers on %s after its static pod was removed; is it also run by systemd? %w", cfg.ListenAddress, err)
 		}
 	}
-	more, err := daemon.Cleanup(cfg, true)
+	more, err := cleanup.Remove(cfg, true)
 	removed = append(removed, more...)
 	if err != nil {
 		return removed, err

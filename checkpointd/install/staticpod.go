@@ -14,7 +14,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/yaml"
 
-	"github.com/stickyip/stickyip/checkpointd/daemon"
+	"github.com/stickyip/stickyip/checkpointd/config"
 	"github.com/stickyip/stickyip/checkpointd/flannel"
 	"github.com/stickyip/stickyip/contract"
 )
@@ -133,7 +133,7 @@ const NetnsDir = "/var/run/netns"
 // static pod, checkpoint, volume, IPAM data and CNI config directories, the
 // runtime's network namespaces (read-only, for the IPAM leak rule), the
 // CRI socket and the directory of flannel's subnet file.
-func Mounts(cfg daemon.Config) ([]HostPath, error) {
+func Mounts(cfg config.Config) ([]HostPath, error) {
 	var ms []HostPath
 	add := func(name, path string, t corev1.HostPathType, ro bool) {
 		if path != "" {

@@ -3,9 +3,6 @@ package ipamstore
 import (
 	"errors"
 	"maps"
-
-	"github.com/stickyip/stickyip/contract"
-
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -195,12 +192,5 @@ func TestFreeFromCNIConfig(t *testing.T) {
 	}
 	if !maps.Equal(pools, want) {
 		t.Errorf("Pools = %+v, want %+v", pools, want)
-	}
-	nets, err := FlannelNetworks(confDir, subnetEnv)
-	if err != nil || len(nets) != 1 || nets[0] != "cbr0" {
-		t.Errorf("FlannelNetworks = %v, %v; want [cbr0]", nets, err)
-	}
-	if nets, _ := FlannelNetworks(confDir, contract.DefaultFlannelSubnetFile); len(nets) != 0 {
-		t.Errorf("FlannelNetworks of another subnet file = %v, want none", nets)
 	}
 }

@@ -249,24 +249,6 @@ func (v *View) Holds() (func(reservation.Entry) bool, error) {
 	}, errors.Join(problems...)
 }
 
-// FlannelNetworks returns the networks whose flannel plugin reads
-// subnetFile (package function FlannelNetworks' answer, from what was read).
-func (v *View) FlannelNetworks(subnetFile string) []string {
-	if v.Conf == nil {
-		return nil
-	}
-	var out []string
-	for _, n := range v.Conf.Networks {
-		for _, p := range n.Plugins {
-			if p.Type == "flannel" && filepath.Clean(cmp.Or(p.SubnetFile, contract.DefaultFlannelSubnetFile)) == filepath.Clean(subnetFile) {
-				out = append(out, n.Name)
-				break
-			}
-		}
-	}
-	return out
-}
-
 // ReleaseIn is ReleaseContainer with the network's engine as v read it.
 func (s *Store) ReleaseIn(v *View, network, containerID, ifname string) (released bool, err error) {
 	eng, err := v.Engine(network)

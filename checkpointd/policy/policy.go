@@ -24,6 +24,8 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/stickyip/stickyip/checkpointd/podspec"
 )
 
 // Refusal reasons, short and stable: they label metrics and Events.
@@ -105,7 +107,7 @@ func (p Policy) Evaluate(pod *corev1.Pod) Verdict {
 	if rp := pod.Spec.RestartPolicy; rp != "" && rp != corev1.RestartPolicyAlways {
 		return refuse(ReasonRestartPolicy, "restartPolicy is %s: the kubelet would not run it again, a static copy would", rp)
 	}
-	if needs := NeedsAPIServer(pod); len(needs) > 0 {
+	if needs := podspec.NeedsAPIServer(pod); len(needs) > 0 {
 		return refuse(ReasonUnsupported, "it cannot run without the API server: %s", strings.Join(needs, "; "))
 	}
 	if overlap := Overlap(pod); len(overlap) > 0 {
@@ -117,21 +119,4 @@ func (p Policy) Evaluate(pod *corev1.Pod) Verdict {
 			joinFindings(power), pod.Namespace, orNone(p.PrivilegedNamespaces))
 	}
 	return Verdict{Allowed: true}
-}
-
-// NeedsAPIServer lists what in pod cannot be resolved without the API server.
-func NeedsAPIServer(pod *corev1.Pod) []string {
-	var out []string
-	for _, v := range pod.Spec.Volumes {
-		switch {
-		case v.PersistentVolumeClaim != nil:
-			out = append(out, fmt.Sprintf("volume %q is a persistentVolumeClaim", v.Name))
-		case v.Ephemeral != nil:
-			out = append(out, fmt.Sprintf("volume %q is a generic ephemeral volume", v.Name))
-		}
-	}
-	if len(pod.Spec.ResourceClaims) > 0 {
-		out = append(out, "it uses resource claims")
-	}
-	return out
 }

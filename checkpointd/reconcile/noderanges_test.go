@@ -2,6 +2,7 @@ package reconcile
 
 import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/stickyip/stickyip/checkpointd/flannel"
 	"github.com/stickyip/stickyip/checkpointd/ipamstore"
 	"net/netip"
 	"strings"
@@ -125,7 +126,7 @@ func TestNodeRangesChange(t *testing.T) {
 
 	// The saved lease of the old range is never put back.
 	v, _ := rip.Observe()
-	check := LeaseCheck(func() (*ipamstore.View, error) { return v, nil }, func(*ipamstore.View) []string { return []string{"cbr0"} })
+	check := flannel.IPAMCheck(func() (*ipamstore.View, error) { return v, nil }, func(*ipamstore.View) []string { return []string{"cbr0"} })
 	old, err := contract.ParseFlannelLease([]byte("FLANNEL_NETWORK=10.211.0.0/16\nFLANNEL_SUBNET=10.211.1.1/24\nFLANNEL_MTU=1450\nFLANNEL_IPMASQ=true\n"))
 	if err != nil {
 		t.Fatal(err)

@@ -17,7 +17,7 @@
 //  4. decide and act, per pod identity: state.Decide on the snapshot's
 //     inputs, then carry out exactly the actions it returns: save (save.go),
 //     refuse (report.go), write files and restore (restore.go), remove
-//     copies and files (copies.go), drop checkpoints (release.go);
+//     copies and files (copies.go), drop checkpoints (drop.go);
 //     one pod's error stays that pod's (logged and counted, never the
 //     daemon's health);
 //  5. confirm that restored copies got a running sandbox (restore.go);
@@ -40,10 +40,10 @@ import (
 
 	"github.com/stickyip/stickyip/checkpointd/boot"
 	"github.com/stickyip/stickyip/checkpointd/checkpoint"
-	"github.com/stickyip/stickyip/checkpointd/contact"
 	"github.com/stickyip/stickyip/checkpointd/cri"
 	"github.com/stickyip/stickyip/checkpointd/flannel"
 	"github.com/stickyip/stickyip/checkpointd/ipamstore"
+	"github.com/stickyip/stickyip/checkpointd/lastcontact"
 	"github.com/stickyip/stickyip/checkpointd/metrics"
 	"github.com/stickyip/stickyip/checkpointd/policy"
 )
@@ -101,11 +101,11 @@ type Config struct {
 	API       API
 	Boot      *boot.Tracker
 	Policy    policy.Policy
-	IPAM      IPAM            // optional
-	Repair    Repairer        // optional: rebuilds a damaged or lost IPAM store
-	Events    Events          // optional
-	Lease     *flannel.Keeper // optional
-	Contact   *contact.Clock  // the last API contact; nil: unknown (only never-replaced pods are restored)
+	IPAM      IPAM               // optional
+	Repair    Repairer           // optional: rebuilds a damaged or lost IPAM store
+	Events    Events             // optional
+	Lease     *flannel.Keeper    // optional
+	Contact   *lastcontact.Clock // the last API contact; nil: unknown (only never-replaced pods are restored)
 	Metrics   *metrics.Metrics
 	Log       *slog.Logger
 

@@ -7,7 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/stickyip/stickyip/checkpointd/policy"
+	"github.com/stickyip/stickyip/checkpointd/podspec"
 	"github.com/stickyip/stickyip/contract"
 )
 
@@ -34,7 +34,7 @@ func IsCopy(pod *corev1.Pod) bool {
 
 // Check reports whether pod can be restored at all (see ErrUnsupported).
 func Check(pod *corev1.Pod) error {
-	if needs := policy.NeedsAPIServer(pod); len(needs) > 0 {
+	if needs := podspec.NeedsAPIServer(pod); len(needs) > 0 {
 		return fmt.Errorf("%s: %w", strings.Join(needs, "; "), ErrUnsupported)
 	}
 	return nil

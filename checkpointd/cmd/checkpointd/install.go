@@ -13,7 +13,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/stickyip/stickyip/checkpointd/daemon"
+	"github.com/stickyip/stickyip/checkpointd/config"
 	"github.com/stickyip/stickyip/checkpointd/install"
 )
 
@@ -21,7 +21,7 @@ import (
 // what the DaemonSet of deploy/install runs on every node.
 func runInstall(cmd string, args []string) int {
 	fs := flag.NewFlagSet("checkpointd "+cmd, flag.ContinueOnError)
-	var cfg daemon.Config
+	var cfg config.Config
 	logLevel := daemonFlags(fs, &cfg)
 	daemonSet := map[string]bool{}
 	fs.VisitAll(func(f *flag.Flag) { daemonSet[f.Name] = true })
@@ -110,7 +110,7 @@ cleanup --all and removes the plugin; the IPAM store stays.
 // staticPodFor describes checkpointd's static pod with the daemon settings
 // this command was given (flags or CHECKPOINTD_* variables), passed on as
 // CHECKPOINTD_* variables, and the node's name.
-func staticPodFor(fs *flag.FlagSet, daemonSet map[string]bool, cfg daemon.Config, image string) (*install.StaticPod, error) {
+func staticPodFor(fs *flag.FlagSet, daemonSet map[string]bool, cfg config.Config, image string) (*install.StaticPod, error) {
 	mounts, err := install.Mounts(cfg)
 	if err != nil {
 		return nil, err

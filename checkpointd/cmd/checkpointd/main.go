@@ -1,7 +1,7 @@
 // Command checkpointd saves opted-in pods of its node and restores them as
 // static pods when the API server is away. It only wires flags (each with an
 // environment fallback, CHECKPOINTD_<FLAG_NAME>) to daemon.Run, or, as
-// `checkpointd cleanup [--all]`, to daemon.Cleanup, or, as `checkpointd
+// `checkpointd cleanup [--all]`, to cleanup.Remove, or, as `checkpointd
 // install` and `checkpointd uninstall` (what the DaemonSet of deploy/install
 // runs on every node; `checkpointd ready` is its readiness probe), to
 // package install, or, as `checkpointd stranded`, lists the pods that wait
@@ -18,6 +18,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/stickyip/stickyip/checkpointd/cleanup"
+	"github.com/stickyip/stickyip/checkpointd/config"
 	"github.com/stickyip/stickyip/checkpointd/daemon"
 	"github.com/stickyip/stickyip/checkpointd/flannel"
 	"github.com/stickyip/stickyip/contract"
@@ -28,11 +30,11 @@ func main() {
 }
 
 func run(args []string) int {
-	cleanup, all, rebuildStore := false, false, false
+	clean, all, rebuildStore := false, false, false
 	if len(args) > 0 {
 		switch args[0] {
 		case "cleanup":
-			cleanup, args = true, args[1:]
+			clean, args = true, args[1:]
 		case "rebuild-store":
 			rebuildStore, args = true, args[1:]
 		case "install", "uninstall":
@@ -44,10 +46,10 @@ func run(args []string) int {
 		}
 	}
 	fs := flag.NewFlagSet("checkpointd", flag.ContinueOnError)
-	var cfg daemon.Config
+	var cfg config.Config
 	logLevel := daemonFlags(fs, &cfg)
 	showVersion := fs.Bool("version", false, "print the version and exit")
-	if cleanup {
+	if clean {
 		fs.BoolVar(&all, "all", false, "also remove the copies' files and every checkpoint, stored secret, mark, saved lease and the last API contact")
 	}
 	fs.Usage = func() {
@@ -89,8 +91,8 @@ Every flag can also be set with the environment variable CHECKPOINTD_<FLAG>, e.g
 		return 2
 	}
 
-	if cleanup {
-		removed, err := daemon.Cleanup(cfg, all)
+	if clean {
+		removed, err := cleanup.Remove(cfg, all)
 		for _, p := range removed {
 			fmt.Println("removed", p)
 		}
@@ -123,8 +125,8 @@ Every flag can also be set with the environment variable CHECKPOINTD_<FLAG>, e.g
 
 // daemonFlags defines the daemon's flags on fs, filling cfg; the install
 // and uninstall commands take the same ones. It returns the log level flag.
-func daemonFlags(fs *flag.FlagSet, cfg *daemon.Config) *string {
-	fs.StringVar(&cfg.NodeName, "node-name", daemon.DefaultNodeName(), "this node's name as the API server knows it ($NODE_NAME, else the lower-cased host name)")
+func daemonFlags(fs *flag.FlagSet, cfg *config.Config) *string {
+	fs.StringVar(&cfg.NodeName, "node-name", config.DefaultNodeName(), "this node's name as the API server knows it ($NODE_NAME, else the lower-cased host name)")
 	fs.StringVar(&cfg.Kubeconfig, "kubeconfig", contract.DefaultKubeconfig, `kubeconfig to reach the API server: the kubelet's, so checkpointd reads with the node's own identity ("in-cluster" or "": the pod's service account)`)
 	fs.StringVar(&cfg.CheckpointDir, "checkpoint-dir", contract.DefaultCheckpointDir, "where checkpoint records are kept (0700; persistent disk)")
 	fs.StringVar(&cfg.StaticPodDir, "static-pod-dir", contract.DefaultStaticPodDir, "the kubelet's staticPodPath (--kubelet-config overrides it)")

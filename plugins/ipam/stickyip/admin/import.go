@@ -9,7 +9,7 @@ import (
 
 	"github.com/stickyip/stickyip/contract"
 	"github.com/stickyip/stickyip/ipam"
-	"github.com/stickyip/stickyip/plugins/ipam/stickyip/cni"
+	"github.com/stickyip/stickyip/plugins/ipam/stickyip/datadir"
 	"github.com/stickyip/stickyip/reservation"
 )
 
@@ -44,7 +44,7 @@ func (t *tool) importCmd(args []string) error {
 	env := ipam.HostEnv(log)
 	var n int
 	hl := &ipam.HostLocal{Dir: dir} // listed once, if the store asks for room
-	err = cni.OpenStore(dataDir, 0).Update(*network, func(tx reservation.Txn) (err error) {
+	err = datadir.Open(dataDir, 0).Update(*network, func(tx reservation.Txn) (err error) {
 		n, err = hl.Import(tx, nil, env.BootID, time.Now(), log)
 		if err != nil {
 			return err

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/stickyip/stickyip/ipam"
-	"github.com/stickyip/stickyip/plugins/ipam/stickyip/cni"
+	"github.com/stickyip/stickyip/plugins/ipam/stickyip/datadir"
 	"github.com/stickyip/stickyip/reservation"
 )
 
@@ -60,7 +60,7 @@ func (t *tool) status(args []string) error {
 		c := confs[n]
 		st := PoolStatus{Network: n, DataDir: c.DataDir, ConfigFile: c.File}
 		e := ipam.NewEngine(c.Config, ipam.Env{})
-		err := cni.OpenStore(c.DataDir, 0).View(n, func(tx reservation.Txn) (err error) {
+		err := datadir.Open(c.DataDir, 0).View(n, func(tx reservation.Txn) (err error) {
 			if st.Sets, st.Outside, err = e.Summary(tx, now); err != nil {
 				return err
 			}

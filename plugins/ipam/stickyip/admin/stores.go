@@ -9,7 +9,7 @@ import (
 
 	"github.com/stickyip/stickyip/contract"
 	"github.com/stickyip/stickyip/ipam"
-	"github.com/stickyip/stickyip/plugins/ipam/stickyip/cni"
+	"github.com/stickyip/stickyip/plugins/ipam/stickyip/datadir"
 	"github.com/stickyip/stickyip/reservation/boltstore"
 )
 
@@ -70,8 +70,8 @@ func (s storeDir) label(network string, several bool) string {
 	return network
 }
 
-// store opens the directory's store as the plugin does (cni.OpenStore).
-func (s storeDir) store() *boltstore.Store { return cni.OpenStore(s.dir, 0) }
+// store opens the directory's store as the plugin does (datadir.Open).
+func (s storeDir) store() *boltstore.Store { return datadir.Open(s.dir, 0) }
 
 // stores returns the stores a command works on. --data-dir (or
 // $STICKYIP_DATA_DIR) wins: that one store. Otherwise the CNI configuration

@@ -24,6 +24,7 @@ import (
 
 	"github.com/stickyip/stickyip/contract"
 	"github.com/stickyip/stickyip/ipam"
+	"github.com/stickyip/stickyip/plugins/ipam/stickyip/datadir"
 	"github.com/stickyip/stickyip/reservation"
 	"github.com/stickyip/stickyip/reservation/boltstore"
 )
@@ -61,7 +62,7 @@ func Run(args *skel.CmdArgs, fn func(*Call) error) (err error) {
 	}
 	log, closeLog := openLog(conf.LogFile)
 	defer closeLog()
-	c := &Call{Args: args, Conf: conf, Store: OpenStore(conf.DataDir, conf.LockTimeout).WithNewStoreWait(conf.NewStoreWait), Log: log}
+	c := &Call{Args: args, Conf: conf, Store: datadir.Open(conf.DataDir, conf.LockTimeout).WithNewStoreWait(conf.NewStoreWait), Log: log}
 	c.Engine = ipam.NewEngine(conf, ipam.HostEnv(log.With("network", conf.Name)))
 	if err := fn(c); err != nil {
 		log.Error("call failed", "network", conf.Name, "container", args.ContainerID, "ifname", args.IfName, "error", err)
@@ -166,16 +167,6 @@ func (c *Call) PrevResultIPs() ([]netip.Addr, error) {
 	return out, nil
 }
 
-// OpenStore returns the store in dataDir as the plugin and the operator
-// tool open it. A data directory with neither a database nor a creation
-// mark is new unless the runtime's CNI result cache (libcni's default, where
-// containerd and CRI-O keep it) shows a sandbox that got its address from
-// it: then it was removed whole, and is lost. lockTimeout 0: the store's
-// default.
-func OpenStore(dataDir string, lockTimeout time.Duration) *boltstore.Store {
-	return boltstore.New(dataDir, lockTimeout).WithLostWitness(ipam.CacheWitness(contract.DefaultCNIResultsDir, dataDir))
-}
-
 // statusLockWait bounds how long STATUS waits for a writer to finish; a lock
 // held longer is not a health problem (see boltstore.Store.Health).
 const statusLockWait = 2 * time.Second
@@ -183,7 +174,7 @@ const statusLockWait = 2 * time.Second
 // Health answers CNI STATUS: nil when stickyip can serve ADDs on this node,
 // else StatusError. It reads only (STATUS is polled every few seconds).
 func (c *Call) Health() error {
-	if err := OpenStore(c.Conf.DataDir, min(c.Conf.LockTimeout, statusLockWait)).Health(); err != nil {
+	if err := datadir.Open(c.Conf.DataDir, min(c.Conf.LockTimeout, statusLockWait)).Health(); err != nil {
 		return StatusError(err)
 	}
 	return nil

@@ -1,4 +1,8 @@
-package daemon
+// Package config is checkpointd's settings: the one value every command of
+// the binary is built from (the daemon, cleanup, rebuild-store, install and
+// uninstall), with its checks (Validate) and the settings derived from
+// others (Resolve: the static pod directory, flannel's subnet file).
+package config
 
 import (
 	"errors"
@@ -11,12 +15,13 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/stickyip/stickyip/checkpointd/flannel"
 	"github.com/stickyip/stickyip/checkpointd/kubeletconfig"
 	"github.com/stickyip/stickyip/checkpointd/policy"
 	"github.com/stickyip/stickyip/contract"
 )
 
-// Config is every setting of the daemon (see cmd/checkpointd for flags and defaults).
+// Config is every setting of checkpointd (see cmd/checkpointd for flags and defaults).
 type Config struct {
 	NodeName                  string
 	Kubeconfig                string // "" or "in-cluster": in-cluster config
@@ -27,7 +32,7 @@ type Config struct {
 	CRIEndpoint               string
 	DataDir                   string // stickyip data dir; "" disables IPAM reconciliation
 	CNIConfDir                string // CNI network configs, for pool sizes and flannel networks; "" disables
-	FlannelSubnetFile         string // flanneld's lease; "auto": the flannel plugin's (see SubnetFile); "" disables keeping it
+	FlannelSubnetFile         string // flanneld's lease; "auto": the flannel plugin's (see flannel.SubnetFile); "" disables keeping it
 	AllowNamespaces           string
 	AllowPrivilegedNamespaces string
 	Grace                     time.Duration
@@ -56,7 +61,7 @@ func (c *Config) Validate() error {
 }
 
 // validate is Validate that also returns the namespace policy it parsed, so
-// that Run parses it once.
+// that Resolve parses it once.
 func (c *Config) validate() (policy.Policy, error) {
 	switch {
 	case c.NodeName == "":
@@ -92,10 +97,11 @@ func (c *Config) validate() (policy.Policy, error) {
 	return pol, nil
 }
 
-// resolve checks c and returns it with the settings derived from others
+// Resolve checks c and returns it with the settings derived from others
 // resolved (the static pod directory, flannel's subnet file) and the
-// namespace policy it parsed: the one value Run builds the daemon from.
-func (c Config) resolve() (Config, policy.Policy, error) {
+// namespace policy it parsed: the one value daemon.Run builds the daemon
+// from.
+func (c Config) Resolve() (Config, policy.Policy, error) {
 	pol, err := c.validate()
 	if err != nil {
 		return c, pol, err
@@ -103,7 +109,7 @@ func (c Config) resolve() (Config, policy.Policy, error) {
 	if c.StaticPodDir, err = c.ResolveStaticPodDir(); err != nil {
 		return c, pol, err
 	}
-	if c.FlannelSubnetFile, err = SubnetFile(c.FlannelSubnetFile, c.CNIConfDir); err != nil {
+	if c.FlannelSubnetFile, err = flannel.SubnetFile(c.FlannelSubnetFile, c.CNIConfDir); err != nil {
 		return c, pol, err
 	}
 	return c, pol, nil
@@ -111,8 +117,8 @@ func (c Config) resolve() (Config, policy.Policy, error) {
 
 // ResolveStaticPodDir returns the static pod directory checkpointd writes
 // to: the staticPodPath of the kubelet's config when --kubelet-config is set,
-// else --static-pod-dir. The daemon, Cleanup and the installer all resolve it
-// here.
+// else --static-pod-dir. The daemon, cleanup and the installer all resolve
+// it here.
 func (c *Config) ResolveStaticPodDir() (string, error) {
 	if c.KubeletConfig == "" {
 		return c.StaticPodDir, nil

@@ -1,4 +1,7 @@
-package daemon
+// Package cleanup takes off a node what checkpointd put there: `checkpointd
+// cleanup`, which the systemd unit runs whenever the daemon stops, and
+// `checkpointd uninstall` (package install) with all.
+package cleanup
 
 import (
 	"errors"
@@ -7,13 +10,14 @@ import (
 
 	"github.com/stickyip/stickyip/checkpointd/boot"
 	"github.com/stickyip/stickyip/checkpointd/checkpoint"
-	"github.com/stickyip/stickyip/checkpointd/contact"
+	"github.com/stickyip/stickyip/checkpointd/config"
 	"github.com/stickyip/stickyip/checkpointd/flannel"
+	"github.com/stickyip/stickyip/checkpointd/lastcontact"
 	"github.com/stickyip/stickyip/checkpointd/placement"
 	"github.com/stickyip/stickyip/checkpointd/reconcile"
 )
 
-// Cleanup removes what checkpointd put on the node: with all false, its
+// Remove removes what checkpointd put on the node: with all false, its
 // static copies' manifests (what the systemd unit runs whenever the daemon
 // stops, crashes included; the copies' files stay for a copy the kubelet
 // keeps running until it reaches the API server, and go with the next
@@ -24,7 +28,7 @@ import (
 // it did not write (nor the placement index in the API: an administrator
 // removes it with kubectl). It returns the paths it
 // removed.
-func Cleanup(cfg Config, all bool) ([]string, error) {
+func Remove(cfg config.Config, all bool) ([]string, error) {
 	static, err := cfg.ResolveStaticPodDir()
 	if err != nil {
 		return nil, err
@@ -38,7 +42,7 @@ func Cleanup(cfg Config, all bool) ([]string, error) {
 		return removed, err
 	}
 	store := checkpoint.Open(cfg.CheckpointDir)
-	more, err := store.Purge(flannel.SavedFileName, contact.FileName, placement.WrittenFileName)
+	more, err := store.Purge(flannel.SavedFileName, lastcontact.FileName, placement.WrittenFileName)
 	removed = append(removed, more...)
 	if err != nil {
 		return removed, err

@@ -1,4 +1,4 @@
-package daemon
+package flannel
 
 import (
 	"os"
@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/stickyip/stickyip/checkpointd/flannel"
 	"github.com/stickyip/stickyip/contract"
+	"github.com/stickyip/stickyip/ipam"
 )
 
 // Issue 17 finding 7: the lease checkpointd keeps is the file the flannel
@@ -29,7 +29,7 @@ func TestSubnetFileFromTheFlannelConflist(t *testing.T) {
 		}
 		return dir
 	}
-	auto := flannel.SubnetFileFromCNI
+	auto := SubnetFileFromCNI
 	for _, c := range []struct {
 		name, flag, confDir, want, err string
 	}{
@@ -46,5 +46,40 @@ func TestSubnetFileFromTheFlannelConflist(t *testing.T) {
 		if got != c.want || (c.err == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), c.err)) {
 			t.Errorf("%s: SubnetFile = %q, %v; want %q, error containing %q", c.name, got, err, c.want, c.err)
 		}
+	}
+}
+
+// The networks a lease gives addresses to are those whose flannel plugin
+// reads its file (the plugin's default when it names none), whatever their
+// IPAM, and whether the file exists or not; a file no plugin reads gives
+// none.
+func TestNetworks(t *testing.T) {
+	confDir := t.TempDir()
+	for name, plugins := range map[string]string{
+		"cbr0":    `{"type":"flannel","subnetFile":"/run/flannel/other.env","ipam":{"type":"stickyip"}},{"type":"portmap"}`,
+		"default": `{"type":"flannel","delegate":{"hairpinMode":true}}`,
+		"br":      `{"type":"bridge","ipam":{"type":"host-local","subnet":"10.98.0.0/24"}}`,
+	} {
+		conf := `{"cniVersion":"1.0.0","name":"` + name + `","plugins":[` + plugins + `]}`
+		if err := os.WriteFile(filepath.Join(confDir, name+".conflist"), []byte(conf), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c, err := ipam.ReadConf(confDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for file, want := range map[string]string{
+		"/run/flannel/other.env":            "cbr0",
+		"/run/flannel/../flannel/other.env": "cbr0",
+		contract.DefaultFlannelSubnetFile:   "default",
+		"/run/flannel/none.env":             "",
+	} {
+		if got := strings.Join(Networks(c, file), ","); got != want {
+			t.Errorf("Networks(%s) = [%s], want [%s]", file, got, want)
+		}
+	}
+	if nets := Networks(nil, contract.DefaultFlannelSubnetFile); nets != nil {
+		t.Errorf("Networks without a directory read = %v, want none", nets)
 	}
 }

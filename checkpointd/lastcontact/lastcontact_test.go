@@ -1,4 +1,4 @@
-package contact
+package lastcontact
 
 import (
 	"os"

@@ -1,4 +1,4 @@
-// Package contact keeps the time of the node's last successful contact with
+// Package lastcontact keeps the time of the node's last successful contact with
 // the API server (its /readyz answered and the pod watch had synced) on
 // persistent disk, so that after a reboot checkpointd knows how long the
 // node has been cut off, and never restores a pod whose controller may have
@@ -9,7 +9,7 @@
 // last contact, which only overstates the time out of contact (the safe
 // side). A missing or unreadable file, or a clock set back below it, means
 // "unknown": out of contact forever.
-package contact
+package lastcontact
 
 import (
 	"errors"
