@@ -295,6 +295,7 @@ type indexWrite struct {
 // (stickyip-placement-collected). Each policy's cost is printed (FIGURE
 // index cost).
 func TestIndexWithinCELCostLimits(t *testing.T) {
+	t.Parallel()
 	ps := load(t)
 	// Compiled for each write (the validator's spenders record its
 	// evaluations; the writes are judged in parallel).
