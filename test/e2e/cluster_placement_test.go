@@ -229,7 +229,12 @@ func (c *cluster) nodeDeleted(p *placementRun, w *workloadsRun) {
 	if out, code := c.stranded(); code != 0 {
 		t.Fatalf("checkpointd stranded with %s still registered: exit %d\n%s", gone.name, code, out)
 	}
-	goneHeld, stayHeld := c.heldBy(gone.name), c.heldBy(stay.name)
+	// The remaining node's entries that must outlive the deletion: those
+	// of this step's namespace that last past the step. Other steps'
+	// namespaces are being deleted meanwhile (their shards with them), and
+	// their short reservations end (the reimage step's 30 s one).
+	lasting := time.Now().Add(5 * time.Minute)
+	goneHeld, stayHeld := c.heldBy(gone.name), c.heldIn(stay.name, ns, lasting)
 	// The earlier steps' sticky pods have entries too: this step's own
 	// must be among them.
 	if _, ok := goneHeld[ns+"/identity:cache"]; !ok {
@@ -276,7 +281,7 @@ func (c *cluster) nodeDeleted(p *placementRun, w *workloadsRun) {
 		}
 		t.Logf("%s/%s after %s's deletion: the hint names %q", kns, id, gone.name, h)
 	}
-	if held := c.heldBy(stay.name); fmt.Sprint(held) != fmt.Sprint(stayHeld) {
+	if held := c.heldIn(stay.name, ns, lasting); fmt.Sprint(held) != fmt.Sprint(stayHeld) {
 		t.Errorf("%s's entries: %v, were %v before %s's deletion", stay.name, held, stayHeld, gone.name)
 	}
 	if c.hinted(ns, "keep") != stay.name {

@@ -85,6 +85,10 @@ func (c *cluster) reimageSetup(n *node) *reimaged {
 	}
 	c.createOn(n, reimageNS, "gone", map[string]string{annReservation: "30"})
 	r.ips["gone"] = n.waitPodRunningIn(reimageNS, "gone", 3*time.Minute)
+	// Claimed before it goes: a node may claim an identity only for a pod
+	// bound to it, and one deleted within its publisher's pass (it ran
+	// half a second) is never claimed.
+	c.waitIndexed(reimageNS, "gone", n.name, "gone")
 	n.deletePodGracefullyIn(reimageNS, "gone", 2*time.Minute)
 	c.waitListed(r)
 	t.Logf("%s: plain pods %s %s %s, db-0 %s (not the first free address %s), gone %s (deleted, reserved); the index lists db-0 and gone, the Node %s=%q",

@@ -108,6 +108,23 @@ func (cp *controlPlane) heldBy(node string) map[string]bool {
 	return out
 }
 
+// heldIn returns the identities node has entries for in namespace ns that
+// last past beyond (running, or reserved until after it), and whether it
+// still owns the shard each is in: what nothing but a change to the node's
+// entries can remove before then.
+func (cp *controlPlane) heldIn(node, ns string, beyond time.Time) map[string]bool {
+	out := map[string]bool{}
+	for _, s := range cp.shardsIn(ns) {
+		lines, _ := s.Lines(node)
+		for _, l := range lines {
+			if l.Running() || l.Until.After(beyond) {
+				out[ns+"/"+l.Identity] = s.OwnedBy(node)
+			}
+		}
+	}
+	return out
+}
+
 // adminDeleteShard deletes shard ns/name as admin (gone already is fine).
 func (cp *controlPlane) adminDeleteShard(ns, name string) {
 	err := cp.client.CoreV1().ConfigMaps(ns).Delete(context.Background(), name, metav1.DeleteOptions{})

@@ -17,6 +17,44 @@ import (
 type stepTB struct {
 	*testing.T
 	whole testing.TB
+	// failed keeps the step's first failure for the summary, which CI
+	// prints even when it cuts the step's own output.
+	failed *string
+}
+
+// note keeps msg as the step's failure if it is the first.
+func (s stepTB) note(msg string) {
+	if *s.failed == "" {
+		*s.failed = msg
+	}
+}
+
+// Error logs args and marks the step failed.
+func (s stepTB) Error(args ...any) {
+	s.T.Helper()
+	s.note(fmt.Sprint(args...))
+	s.T.Error(args...)
+}
+
+// Errorf logs a formatted message and marks the step failed.
+func (s stepTB) Errorf(format string, args ...any) {
+	s.T.Helper()
+	s.note(fmt.Sprintf(format, args...))
+	s.T.Errorf(format, args...)
+}
+
+// Fatal logs args and ends the step.
+func (s stepTB) Fatal(args ...any) {
+	s.T.Helper()
+	s.note(fmt.Sprint(args...))
+	s.T.Fatal(args...)
+}
+
+// Fatalf logs a formatted message and ends the step.
+func (s stepTB) Fatalf(format string, args ...any) {
+	s.T.Helper()
+	s.note(fmt.Sprintf(format, args...))
+	s.T.Fatalf(format, args...)
 }
 
 // Cleanup registers f with the whole test.
@@ -50,12 +88,14 @@ type steps struct {
 	ended  map[string]stepState
 	order  []string
 	took   map[string]time.Duration
+	// failure is each failed step's first failure message.
+	failure map[string]string
 }
 
 // newSteps prepares the steps of the whole test t on cluster c; start is
 // when the test began (the figures count from there).
 func newSteps(t *testing.T, c *cluster, start time.Time) *steps {
-	return &steps{t: t, c: c, start: start, ended: map[string]stepState{}, took: map[string]time.Duration{}}
+	return &steps{t: t, c: c, start: start, ended: map[string]stepState{}, took: map[string]time.Duration{}, failure: map[string]string{}}
 }
 
 // run runs step name as a subtest. needs are the steps it needs to have
@@ -68,6 +108,7 @@ func (s *steps) run(name string, needs []string, fn func()) {
 	s.order = append(s.order, name)
 	state := stepNotRun
 	start := time.Now()
+	var failed string
 	s.t.Run(name, func(t *testing.T) {
 		defer func() {
 			switch {
@@ -90,11 +131,14 @@ func (s *steps) run(name string, needs []string, fn func()) {
 				t.Skipf("needs step %q, which %s: the cluster is not in the state this step starts from", need, got)
 			}
 		}
-		s.c.reportTo(stepTB{T: t, whole: s.t})
+		s.c.reportTo(stepTB{T: t, whole: s.t, failed: &failed})
 		defer s.c.reportTo(s.t)
 		fn()
 	})
 	s.ended[name] = state
+	if state == stepFailed {
+		s.failure[name] = failed
+	}
 	if state != stepNotRun {
 		s.took[name] = time.Since(start)
 	}
@@ -103,7 +147,8 @@ func (s *steps) run(name string, needs []string, fn func()) {
 // passed reports whether step name ran and passed.
 func (s *steps) passed(name string) bool { return s.ended[name] == stepPassed }
 
-// summary logs each step's outcome and duration and the whole test's.
+// summary logs each step's outcome and duration and the whole test's, and
+// under a failed step its first failure (cut to 600 characters).
 func (s *steps) summary() {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%-22s %-8s %s\n", "cluster boot", "", s.booted.Round(100*time.Millisecond))
@@ -113,6 +158,12 @@ func (s *steps) summary() {
 			took = d.Round(100 * time.Millisecond).String()
 		}
 		fmt.Fprintf(&b, "%-22s %-8s %s\n", name, s.ended[name], took)
+		if msg := s.failure[name]; msg != "" {
+			if len(msg) > 600 {
+				msg = msg[:600] + "…"
+			}
+			fmt.Fprintf(&b, "    %s\n", strings.ReplaceAll(msg, "\n", "\n    "))
+		}
 	}
 	fmt.Fprintf(&b, "%-22s %-8s %s", "whole test", "", time.Since(s.start).Round(time.Second))
 	s.t.Logf("steps:\n%s", b.String())
