@@ -55,15 +55,7 @@ func TestAddRequest(t *testing.T) {
 // reservation, ignored without one, and a value the policy never writes is
 // refused naming the annotation.
 func TestAddRequestDurationFrom(t *testing.T) {
-	pod := "K8S_POD_NAMESPACE=prod;K8S_POD_NAME=db-0;K8S_POD_UID=u1"
-	add := func(ann string) (AddRequest, error) {
-		c, err := LoadConfig([]byte(`{"cniVersion":"1.0.0","name":"n","ipam":{"type":"stickyip","subnet":"10.2.0.0/24"},
-			"runtimeConfig":{"io.kubernetes.cri.pod-annotations":{`+ann+`}}}`), pod)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return c.AddRequest("c1", "eth0", "", slog.New(slog.DiscardHandler))
-	}
+	add := func(ann string) (AddRequest, error) { return addRequestWith(t, ann) }
 	for _, tc := range []struct{ ann, want string }{
 		{`"io.kubernetes.cri/reserved-ip-duration":"10","stickyip.io/reserved-ip-duration-from":"namespace"`, "namespace"},
 		{`"io.kubernetes.cri/reserved-ip-duration":"1h","stickyip.io/reserved-ip-duration-from":"cluster"`, "cluster"},
@@ -104,15 +96,7 @@ func TestDurationFromKeptWithTheReservation(t *testing.T) {
 // reservation (workload, the default, records nothing), ignored without
 // one, and any other value is refused naming the annotation (CNI error 7).
 func TestAddRequestRetention(t *testing.T) {
-	pod := "K8S_POD_NAMESPACE=prod;K8S_POD_NAME=db-0;K8S_POD_UID=u1"
-	add := func(ann string) (AddRequest, error) {
-		c, err := LoadConfig([]byte(`{"cniVersion":"1.0.0","name":"n","ipam":{"type":"stickyip","subnet":"10.2.0.0/24"},
-			"runtimeConfig":{"io.kubernetes.cri.pod-annotations":{`+ann+`}}}`), pod)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return c.AddRequest("c1", "eth0", "", slog.New(slog.DiscardHandler))
-	}
+	add := func(ann string) (AddRequest, error) { return addRequestWith(t, ann) }
 	for _, tc := range []struct{ ann, want string }{
 		{`"io.kubernetes.cri/reserved-ip-duration":"10","stickyip.io/retention":"fixed"`, contract.RetentionFixed},
 		{`"io.kubernetes.cri/reserved-ip-duration":"10","stickyip.io/retention":"workload"`, ""},
@@ -130,4 +114,16 @@ func TestAddRequestRetention(t *testing.T) {
 			t.Errorf("stickyip.io/retention %q: err %v, want one naming the annotation", bad, err)
 		}
 	}
+}
+
+// addRequestWith builds the AddRequest of pod prod/db-0 whose annotations
+// are ann (JSON members).
+func addRequestWith(t *testing.T, ann string) (AddRequest, error) {
+	t.Helper()
+	c, err := LoadConfig([]byte(`{"cniVersion":"1.0.0","name":"n","ipam":{"type":"stickyip","subnet":"10.2.0.0/24"},
+		"runtimeConfig":{"io.kubernetes.cri.pod-annotations":{`+ann+`}}}`), "K8S_POD_NAMESPACE=prod;K8S_POD_NAME=db-0;K8S_POD_UID=u1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c.AddRequest("c1", "eth0", "", slog.New(slog.DiscardHandler))
 }

@@ -25,6 +25,10 @@ type compiled struct {
 	mutations []plugincel.MutatingEvaluator
 	errs      []error
 	n         int // expressions compiled
+	// For each expression's own cost (admission_test.go): the compiled
+	// variables, and the match conditions and mutations compiled alone.
+	vars                 map[string]plugincel.CompilationResult
+	matchExprs, mutExprs []expression
 }
 
 // newCompiled starts a policy's compilation with its variables, as both
@@ -36,10 +40,11 @@ func newCompiled(t testing.TB, name string, params bool, vars []admissionv1.Vari
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := &compiled{compiler: c, opts: plugincel.OptionalVariableDeclarations{HasParams: params, HasAuthorizer: true}}
+	out := &compiled{compiler: c, opts: plugincel.OptionalVariableDeclarations{HasParams: params, HasAuthorizer: true}, vars: map[string]plugincel.CompilationResult{}}
 	for _, v := range vars {
 		r := c.CompileAndStoreVariable(&validating.Variable{Name: v.Name, Expression: v.Expression}, out.opts, environment.StoredExpressions)
 		out.check(name, "variable "+v.Name, []error{errOf(r)})
+		out.vars[v.Name] = r
 	}
 	return out
 }
@@ -62,7 +67,7 @@ func (c *compiled) check(policy, what string, errs []error) {
 
 // matchConditions compiles conds as both plugins do (matchconditions'
 // accessor: a bool).
-func (c *compiled) matchConditions(policy string, conds []admissionv1.MatchCondition) {
+func (c *compiled) matchConditions(t testing.TB, policy string, conds []admissionv1.MatchCondition) {
 	if len(conds) == 0 {
 		return
 	}
@@ -72,6 +77,9 @@ func (c *compiled) matchConditions(policy string, conds []admissionv1.MatchCondi
 	}
 	c.match = c.compiler.CompileCondition(acc, c.opts, environment.StoredExpressions)
 	c.check(policy, fmt.Sprintf("%d match conditions", len(conds)), c.match.CompilationErrors())
+	if len(c.match.CompilationErrors()) == 0 {
+		c.matchExprs = matchExpressions(t, c.compiler, c.opts, conds)
+	}
 }
 
 // compileMutating compiles p as the mutating admission plugin does
@@ -80,7 +88,7 @@ func (c *compiled) matchConditions(policy string, conds []admissionv1.MatchCondi
 // JSONPatch and Object types (its accessor: a list of JSONPatch).
 func compileMutating(t testing.TB, p *admissionv1.MutatingAdmissionPolicy) *compiled {
 	c := newCompiled(t, p.Name, p.Spec.ParamKind != nil, p.Spec.Variables)
-	c.matchConditions(p.Name, p.Spec.MatchConditions)
+	c.matchConditions(t, p.Name, p.Spec.MatchConditions)
 	opts := c.opts
 	opts.HasPatchTypes = true
 	for i, m := range p.Spec.Mutations {
@@ -88,9 +96,13 @@ func compileMutating(t testing.TB, p *admissionv1.MutatingAdmissionPolicy) *comp
 			c.errs = append(c.errs, fmt.Errorf("%s, mutation %d: patch type %s; the checks here read JSONPatch mutations only", p.Name, i, m.PatchType))
 			continue
 		}
-		ev := c.compiler.CompileMutatingEvaluator(&patch.JSONPatchCondition{Expression: m.JSONPatch.Expression}, opts, environment.StoredExpressions)
+		acc := &patch.JSONPatchCondition{Expression: m.JSONPatch.Expression}
+		ev := c.compiler.CompileMutatingEvaluator(acc, opts, environment.StoredExpressions)
 		c.check(p.Name, fmt.Sprintf("mutation %d (jsonPatch)", i), ev.CompilationErrors())
 		c.mutations = append(c.mutations, ev)
+		if len(ev.CompilationErrors()) == 0 {
+			c.mutExprs = append(c.mutExprs, compiledExpressions(t, c.compiler, opts, []string{fmt.Sprintf("mutation %d", i)}, []plugincel.ExpressionAccessor{acc})...)
+		}
 	}
 	return c
 }
@@ -100,7 +112,7 @@ func compileMutating(t testing.TB, p *admissionv1.MutatingAdmissionPolicy) *comp
 // with the authorizer, message expressions without it (a string).
 func compileValidating(t testing.TB, p *admissionv1.ValidatingAdmissionPolicy) *compiled {
 	c := newCompiled(t, p.Name, p.Spec.ParamKind != nil, p.Spec.Variables)
-	c.matchConditions(p.Name, p.Spec.MatchConditions)
+	c.matchConditions(t, p.Name, p.Spec.MatchConditions)
 	noAuthz := c.opts
 	noAuthz.HasAuthorizer = false
 	for i, v := range p.Spec.Validations {

@@ -1,7 +1,6 @@
 package policycheck
 
 import (
-	"context"
 	"fmt"
 	"slices"
 	"strings"
@@ -13,11 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apiserver/pkg/admission"
-	plugincel "k8s.io/apiserver/pkg/admission/plugin/cel"
-	"k8s.io/apiserver/pkg/admission/plugin/policy/mutating/patch"
 	celconfig "k8s.io/apiserver/pkg/apis/cel"
 	"k8s.io/apiserver/pkg/authentication/user"
-	"k8s.io/client-go/kubernetes/scheme"
 
 	"github.com/stickyip/stickyip/checkpointd/placement"
 	"github.com/stickyip/stickyip/checkpointd/placement/entry"
@@ -54,87 +50,30 @@ type invocation struct {
 	costOnly  bool // evaluate, do not patch
 }
 
-// outcome is what the API server's evaluators did with an invocation.
-type outcome struct {
-	matched                 bool
-	matchCost, mutationCost int64
-	pod                     *corev1.Pod // after the mutations
-	matchErr, mutationErr   error
-}
-
-// admit evaluates c (compiled from a mutating policy) for inv as the
-// mutating admission plugin's dispatcher does: one composition context for
-// the invocation, its match conditions within
-// RuntimeCELCostBudgetMatchConditions, then each mutation within
-// RuntimeCELCostBudget, applied as a JSON patch.
-func admit(t testing.TB, c *compiled, inv invocation) outcome {
+// admit evaluates c for inv as the mutating admission plugin's dispatcher
+// does (mutate), for a pod's creation by the StatefulSet controller.
+func admit(t testing.TB, c *compiled, inv invocation) podOutcome {
 	t.Helper()
-	gvk := corev1.SchemeGroupVersion.WithKind("Pod")
-	gvr := corev1.SchemeGroupVersion.WithResource("pods")
-	attrs := admission.NewAttributesRecord(inv.pod, nil, gvk, inv.pod.Namespace, inv.pod.Name, gvr, "", admission.Create, &metav1.CreateOptions{}, false,
-		&user.DefaultInfo{Name: "system:serviceaccount:kube-system:statefulset-controller", Groups: []string{"system:serviceaccounts", "system:authenticated"}})
-	vattr := &admission.VersionedAttributes{Attributes: attrs, VersionedObject: admission.NewLazyObject(inv.pod), VersionedKind: gvk}
-	req := plugincel.CreateAdmissionRequest(attrs, metav1.GroupVersionResource(gvr), metav1.GroupVersionKind(gvk))
 	var params runtime.Object
 	if inv.shard != nil {
 		params = inv.shard
 	}
-	vars := plugincel.OptionalVariableBindings{VersionedParams: params}
-	ctx := c.compiler.CreateContext(context.Background())
-	out := outcome{matched: true, pod: inv.pod}
-	if c.match != nil {
-		res, left, err := c.match.ForInput(ctx, vattr, req, vars, inv.namespace, celconfig.RuntimeCELCostBudgetMatchConditions)
-		out.matchCost = celconfig.RuntimeCELCostBudgetMatchConditions - left
-		if err != nil {
-			out.matchErr = err
-			return out
-		}
-		for _, r := range res {
-			if r.Error != nil {
-				out.matchErr = r.Error
-				return out
-			}
-			out.matched = out.matched && r.EvalResult.Value() == true
-		}
+	o := mutate(t, c, request{
+		op: admission.Create, kind: corev1.SchemeGroupVersion.WithKind("Pod"), resource: corev1.SchemeGroupVersion.WithResource("pods"),
+		user: &user.DefaultInfo{Name: "system:serviceaccount:kube-system:statefulset-controller", Groups: []string{"system:serviceaccounts", "system:authenticated"}},
+		obj:  inv.pod, params: params, namespace: inv.namespace,
+	}, inv.costOnly)
+	p, ok := o.obj.(*corev1.Pod)
+	if !ok {
+		t.Fatalf("the patcher made a %T", o.obj)
 	}
-	if !out.matched {
-		return out
-	}
-	for _, m := range c.mutations {
-		// The cost, as the patcher's evaluation counts it (variables
-		// included)...
-		ev, left, err := m.ForInput(ctx, vattr, req, vars, inv.namespace, celconfig.RuntimeCELCostBudget)
-		out.mutationCost += celconfig.RuntimeCELCostBudget - left
-		if err == nil && ev.Error != nil {
-			err = ev.Error
-		}
-		if err != nil {
-			out.mutationErr = err
-			return out
-		}
-		if inv.costOnly {
-			continue
-		}
-		// ...and the pod it makes, from the API server's JSON patcher.
-		got, err := patch.NewJSONPatcher(m).Patch(ctx, patch.Request{
-			MatchedResource:     gvr,
-			VersionedAttributes: vattr,
-			ObjectInterfaces:    admission.NewObjectInterfacesFromScheme(scheme.Scheme),
-			OptionalVariables:   vars,
-			Namespace:           inv.namespace,
-		}, celconfig.RuntimeCELCostBudget)
-		if err != nil {
-			out.mutationErr = err
-			return out
-		}
-		p, ok := got.(*corev1.Pod)
-		if !ok {
-			t.Fatalf("the patcher made a %T", got)
-		}
-		vattr.UpdateObject(p)
-		out.pod = p
-	}
-	return out
+	return podOutcome{o, p}
+}
+
+// podOutcome is an outcome whose object is a pod.
+type podOutcome struct {
+	outcome
+	pod *corev1.Pod
 }
 
 // shardOf builds shard ns/<identity's shard> as the index holds it: every
@@ -343,7 +282,7 @@ func TestHintListersWithinCELCostLimits(t *testing.T) {
 	pod := func() *corev1.Pod {
 		return stsPod("db", map[string]string{"io.kubernetes.cri/reserved-ip-duration": "10"})
 	}
-	ok := func(listers int, costOnly bool) (bool, outcome) {
+	ok := func(listers int, costOnly bool) (bool, podOutcome) {
 		values := map[string][]entry.Line{}
 		for n := range listers {
 			values[fmt.Sprintf("node-%04d", n)] = []entry.Line{line("db-0", 1000+uint64(n), fmt.Sprintf("10.%d.%d.9", n/250, n%250))}

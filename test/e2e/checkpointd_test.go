@@ -319,38 +319,7 @@ func (n *node) eventTexts(ctx context.Context, ns, name string) []string {
 // checkpointdWatches counts the pod watches checkpointd opened between from
 // and to, from the API server's audit log.
 func (n *node) checkpointdWatches(from, to time.Time) int {
-	n.t.Helper()
-	f, err := os.Open(n.auditLogPath())
-	if err != nil {
-		n.t.Fatal(err)
-	}
-	defer f.Close()
-	count := 0
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64*1024), 1024*1024)
-	for sc.Scan() {
-		var ev struct {
-			Verb      string `json:"verb"`
-			Stage     string `json:"stage"`
-			UserAgent string `json:"userAgent"`
-			User      struct {
-				Username string `json:"username"`
-			} `json:"user"`
-			ObjectRef struct {
-				Resource string `json:"resource"`
-			} `json:"objectRef"`
-			Received time.Time `json:"requestReceivedTimestamp"`
-		}
-		if json.Unmarshal(sc.Bytes(), &ev) != nil {
-			continue
-		}
-		if ev.Verb == "watch" && ev.Stage == "RequestReceived" && ev.ObjectRef.Resource == "pods" &&
-			ev.User.Username == "system:node:"+nodeName && strings.HasPrefix(ev.UserAgent, "checkpointd") &&
-			!ev.Received.Before(from) && ev.Received.Before(to) {
-			count++
-		}
-	}
-	return count
+	return n.checkpointdRequests(nodeName, "pods", from, to)["watch"]
 }
 
 // podSpec builds a pod bound to node1 running the harness image: args are

@@ -3,12 +3,9 @@
 package e2e
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"fmt"
 	"maps"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -362,37 +359,7 @@ func (n *node) stickyipTool(args ...string) string {
 // statefulSetRequests counts, by verb, the StatefulSet requests node n's
 // checkpointd made between from and to, from the API server's audit log.
 func (n *node) statefulSetRequests(from, to time.Time) map[string]int {
-	n.t.Helper()
-	f, err := os.Open(n.auditLogPath())
-	if err != nil {
-		n.t.Fatal(err)
-	}
-	defer f.Close()
-	out := map[string]int{}
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64*1024), 1024*1024)
-	for sc.Scan() {
-		var ev struct {
-			Verb      string `json:"verb"`
-			Stage     string `json:"stage"`
-			UserAgent string `json:"userAgent"`
-			User      struct {
-				Username string `json:"username"`
-			} `json:"user"`
-			ObjectRef struct {
-				Resource string `json:"resource"`
-			} `json:"objectRef"`
-			Received time.Time `json:"requestReceivedTimestamp"`
-		}
-		if json.Unmarshal(sc.Bytes(), &ev) != nil {
-			continue
-		}
-		if ev.Stage == "RequestReceived" && ev.ObjectRef.Resource == "statefulsets" && ev.User.Username == "system:node:"+n.name &&
-			strings.HasPrefix(ev.UserAgent, "checkpointd") && !ev.Received.Before(from) && ev.Received.Before(to) {
-			out[ev.Verb]++
-		}
-	}
-	return out
+	return n.checkpointdRequests(n.name, "statefulsets", from, to)
 }
 
 func sum(m map[string]int) int {

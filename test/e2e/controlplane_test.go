@@ -3,11 +3,13 @@
 package e2e
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -367,6 +369,43 @@ rules:
 }
 
 func (cp *controlPlane) auditLogPath() string { return filepath.Join(cp.logDir, "audit.log") }
+
+// checkpointdRequests counts, by verb, the requests on resource that node's
+// checkpointd (its credentials, its user agent) made between from and to, as
+// the API server received them (the audit policy logs them when received).
+func (cp *controlPlane) checkpointdRequests(node, resource string, from, to time.Time) map[string]int {
+	cp.t.Helper()
+	f, err := os.Open(cp.auditLogPath())
+	if err != nil {
+		cp.t.Fatal(err)
+	}
+	defer f.Close()
+	out := map[string]int{}
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64*1024), 1024*1024)
+	for sc.Scan() {
+		var ev struct {
+			Verb      string `json:"verb"`
+			Stage     string `json:"stage"`
+			UserAgent string `json:"userAgent"`
+			User      struct {
+				Username string `json:"username"`
+			} `json:"user"`
+			ObjectRef struct {
+				Resource string `json:"resource"`
+			} `json:"objectRef"`
+			Received time.Time `json:"requestReceivedTimestamp"`
+		}
+		if json.Unmarshal(sc.Bytes(), &ev) != nil {
+			continue
+		}
+		if ev.Stage == "RequestReceived" && ev.ObjectRef.Resource == resource && ev.User.Username == "system:node:"+node &&
+			strings.HasPrefix(ev.UserAgent, "checkpointd") && !ev.Received.Before(from) && ev.Received.Before(to) {
+			out[ev.Verb]++
+		}
+	}
+	return out
+}
 
 // stopAPIServer stops the API server (etcd keeps its data and keeps running).
 // kube-apiserver 1.37 stops listening and drains within 20 ms of SIGTERM,

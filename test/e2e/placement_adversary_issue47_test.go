@@ -181,6 +181,11 @@ var advRegressions47 = []advRegression{
 		if _, err := a.cp.client.CoreV1().Pods(advNS).Create(ctx, p, metav1.CreateOptions{}); err != nil {
 			a.t.Fatal(err)
 		}
+		// The same beside a claim of its own (several claims: the index
+		// policy's one pass over the other nodes' lines, not its search
+		// for one claim): the stale one named, and only it.
+		requireRefused(a.t, victim+" claiming "+id+" on an older view and "+pod, vw.write(advNS, s, entry.FormatValue(append(lines, stale, entryLine(pod, pod, "10.244.1.44")))),
+			"stale claim: node "+victim+": another node claimed "+id+" since")
 		a.stores[victim].add(advEntryIn(advNS, id, pod, "10.244.1.41", time.Now().UTC().Truncate(time.Millisecond), time.Time{}))
 		a.honestLifecycle(victim, podInShard("fx", s))
 		tried, took := stop()
