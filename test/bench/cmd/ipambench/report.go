@@ -200,6 +200,15 @@ func (r *report) render(w io.Writer) {
 				percent(m.cpu, m.span), c.cpu[i].Round(time.Millisecond), c.span.Round(100*time.Millisecond), percent(c.cpu[i], c.span))
 		}
 		fmt.Fprintln(w)
+		// What the churn itself cost: the CPU above each daemon's idle rate,
+		// per pod replaced (docs/bench.md, issue 48: what remains per pod).
+		var over []string
+		for i, m := range r.memory {
+			o := overIdle(m.cpu, m.span, c.cpu[i], c.span)
+			over = append(over, fmt.Sprintf("%s %s, %s per pod replaced", m.process, o.Round(time.Millisecond), (o/time.Duration(max(c.pods, 1))).Round(10*time.Microsecond)))
+		}
+		fmt.Fprintf(w, "Above the idle rate, the churn cost %s.\n", strings.Join(over, "; "))
+		fmt.Fprintln(w)
 		fmt.Fprintf(w, "From a new pod's Running status to its checkpoint: %s; to its placement entry: %s.\n", durations(c.toSaved), durations(c.toPublished))
 		fmt.Fprintln(w)
 	}

@@ -94,3 +94,20 @@ func TestCPUParsers(t *testing.T) {
 		t.Error("schedstatRun of one field: no error")
 	}
 }
+
+// TestOverIdle: the churn's CPU above the idle rate over the churn's own
+// span (the spans differ: the churn lasts until every pod is saved).
+func TestOverIdle(t *testing.T) {
+	for _, c := range []struct {
+		idle, idleSpan, churn, churnSpan, want time.Duration
+	}{
+		{50 * time.Millisecond, time.Minute, 104 * time.Millisecond, time.Minute, 54 * time.Millisecond},
+		{50 * time.Millisecond, time.Minute, 104 * time.Millisecond, 2 * time.Minute, 4 * time.Millisecond},
+		{50 * time.Millisecond, time.Minute, 40 * time.Millisecond, time.Minute, 0}, // quieter than idle: nothing above it
+		{50 * time.Millisecond, 0, 40 * time.Millisecond, time.Minute, 40 * time.Millisecond},
+	} {
+		if got := overIdle(c.idle, c.idleSpan, c.churn, c.churnSpan); got != c.want {
+			t.Errorf("overIdle(%s in %s, %s in %s) = %s, want %s", c.idle, c.idleSpan, c.churn, c.churnSpan, got, c.want)
+		}
+	}
+}
