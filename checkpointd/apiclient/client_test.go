@@ -2,10 +2,12 @@ package apiclient_test
 
 import (
 	"context"
+	"encoding/pem"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -134,5 +136,52 @@ func TestClientSpeaksProtobuf(t *testing.T) {
 	}
 	if !strings.HasPrefix(accept, "application/vnd.kubernetes.protobuf") || sent != "application/vnd.kubernetes.protobuf" {
 		t.Errorf("Accept %q, a Create sent as %q: want protobuf first, and sent", accept, sent)
+	}
+}
+
+// TestClientAsksNoCompression: no request of the client (a get, a list, a
+// watch, the probe) asks for a compressed answer (Accept-Encoding), which
+// a Go transport asks for unless told not to: the node decompressed every
+// event of its pod watch (issue 48).
+func TestClientAsksNoCompression(t *testing.T) {
+	srv := apitest.New(t, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "cm", Namespace: "a"}},
+		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "a"}})
+	var mu sync.Mutex
+	asked := map[string]string{}
+	front := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		if enc := r.Header.Get("Accept-Encoding"); enc != "" {
+			asked[r.Method+" "+r.URL.Path+"?"+r.URL.Query().Get("watch")] = enc
+		}
+		mu.Unlock()
+		srv.Server.Config.Handler.ServeHTTP(w, r)
+	}))
+	defer front.Close()
+	// Over TLS, as a node reaches its API server (client-go hands a
+	// plain-HTTP config Go's default transport, whatever it asks).
+	ca := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: front.Certificate().Raw})
+	c, err := apiclient.New(&rest.Config{Host: front.URL, TLSClientConfig: rest.TLSClientConfig{CAData: ca}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	var cm corev1.ConfigMap
+	if err := c.Get(ctx, apiclient.ConfigMaps, "a", "cm", &cm); err != nil {
+		t.Fatal(err)
+	}
+	var list corev1.PodList
+	if err := c.List(ctx, apiclient.Pods, "", metav1.ListOptions{}, &list); err != nil || len(list.Items) != 1 {
+		t.Fatalf("List: %v, %d items", err, len(list.Items))
+	}
+	w, err := c.ListWatch(apiclient.Pods, "").Watch(metav1.ListOptions{ResourceVersion: list.ResourceVersion})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Stop()
+	_ = c.Readyz(ctx) // the fake serves no /readyz: only the request is looked at
+	mu.Lock()
+	defer mu.Unlock()
+	if len(asked) > 0 {
+		t.Errorf("requests asked for compressed answers: %v", asked)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -46,6 +47,7 @@ import (
 // every copy whose manifest is gone, so a copy never outlives its keeper
 // for longer than that.
 func Run(ctx context.Context, cfg config.Config) error {
+	oneProcessor(os.Getenv)
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
 	}

@@ -455,6 +455,12 @@ func TestCheckpointd(t *testing.T) {
 			t.Errorf("%s = %q, %v; want 1", m, v, err)
 		}
 	}
+	// One processor, unless the environment checkpointd inherits sets
+	// GOMAXPROCS: the runtime's wakeups of idle processors were a fifth of
+	// the daemon's CPU (issue 48).
+	if v, err := n.metric("go_sched_gomaxprocs_threads"); os.Getenv("GOMAXPROCS") == "" && (err != nil || v != "1") {
+		t.Errorf("go_sched_gomaxprocs_threads = %q, %v; want 1", v, err)
+	}
 	// What lies on disk: only the keys the pod uses.
 	if data, err := os.ReadFile(n.checkpointFile("kube-system", "app")); err != nil || strings.Contains(string(data), `"unused"`) {
 		t.Errorf("app's checkpoint stores a secret key the pod does not mount (err %v)", err)

@@ -191,3 +191,14 @@ func durations(ds []time.Duration) string {
 
 // percent is cpu as a share of one CPU over span.
 func percent(cpu, span time.Duration) float64 { return 100 * cpu.Seconds() / max(span.Seconds(), 1e-9) }
+
+// overIdle is the CPU a churn cost above the idle rate: churn's CPU over
+// churnSpan less what idle's rate (idleCPU over idleSpan) would have used
+// in churnSpan; never below zero.
+func overIdle(idleCPU, idleSpan, churnCPU, churnSpan time.Duration) time.Duration {
+	if idleSpan <= 0 {
+		return churnCPU
+	}
+	base := time.Duration(float64(idleCPU) * churnSpan.Seconds() / idleSpan.Seconds())
+	return max(churnCPU-base, 0)
+}

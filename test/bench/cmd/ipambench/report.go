@@ -183,7 +183,7 @@ func (r *report) render(w io.Writer) {
 		for _, m := range r.memory {
 			fmt.Fprintf(w, "| %s | %s | %d | %s | %s | %s | %s | %s | %s in %s (%.1f%%) |\n", m.process, mb(m.binary), len(m.rss), mb(medianOf(m.rss)),
 				mb(medianOf(m.anon)), mb(medianOf(m.file)), mb(maxOf(m.rss)), mb(m.hwm),
-				m.cpu.Round(10*time.Millisecond), m.span.Round(100*time.Millisecond), 100*m.cpu.Seconds()/max(m.span.Seconds(), 1e-9))
+				m.cpu.Round(time.Millisecond), m.span.Round(100*time.Millisecond), 100*m.cpu.Seconds()/max(m.span.Seconds(), 1e-9))
 		}
 		fmt.Fprintln(w)
 	}
@@ -191,14 +191,23 @@ func (r *report) render(w io.Writer) {
 	if c := r.churn; c != nil && len(r.memory) == 2 && len(c.cpu) == 2 {
 		fmt.Fprintln(w, "## CPU: idle and pod churn")
 		fmt.Fprintln(w)
-		fmt.Fprintf(w, "Workload 8, checkpointd at its default settings (`--interval 5s`, placement on, 110 pods checkpointed and sticky). Idle: the settled node, over the memory samples above. Churn: %d pods replaced at once (each old pod's DEL and deletion, a new pod's ADD and Running status), from the first change until checkpointd has saved and published every new pod, %s in all. %% of one CPU.\n", c.pods, c.span.Round(100*time.Millisecond))
+		fmt.Fprintf(w, "Workload 8, checkpointd at its default settings (`--interval 5s`, placement on, 110 pods checkpointed and sticky). Idle: the settled node, over the memory samples above. Churn: %d pods replaced at once (each old pod's DEL and deletion, a new pod's ADD and Running status), from the first change until checkpointd has saved and published every new pod, %s in all. CPU: the daemon's threads' run time (their schedstat, in nanoseconds); %% of one CPU.\n", c.pods, c.span.Round(100*time.Millisecond))
 		fmt.Fprintln(w)
 		fmt.Fprintln(w, "| process | idle | during the churn |")
 		fmt.Fprintln(w, "|---|--:|--:|")
 		for i, m := range r.memory {
-			fmt.Fprintf(w, "| %s | %s in %s (%.2f%%) | %s in %s (%.2f%%) |\n", m.process, m.cpu.Round(10*time.Millisecond), m.span.Round(100*time.Millisecond),
-				percent(m.cpu, m.span), c.cpu[i].Round(10*time.Millisecond), c.span.Round(100*time.Millisecond), percent(c.cpu[i], c.span))
+			fmt.Fprintf(w, "| %s | %s in %s (%.3f%%) | %s in %s (%.3f%%) |\n", m.process, m.cpu.Round(time.Millisecond), m.span.Round(100*time.Millisecond),
+				percent(m.cpu, m.span), c.cpu[i].Round(time.Millisecond), c.span.Round(100*time.Millisecond), percent(c.cpu[i], c.span))
 		}
+		fmt.Fprintln(w)
+		// What the churn itself cost: the CPU above each daemon's idle rate,
+		// per pod replaced (docs/bench.md, issue 48: what remains per pod).
+		var over []string
+		for i, m := range r.memory {
+			o := overIdle(m.cpu, m.span, c.cpu[i], c.span)
+			over = append(over, fmt.Sprintf("%s %s, %s per pod replaced", m.process, o.Round(time.Millisecond), (o/time.Duration(max(c.pods, 1))).Round(10*time.Microsecond)))
+		}
+		fmt.Fprintf(w, "Above the idle rate, the churn cost %s.\n", strings.Join(over, "; "))
 		fmt.Fprintln(w)
 		fmt.Fprintf(w, "From a new pod's Running status to its checkpoint: %s; to its placement entry: %s.\n", durations(c.toSaved), durations(c.toPublished))
 		fmt.Fprintln(w)

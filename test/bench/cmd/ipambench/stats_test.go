@@ -74,3 +74,40 @@ func TestDuplicates(t *testing.T) {
 		})
 	}
 }
+
+// The daemons' CPU is read in nanoseconds from their threads' schedstat,
+// and in clock ticks from the process's stat (a command name may hold
+// spaces and parentheses).
+func TestCPUParsers(t *testing.T) {
+	ticks, err := statTicks([]byte("4242 (flan (x) d) S 1 4242 4242 0 -1 4194560 1516 0 0 0 7 5 0 0 20 0 9 0 1234 1340000000 7000 18446744073709551615"))
+	if err != nil || ticks != 12 {
+		t.Errorf("statTicks = %d, %v; want 7 + 5", ticks, err)
+	}
+	if _, err := statTicks([]byte("4242 (x) S 1")); err == nil {
+		t.Error("statTicks of a short line: no error")
+	}
+	run, err := schedstatRun([]byte("167711053 28854413 476\n"))
+	if err != nil || run != 167711053*time.Nanosecond {
+		t.Errorf("schedstatRun = %v, %v", run, err)
+	}
+	if _, err := schedstatRun([]byte("167711053\n")); err == nil {
+		t.Error("schedstatRun of one field: no error")
+	}
+}
+
+// TestOverIdle: the churn's CPU above the idle rate over the churn's own
+// span (the spans differ: the churn lasts until every pod is saved).
+func TestOverIdle(t *testing.T) {
+	for _, c := range []struct {
+		idle, idleSpan, churn, churnSpan, want time.Duration
+	}{
+		{50 * time.Millisecond, time.Minute, 104 * time.Millisecond, time.Minute, 54 * time.Millisecond},
+		{50 * time.Millisecond, time.Minute, 104 * time.Millisecond, 2 * time.Minute, 4 * time.Millisecond},
+		{50 * time.Millisecond, time.Minute, 40 * time.Millisecond, time.Minute, 0}, // quieter than idle: nothing above it
+		{50 * time.Millisecond, 0, 40 * time.Millisecond, time.Minute, 40 * time.Millisecond},
+	} {
+		if got := overIdle(c.idle, c.idleSpan, c.churn, c.churnSpan); got != c.want {
+			t.Errorf("overIdle(%s in %s, %s in %s) = %s, want %s", c.idle, c.idleSpan, c.churn, c.churnSpan, got, c.want)
+		}
+	}
+}
