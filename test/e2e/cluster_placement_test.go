@@ -296,6 +296,13 @@ func (c *cluster) nodeDeleted(p *placementRun, w *workloadsRun) {
 	t.Logf("checkpointd stranded names the pod required onto the deleted Node:\n%s", out)
 	free := unboundPod(ns, "", map[string]string{annReservation: "10m", annIdentity: "pin", annPlacement: "required"})
 	free.GenerateName = "pin-"
+	// Scheduled onto the remaining node by its name: a scheduler whose
+	// Node informer lags (its watches reconnect late after the earlier
+	// steps' API server restarts) bound such a pod, created after the
+	// Node's deletion, to the deleted Node, and the pod GC then deleted it
+	// as an orphan. What this checks is the hint: no term for the deleted
+	// Node.
+	free.Spec.NodeSelector = map[string]string{corev1.LabelHostname: stay.name}
 	fresh, err := c.client.CoreV1().Pods(ns).Create(ctx, free, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
