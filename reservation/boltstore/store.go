@@ -360,39 +360,6 @@ func syncDir(dir string) error {
 	return d.Sync()
 }
 
-// errOlderSchema is returned by a read-only checkSchema on a store that a
-// write must upgrade first (see view).
-var errOlderSchema = errors.New("store has an older schema")
-
-func checkSchema(tx *bolt.Tx, writable bool) error {
-	path := tx.DB().Path()
-	v, ok := storedSchema(tx)
-	if !ok {
-		return fmt.Errorf("%w: %s: no schema version (not a stickyip database?)", reservation.ErrCorrupt, path)
-	}
-	switch {
-	case v > SchemaVersion:
-		return fmt.Errorf("%w: %s: schema %d, this binary understands up to %d; upgrade stickyip", reservation.ErrFutureSchema, path, v, SchemaVersion)
-	case v == 0:
-		return fmt.Errorf("%w: %s: schema version 0", reservation.ErrCorrupt, path)
-	case v < SchemaVersion && !writable:
-		return errOlderSchema
-	case v < SchemaVersion:
-		return migrate(tx, v)
-	}
-	return nil
-}
-
-// storedSchema returns the schema version tx's database records; ok is
-// false when it records none.
-func storedSchema(tx *bolt.Tx) (v uint64, ok bool) {
-	m := tx.Bucket(bucketMeta)
-	if m == nil || len(m.Get(keySchema)) != 8 {
-		return 0, false
-	}
-	return binary.BigEndian.Uint64(m.Get(keySchema)), true
-}
-
 func classifyOpenError(path string, err error) error {
 	var errno syscall.Errno
 	var perr *fs.PathError
