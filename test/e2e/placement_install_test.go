@@ -225,10 +225,7 @@ func (f *flood) stop(t *testing.T, what string) {
 func (cp *controlPlane) deleteFiles(dir string) {
 	t := cp.t
 	t.Helper()
-	files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
-	if err != nil || len(files) == 0 {
-		t.Fatalf("%s: no manifests (%v)", dir, err)
-	}
+	files := manifestFiles(t, dir)
 	admin := cp.dynamicAs(cp.adminToken)
 	for _, f := range files {
 		for _, u := range manifestObjects(t, f) {

@@ -663,10 +663,7 @@ func (cp *controlPlane) applyPlacement() {
 func (cp *controlPlane) applyFiles(dir string) {
 	t := cp.t
 	t.Helper()
-	files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
-	if err != nil || len(files) == 0 {
-		t.Fatalf("%s: no manifests (%v)", dir, err)
-	}
+	files := manifestFiles(t, dir)
 	admin := cp.dynamicAs(cp.adminToken)
 	for _, f := range files {
 		for _, u := range manifestObjects(t, f) {
@@ -681,6 +678,17 @@ func (cp *controlPlane) applyFiles(dir string) {
 			t.Logf("applied %s %s (%s)", u.GetKind(), u.GetName(), filepath.Base(f))
 		}
 	}
+}
+
+// manifestFiles are the *.yaml files of dir, as `kubectl apply -f dir`
+// reads them; none is a failure.
+func manifestFiles(t testing.TB, dir string) []string {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("%s: no manifests (%v)", dir, err)
+	}
+	return files
 }
 
 // manifestObjects are the objects of manifest file f, in its order.
