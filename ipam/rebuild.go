@@ -63,14 +63,14 @@ type Restored struct {
 	// source says (zero: unknown, now): the placement publisher then sees
 	// the same claim as the entry it came from, and keeps its seq.
 	Since time.Time
-	// Retained: the source kept it as a reservation its StatefulSet keeps
-	// (the placement index's entry.Retained): it is put back held (Until
-	// is not used), following the StatefulSet its identity's name gives
-	// (reservation.StatefulSetRef without UID or policy: checkpointd takes
-	// them from the StatefulSet of that name), with Duration as its own
-	// duration (whenDeleted Retain keeps it that long from the deletion).
-	Retained bool
-	Duration time.Duration
+	// Retained: the source kept it as a reservation its StatefulSet keeps:
+	// it is put back held (Until is not used), following StatefulSet, or
+	// when that is nil the StatefulSet its identity's name gives (without
+	// UID: the controller's verdict names it), with Duration as its own
+	// duration (what it lasts once following stops).
+	Retained    bool
+	Duration    time.Duration
+	StatefulSet *reservation.StatefulSetRef
 	// From names the source, for the report.
 	From string
 }

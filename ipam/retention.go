@@ -126,6 +126,9 @@ func retain(tx reservation.Txn, r *reservation.Record, c RetentionChange, log *s
 			return false, nil
 		}
 		r.StatefulSet.EndedAt, r.StatefulSet.MovedTo = c.At, c.MovedTo
+		if c.Why != "" {
+			r.StatefulSet.Why = c.Why
+		}
 		r.ExpiresAt = c.At.Add(r.Duration)
 		log.Info("reservation kept for its duration only: its StatefulSet no longer keeps it here", "ip", r.IP, "pod", r.Identity.Pod(),
 			"ifname", r.Identity.IfName, "statefulSet", r.StatefulSet.Name, "until", r.ExpiresAt.UTC().Format(time.RFC3339), "why", c.Why)
@@ -138,7 +141,8 @@ func sameRef(a, b *reservation.StatefulSetRef) bool {
 	if a == nil || b == nil {
 		return a == b
 	}
-	return a.Name == b.Name && a.UID == b.UID && a.WhenScaled == b.WhenScaled && a.WhenDeleted == b.WhenDeleted && a.EndedAt.Equal(b.EndedAt) && a.MovedTo == b.MovedTo
+	return a.Name == b.Name && a.UID == b.UID && a.WhenScaled == b.WhenScaled && a.WhenDeleted == b.WhenDeleted && a.EndedAt.Equal(b.EndedAt) &&
+		a.MovedTo == b.MovedTo && a.Why == b.Why
 }
 
 func copyRef(w *reservation.StatefulSetRef) *reservation.StatefulSetRef {

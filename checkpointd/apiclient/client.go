@@ -1,7 +1,7 @@
 // Package apiclient is checkpointd's client of the API server: the core/v1
 // resources it uses (pods, its Node, Secrets, ConfigMaps, Events), on
 // client-go's REST client with a scheme that knows core/v1 alone, and the
-// StatefulSets it follows, decoded into a type of its own (apps.go).
+// node's own NodeRecord of the placement API (records.go).
 //
 // The typed clientset (k8s.io/client-go/kubernetes) registers every API
 // group of Kubernetes in its scheme and links a typed client, lister and
@@ -58,7 +58,8 @@ type Client struct {
 	req   *rest.RESTClient // every request, bounded by the config's Timeout
 	watch *rest.RESTClient // the informers' lists and watches: no request timeout
 	probe *rest.RESTClient // /readyz: no client-side rate limit
-	apps  *rest.RESTClient // StatefulSets' list and watch: no request timeout
+	rec   *rest.RESTClient // NodeRecords: every request, bounded by the config's Timeout
+	recW  *rest.RESTClient // the node's NodeRecord's list and watch: no request timeout
 }
 
 // New returns a client with cfg (its Timeout bounds every request but the
@@ -93,11 +94,15 @@ func New(cfg *rest.Config) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	apps, err := appsClient(wc)
+	rec, err := recordsClient(cfg)
 	if err != nil {
 		return nil, err
 	}
-	return &Client{cfg: rest.CopyConfig(cfg), req: req, watch: watch, probe: probe, apps: apps}, nil
+	recW, err := recordsClient(wc)
+	if err != nil {
+		return nil, err
+	}
+	return &Client{cfg: rest.CopyConfig(cfg), req: req, watch: watch, probe: probe, rec: rec, recW: recW}, nil
 }
 
 // WithOwnRateLimit returns a client that shares c's connections, and
@@ -109,7 +114,11 @@ func (c *Client) WithOwnRateLimit() (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Client{cfg: c.cfg, req: req, watch: c.watch, probe: c.probe, apps: c.apps}, nil
+	rec, err := recordsClient(c.cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &Client{cfg: c.cfg, req: req, watch: c.watch, probe: c.probe, rec: rec, recW: c.recW}, nil
 }
 
 // restClient is a REST client of core/v1 with cfg.

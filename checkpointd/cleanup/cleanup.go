@@ -13,9 +13,12 @@ import (
 	"github.com/stickyip/stickyip/checkpointd/config"
 	"github.com/stickyip/stickyip/checkpointd/flannel"
 	"github.com/stickyip/stickyip/checkpointd/lastcontact"
-	"github.com/stickyip/stickyip/checkpointd/placement"
 	"github.com/stickyip/stickyip/checkpointd/reconcile"
 )
+
+// formerShardsFile is where a checkpointd of the former placement index
+// listed the shards it wrote to; a node upgraded from it may still have it.
+const formerShardsFile = "placement-shards.json"
 
 // Remove removes what checkpointd put on the node: with all false, its
 // static copies' manifests (what the systemd unit runs whenever the daemon
@@ -23,10 +26,10 @@ import (
 // keeps running until it reaches the API server, and go with the next
 // checkpointd's first pass, a reboot (tmpfs) or --all); with all, also the
 // copies' files, every checkpoint, stored secret, absence mark, corrupt
-// record, the saved flannel lease, the last API contact, the list of
-// placement shards written and the per-boot files. It never touches a file
-// it did not write (nor the placement index in the API: an administrator
-// removes it with kubectl). It returns the paths it
+// record, the saved flannel lease, the last API contact, a former
+// checkpointd's list of placement shards and the per-boot files. It never
+// touches a file it did not write (nor the node's NodeRecord in the API:
+// an administrator removes it with kubectl). It returns the paths it
 // removed.
 func Remove(cfg config.Config, all bool) ([]string, error) {
 	static, err := cfg.ResolveStaticPodDir()
@@ -42,7 +45,7 @@ func Remove(cfg config.Config, all bool) ([]string, error) {
 		return removed, err
 	}
 	store := checkpoint.Open(cfg.CheckpointDir)
-	more, err := store.Purge(flannel.SavedFileName, lastcontact.FileName, placement.WrittenFileName)
+	more, err := store.Purge(flannel.SavedFileName, lastcontact.FileName, formerShardsFile)
 	removed = append(removed, more...)
 	if err != nil {
 		return removed, err

@@ -47,8 +47,8 @@ type Config struct {
 	Reservation               string
 	Volumes                   string // "copy" or "drop"
 	ListenAddress             string // "" disables the HTTP endpoints
-	Placement                 bool   // publish the node's sticky identities in the placement index (needs DataDir)
-	FollowStatefulSets        bool   // StatefulSet pods' reservations follow their StatefulSet (needs DataDir)
+	Placement                 bool   // publish the node's sticky identities in its NodeRecord, for the placement index (needs DataDir)
+	FollowStatefulSets        bool   // StatefulSet pods' reservations end as their volume claims do, as stickyip-controller says (needs Placement)
 	RebuildStore              bool   // rebuild a damaged or lost IPAM store (needs DataDir)
 	CNIResultsDir             string // the runtime's CNI result cache, a rebuild's source
 	Log                       *slog.Logger

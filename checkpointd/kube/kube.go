@@ -5,8 +5,7 @@
 // timeout), its own Node (watched the same way, for its pod CIDRs), whether
 // the API server is reachable, the secrets and configMaps a
 // checkpoint needs (read one by one, as the Node authorizer allows a node to),
-// Events on pods, and, when asked, every StatefulSet of the cluster (one
-// watch: statefulsets.go).
+// and Events on pods.
 package kube
 
 import (
@@ -42,9 +41,6 @@ type Options struct {
 	Now func() time.Time
 	// Log receives state changes.
 	Log *slog.Logger
-	// StatefulSets: watch the cluster's StatefulSets too (what the node's
-	// StatefulSet pods' reservations follow).
-	StatefulSets bool
 }
 
 // Client watches the node's pods and tracks reachability.
@@ -53,8 +49,6 @@ type Client struct {
 	opts     Options
 	informer cache.SharedIndexInformer // the pods bound to the node
 	nodes    cache.SharedIndexInformer // the node's own Node
-	sets     cache.SharedIndexInformer // the cluster's StatefulSets; nil unless Options.StatefulSets
-	setsErr  errorOnce                 // the last refusal of the StatefulSet watch, logged once
 
 	mu        sync.Mutex
 	reachable bool
@@ -91,9 +85,6 @@ func New(cs *apiclient.Client, opts Options) *Client {
 			c.opts.Log.Warn("Node watch refused by the API server", "err", err)
 		}
 	})
-	if opts.StatefulSets {
-		c.sets = c.statefulSetInformer()
-	}
 	_ = c.informer.SetWatchErrorHandler(func(_ *cache.Reflector, err error) {
 		var status apierrors.APIStatus
 		switch {
@@ -130,9 +121,6 @@ func (c *Client) readyz(ctx context.Context) error { return c.cs.Readyz(ctx) }
 func (c *Client) Run(ctx context.Context) {
 	go c.informer.RunWithContext(ctx)
 	go c.nodes.RunWithContext(ctx)
-	if c.sets != nil {
-		go c.sets.RunWithContext(ctx)
-	}
 	t := time.NewTicker(c.opts.ProbeInterval)
 	defer t.Stop()
 	for {

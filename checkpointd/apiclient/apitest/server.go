@@ -1,10 +1,10 @@
 // Package apitest is an API server for unit tests of checkpointd's API
-// client: objects of the core/v1 resources (and apps/v1 StatefulSets, as
-// apiclient.StatefulSet) kept in memory and served over HTTP as
-// kube-apiserver serves them (get, list and watch with field
-// selectors, the watch's initial events, create), so the tests run the
-// client's real requests. Tests change the objects directly (Put, Delete)
-// and may make the server refuse a verb on a resource.
+// client: objects of the core/v1 resources (and the placement API's
+// NodeRecords) kept in memory and served over HTTP as kube-apiserver
+// serves them (get, list and watch with field selectors, the watch's
+// initial events, create, and a JSON merge patch of a NodeRecord), so the
+// tests run the client's real requests. Tests change the objects directly
+// (Put, Delete) and may make the server refuse a verb on a resource.
 package apitest
 
 import (
@@ -13,11 +13,13 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 
+	jsonpatch "gopkg.in/evanphx/json-patch.v4"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -30,13 +32,14 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/stickyip/stickyip/checkpointd/apiclient"
+	"github.com/stickyip/stickyip/contract/placementv1"
 )
 
 // Server is the API server.
 type Server struct {
 	*httptest.Server
 	codec runtime.Codec
-	apps  runtime.Codec // apps/v1: apiclient.StatefulSet
+	recs  runtime.Codec // stickyip.io/v1: placementv1.NodeRecord
 
 	mu       sync.Mutex
 	rv       int
@@ -56,7 +59,7 @@ type watcher struct {
 
 // New starts a server holding objs; it stops when the test ends.
 func New(t testing.TB, objs ...runtime.Object) *Server {
-	s := &Server{codec: apiclient.Codecs.LegacyCodec(corev1.SchemeGroupVersion), apps: apiclient.AppsCodecs.LegacyCodec(apiclient.AppsV1), objects: map[string]map[string]runtime.Object{},
+	s := &Server{codec: apiclient.Codecs.LegacyCodec(corev1.SchemeGroupVersion), recs: apiclient.RecordsCodecs.LegacyCodec(placementv1.SchemeGroupVersion), objects: map[string]map[string]runtime.Object{},
 		watchers: map[*watcher]bool{}, refused: map[string]int{}, done: make(chan struct{})}
 	for _, o := range objs {
 		s.Put(o)
@@ -69,7 +72,7 @@ func New(t testing.TB, objs ...runtime.Object) *Server {
 // Config is a client config for the server.
 func (s *Server) Config() *rest.Config { return &rest.Config{Host: s.URL} }
 
-// Refuse makes the server answer verb (get, list, watch, create) on
+// Refuse makes the server answer verb (get, list, watch, create, patch) on
 // resource with code until told otherwise (code 0).
 func (s *Server) Refuse(verb, resource string, code int) {
 	s.mu.Lock()
@@ -92,7 +95,7 @@ func (s *Server) Watches() int {
 }
 
 // Put creates or replaces obj (a Pod, Node, Secret, ConfigMap, Event or
-// apiclient.StatefulSet) and tells the watchers.
+// placementv1.NodeRecord) and tells the watchers.
 func (s *Server) Put(obj runtime.Object) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -162,11 +165,9 @@ func (s *Server) event(typ watch.EventType, obj runtime.Object) metav1.WatchEven
 
 // codecOf is the codec of obj's API group.
 func (s *Server) codecOf(obj runtime.Object) runtime.Codec {
-	if _, ok := obj.(*apiclient.StatefulSet); ok {
-		return s.apps
-	}
-	if _, ok := obj.(*apiclient.StatefulSetList); ok {
-		return s.apps
+	switch obj.(type) {
+	case *placementv1.NodeRecord, *placementv1.NodeRecordList:
+		return s.recs
 	}
 	return s.codec
 }
@@ -184,8 +185,8 @@ func resourceOf(obj runtime.Object) string {
 		return apiclient.ConfigMaps
 	case *corev1.Event:
 		return apiclient.Events
-	case *apiclient.StatefulSet:
-		return apiclient.StatefulSets
+	case *placementv1.NodeRecord:
+		return placementv1.NodeRecordResource
 	}
 	panic(fmt.Sprintf("apitest: no resource for %T", obj))
 }
@@ -202,14 +203,14 @@ func fieldsOf(obj runtime.Object) fields.Set {
 }
 
 // serve answers /readyz and /api/v1/[namespaces/NS/]RESOURCE[/NAME] (and
-// /apis/apps/v1/... for StatefulSets).
+// /apis/stickyip.io/v1/noderecords[/NAME]).
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	if r.URL.Path == "/readyz" {
 		fmt.Fprint(w, "ok")
 		return
 	}
-	path, apps := strings.CutPrefix(r.URL.Path, "/apis/apps/v1")
-	if !apps {
+	path, recs := strings.CutPrefix(r.URL.Path, "/apis/"+placementv1.Group+"/"+placementv1.Version)
+	if !recs {
 		path = strings.TrimPrefix(path, "/api/v1")
 	}
 	parts := strings.Split(strings.Trim(path, "/"), "/")
@@ -225,12 +226,12 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	if len(parts) == 2 {
 		name = parts[1]
 	}
-	if apps != (res == apiclient.StatefulSets) {
+	if recs != (res == placementv1.NodeRecordResource) {
 		s.status(w, apierrors.NewNotFound(schema.GroupResource{}, r.URL.Path))
 		return
 	}
 	q := r.URL.Query()
-	verb := map[string]string{http.MethodGet: "get", http.MethodPost: "create"}[r.Method]
+	verb := map[string]string{http.MethodGet: "get", http.MethodPost: "create", http.MethodPatch: "patch"}[r.Method]
 	switch {
 	case verb == "get" && name == "" && q.Get("watch") == "true":
 		verb = "watch"
@@ -265,6 +266,8 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		s.watch(w, r, res, ns, sel, q.Get("sendInitialEvents") == "true")
 	case "create":
 		s.create(w, r, res, ns)
+	case "patch":
+		s.patch(w, r, res, ns, name)
 	}
 }
 
@@ -310,10 +313,10 @@ func (s *Server) list(w http.ResponseWriter, res, ns string, sel fields.Selector
 			l.Items = append(l.Items, *o.(*corev1.Node))
 		}
 		list = l
-	case apiclient.StatefulSets:
-		l := &apiclient.StatefulSetList{}
+	case placementv1.NodeRecordResource:
+		l := &placementv1.NodeRecordList{}
 		for _, o := range items {
-			l.Items = append(l.Items, *o.(*apiclient.StatefulSet))
+			l.Items = append(l.Items, *o.(*placementv1.NodeRecord))
 		}
 		list = l
 	default:
@@ -341,8 +344,8 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request, res, ns string, s
 		switch res {
 		case apiclient.Nodes:
 			wt.events <- s.event(watch.Bookmark, &corev1.Node{ObjectMeta: mark.ObjectMeta})
-		case apiclient.StatefulSets:
-			wt.events <- s.event(watch.Bookmark, &apiclient.StatefulSet{ObjectMeta: mark.ObjectMeta})
+		case placementv1.NodeRecordResource:
+			wt.events <- s.event(watch.Bookmark, &placementv1.NodeRecord{ObjectMeta: mark.ObjectMeta})
 		default:
 			wt.events <- s.event(watch.Bookmark, mark)
 		}
@@ -377,7 +380,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request, res, ns string) 
 	body, err := io.ReadAll(r.Body)
 	if err == nil {
 		var obj runtime.Object
-		obj, _, err = apiclient.Codecs.UniversalDeserializer().Decode(body, nil, nil)
+		obj, err = s.decode(res, body)
 		if err == nil && resourceOf(obj) != res {
 			err = fmt.Errorf("a %T posted to %s", obj, res)
 		}
@@ -399,6 +402,66 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request, res, ns string) 
 		}
 	}
 	s.status(w, apierrors.NewBadRequest(err.Error()))
+}
+
+// decode reads a posted object of res.
+func (s *Server) decode(res string, body []byte) (runtime.Object, error) {
+	if res == placementv1.NodeRecordResource {
+		obj, _, err := apiclient.RecordsCodecs.UniversalDeserializer().Decode(body, nil, nil)
+		return obj, err
+	}
+	obj, _, err := apiclient.Codecs.UniversalDeserializer().Decode(body, nil, nil)
+	return obj, err
+}
+
+// patch applies a JSON merge patch to an object, as the API server does;
+// a NodeRecord's status is not the main resource's to change.
+func (s *Server) patch(w http.ResponseWriter, r *http.Request, res, ns, name string) {
+	if r.Header.Get("Content-Type") != string(types.MergePatchType) {
+		s.status(w, apierrors.NewMethodNotSupported(schema.GroupResource{Resource: res}, "patch"))
+		return
+	}
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		s.status(w, apierrors.NewBadRequest(err.Error()))
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	old, ok := s.objects[res][ns+"/"+name]
+	if !ok {
+		s.status(w, apierrors.NewNotFound(schema.GroupResource{Resource: res}, name))
+		return
+	}
+	cur, err := json.Marshal(old)
+	if err == nil {
+		cur, err = jsonpatch.MergePatch(cur, body)
+	}
+	obj := reflect.New(reflect.TypeOf(old).Elem()).Interface().(runtime.Object)
+	if err == nil {
+		err = json.Unmarshal(cur, obj)
+	}
+	if err != nil {
+		s.status(w, apierrors.NewBadRequest(err.Error()))
+		return
+	}
+	if rec, ok := obj.(*placementv1.NodeRecord); ok {
+		prev := old.(*placementv1.NodeRecord)
+		rec.Status = prev.DeepCopy().Status
+		rec.Generation = prev.Generation
+		if !equalJSON(rec.Spec, prev.Spec) {
+			rec.Generation++
+		}
+	}
+	obj, _ = s.put(obj)
+	s.write(w, http.StatusOK, obj)
+}
+
+// equalJSON reports whether a and b encode alike.
+func equalJSON(a, b any) bool {
+	x, _ := json.Marshal(a)
+	y, _ := json.Marshal(b)
+	return string(x) == string(y)
 }
 
 func (s *Server) write(w http.ResponseWriter, code int, obj runtime.Object) {

@@ -152,8 +152,8 @@ func daemonFlags(fs *flag.FlagSet, cfg *config.Config) *string {
 	fs.StringVar(&cfg.ListenAddress, "listen-address", contract.DefaultListenAddress, `address for /healthz and /metrics ("": disabled)`)
 	fs.BoolVar(&cfg.RebuildStore, "rebuild-store", true, "rebuild the stickyip store when it is damaged, or missing on a node that had one, from what the node knows (the damaged file is kept aside); false: report it and leave the node NotReady for the operator (checkpointd rebuild-store)")
 	fs.StringVar(&cfg.CNIResultsDir, "cni-results-dir", contract.DefaultCNIResultsDir, "the container runtime's CNI result cache (libcni's), a source of a store rebuild")
-	fs.BoolVar(&cfg.FollowStatefulSets, "follow-statefulsets", true, "make the reservations of StatefulSet pods follow their StatefulSet's persistentVolumeClaimRetentionPolicy, as their volumes do (watches the cluster's StatefulSets: deploy/placement's RBAC; needs --data-dir); false: every reservation lasts its duration after the pod's deletion")
-	fs.BoolVar(&cfg.Placement, "placement", true, "publish this node's sticky identities in the placement index (ConfigMaps stickyip-placement-*) for the placement policy (deploy/placement; needs --data-dir and the node's own credentials)")
+	fs.BoolVar(&cfg.FollowStatefulSets, "follow-statefulsets", true, "make the reservations of StatefulSet pods end as their volume claims do, as stickyip-controller says in this node's NodeRecord (deploy/placement; needs --placement and --data-dir); false: every reservation lasts its duration after the pod's deletion, held ones from now")
+	fs.BoolVar(&cfg.Placement, "placement", true, "publish this node's sticky identities in its NodeRecord (stickyip.io/v1, named after the node), from which stickyip-controller builds the placement index (deploy/placement; needs --data-dir and the node's own credentials)")
 	return fs.String("log-level", "info", "debug, info, warn or error")
 }
 
