@@ -60,13 +60,12 @@ type hook struct {
 	definition      generic.PolicyAccessor
 	bindingAccessor generic.BindingAccessor
 	failurePolicy   admissionv1.FailurePolicyType
-	hasParams       bool
 	// compiler makes a mutating invocation's composition context (the
 	// variables its mutations read), as the dispatcher does; conditions
 	// make their own.
 	compiler *plugincel.CompositedCompiler
 	match    *spender // nil: no match conditions
-	matcher         matchconditions.Matcher
+	matcher  matchconditions.Matcher
 
 	// A validating policy.
 	validator             validating.Validator
@@ -262,7 +261,7 @@ func compileValidating(t testing.TB, p *admissionv1.ValidatingAdmissionPolicy, b
 	opts := plugincel.OptionalVariableDeclarations{HasParams: p.Spec.ParamKind != nil, HasAuthorizer: true}
 	noAuthz := opts
 	noAuthz.HasAuthorizer = false
-	h := &hook{policy: p.Name, binding: b.Name, failurePolicy: admissionv1.Fail, hasParams: p.Spec.ParamKind != nil,
+	h := &hook{policy: p.Name, binding: b.Name, failurePolicy: admissionv1.Fail,
 		definition: validating.NewValidatingAdmissionPolicyAccessor(p), bindingAccessor: validating.NewValidatingAdmissionPolicyBindingAccessor(b)}
 	if p.Spec.FailurePolicy != nil {
 		h.failurePolicy = *p.Spec.FailurePolicy
@@ -295,7 +294,7 @@ func compileValidating(t testing.TB, p *admissionv1.ValidatingAdmissionPolicy, b
 func compileMutating(t testing.TB, p *admissionv1.MutatingAdmissionPolicy, b *admissionv1.MutatingAdmissionPolicyBinding) *hook {
 	t.Helper()
 	opts := plugincel.OptionalVariableDeclarations{HasParams: p.Spec.ParamKind != nil, HasAuthorizer: true}
-	h := &hook{policy: p.Name, binding: b.Name, failurePolicy: admissionv1.Fail, hasParams: p.Spec.ParamKind != nil,
+	h := &hook{policy: p.Name, binding: b.Name, failurePolicy: admissionv1.Fail,
 		definition: mutating.NewMutatingAdmissionPolicyAccessor(p), bindingAccessor: mutating.NewMutatingAdmissionPolicyBindingAccessor(b)}
 	if p.Spec.FailurePolicy != nil {
 		h.failurePolicy = *p.Spec.FailurePolicy
@@ -429,9 +428,6 @@ type Case struct {
 	Params     []json.RawMessage `json:",omitempty"`
 	ParamFiles []string          `json:",omitempty"`
 	Want       Want
-	// Cost: the request is one of the most expensive the policies see;
-	// its figures are printed.
-	Cost bool `json:",omitempty"`
 }
 
 // Want is what the policies make of a case.

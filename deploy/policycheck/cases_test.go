@@ -256,7 +256,7 @@ func behaviourCases() []Case {
 	cs = append(cs, Case{Name: "label: a namespace's opt-in label that does not read is refused", Operation: admission.Create, Resource: "namespaces", User: admin,
 		Object: mustJSON(bad), Want: Want{Invoked: []string{labelPol}, Denied: []string{"ValidatingAdmissionPolicy 'stickyip-statefulsets-label' with binding 'stickyip-statefulsets-label' denied request: stickyip.io/statefulsets: \"30x\""}}})
 	cs = append(cs, Case{Name: "label: a namespace's opt-in label", Operation: admission.Update, Resource: "namespaces", User: admin,
-		Object: mustJSON(labelled), OldObject: mustJSON(plain), Want: Want{Invoked: []string{labelPol}}, Cost: true})
+		Object: mustJSON(labelled), OldObject: mustJSON(plain), Want: Want{Invoked: []string{labelPol}}})
 
 	// One writer per record.
 	mine, theirs := record(holder, nil), record(otherNode, nil)
@@ -426,24 +426,24 @@ func costCases() []Case {
 	}
 	return []Case{
 		{Name: "cost: the hint, the largest shard, a 253-character keyed identity, the most annotations, required", Operation: admission.Create, Resource: "pods",
-			User: stsCtl, ObjectFile: "pod-keyed.json.gz", Namespace: plain, ParamFiles: []string{"shard-largest.json.gz"}, Cost: true,
+			User: stsCtl, ObjectFile: "pod-keyed.json.gz", Namespace: plain, ParamFiles: []string{"shard-largest.json.gz"},
 			Want: Want{Invoked: []string{hint + shard0, podPolicy}, Affinity: required(held[contract.KeyedIdentity(longName("key", 0))])}},
 		{Name: "cost: the hint, the largest shard, a 253-character pod name, the most annotations, required", Operation: admission.Create, Resource: "pods",
-			User: stsCtl, ObjectFile: "pod-named.json.gz", Namespace: plain, ParamFiles: []string{"shard-largest.json.gz"}, Cost: true,
+			User: stsCtl, ObjectFile: "pod-named.json.gz", Namespace: plain, ParamFiles: []string{"shard-largest.json.gz"},
 			Want: Want{Invoked: []string{hint + shard0, podPolicy}, Affinity: required(held[longName("pod", 0)])}},
 		{Name: "cost: the opt-in's hint, the largest shard, a labelled namespace, the most annotations", Operation: admission.Create, Resource: "pods",
 			User: stsCtl, ObjectFile: "pod-keyed.json.gz", Namespace: namespace(map[string]string{contract.LabelStatefulSets: "99999.99999h99999.99999h99999.99999h-preferred-fixed"}),
-			ParamFiles: []string{"shard-largest.json.gz"}, Cost: true,
-			Want: Want{Invoked: []string{optInHint + shard0, podPolicy}, Affinity: required(held[contract.KeyedIdentity(longName("key", 0))])}},
+			ParamFiles: []string{"shard-largest.json.gz"},
+			Want:       Want{Invoked: []string{optInHint + shard0, podPolicy}, Affinity: required(held[contract.KeyedIdentity(longName("key", 0))])}},
 		{Name: "cost: the opt-in and its hint, a StatefulSet pod without a duration of its own, the largest shard, the most annotations", Operation: admission.Create,
 			Resource: "pods", User: stsCtl, ObjectFile: "pod-sts.json.gz", Namespace: namespace(map[string]string{contract.LabelStatefulSets: "99999.99999h99999.99999h99999.99999h-preferred-fixed"}),
-			ParamFiles: []string{"shard-largest.json.gz"}, Cost: true,
-			Want: Want{Invoked: []string{optIn, optInHint + shard0, podPolicy}, Affinity: required(held[contract.KeyedIdentity(longName("key", 0))])}},
+			ParamFiles: []string{"shard-largest.json.gz"},
+			Want:       Want{Invoked: []string{optIn, optInHint + shard0, podPolicy}, Affinity: required(held[contract.KeyedIdentity(longName("key", 0))])}},
 		{Name: "cost: a node's status update of a pod of the most annotations", Operation: admission.Update, Resource: "pods/status",
-			User: node, ObjectFile: "pod-keyed-bound.json.gz", OldObjectFile: "pod-keyed-bound.json.gz", Namespace: plain, Cost: true,
+			User: node, ObjectFile: "pod-keyed-bound.json.gz", OldObjectFile: "pod-keyed-bound.json.gz", Namespace: plain,
 			Want: Want{Invoked: []string{"stickyip-pod-identity/stickyip-pod-identity"}}},
 		{Name: "cost: a node writes its largest record", Operation: admission.Update, Resource: "noderecords",
-			User: node, ObjectFile: "record-largest.json.gz", OldObjectFile: "record-largest.json.gz", Cost: true,
+			User: node, ObjectFile: "record-largest.json.gz", OldObjectFile: "record-largest.json.gz",
 			Want: Want{Invoked: []string{"stickyip-node-records/stickyip-node-records"}}},
 	}
 }
