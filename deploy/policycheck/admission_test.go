@@ -6,8 +6,8 @@ package policycheck
 // server's own code: the generic policy matcher (the policy's constraints,
 // the binding's selectors), the parameters a binding's selector picks, the
 // plugins' compilers, the match conditions' matcher, the JSON patcher, the
-// validator. Only version.go differs (what the two versions' APIs do not
-// share); TestRunnerIsShared (policycheck) holds the copies equal.
+// validator. Only version_test.go differs (what the two versions' APIs do
+// not share); TestRunnerIsShared (policycheck) holds the copies equal.
 
 import (
 	"bufio"
