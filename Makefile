@@ -39,13 +39,15 @@ install: build
 	install -m 0755 $(BIN)/stickyip $(DESTDIR)$(CNI_BIN_DIR)/stickyip
 
 # Unit tests: no root, no network, no real components. deploy/policycheck
-# is a module of its own (the API server's CEL libraries, which the
-# binaries must not build with): the placement policies' CEL against
-# checkpointd's Go.
+# is a module of its own (the API server's admission code and CEL
+# libraries, which the binaries must not build with): the placement
+# policies run on Kubernetes 1.37's, and in deploy/policycheck/k136 on
+# 1.36's.
 test:
 	$(GO) vet ./...
 	$(GO) test -count=1 ./...
 	cd deploy/policycheck && $(GO) vet ./... && $(GO) test -count=1 ./...
+	cd deploy/policycheck/k136 && $(GO) vet ./... && $(GO) test -count=1 ./...
 
 # Everything CI runs: unit tests, then every registered tier.
 # Cheapest first: a broken build fails before the long end-to-end tier.

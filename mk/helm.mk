@@ -3,7 +3,8 @@
 # _output/tools/helm; the e2e installs the chart and flannel's own with it).
 #
 #   make chart    # after editing the chart or deploy/placement: rewrites
-#                 # deploy/install/stickyip.yaml and the chart's copy of deploy/placement
+#                 # deploy/install/stickyip.yaml, deploy/placement/controller.yaml
+#                 # and the chart's copy of deploy/placement
 HELM := $(CURDIR)/_output/tools/helm
 
 .PHONY: helm-tool chart
