@@ -49,7 +49,7 @@ func (c *cluster) etcdSticky() {
 }
 
 // release releases the members' reservations on every node and waits
-// until no entry of the namespace is left in the placement index.
+// until no entry of the namespace is left in any node's record.
 func (a *etcdApp) release() {
 	c := a.c
 	for _, n := range c.nodes {
@@ -57,9 +57,9 @@ func (a *etcdApp) release() {
 			n.stickyipRelease(a.ns + "/" + name)
 		}
 	}
-	eventually(c.t, "no entry of "+a.ns+" left in the placement index", time.Minute, time.Second, func() (bool, string) {
+	eventually(c.t, "no entry of "+a.ns+" left in the nodes' records", time.Minute, time.Second, func() (bool, string) {
 		for _, n := range c.nodes {
-			for key := range c.heldBy(n.name) {
+			for key := range c.entriesOf(n.name) {
 				if strings.HasPrefix(key, a.ns+"/") {
 					return false, fmt.Sprintf("%s holds %s", n.name, key)
 				}

@@ -503,13 +503,13 @@ func (c *cluster) createPinned(n *node, name string, ann map[string]string) {
 	c.createOn(n, rebuildNS, name, ann)
 }
 
-// goneReserved deletes pod gone and waits until its node's entry in the
-// index says when its reservation ends.
+// goneReserved deletes pod gone and waits until its node's record says
+// when its reservation ends.
 func (c *cluster) goneReserved(r *rebuildNode) {
 	r.n.deletePodGracefullyIn(rebuildNS, "gone", 2*time.Minute)
-	eventually(c.t, "gone's reservation in the index", time.Minute, time.Second, func() (bool, string) {
-		l, ok := c.lineOf(rebuildNS, "gone", r.n.name)
-		return ok && !l.Running(), fmt.Sprintf("entry %+v", l)
+	eventually(c.t, "gone's reservation in its node's record", time.Minute, time.Second, func() (bool, string) {
+		e, ok := c.entriesOf(r.n.name)[rebuildNS+"/gone"]
+		return ok && !e.Running(), fmt.Sprintf("entry %+v", e)
 	})
 }
 

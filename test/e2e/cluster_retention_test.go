@@ -125,8 +125,8 @@ func (c *cluster) retention() {
 			t.Fatalf("%s on %s %s after the scale-down (its own %s long over), stickyip gc run: %+v (listed %v); want still reserved",
 				name, m.Node, hold, retentionKeep, e, ok)
 		}
-		if l, ok := c.lineOf(retentionNamespace, name, m.Node); !ok || !l.Held() || c.hinted(retentionNamespace, name) != m.Node {
-			t.Fatalf("%s's index entry on %s: %+v (%v), hint %q; want it held and counting", name, m.Node, l, ok, c.hinted(retentionNamespace, name))
+		if e, ok := c.entriesOf(m.Node)[retentionNamespace+"/"+name]; !ok || !e.Held || c.hinted(retentionNamespace, name) != m.Node {
+			t.Fatalf("%s's entry in %s's record: %+v (%v), index %q; want it held and counting", name, m.Node, e, ok, c.hinted(retentionNamespace, name))
 		}
 		t.Logf("%s on %s, %s after the scale-down: %s, %s; `stickyip list`: %s", name, m.Node, time.Since(gone).Round(time.Second), e.IP, e.State, e.Keep)
 	}
@@ -281,11 +281,12 @@ func (c *cluster) waitFollowed(m placedPod, set, whenScaled string) {
 	t := c.t
 	t.Helper()
 	c.waitEntry(m.Node, m.IP, m.Name+" follows StatefulSet "+set, func(e admin.Entry) bool {
-		return e.State == "allocated" && e.StatefulSet != nil && e.StatefulSet.Name == set && e.StatefulSet.WhenScaled == whenScaled
+		return e.State == "allocated" && e.StatefulSet != nil && e.StatefulSet.Name == set && e.StatefulSet.UID != "" &&
+			strings.Contains(e.StatefulSet.Why, whenScaled)
 	})
 	eventually(t, m.Name+"'s entry published", time.Minute, 500*time.Millisecond, func() (bool, string) {
-		l, ok := c.lineOf(retentionNamespace, m.Name, m.Node)
-		return ok && l.Running(), fmt.Sprintf("%+v", l)
+		e, ok := c.entriesOf(m.Node)[retentionNamespace+"/"+m.Name]
+		return ok && e.Running(), fmt.Sprintf("%+v", e)
 	})
 }
 
@@ -325,8 +326,8 @@ func (c *cluster) waitNoEntry(node, ip, what string, timeout time.Duration) {
 func (c *cluster) waitNoLine(ns, identity, node string) {
 	c.t.Helper()
 	eventually(c.t, node+" releases its entry of "+ns+"/"+identity, time.Minute, 500*time.Millisecond, func() (bool, string) {
-		l, ok := c.lineOf(ns, identity, node)
-		return !ok, fmt.Sprintf("%+v", l)
+		e, ok := c.entriesOf(node)[ns+"/"+identity]
+		return !ok, fmt.Sprintf("%+v", e)
 	})
 }
 

@@ -69,6 +69,7 @@ type controlPlane struct {
 	client     *kubernetes.Clientset // as admin
 
 	etcd, apiserver, scheduler, controllerManager *proc
+	placementController                           *proc // stickyip-controller, once started
 
 	// clusterCIDR, when set, makes the controller-manager allocate each
 	// Node's spec.podCIDR from it (--allocate-node-cidrs), as flanneld with
@@ -104,6 +105,8 @@ func newControlPlane(t testing.TB, b bins, dir, logDir string, n *harness.Netns,
 	line(schedulerUser, "")
 	line(controllerManagerUser, "")
 	line(kubeProxyUser, "")
+	line(placementControllerUser, "system:serviceaccounts,system:serviceaccounts:kube-system")
+	line(nodesGroupUser, "system:nodes")
 	writeFile(t, filepath.Join(pki, "tokens.csv"), []byte(lines.String()), 0o600)
 	cp.adminToken = cp.tokens[adminUser]
 	cs, err := kubernetes.NewForConfig(cp.apiClientConfig(cp.adminToken))
@@ -121,7 +124,7 @@ func (cp *controlPlane) apiAddr() string { return net.JoinHostPort(cp.host, apiP
 // test failed.
 func (cp *controlPlane) printLogsOnFailure() {
 	if cp.t.Failed() {
-		printTails(cp.t, cp.controllerManager, cp.scheduler, cp.apiserver, cp.etcd)
+		printTails(cp.t, cp.placementController, cp.controllerManager, cp.scheduler, cp.apiserver, cp.etcd)
 	}
 }
 
