@@ -141,7 +141,7 @@ func (a *etcdApp) table() []etcdRow {
 }
 
 // etcdDocPath is the page whose tables this step prints (from test/e2e).
-const etcdDocPath = "../../docs/e2e.md"
+const etcdDocPath = "README.md"
 
 // docTableDiffers compares the table a run printed (md) with the one
 // docs/e2e.md shows under the line "<!-- <marker> -->", in the columns no
