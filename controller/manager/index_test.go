@@ -157,9 +157,7 @@ func TestNodeGone(t *testing.T) {
 	// The node writes its record again under its new UID: judged afresh.
 	h.srv.PutRecord(nodeRecord("n2", "nu2-again", entry("ns", "b-0", "b-0", "p2", true)))
 	poll(t, "b-0 back in the index", func() bool { return h.srv.Index("ns")["b-0"] == "n2" })
-	if r := h.srv.Record("n2"); r.Status.NodeUID != "nu2-again" {
-		t.Fatalf("status judged under %q", r.Status.NodeUID)
-	}
+	poll(t, "the status judged under the new UID", func() bool { return h.srv.Record("n2").Status.NodeUID == "nu2-again" })
 	if n := h.srv.Writes("delete", apitest.Records); n != 1 {
 		t.Fatalf("%d record deletions, want 1", n)
 	}

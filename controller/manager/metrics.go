@@ -19,6 +19,9 @@ type metrics struct {
 	records      prometheus.Gauge
 	leader       prometheus.Gauge
 	syncSeconds  prometheus.Histogram
+	// passes counts the passes begun: a test (or an operator) reads how
+	// many passes a burst took.
+	passes prometheus.Counter
 }
 
 func newMetrics(_ *Manager) *metrics {
@@ -37,8 +40,10 @@ func newMetrics(_ *Manager) *metrics {
 			Help: "1 while this replica holds the Lease and writes, else 0."}),
 		syncSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Name: metricPrefix + "sync_seconds",
 			Help: "Duration of a pass: judging the changed records, writing the shards and the status.", Buckets: prometheus.ExponentialBuckets(0.001, 4, 10)}),
+		passes: prometheus.NewCounter(prometheus.CounterOpts{Name: metricPrefix + "passes_total",
+			Help: "Passes begun: each judges the records changed since the last, writes the shards and the status."}),
 	}
 	m.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		m.claims, m.indexWrites, m.statusWrites, m.identities, m.records, m.leader, m.syncSeconds)
+		m.claims, m.indexWrites, m.statusWrites, m.identities, m.records, m.leader, m.syncSeconds, m.passes)
 	return m
 }

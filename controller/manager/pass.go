@@ -36,6 +36,7 @@ func (m *Manager) batch(ctx context.Context) ([]key, bool) {
 // namespace they changed (or that changed) to the index, then writes each
 // judged record's status. It returns the keys to try again.
 func (m *Manager) pass(ctx context.Context, keys []key) map[key]bool {
+	m.metrics.passes.Inc()
 	start := time.Now()
 	now := start
 	m.orphanMemo = map[string]bool{}
