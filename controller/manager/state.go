@@ -1,0 +1,126 @@
+package manager
+
+import (
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/stickyip/stickyip/controller/index"
+)
+
+// claimKey names a claim within a record: its namespace and identity.
+type claimKey struct{ namespace, identity string }
+
+// pendingKey names the pod an entry waits for.
+type pendingKey struct {
+	claimKey
+	pod types.UID
+}
+
+// state is what the passes of one term keep between them; only the pass
+// goroutine touches it (the status writers read winners alone, while no
+// pass changes it).
+type state struct {
+	// contrib is each record's accepted claims as index candidates.
+	contrib map[string]map[claimKey]index.Candidate
+	// cands is every candidate of each namespace's identities, by node.
+	cands map[string]map[string]map[string]index.Candidate
+	// winners is each namespace's index as last written.
+	winners map[string]map[string]string
+	// pending is when each waiting entry's pod was first found unknown.
+	pending map[string]map[pendingKey]time.Time
+	// identities counts the identities of winners.
+	identities int
+}
+
+func newState() *state {
+	return &state{contrib: map[string]map[claimKey]index.Candidate{}, cands: map[string]map[string]map[string]index.Candidate{},
+		winners: map[string]map[string]string{}, pending: map[string]map[pendingKey]time.Time{}}
+}
+
+// setContrib replaces the candidates of record (node) and returns the
+// namespaces whose candidates changed.
+func (s *state) setContrib(node string, next map[claimKey]index.Candidate) map[string]bool {
+	prev := s.contrib[node]
+	dirty := map[string]bool{}
+	for k, c := range prev {
+		if n, ok := next[k]; !ok || n != c {
+			dirty[k.namespace] = true
+			s.dropCand(k, node)
+		}
+	}
+	for k, c := range next {
+		if p, ok := prev[k]; !ok || p != c {
+			dirty[k.namespace] = true
+			s.putCand(k, node, c)
+		}
+	}
+	if len(next) == 0 {
+		delete(s.contrib, node)
+	} else {
+		s.contrib[node] = next
+	}
+	return dirty
+}
+
+func (s *state) putCand(k claimKey, node string, c index.Candidate) {
+	ns := s.cands[k.namespace]
+	if ns == nil {
+		ns = map[string]map[string]index.Candidate{}
+		s.cands[k.namespace] = ns
+	}
+	if ns[k.identity] == nil {
+		ns[k.identity] = map[string]index.Candidate{}
+	}
+	ns[k.identity][node] = c
+}
+
+func (s *state) dropCand(k claimKey, node string) {
+	ns := s.cands[k.namespace]
+	if ns == nil {
+		return
+	}
+	if byNode := ns[k.identity]; byNode != nil {
+		if delete(byNode, node); len(byNode) == 0 {
+			delete(ns, k.identity)
+		}
+	}
+	if len(ns) == 0 {
+		delete(s.cands, k.namespace)
+	}
+}
+
+// want returns the index namespace should hold: each identity's winner.
+func (s *state) want(namespace string) map[string]string {
+	out := make(map[string]string, len(s.cands[namespace]))
+	for id, byNode := range s.cands[namespace] {
+		if w, ok := index.Winner(byNode); ok {
+			out[id] = w.Node
+		}
+	}
+	return out
+}
+
+// setWinners records namespace's index as written and returns the nodes
+// that won or lost an identity by it.
+func (s *state) setWinners(namespace string, next map[string]string) map[string]bool {
+	prev := s.winners[namespace]
+	nodes := map[string]bool{}
+	for id, n := range prev {
+		if next[id] != n {
+			nodes[n] = true
+		}
+	}
+	for id, n := range next {
+		if prev[id] != n {
+			nodes[n] = true
+		}
+	}
+	s.identities += len(next) - len(prev)
+	if len(next) == 0 {
+		delete(s.winners, namespace)
+	} else {
+		s.winners[namespace] = next
+	}
+	return nodes
+}
