@@ -143,7 +143,7 @@ func TestReadyAndMetrics(t *testing.T) {
 // A leader of a cluster with no record and no shard yet (placement just
 // installed) is ready at once: there is nothing to sync first.
 func TestReadyWithNothingToSync(t *testing.T) {
-	h := newHarness(t, node("n1", "nu1"))
+	h := newHarness(t)
 	m := h.start(testConfig())
 	poll(t, "ready as the leader with no record", func() bool { ok, why := m.Ready(); return ok && why == "ok: leading" })
 	if n := h.srv.AllWrites(); n != 0 {
