@@ -60,7 +60,11 @@ func (a *clientAPI) Get(ctx context.Context) (*placementv1.NodeRecord, error) {
 // created meanwhile (a restart of checkpointd racing itself) is patched
 // after all.
 func (a *clientAPI) Publish(ctx context.Context, spec placementv1.NodeRecordSpec) (*placementv1.NodeRecord, error) {
-	data, err := json.Marshal(map[string]any{"spec": spec})
+	entries := spec.Entries
+	if entries == nil {
+		entries = []placementv1.Entry{} // a merge patch leaves a field it does not name: the last entry must go too
+	}
+	data, err := json.Marshal(map[string]any{"spec": map[string]any{"nodeUID": spec.NodeUID, "entries": entries}})
 	if err != nil {
 		return nil, err
 	}

@@ -53,6 +53,13 @@ func TestAPIPublish(t *testing.T) {
 	if err != nil || got == nil || got.Name != "node1" || got.Spec.NodeUID != "n1" || !got.Spec.Entries[0].Until.Equal(spec.Entries[0].Until) {
 		t.Fatalf("Get: %+v, %v", got, err)
 	}
+	// The last entry released: the record holds none.
+	if r, err := api.Publish(ctx, placementv1.NodeRecordSpec{NodeUID: "n1"}); err != nil || len(r.Spec.Entries) != 0 {
+		t.Fatalf("writing no entries: %+v, %v; want the record emptied", r, err)
+	}
+	if got, _ := api.Get(ctx); got == nil || len(got.Spec.Entries) != 0 {
+		t.Fatalf("after the last release the record holds %+v", got)
+	}
 	if err := api.(Former).ForgetFormer(ctx); err != nil {
 		t.Fatal(err)
 	}
