@@ -406,16 +406,21 @@ patches:
 	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(overlay), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	// The overlay holds the policies only: the RBAC that lets nodes write
-	// the index is deploy/placement/nodes, applied apart once the index
-	// policy is in effect (issue 47), whatever order kustomize builds.
+	// The overlay grants the nodes nothing: the RBAC that lets nodes write
+	// their records is deploy/placement/nodes, applied apart once the
+	// NodeRecord policy is in effect, whatever order kustomize builds.
 	for _, doc := range strings.Split(cp.kubectl("kustomize", dir), "\n---\n") {
-		var head struct{ Kind string }
+		var head struct {
+			Kind     string
+			Subjects []struct{ Kind, Name string }
+		}
 		if err := yaml.Unmarshal([]byte(doc), &head); err != nil {
 			t.Fatal(err)
 		}
-		if !strings.Contains(head.Kind, "AdmissionPolicy") {
-			t.Fatalf("the documented overlay builds a %s: the nodes' RBAC is deploy/placement/nodes", head.Kind)
+		for _, s := range head.Subjects {
+			if s.Kind == "Group" && s.Name == "system:nodes" {
+				t.Fatalf("the documented overlay builds a %s granting system:nodes: the nodes' RBAC is deploy/placement/nodes", head.Kind)
+			}
 		}
 	}
 	out := cp.kubectl("apply", "-k", dir)
