@@ -22,8 +22,7 @@ const root = "../.."
 
 // TestLinksResolve walks the documentation (docFiles) and fails for each
 // relative link whose file is missing or whose anchor matches no heading of
-// the file. A link to a reserved page (reserved) is checked once the page
-// exists.
+// the file.
 func TestLinksResolve(t *testing.T) {
 	files := docFiles(t)
 	anchors := map[string]map[string]bool{} // markdown file → its anchors
@@ -46,14 +45,8 @@ func TestLinksResolve(t *testing.T) {
 			t.Fatal(err)
 		}
 		rel, _ := filepath.Rel(root, file)
-		if replaced[filepath.ToSlash(rel)] {
-			continue
-		}
 		for _, l := range links(string(b)) {
 			checked++
-			if reservedMissing(file, l.target) {
-				continue
-			}
 			if err := resolve(file, l.target, anchorsOf); err != nil {
 				t.Errorf("%s:%d: link %q: %v", rel, l.line, l.target, err)
 			}
@@ -84,35 +77,6 @@ func docFiles(t *testing.T) []string {
 		t.Fatal(err)
 	}
 	return append(files, reports...)
-}
-
-// reserved are the pages of the path being written elsewhere: the path's
-// pages point at them before they exist.
-var reserved = map[string]bool{
-	"docs/guides/placement.md":    true,
-	"docs/guides/statefulsets.md": true,
-}
-
-// replaced are pages the reserved ones replace: not on the path, kept as they
-// are until then, their links not checked (they point at pages that moved).
-var replaced = map[string]bool{
-	"docs/placement.md": true,
-}
-
-// reservedMissing reports whether target, a link written in file, names a
-// reserved page that does not exist yet.
-func reservedMissing(file, target string) bool {
-	path, _, _ := strings.Cut(target, "#")
-	if path == "" {
-		return false
-	}
-	p := filepath.Join(filepath.Dir(file), filepath.FromSlash(path))
-	rel, err := filepath.Rel(root, p)
-	if err != nil || !reserved[filepath.ToSlash(rel)] {
-		return false
-	}
-	_, err = os.Stat(p)
-	return os.IsNotExist(err)
 }
 
 // resolve checks one link target written in file.

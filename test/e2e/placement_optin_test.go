@@ -375,7 +375,7 @@ func (n *node) optInClusterDefault(sts *appsv1.StatefulSet) {
 }
 
 // setClusterDefault sets the cluster's default for StatefulSet pods the
-// way docs/placement.md says for kubectl users: an overlay of
+// way docs/guides/placement.md says for kubectl users: an overlay of
 // deploy/placement with the component cluster-default and a patch of the
 // policy's first variable, applied with kubectl apply -k (without kubectl,
 // the same patches through the API).
