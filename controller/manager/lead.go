@@ -33,6 +33,11 @@ func (m *Manager) lead(ctx context.Context) {
 			m.enqueue(namespaceKey(a.GetNamespace()))
 		}
 	}
+	if m.queue.Len() == 0 {
+		// Nothing to judge or write: the index is what it should be.
+		m.firstSynced.Store(true)
+		m.log.Info("first index sync done", "keys", 0)
+	}
 	stop := context.AfterFunc(ctx, m.queue.ShutDown)
 	defer stop()
 	for first := true; ; first = false {
