@@ -27,8 +27,10 @@ type state struct {
 	// cands is every candidate of each namespace's identities, one per
 	// node (a slice: most identities have one).
 	cands map[string]map[string][]index.Candidate
-	// winners is each namespace's index as last written.
+	// winners is each namespace's index as last written; synced says which
+	// namespaces it knows (all of them once the term's first pass wrote).
 	winners map[string]map[string]string
+	synced  map[string]bool
 	// pending is when each waiting entry's pod was first found unknown.
 	pending map[string]map[pendingKey]time.Time
 	// identities counts the identities of winners.
@@ -37,7 +39,7 @@ type state struct {
 
 func newState() *state {
 	return &state{contrib: map[string][]claimKey{}, cands: map[string]map[string][]index.Candidate{},
-		winners: map[string]map[string]string{}, pending: map[string]map[pendingKey]time.Time{}}
+		winners: map[string]map[string]string{}, synced: map[string]bool{}, pending: map[string]map[pendingKey]time.Time{}}
 }
 
 // setContrib replaces the candidates of record (node) and returns the
@@ -129,6 +131,7 @@ func (s *state) setWinners(namespace string, next map[string]string) map[string]
 		}
 	}
 	s.identities += len(next) - len(prev)
+	s.synced[namespace] = true
 	if len(next) == 0 {
 		delete(s.winners, namespace)
 	} else {
