@@ -35,9 +35,9 @@ func (m *Manager) node(name string) *facts.Node {
 }
 
 // pod returns the pod of uid: live (deletedAt zero), or as last seen
-// before its deletion; nil when the controller does not know it.
-// The pods' cache is keyed by namespace and name; seen maps UIDs to keys
-// (an index of the informer would cost a set per pod).
+// before its deletion; nil when the controller does not know it. The
+// pods' cache is keyed by namespace and name, and seen maps UIDs to keys:
+// an index of the informer would cost a set per pod.
 func (m *Manager) pod(uid types.UID) (pod *facts.Pod, deletedAt time.Time) {
 	if k := m.seen.podKey(uid); k != "" {
 		if obj, ok, _ := m.pods.GetStore().GetByKey(k); ok {
