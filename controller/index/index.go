@@ -47,9 +47,9 @@ func Later(a, b Candidate) bool {
 	return a.Node < b.Node
 }
 
-// Winner returns the winning candidate of cands (by node name); false when
+// Winner returns the winning candidate of cands (one per node); false when
 // there is none.
-func Winner(cands map[string]Candidate) (Candidate, bool) {
+func Winner(cands []Candidate) (Candidate, bool) {
 	var best Candidate
 	found := false
 	for _, c := range cands {

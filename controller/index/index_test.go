@@ -29,11 +29,7 @@ func TestWinner(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			m := map[string]Candidate{}
-			for _, x := range tt.cands {
-				m[x.Node] = x
-			}
-			got, ok := Winner(m)
+			got, ok := Winner(tt.cands)
 			if ok != (tt.want != "") || got.Node != tt.want {
 				t.Fatalf("winner %q (%v), want %q", got.Node, ok, tt.want)
 			}

@@ -26,12 +26,13 @@ func (m *Manager) Handler() http.Handler {
 	return mux
 }
 
-// Ready reports whether the replica is ready, and says why (not).
+// Ready reports whether the replica is ready, and says why (not). One that
+// writes without an election leads from the start.
 func (m *Manager) Ready() (bool, string) {
 	switch {
 	case !m.synced.Load():
 		return false, "caches not synced"
-	case m.leading.Load() && !m.firstSynced.Load():
+	case (m.leading.Load() || !m.cfg.LeaderElect) && !m.firstSynced.Load():
 		return false, "leading: first index sync not done"
 	case m.leading.Load():
 		return true, "ok: leading"

@@ -162,3 +162,19 @@ func TestNodeGone(t *testing.T) {
 		t.Fatalf("%d record deletions, want 1", n)
 	}
 }
+
+// A shard the API server refuses to write is tried again until it is
+// written; meanwhile the claim is accepted, and not said to be indexed.
+func TestShardWriteRetried(t *testing.T) {
+	h := newHarness(t, node("n1", "nu1"), pod("ns", "db-0", "p1", "n1", 0))
+	h.ready(testConfig())
+	h.srv.Fail("create", apitest.Indexes, 500)
+	h.srv.PutRecord(nodeRecord("n1", "nu1", entry("ns", "db-0", "db-0", "p1", true)))
+	poll(t, "the claim accepted", func() bool { c := h.claim("n1", "ns", "db-0"); return c != nil && c.Accepted() })
+	if c := h.claim("n1", "ns", "db-0"); c.Indexed || len(h.srv.Shards("ns")) != 0 {
+		t.Fatalf("claim %+v indexed, shards %d, with every shard write refused", c, len(h.srv.Shards("ns")))
+	}
+	h.srv.Fail("create", apitest.Indexes, 0)
+	poll(t, "db-0 in the index", func() bool { return h.srv.Index("ns")["db-0"] == "n1" })
+	poll(t, "the claim indexed", func() bool { return h.claim("n1", "ns", "db-0").Indexed })
+}

@@ -27,16 +27,6 @@ func (m *Manager) enqueueRecords(names []string) {
 	}
 }
 
-// uidIndex indexes pods by UID: an entry names its pod by UID.
-const uidIndex = "uid"
-
-func podUID(obj any) ([]string, error) {
-	if p, ok := obj.(*facts.Pod); ok {
-		return []string{string(p.UID)}, nil
-	}
-	return nil, nil
-}
-
 // informers makes the five informers, each keeping only what the
 // controller reads (facts.Transform; no managedFields anywhere).
 func (m *Manager) informers() error {
@@ -56,9 +46,6 @@ func (m *Manager) informers() error {
 		if err := inf.SetTransform(dropManagedFields); err != nil {
 			return err
 		}
-	}
-	if err := m.pods.AddIndexers(cache.Indexers{uidIndex: podUID}); err != nil {
-		return err
 	}
 	return m.handlers()
 }
@@ -157,7 +144,7 @@ func (m *Manager) objectHandlers(touch func(any) (string, types.UID, bool), forg
 
 func (m *Manager) podChanged(obj any) {
 	if p, ok := obj.(*facts.Pod); ok {
-		m.enqueueRecords(m.seen.podChanged(p.UID))
+		m.enqueueRecords(m.seen.podChanged(p))
 	}
 }
 

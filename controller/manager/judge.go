@@ -87,7 +87,11 @@ func (m *Manager) judge(ctx context.Context, name string, now time.Time) (*judge
 		return strings.Compare(a.Namespace+"/"+a.Identity, b.Namespace+"/"+b.Identity)
 	})
 	j.status = status
-	m.st.pending[name] = pending
+	if len(pending) > 0 {
+		m.st.pending[name] = pending
+	} else {
+		delete(m.st.pending, name)
+	}
 	m.seen.follow(name, f)
 	return j, m.st.setContrib(name, contrib)
 }

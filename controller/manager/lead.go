@@ -50,12 +50,13 @@ func (m *Manager) lead(ctx context.Context) {
 		}
 		failed := m.pass(ctx, keys)
 		for _, k := range keys {
-			if failed[k] {
-				m.queue.AddRateLimited(k)
-			} else {
+			if !failed[k] {
 				m.queue.Forget(k)
 			}
 			m.queue.Done(k)
+		}
+		for k := range failed { // also the records a pass judged of its own accord
+			m.queue.AddRateLimited(k)
 		}
 		if first {
 			m.firstSynced.Store(true)

@@ -79,10 +79,16 @@ func TestLostLeaseStopsWrites(t *testing.T) {
 	m := h.start(electing())
 	h.srv.PutRecord(nodeRecord("n1", "nu1", entry("ns", "db-0", "db-0", "p1", true)))
 	poll(t, "db-0 in the index", func() bool { return h.srv.Index("ns")["db-0"] == "n1" })
-	// Another replica takes the Lease: this one's next renewal finds it
-	// changed (the fake clientset checks no resourceVersion; the API
-	// server answers Conflict).
+	// Another replica takes the Lease: from now on the API server shows it
+	// as that replica's and refuses this one's updates (Conflict), whatever
+	// update of this one was on its way.
 	var taken atomic.Bool
+	h.kube.PrependReactor("get", "leases", func(clienttesting.Action) (bool, runtime.Object, error) {
+		if !taken.Load() {
+			return false, nil, nil
+		}
+		return true, heldLease("other"), nil
+	})
 	h.kube.PrependReactor("update", "leases", func(clienttesting.Action) (bool, runtime.Object, error) {
 		if !taken.Load() {
 			return false, nil, nil
@@ -90,9 +96,6 @@ func TestLostLeaseStopsWrites(t *testing.T) {
 		return true, nil, apierrors.NewConflict(leasesGVR.GroupResource(), "stickyip-controller", errors.New("the object has been modified"))
 	})
 	taken.Store(true)
-	if err := h.kube.Tracker().Update(leasesGVR, heldLease("other"), "kube-system"); err != nil {
-		t.Fatal(err)
-	}
 	var err error
 	select {
 	case err = <-h.done:

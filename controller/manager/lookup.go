@@ -35,11 +35,15 @@ func (m *Manager) node(name string) *facts.Node {
 }
 
 // pod returns the pod of uid: live (deletedAt zero), or as last seen
-// before its deletion; nil when the controller does not know it.
+// before its deletion; nil when the controller does not know it. The
+// pods' cache is keyed by namespace and name, and seen maps UIDs to keys:
+// an index of the informer would cost a set per pod.
 func (m *Manager) pod(uid types.UID) (pod *facts.Pod, deletedAt time.Time) {
-	if objs, _ := m.pods.GetIndexer().ByIndex(uidIndex, string(uid)); len(objs) > 0 {
-		if p, ok := objs[0].(*facts.Pod); ok {
-			return p, time.Time{}
+	if k := m.seen.podKey(uid); k != "" {
+		if obj, ok, _ := m.pods.GetStore().GetByKey(k); ok {
+			if p, ok := obj.(*facts.Pod); ok && p.UID == uid {
+				return p, time.Time{}
+			}
 		}
 	}
 	return m.seen.tomb(uid)

@@ -88,7 +88,7 @@ func New(cfg Config, clients Clients, log *slog.Logger) (*Manager, error) {
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[key](),
 			workqueue.TypedRateLimitingQueueConfig[key]{Name: "stickyip-controller"}),
 		seen: newSeen(), st: newState()}
-	m.metrics = newMetrics(m)
+	m.metrics = newMetrics()
 	m.events = newEventer(clients.Kube, cfg.EventInterval)
 	m.former = newFormer(clients.Kube, cfg.FormerTTL, log)
 	if err := m.informers(); err != nil {
@@ -99,7 +99,8 @@ func New(cfg Config, clients Clients, log *slog.Logger) (*Manager, error) {
 
 // Run runs the controller until ctx ends (nil) or it loses the Lease
 // (ErrLostLease): it serves /healthz, /readyz and /metrics, fills its
-// caches, and writes only while it leads.
+// caches, and writes only while it leads. A Manager runs once: a replica
+// that lost the Lease starts over as a new process.
 func (m *Manager) Run(ctx context.Context) error {
 	ln, err := net.Listen("tcp", m.cfg.ListenAddress)
 	if err != nil {

@@ -24,7 +24,7 @@ type metrics struct {
 	passes prometheus.Counter
 }
 
-func newMetrics(_ *Manager) *metrics {
+func newMetrics() *metrics {
 	m := &metrics{reg: prometheus.NewRegistry(),
 		claims: prometheus.NewCounterVec(prometheus.CounterOpts{Name: metricPrefix + "claims_total",
 			Help: "Verdicts given on claims: accepted (the pod backs it), imported (the former index does, the pod being gone), refused."}, []string{"verdict"}),

@@ -1,6 +1,7 @@
 package manager
 
 import (
+	"slices"
 	"sync"
 	"time"
 
@@ -11,18 +12,20 @@ import (
 )
 
 // seen is what the informers' handlers learn that the caches do not keep
-// — the last facts of deleted pods, how StatefulSets went, since when
-// Nodes are gone — and which records follow which pod or StatefulSet, so
-// that a change to one judges only those again. The handlers and the pass
-// share it.
+// — each live pod's key by UID, the last facts of deleted pods, how
+// StatefulSets went, since when Nodes are gone — and which records follow
+// which pod or StatefulSet, so that a change to one judges only those
+// again. The handlers and the pass share it. Its maps hold slices, not
+// sets: a pod is followed by one record, a StatefulSet by a few.
 type seen struct {
 	mu      sync.Mutex
+	pods    map[types.UID]string // live pod → its cache key (namespace/name)
 	tombs   map[types.UID]tomb
 	sets    map[types.UID]setGone
 	nodes   map[string]time.Time // Node name → when it was first seen gone
-	byPod   map[types.UID]map[string]bool
-	bySet   map[string]map[string]bool // namespace/name → records
-	follows map[string]follows         // record → what it follows
+	byPod   map[types.UID][]string
+	bySet   map[string][]string // namespace/name → records
+	follows map[string]follows  // record → what it follows
 }
 
 type tomb struct {
@@ -43,32 +46,34 @@ type follows struct {
 }
 
 func newSeen() *seen {
-	return &seen{tombs: map[types.UID]tomb{}, sets: map[types.UID]setGone{}, nodes: map[string]time.Time{},
-		byPod: map[types.UID]map[string]bool{}, bySet: map[string]map[string]bool{}, follows: map[string]follows{}}
+	return &seen{pods: map[types.UID]string{}, tombs: map[types.UID]tomb{}, sets: map[types.UID]setGone{}, nodes: map[string]time.Time{},
+		byPod: map[types.UID][]string{}, bySet: map[string][]string{}, follows: map[string]follows{}}
 }
 
-// records returns the records of set, as a slice.
-func records(set map[string]bool) []string {
-	out := make([]string, 0, len(set))
-	for r := range set {
-		out = append(out, r)
-	}
-	return out
-}
-
-// podChanged returns the records that follow pod uid.
-func (s *seen) podChanged(uid types.UID) []string {
+// podChanged notes live pod's key and returns the records that follow it.
+func (s *seen) podChanged(pod *facts.Pod) []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return records(s.byPod[uid])
+	if _, ok := s.pods[pod.UID]; !ok {
+		s.pods[pod.UID] = pod.Namespace + "/" + pod.Name
+	}
+	return slices.Clone(s.byPod[pod.UID])
 }
 
 // podDeleted keeps pod's last facts and returns the records that follow it.
 func (s *seen) podDeleted(pod *facts.Pod, now time.Time) []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	delete(s.pods, pod.UID)
 	s.tombs[pod.UID] = tomb{pod: pod, at: now}
-	return records(s.byPod[pod.UID])
+	return slices.Clone(s.byPod[pod.UID])
+}
+
+// podKey returns the cache key of live pod uid ("": not known).
+func (s *seen) podKey(uid types.UID) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.pods[uid]
 }
 
 // tomb returns the last facts of deleted pod uid and when it went.
@@ -83,7 +88,7 @@ func (s *seen) tomb(uid types.UID) (*facts.Pod, time.Time) {
 func (s *seen) setChanged(key string) []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return records(s.bySet[key])
+	return slices.Clone(s.bySet[key])
 }
 
 // setDeleted keeps how set went (its last state: the orphan finalizer
@@ -96,7 +101,7 @@ func (s *seen) setDeleted(set *facts.StatefulSet, now time.Time) []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.sets[set.UID] = setGone{how: how, at: now}
-	return records(s.bySet[set.Namespace+"/"+set.Name])
+	return slices.Clone(s.bySet[set.Namespace+"/"+set.Name])
 }
 
 // deletion returns how StatefulSet uid went (Unseen: not seen going).
@@ -131,35 +136,33 @@ func (s *seen) follow(record string, f follows) {
 	defer s.mu.Unlock()
 	old := s.follows[record]
 	for _, uid := range old.pods {
-		if m := s.byPod[uid]; m != nil {
-			if delete(m, record); len(m) == 0 {
-				delete(s.byPod, uid)
-			}
-		}
+		unfollow(s.byPod, uid, record)
 	}
 	for _, k := range old.sets {
-		if m := s.bySet[k]; m != nil {
-			if delete(m, record); len(m) == 0 {
-				delete(s.bySet, k)
-			}
-		}
+		unfollow(s.bySet, k, record)
 	}
 	if len(f.pods) == 0 && len(f.sets) == 0 {
 		delete(s.follows, record)
 		return
 	}
+	slices.Sort(f.sets)
+	f.sets = slices.Compact(f.sets)
 	s.follows[record] = f
 	for _, uid := range f.pods {
-		if s.byPod[uid] == nil {
-			s.byPod[uid] = map[string]bool{}
-		}
-		s.byPod[uid][record] = true
+		s.byPod[uid] = append(s.byPod[uid], record)
 	}
 	for _, k := range f.sets {
-		if s.bySet[k] == nil {
-			s.bySet[k] = map[string]bool{}
-		}
-		s.bySet[k][record] = true
+		s.bySet[k] = append(s.bySet[k], record)
+	}
+}
+
+// unfollow takes record off what follows k.
+func unfollow[K comparable](by map[K][]string, k K, record string) {
+	rs := slices.DeleteFunc(by[k], func(r string) bool { return r == record })
+	if len(rs) == 0 {
+		delete(by, k)
+	} else {
+		by[k] = rs
 	}
 }
 

@@ -1,6 +1,7 @@
 package manager
 
 import (
+	"slices"
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -21,12 +22,15 @@ type pendingKey struct {
 // goroutine touches it (the status writers read winners alone, while no
 // pass changes it).
 type state struct {
-	// contrib is each record's accepted claims as index candidates.
-	contrib map[string]map[claimKey]index.Candidate
-	// cands is every candidate of each namespace's identities, by node.
-	cands map[string]map[string]map[string]index.Candidate
-	// winners is each namespace's index as last written.
+	// contrib is each record's accepted claims: its candidates in cands.
+	contrib map[string][]claimKey
+	// cands is every candidate of each namespace's identities, one per
+	// node (a slice: most identities have one).
+	cands map[string]map[string][]index.Candidate
+	// winners is each namespace's index as last written; synced says which
+	// namespaces it knows (all of them once the term's first pass wrote).
 	winners map[string]map[string]string
+	synced  map[string]bool
 	// pending is when each waiting entry's pod was first found unknown.
 	pending map[string]map[pendingKey]time.Time
 	// identities counts the identities of winners.
@@ -34,45 +38,54 @@ type state struct {
 }
 
 func newState() *state {
-	return &state{contrib: map[string]map[claimKey]index.Candidate{}, cands: map[string]map[string]map[string]index.Candidate{},
-		winners: map[string]map[string]string{}, pending: map[string]map[pendingKey]time.Time{}}
+	return &state{contrib: map[string][]claimKey{}, cands: map[string]map[string][]index.Candidate{},
+		winners: map[string]map[string]string{}, synced: map[string]bool{}, pending: map[string]map[pendingKey]time.Time{}}
 }
 
 // setContrib replaces the candidates of record (node) and returns the
 // namespaces whose candidates changed.
 func (s *state) setContrib(node string, next map[claimKey]index.Candidate) map[string]bool {
-	prev := s.contrib[node]
 	dirty := map[string]bool{}
-	for k, c := range prev {
-		if n, ok := next[k]; !ok || n != c {
+	for _, k := range s.contrib[node] {
+		if _, ok := next[k]; !ok {
 			dirty[k.namespace] = true
 			s.dropCand(k, node)
 		}
 	}
+	keys := make([]claimKey, 0, len(next))
 	for k, c := range next {
-		if p, ok := prev[k]; !ok || p != c {
+		keys = append(keys, k)
+		if s.putCand(k, c) {
 			dirty[k.namespace] = true
-			s.putCand(k, node, c)
 		}
 	}
-	if len(next) == 0 {
+	if len(keys) == 0 {
 		delete(s.contrib, node)
 	} else {
-		s.contrib[node] = next
+		s.contrib[node] = keys
 	}
 	return dirty
 }
 
-func (s *state) putCand(k claimKey, node string, c index.Candidate) {
+// putCand sets c as its node's candidate for k; false: it already was.
+func (s *state) putCand(k claimKey, c index.Candidate) bool {
 	ns := s.cands[k.namespace]
 	if ns == nil {
-		ns = map[string]map[string]index.Candidate{}
+		ns = map[string][]index.Candidate{}
 		s.cands[k.namespace] = ns
 	}
-	if ns[k.identity] == nil {
-		ns[k.identity] = map[string]index.Candidate{}
+	cs := ns[k.identity]
+	for i := range cs {
+		if cs[i].Node == c.Node {
+			if cs[i] == c {
+				return false
+			}
+			cs[i] = c
+			return true
+		}
 	}
-	ns[k.identity][node] = c
+	ns[k.identity] = append(cs, c)
+	return true
 }
 
 func (s *state) dropCand(k claimKey, node string) {
@@ -80,10 +93,11 @@ func (s *state) dropCand(k claimKey, node string) {
 	if ns == nil {
 		return
 	}
-	if byNode := ns[k.identity]; byNode != nil {
-		if delete(byNode, node); len(byNode) == 0 {
-			delete(ns, k.identity)
-		}
+	cs := slices.DeleteFunc(ns[k.identity], func(c index.Candidate) bool { return c.Node == node })
+	if len(cs) == 0 {
+		delete(ns, k.identity)
+	} else {
+		ns[k.identity] = cs
 	}
 	if len(ns) == 0 {
 		delete(s.cands, k.namespace)
@@ -93,8 +107,8 @@ func (s *state) dropCand(k claimKey, node string) {
 // want returns the index namespace should hold: each identity's winner.
 func (s *state) want(namespace string) map[string]string {
 	out := make(map[string]string, len(s.cands[namespace]))
-	for id, byNode := range s.cands[namespace] {
-		if w, ok := index.Winner(byNode); ok {
+	for id, cs := range s.cands[namespace] {
+		if w, ok := index.Winner(cs); ok {
 			out[id] = w.Node
 		}
 	}
@@ -117,6 +131,7 @@ func (s *state) setWinners(namespace string, next map[string]string) map[string]
 		}
 	}
 	s.identities += len(next) - len(prev)
+	s.synced[namespace] = true
 	if len(next) == 0 {
 		delete(s.winners, namespace)
 	} else {

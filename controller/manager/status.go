@@ -30,13 +30,23 @@ func (m *Manager) writeStatus(ctx context.Context, j *judgement, now time.Time) 
 	if j.status == nil {
 		return nil
 	}
-	for i := range j.status.Claims {
-		c := &j.status.Claims[i]
-		c.Indexed = c.Accepted() && m.st.winners[c.Namespace][c.Identity] == j.name
-	}
 	cur := m.record(j.name)
 	if cur == nil || cur.UID != j.record.UID {
 		return nil
+	}
+	// A namespace whose index this term has not written yet (its write
+	// failed) keeps the Indexed it had.
+	before := map[claimKey]bool{}
+	for _, c := range cur.Status.Claims {
+		before[claimKey{c.Namespace, c.Identity}] = c.Indexed
+	}
+	for i := range j.status.Claims {
+		c := &j.status.Claims[i]
+		if m.st.synced[c.Namespace] {
+			c.Indexed = c.Accepted() && m.st.winners[c.Namespace][c.Identity] == j.name
+		} else {
+			c.Indexed = c.Accepted() && before[claimKey{c.Namespace, c.Identity}]
+		}
 	}
 	var p statusPatch
 	p.Status.NodeUID, p.Status.ObservedGeneration, p.Status.Claims = j.status.NodeUID, j.status.ObservedGeneration, j.status.Claims
