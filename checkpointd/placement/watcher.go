@@ -22,6 +22,8 @@ type Watcher struct {
 	informer cache.SharedIndexInformer
 	log      *slog.Logger
 
+	changed chan struct{} // signalled when the record changes (Changed)
+
 	mu        sync.Mutex
 	refused   error  // the last answer that the API serves no records to this node (403, 404)
 	refusedAt string // the watch's resourceVersion then: one listed since clears the refusal
@@ -33,7 +35,7 @@ func NewWatcher(client *apiclient.Client, node string, log *slog.Logger) *Watche
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	w := &Watcher{node: node, log: log}
+	w := &Watcher{node: node, log: log, changed: make(chan struct{}, 1)}
 	w.informer = cache.NewSharedIndexInformer(client.ListWatchRecord(node), &placementv1.NodeRecord{}, 0, cache.Indexers{})
 	_ = w.informer.SetTransform(func(o any) (any, error) {
 		if r, ok := o.(*placementv1.NodeRecord); ok {
@@ -42,7 +44,24 @@ func NewWatcher(client *apiclient.Client, node string, log *slog.Logger) *Watche
 		return o, nil
 	})
 	_ = w.informer.SetWatchErrorHandler(func(_ *cache.Reflector, err error) { w.noteError(err) })
+	_, _ = w.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { w.signal() },
+		UpdateFunc: func(any, any) { w.signal() },
+		DeleteFunc: func(any) { w.signal() },
+	})
 	return w
+}
+
+// Changed is signalled (at most one signal waits) each time the record
+// changes: the controller's verdicts reach the node's store as they are
+// written, not at its next pass.
+func (w *Watcher) Changed() <-chan struct{} { return w.changed }
+
+func (w *Watcher) signal() {
+	select {
+	case w.changed <- struct{}{}:
+	default:
+	}
 }
 
 // Run runs the watch until ctx is done.

@@ -24,6 +24,8 @@ type Verdicts interface {
 	// Served reports whether the API serves the node its record (known:
 	// it answered either way).
 	Served() (ok, known bool)
+	// Changed is signalled when the record changes.
+	Changed() <-chan struct{}
 }
 
 // Store is the node's IPAM store (ipamstore.Store).
@@ -82,16 +84,23 @@ func New(opts Options) *Follower {
 	return f
 }
 
-// Run runs a pass every interval until ctx is done.
+// Run runs a pass every interval, and as soon as the record changes (a
+// verdict that releases an address must reach the store before a new pod
+// of the identity's StatefulSet asks for it), until ctx is done.
 func (f *Follower) Run(ctx context.Context) {
 	t := time.NewTicker(f.opts.Interval)
 	defer t.Stop()
+	var changed <-chan struct{}
+	if f.opts.Verdicts != nil {
+		changed = f.opts.Verdicts.Changed()
+	}
 	for {
 		f.Pass()
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		case <-changed:
 		}
 	}
 }

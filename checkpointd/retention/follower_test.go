@@ -1,8 +1,10 @@
 package retention
 
 import (
+	"context"
 	"errors"
 	"net/netip"
+	"sync"
 	"testing"
 	"time"
 
@@ -13,10 +15,16 @@ import (
 )
 
 // store is the node's IPAM store on the in-memory one, the engine's
-// Retain applying the changes as ipamstore.Store does.
-type store struct{ s *fake.Store }
+// Retain applying the changes as ipamstore.Store does; one call at a time,
+// as the bbolt store's lock has it.
+type store struct {
+	s  *fake.Store
+	mu *sync.Mutex
+}
 
 func (s store) Entries() ([]reservation.Entry, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	var out []reservation.Entry
 	err := s.s.View("cbr0", func(tx reservation.Txn) error {
 		return tx.ForEach(func(r *reservation.Record) error {
@@ -28,6 +36,8 @@ func (s store) Entries() ([]reservation.Entry, error) {
 }
 
 func (s store) Retain(network string, cs []ipam.RetentionChange) (n int, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	err = s.s.Update(network, func(tx reservation.Txn) error {
 		n, err = ipam.Retain(tx, cs, nil)
 		return err
@@ -40,6 +50,8 @@ func (s store) Retain(network string, cs []ipam.RetentionChange) (n int, err err
 
 func (s store) get(t *testing.T, ip string) *reservation.Record {
 	t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	var r *reservation.Record
 	err := s.s.View("cbr0", func(tx reservation.Txn) (err error) {
 		r, err = tx.Get(netip.MustParseAddr(ip))
@@ -52,20 +64,28 @@ func (s store) get(t *testing.T, ip string) *reservation.Record {
 }
 
 type verdicts struct {
+	mu        sync.Mutex
 	rec       *placementv1.NodeRecord
 	ok, known bool
 	listed    bool
+	changed   chan struct{}
 }
 
-func (v *verdicts) Record() (*placementv1.NodeRecord, bool) { return v.rec, v.listed }
-func (v *verdicts) Served() (bool, bool)                    { return v.ok, v.known }
+func (v *verdicts) Record() (*placementv1.NodeRecord, bool) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.rec, v.listed
+}
+
+func (v *verdicts) Served() (bool, bool)     { return v.ok, v.known }
+func (v *verdicts) Changed() <-chan struct{} { return v.changed }
 
 // A held reservation (db-2's, its pod deleted) and a running StatefulSet
 // pod's allocation (db-0's) on a store, and the follower as the daemon
 // runs it.
 func newFollower(t *testing.T, v Verdicts) (*Follower, store) {
 	t.Helper()
-	s := store{fake.New()}
+	s := store{s: fake.New(), mu: &sync.Mutex{}}
 	err := s.s.Update("cbr0", func(tx reservation.Txn) error {
 		for _, e := range []reservation.Entry{entry("10.0.0.2", "db-2", "p2", reservation.Reserved, followed),
 			entry("10.0.0.3", "db-0", "p0", reservation.Allocated, nil)} {
@@ -121,4 +141,32 @@ func TestFollower(t *testing.T) {
 			t.Fatalf("a second pass changed %+v, want nothing", got)
 		}
 	})
+}
+
+// A Release written by the controller reaches the store as soon as the
+// record changes, not at the follower's next tick: a StatefulSet deleted
+// (whenDeleted: Delete) and created again at once must not hand its new
+// pod the old address.
+func TestFollowerActsOnTheRecordsChange(t *testing.T) {
+	v := &verdicts{ok: true, known: true, listed: true, rec: record(), changed: make(chan struct{}, 1)}
+	f, s := newFollower(t, v)
+	f.opts.Interval = time.Hour
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go f.Run(ctx)
+	time.Sleep(50 * time.Millisecond) // the first pass, with no verdict yet
+	if r := s.get(t, "10.0.0.2"); r == nil || !r.Held() {
+		t.Fatalf("db-2 before the verdict: %+v, want held", r)
+	}
+	v.mu.Lock()
+	v.rec = record(claim("db-2", "p2", true, release("its StatefulSet was deleted (whenDeleted: Delete)")))
+	v.mu.Unlock()
+	v.changed <- struct{}{}
+	deadline := time.Now().Add(5 * time.Second)
+	for s.get(t, "10.0.0.2") != nil {
+		if time.Now().After(deadline) {
+			t.Fatal("the Release did not reach the store within 5 s of the record's change (the next tick is an hour away)")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
