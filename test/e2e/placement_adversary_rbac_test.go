@@ -27,7 +27,9 @@ import (
 
 // rbacWant is in RBAC's refusal of any write of resource of the stickyip.io
 // group (the verb varies with the write path).
-func rbacWant(resource string) string { return fmt.Sprintf("resource %q in API group %q", resource, placementv1.Group) }
+func rbacWant(resource string) string {
+	return fmt.Sprintf("resource %q in API group %q", resource, placementv1.Group)
+}
 
 // writer is someone who writes what is not theirs: a name, a token, and the
 // user and groups RBAC knows them by.

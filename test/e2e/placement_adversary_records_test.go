@@ -297,7 +297,11 @@ func (a *adversary) bounds(evil dynamic.ResourceInterface) {
 		}
 		return out
 	}
-	with := func(f func(*placementv1.Entry)) []placementv1.Entry { e := entry(0); f(&e); return []placementv1.Entry{e} }
+	with := func(f func(*placementv1.Entry)) []placementv1.Entry {
+		e := entry(0)
+		f(&e)
+		return []placementv1.Entry{e}
+	}
 	uid := string(a.uids[advEvil])
 	for _, c := range []struct {
 		what          string
