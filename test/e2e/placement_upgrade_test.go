@@ -119,8 +119,8 @@ type upgrade struct {
 	misses    []string  // what the hint named otherwise, while watched
 	firstMiss time.Time // when it first did
 	lastMiss  time.Time
-	done   chan struct{}
-	wg     sync.WaitGroup
+	done      chan struct{}
+	wg        sync.WaitGroup
 }
 
 func newUpgrade(t *testing.T, cp *controlPlane) *upgrade {
