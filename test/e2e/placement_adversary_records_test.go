@@ -52,6 +52,13 @@ func (a *adversary) recordChanges() []recordChange {
 		{"its Node UID: a made-up one", func(u *unstructured.Unstructured) {
 			_ = unstructured.SetNestedField(u.Object, string(advUID(7)), "spec", "nodeUID")
 		}, true},
+		{"its Node UID: another Node's", func(u *unstructured.Unstructured) {
+			other := advVictims[1]
+			if u.GetName() == other {
+				other = advVictims[0]
+			}
+			_ = unstructured.SetNestedField(u.Object, string(a.uids[other]), "spec", "nodeUID")
+		}, true},
 		{"a label", func(u *unstructured.Unstructured) { u.SetLabels(map[string]string{"adv.stickyip.io/x": "y"}) }, true},
 		{"an annotation", func(u *unstructured.Unstructured) { u.SetAnnotations(map[string]string{"adv.stickyip.io/x": "y"}) }, true},
 		{"an ownerReference to another Node, blocking its deletion", func(u *unstructured.Unstructured) {
@@ -105,7 +112,7 @@ func (a *adversary) advRecords() {
 	}
 	refusedEverywhere(t, "evil", "delete "+victim+"'s record", evil, a.admin, victim, nil, notOwn(nodeUser(advEvil), victim))
 	a.managedFields(evil, victim)
-	for _, c := range a.recordChanges()[:4] {
+	for _, c := range a.recordChanges()[:5] {
 		refusedEverywhere(t, nodesGroupUser, c.what+" of "+victim+"'s record", intruder, a.admin, victim, c.mutate, notOwn(nodesGroupUser, victim))
 	}
 	refusedEverywhere(t, nodesGroupUser, "delete "+victim+"'s record", intruder, a.admin, victim, nil, notOwn(nodesGroupUser, victim))
@@ -314,6 +321,8 @@ func (a *adversary) bounds(evil dynamic.ResourceInterface) {
 			with(func(e *placementv1.Entry) { e.Identity = "identity:" + long(253) }), uid, uid, "spec.entries[0].identity: Too long"},
 		{"a pod's name", with(func(e *placementv1.Entry) { e.Pod = long(254) }), with(func(e *placementv1.Entry) { e.Pod = long(253) }), uid, uid,
 			"spec.entries[0].pod: Too long"},
+		{"an identity of another form", with(func(e *placementv1.Entry) { e.Identity = "identity:DB-0" }),
+			with(func(e *placementv1.Entry) { e.Identity = "identity:db-0" }), uid, uid, "spec.entries[0].identity in body should match"},
 		{"a namespace", with(func(e *placementv1.Entry) { e.Namespace = long(64) }), with(func(e *placementv1.Entry) { e.Namespace = long(63) }), uid, uid,
 			"spec.entries[0].namespace: Too long"},
 		{"a pod UID", with(func(e *placementv1.Entry) { e.PodUID = types.UID(long(37)) }), with(func(e *placementv1.Entry) { e.PodUID = types.UID(long(36)) }),

@@ -579,9 +579,13 @@ func (a *adversary) advLongIdentities() {
 		return h == longNodes[0], fmt.Sprintf("it names %q", h)
 	})
 	claimed := time.Since(start)
+	eventually(t, "the controller's verdict on "+longNodes[0]+"'s record", time.Minute, 100*time.Millisecond, func() (bool, string) {
+		r := a.cp.recordOf(longNodes[0])
+		return r.Status.ObservedGeneration == r.Generation, "not yet"
+	})
 	passes, sync := a.cp.controllerPasses()
 	t.Logf("%s: a new claim of a 253-character identity reaches the hint (a dry-run creation of its next pod names %s) %v after its write; "+
-		"the controller's passes meanwhile: %d, %v in all", advLongNS, longNodes[0], claimed.Round(time.Millisecond), passes-passes0, (sync - sync0).Round(time.Millisecond))
+		"the controller's passes until its verdict was written: %d, %v in all", advLongNS, longNodes[0], claimed.Round(time.Millisecond), passes-passes0, (sync - sync0).Round(time.Millisecond))
 	for _, i := range []int{0, each*len(longNodes) - 1} {
 		id := "identity:" + longIdentity("l", i)
 		if got, want := a.hinted(advLongNS, id), longNodes[i%len(longNodes)]; got != want {

@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -82,8 +83,13 @@ func TestPlacementUpgrade(t *testing.T) {
 		stepStart := time.Now()
 		t.Logf("%s: begins at %s", s.what, stepStart.Format("15:04:05.000"))
 		u.flood.start()
-		stop := u.formerFlood()
+		stop, former := u.formerFlood()
 		s.do()
+		// Both floods go on for some writes after the step.
+		r0, f0 := atomic.LoadInt64(&u.flood.tried), former()
+		eventually(t, "the floods' writes after "+s.what, time.Minute, 20*time.Millisecond, func() (bool, string) {
+			return atomic.LoadInt64(&u.flood.tried) >= r0+20 && former() >= f0+20, "not yet"
+		})
 		u.flood.stop(t, s.what, false)
 		refusals := stop(s.what)
 		t.Logf("%s: done in %v; the hint names %s; a node's writes of another node's key of a former shard meanwhile: %v",
@@ -537,6 +543,7 @@ func (u *upgrade) step3() {
 		}
 		return true, ""
 	})
+	t.Logf("the new index holds every entry at %s", time.Now().Format("15:04:05.000"))
 	index := cp.indexIn(upNS)
 	for id, n := range u.want {
 		if index[id] != n {
@@ -620,10 +627,12 @@ func (u *upgrade) deleteNamed(objs [][2]string) {
 // shard as fast as the API server answers; the returned stop fails the
 // test if any write was taken or refused by anything but the former index
 // policy (while it is there) or RBAC, and returns the refusals' counts.
-func (u *upgrade) formerFlood() func(what string) map[string]int {
+func (u *upgrade) formerFlood() (stop func(what string) map[string]int, tried func() int64) {
 	var mu sync.Mutex
+	var n int64
 	counts := map[string]int{}
-	stop := hammer(2, func(i int) error {
+	end := hammer(2, func(i int) error {
+		atomic.AddInt64(&n, 1)
 		err := u.formerFloodWrite(i)
 		why := "taken"
 		switch {
@@ -641,7 +650,7 @@ func (u *upgrade) formerFlood() func(what string) map[string]int {
 		return err
 	})
 	return func(what string) map[string]int {
-		stop()
+		end()
 		mu.Lock()
 		defer mu.Unlock()
 		for why, n := range counts {
@@ -653,7 +662,7 @@ func (u *upgrade) formerFlood() func(what string) map[string]int {
 			u.t.Errorf("%s: no write of the flood", what)
 		}
 		return counts
-	}
+	}, func() int64 { return atomic.LoadInt64(&n) }
 }
 
 // formerControl: the former flood's write — the flooder writing up-1's
