@@ -346,8 +346,10 @@ func (cp *controlPlane) ensureNamespace(ns string) {
 // and every request of a node on StatefulSets, when received, so a test can
 // count the watches and requests a client makes; and the garbage
 // collector's writes of ConfigMaps, with their body and answer, so a test
-// can see what the collector did to an object and whether it was let
-// (gcWrites).
+// can see what the collector did to an object and whether it was let;
+// and stickyip-controller's writes of the placement index, with their
+// body, so a test can see that the controller acted on a change
+// (controllerShardWrites).
 func (cp *controlPlane) auditPolicy() string {
 	p := filepath.Join(cp.pki(), "audit-policy.yaml")
 	writeFile(cp.t, p, []byte(`apiVersion: audit.k8s.io/v1
@@ -365,6 +367,11 @@ rules:
   users: ["system:serviceaccount:kube-system:generic-garbage-collector", "system:kube-controller-manager"]
   verbs: ["patch", "update", "delete"]
   resources: [{group: "", resources: ["configmaps"]}]
+  omitStages: ["RequestReceived", "ResponseStarted"]
+- level: Request
+  users: ["system:serviceaccount:kube-system:stickyip-controller"]
+  verbs: ["create", "patch", "update", "delete"]
+  resources: [{group: "stickyip.io", resources: ["placementindexes"]}]
   omitStages: ["RequestReceived", "ResponseStarted"]
 - level: None
 `), 0o644)
