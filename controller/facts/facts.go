@@ -126,5 +126,5 @@ type Node struct {
 
 // NodeFrom returns the facts of node.
 func NodeFrom(node *corev1.Node) *Node {
-	return &Node{ObjectMeta: metav1.ObjectMeta{Name: node.Name, UID: node.UID}}
+	return &Node{ObjectMeta: metav1.ObjectMeta{Name: node.Name, UID: node.UID, DeletionTimestamp: node.DeletionTimestamp}}
 }

@@ -178,3 +178,26 @@ func TestShardWriteRetried(t *testing.T) {
 	poll(t, "db-0 in the index", func() bool { return h.srv.Index("ns")["db-0"] == "n1" })
 	poll(t, "the claim indexed", func() bool { return h.claim("n1", "ns", "db-0").Indexed })
 }
+
+// A Node being deleted counts for nothing, however long its deletion takes:
+// a finalizer (which a token a node can mint may put on it through
+// nodes/status) or a dependent blocking a foreground deletion can hold it
+// Terminating for ever, and its entries must leave the index at once all
+// the same.
+func TestNodeTerminatingStopsCounting(t *testing.T) {
+	h := newHarness(t, node("n1", "nu1"), node("n2", "nu2"), pod("ns", "a-0", "p1", "n1", 0), pod("ns", "b-0", "p2", "n2", 0))
+	h.ready(testConfig())
+	h.srv.PutRecord(nodeRecord("n1", "nu1", entry("ns", "a-0", "a-0", "p1", true)))
+	h.srv.PutRecord(nodeRecord("n2", "nu2", entry("ns", "b-0", "b-0", "p2", true)))
+	poll(t, "both in the index", func() bool { return len(h.srv.Index("ns")) == 2 })
+	held := node("n1", "nu1")
+	now := metav1.Now()
+	held.DeletionTimestamp, held.Finalizers = &now, []string{"example.com/hold"}
+	if err := h.kube.Tracker().Update(nodesGVR, held, ""); err != nil {
+		t.Fatal(err)
+	}
+	poll(t, "a-0 out of the index while n1 is Terminating", func() bool { _, ok := h.srv.Index("ns")["a-0"]; return !ok })
+	if h.srv.Index("ns")["b-0"] != "n2" {
+		t.Fatalf("b-0 left the index with n1's deletion: %v", h.srv.Index("ns"))
+	}
+}

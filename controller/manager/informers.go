@@ -159,7 +159,7 @@ func (m *Manager) nodeChanged(old, obj any) {
 	if !ok {
 		return
 	}
-	if o, ok := old.(*facts.Node); ok && o.UID == n.UID {
+	if o, ok := old.(*facts.Node); ok && o.UID == n.UID && (o.DeletionTimestamp == nil) == (n.DeletionTimestamp == nil) {
 		return
 	}
 	m.seen.nodeBack(n.Name)

@@ -24,13 +24,18 @@ func (m *Manager) record(name string) *placementv1.NodeRecord {
 	return r
 }
 
-// node returns Node name (nil: none).
+// node returns Node name (nil: none, or being deleted). A Node being
+// deleted counts for nothing: a finalizer or a blocking dependent can hold
+// it for ever, and its entries must not.
 func (m *Manager) node(name string) *facts.Node {
 	obj, ok, _ := m.nodes.GetStore().GetByKey(name)
 	if !ok {
 		return nil
 	}
 	n, _ := obj.(*facts.Node)
+	if n != nil && n.DeletionTimestamp != nil {
+		return nil
+	}
 	return n
 }
 
