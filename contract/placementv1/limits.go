@@ -2,11 +2,14 @@ package placementv1
 
 import "fmt"
 
-// MaxEntries bounds a record's entries (the CRD's maxItems): a node
-// publishing more keeps its running pods' entries and its latest
-// reservations, and counts the rest. At the longest an entry can be
-// (about 800 bytes of JSON) a record stays under etcd's 1.5 MiB.
-const MaxEntries = 1500
+// MaxEntries bounds a record's entries (the CRD's maxItems, and its
+// status's claims): a node publishing more keeps its running pods' entries
+// and its latest reservations, and counts the rest. At the longest every
+// field can be, a record's spec and the controller's status of it stay
+// under etcd's 1.5 MiB request limit (deploy's
+// TestLargestRecordFitsWithItsStatus), so the verdicts of a full record
+// can always be written.
+const MaxEntries = 400
 
 // MaxAddresses bounds an entry's addresses (one per range set).
 const MaxAddresses = 8

@@ -316,7 +316,7 @@ func (a *adversary) bounds(evil dynamic.ResourceInterface) {
 		overUID, atID string
 		want          string
 	}{
-		{"entries", many(placementv1.MaxEntries + 1), many(placementv1.MaxEntries), uid, uid, "spec.entries: Too many: 1501: must have at most 1500 items"},
+		{"entries", many(placementv1.MaxEntries + 1), many(placementv1.MaxEntries), uid, uid, fmt.Sprintf("spec.entries: Too many: %d: must have at most %d items", placementv1.MaxEntries+1, placementv1.MaxEntries)},
 		{"an identity", with(func(e *placementv1.Entry) { e.Identity = "identity:" + long(254) }),
 			with(func(e *placementv1.Entry) { e.Identity = "identity:" + long(253) }), uid, uid, "spec.entries[0].identity: Too long"},
 		{"a pod's name", with(func(e *placementv1.Entry) { e.Pod = long(254) }), with(func(e *placementv1.Entry) { e.Pod = long(253) }), uid, uid,

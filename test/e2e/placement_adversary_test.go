@@ -37,7 +37,7 @@ import (
 // everything they can reach:
 //   - records: another node's record on every write path and field,
 //     evil's own record's ownerReferences and finalizers, its bounds, a
-//     1 MiB record of its own (advRecords, advOwnRecord);
+//     its largest record (advRecords, advOwnRecord);
 //   - the controller's objects: the records' status and the index shards
 //     (advRBAC), each refusal beside a grant that lets the same write in;
 //   - claims the controller must refuse (advClaims), a minted token
