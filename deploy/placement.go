@@ -9,6 +9,7 @@ import (
 	admissionv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	flowcontrolv1 "k8s.io/api/flowcontrol/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
@@ -155,6 +156,10 @@ func placementObject(kind string) (any, error) {
 		return &corev1.ServiceAccount{}, nil
 	case "Deployment":
 		return &appsv1.Deployment{}, nil
+	case "FlowSchema":
+		return &flowcontrolv1.FlowSchema{}, nil
+	case "PriorityLevelConfiguration":
+		return &flowcontrolv1.PriorityLevelConfiguration{}, nil
 	}
 	return nil, fmt.Errorf("unexpected kind %s", kind)
 }

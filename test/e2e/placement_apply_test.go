@@ -233,8 +233,10 @@ func resourceOf(t testing.TB, u *unstructured.Unstructured) schema.GroupVersionR
 		"ValidatingAdmissionPolicy": "validatingadmissionpolicies", "ValidatingAdmissionPolicyBinding": "validatingadmissionpolicybindings",
 		"MutatingAdmissionPolicy": "mutatingadmissionpolicies", "MutatingAdmissionPolicyBinding": "mutatingadmissionpolicybindings",
 		placementv1.NodeRecordKind: placementv1.NodeRecordResource,
+		"FlowSchema":               "flowschemas", "PriorityLevelConfiguration": "prioritylevelconfigurations",
 	}[u.GetKind()]
-	if plural == "" || !slices.Contains([]string{"", "apps", "apiextensions.k8s.io", "rbac.authorization.k8s.io", "admissionregistration.k8s.io", placementv1.Group}, gv.Group) {
+	if plural == "" || !slices.Contains([]string{"", "apps", "apiextensions.k8s.io", "rbac.authorization.k8s.io", "admissionregistration.k8s.io",
+		"flowcontrol.apiserver.k8s.io", placementv1.Group}, gv.Group) {
 		t.Fatalf("deploy/placement: unexpected %s %s", u.GetAPIVersion(), u.GetKind())
 	}
 	return gv.WithResource(plural)
