@@ -23,7 +23,8 @@ import (
 // NodeRecord whose refused dry-run creation shows stickyip-node-records in
 // effect; in placement/nodes the RBAC that lets nodes write their records,
 // applied only then; in placement/upgrade the controller's read of the
-// former index shards, for an upgrade from them.
+// former index shards and the gate of the hint's switch, for an upgrade
+// from them.
 //
 //go:embed placement/*.yaml placement/Kustomization placement/nodes/*.yaml placement/nodes/Kustomization
 //go:embed placement/upgrade/*.yaml placement/upgrade/Kustomization placement/cluster-default/kustomization.yaml
@@ -36,6 +37,9 @@ const (
 	PlacementUpgradeDir = "placement/upgrade"
 	// PlacementProbe is the install probe, listed in no Kustomization.
 	PlacementProbe = "placement/probe.yaml"
+	// PlacementUpgradeProbe is the probe of the upgrade's gate of the
+	// hint's switch, listed in no Kustomization.
+	PlacementUpgradeProbe = "placement/upgrade/probe.yaml"
 )
 
 // stickyip-controller's names, as deploy/placement gives them.

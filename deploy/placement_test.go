@@ -196,7 +196,7 @@ func TestPlacementPoliciesUseTheContract(t *testing.T) {
 }
 
 // What kubectl applies and in which order: every YAML file of each
-// directory is in its Kustomization (apply -k), but the probe, which none
+// directory is in its Kustomization (apply -k), but the probes, which none
 // lists; the nodes' RBAC is applied apart; stickyip-node-records is the
 // last validating policy applied, so that the probe it refuses shows the
 // others in effect (the API server loads them in the order written).
@@ -209,8 +209,9 @@ func TestPlacementKustomizations(t *testing.T) {
 		}
 		yamls, _ := fs.Glob(Placement, dir+"/*.yaml")
 		for _, f := range yamls {
-			if listed := slices.Contains(files, f); listed == (f == PlacementProbe) {
-				t.Errorf("deploy/%s: listed in its Kustomization %v, want %v", f, listed, f != PlacementProbe)
+			probe := f == PlacementProbe || f == PlacementUpgradeProbe
+			if listed := slices.Contains(files, f); listed == probe {
+				t.Errorf("deploy/%s: listed in its Kustomization %v, want %v", f, listed, !probe)
 			}
 		}
 		all = append(all, files...)

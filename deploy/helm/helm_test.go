@@ -147,28 +147,29 @@ func TestInstallManifestIsTheChart(t *testing.T) {
 
 // TestPlacementIsDeployPlacement: the chart's files/placement/ are the files
 // the Kustomizations of deploy/placement, deploy/placement/nodes and
-// deploy/placement/upgrade list (but the controller's Deployment, which the
-// chart renders from its template), byte for byte and nothing else; every
-// YAML file of those directories is listed (kubectl apply -k applies it),
-// but the probe; deploy/placement/controller.yaml is the chart's template
-// rendered (make chart); and the chart with placement.enabled renders
-// exactly deploy/placement's objects besides the DaemonSet (placement off:
-// none of them; the nodes' RBAC only with placement.grantNodes, the
-// upgrade's only with placement.upgradeFromShards).
+// deploy/placement/upgrade, former and former/nodes list (but the
+// controller's Deployment, which the chart renders from its template), byte
+// for byte and nothing else; every YAML file of those directories is listed
+// (kubectl apply -k applies it), but the probes; deploy/placement/controller.yaml
+// is the chart's template rendered (make chart); and the chart with
+// placement.enabled renders exactly deploy/placement's objects besides the
+// DaemonSet (placement off: none of them; the nodes' RBAC only with
+// placement.grantNodes; the upgrade's and the former release's in place of
+// the hint's only with placement.upgradeFromShards).
 func TestPlacementIsDeployPlacement(t *testing.T) {
 	root := repoRoot(t)
 	files, err := PlacementFiles(root)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, dir := range []string{PlacementDir, NodesDir, UpgradeDir} {
+	for _, dir := range []string{PlacementDir, NodesDir, UpgradeDir, FormerDir, FormerNodesDir} {
 		yamls, err := filepath.Glob(filepath.Join(root, dir, "*.yaml"))
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, p := range yamls {
 			rel, _ := filepath.Rel(filepath.Join(root, PlacementDir), p)
-			if listed := slices.Contains(files, rel); listed == (rel == "probe.yaml") {
+			if listed := slices.Contains(files, rel); listed == (filepath.Base(rel) == "probe.yaml") {
 				t.Errorf("%s: in its Kustomization %v, want %v (kubectl apply -k applies what it lists, and so does the chart)", p, listed, !listed)
 			}
 		}
@@ -202,7 +203,11 @@ func TestPlacementIsDeployPlacement(t *testing.T) {
 	if got, err := os.ReadFile(filepath.Join(root, ControllerManifest)); err != nil || !bytes.Equal(got, want) {
 		t.Errorf("%s is not the chart's %s rendered (%v): run make chart. It should read:\n%s", ControllerManifest, ControllerTemplate, err, want)
 	}
-	var all, policies, nodes, upgrade []string
+	// Each file's objects, by its directory: "." (deploy/placement),
+	// nodes, upgrade, former, former/nodes.
+	byDir := map[string][]string{}
+	formerNames := map[string]bool{}
+	var replaced []string // deploy/placement's files former/ has one of the same name of
 	for _, f := range files {
 		src, err := os.ReadFile(filepath.Join(root, PlacementDir, f))
 		if err != nil {
@@ -213,29 +218,51 @@ func TestPlacementIsDeployPlacement(t *testing.T) {
 				t.Errorf("%s/%s differs from %s/%s (%v): run make chart", ChartPlacementDir, f, PlacementDir, f, err)
 			}
 		}
+		if filepath.Dir(f) == "former" {
+			formerNames[filepath.Base(f)] = true
+		}
 		for _, m := range documents(t, src) {
-			all = append(all, canonical(t, m))
-			switch filepath.Dir(f) {
-			case "nodes":
-				nodes = append(nodes, canonical(t, m))
-			case "upgrade":
-				upgrade = append(upgrade, canonical(t, m))
-			default:
-				policies = append(policies, canonical(t, m))
-			}
+			byDir[filepath.Dir(f)] = append(byDir[filepath.Dir(f)], canonical(t, m))
 		}
 	}
+	var policies, kept []string // kept: the policies but those former/ replaces
+	for _, f := range files {
+		if filepath.Dir(f) != "." {
+			continue
+		}
+		src, _ := os.ReadFile(filepath.Join(root, PlacementDir, f))
+		for _, m := range documents(t, src) {
+			policies = append(policies, canonical(t, m))
+			if !formerNames[f] {
+				kept = append(kept, canonical(t, m))
+			}
+		}
+		if formerNames[f] {
+			replaced = append(replaced, f)
+		}
+	}
+	if len(replaced) == 0 {
+		t.Fatalf("former/ replaces none of deploy/placement's files: %v", formerNames)
+	}
+	join := func(parts ...[]string) []string { return slices.Concat(parts...) }
+	nodes, upgrade, former, formerNodes := byDir["nodes"], byDir["upgrade"], byDir["former"], byDir["former/nodes"]
 	// The RBAC that lets nodes write their records only once the
 	// stickyip-node-records policy is in the API server: helm template has
-	// no API server, so "auto" renders the policies alone.
+	// no API server, so "auto" renders the policies alone. While upgrading
+	// from the shards, the former hint, opt-in and pod policies in place of
+	// the new ones of the same files' names (replaced), and the nodes'
+	// former grant only with "always" (or the former index policy in the
+	// API server).
+	t.Logf("while upgrading from the shards, former/ stands for %v", replaced)
 	for _, c := range []struct {
 		args []string
 		want []string
 	}{
-		{[]string{"--set", "placement.grantNodes=always,placement.upgradeFromShards=true"}, all},
-		{[]string{"--set", "placement.grantNodes=always"}, append(slices.Clone(policies), nodes...)},
+		{[]string{"--set", "placement.grantNodes=always,placement.upgradeFromShards=true"}, join(kept, nodes, upgrade, former, formerNodes)},
+		{[]string{"--set", "placement.grantNodes=always"}, join(policies, nodes)},
 		{[]string{"--set", "placement.grantNodes=auto"}, policies},
-		{[]string{"--set", "placement.grantNodes=never,placement.upgradeFromShards=true"}, append(slices.Clone(policies), upgrade...)},
+		{[]string{"--set", "placement.grantNodes=auto,placement.upgradeFromShards=true"}, join(kept, upgrade, former)},
+		{[]string{"--set", "placement.grantNodes=never,placement.upgradeFromShards=true"}, join(kept, upgrade, former)},
 	} {
 		_, rest := daemonSet(t, render(t, append([]string{"--set", "placement.enabled=true"}, c.args...)...))
 		var got []string

@@ -84,10 +84,17 @@ func (cp *controlPlane) applyPlacement() {
 // applyKustomization applies the resources of dir's Kustomization, in its
 // order, as `kubectl apply -k` does, by server-side apply as admin.
 func (cp *controlPlane) applyKustomization(dir string) {
+	cp.t.Helper()
+	cp.applyFiles(kustomizationFiles(cp.t, dir)...)
+}
+
+// applyFiles applies the objects of manifest files, in their order, as
+// applyKustomization does.
+func (cp *controlPlane) applyFiles(files ...string) {
 	t := cp.t
 	t.Helper()
 	admin := cp.dynamicAs(cp.adminToken)
-	for _, f := range kustomizationFiles(t, dir) {
+	for _, f := range files {
 		for _, u := range manifestObjects(t, f) {
 			gvr := resourceOf(t, u)
 			js, _ := u.MarshalJSON()

@@ -36,8 +36,8 @@ import (
 // deploy/placement/README.md, with its entries: a running pod's, a
 // reservation whose pod is gone (only the former line vouches for it), a
 // keyed identity's, and an identity that moved from one node to another.
-// The previous release is test/e2e/testdata/placement-previous (its
-// deploy/placement); its nodes are emulated by their lines, written with
+// The previous release is deploy/placement/former (its deploy/placement);
+// its nodes are emulated by their lines, written with
 // each node's own credentials as its publisher wrote them; the new
 // checkpointd is the real publisher (checkpointd/placement) run with each
 // node's credentials.
@@ -47,11 +47,14 @@ import (
 //     node that held it, before, during and after the upgrade — watched by
 //     a dry-run creation of each identity's pod every 200 ms from the
 //     previous release's index to the end, every other answer reported;
+//     The hint switches from the former shards to the PlacementIndex only
+//     once every record is judged and the upgrade's gate shows the API
+//     server reading the PlacementIndex for admission;
 //   - the writes: a node writing what is not its own — another node's key
 //     of a former shard, another node's record — as fast as the API server
 //     answers, during every step, gets no write taken: the former index
 //     policy or RBAC refuses the former shards' (the nodes' former grant
-//     is the first thing to go), RBAC or stickyip-node-records the
+//     goes before that policy), RBAC or stickyip-node-records the
 //     records' (the nodes' new grant only once the probe shows that policy
 //     in effect); the control: the same writes taken on the writer's own
 //     key, and on the record with the policy's binding removed;
@@ -74,10 +77,10 @@ func TestPlacementUpgrade(t *testing.T) {
 		what string
 		do   func()
 	}{
-		{"1. the nodes' former grant deleted", u.step1},
-		{"2. deploy/placement applied, the probe refused, deploy/placement/nodes and /upgrade applied, stickyip-controller started", u.step2},
-		{"3. the new checkpointd on every node", u.step3},
-		{"4. the former policies, shards and grants deleted, then deploy/placement/upgrade", u.step4},
+		{"1. the placement API, the records' policies and stickyip-controller applied, the probe refused, deploy/placement/nodes and /upgrade applied", u.step1},
+		{"2. the new checkpointd on every node, every record judged", u.step2},
+		{"3. the gate refused, deploy/placement applied: the hint switches", u.step3},
+		{"4. the former grants, policies and shards deleted, then deploy/placement/upgrade", u.step4},
 	}
 	for i, s := range steps {
 		stepStart := time.Now()
@@ -150,7 +153,7 @@ func previousDir(t testing.TB) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return filepath.Join(root, "test", "e2e", "testdata", "placement-previous")
+	return filepath.Join(root, "deploy", "placement", "former")
 }
 
 // installPrevious installs the previous release as its docs said: its
@@ -481,35 +484,58 @@ func (u *upgrade) stopWatch() {
 	u.t.Log("the hint, watched every 200 ms from the previous release's index to the end, named the same node for every identity")
 }
 
-// step1: the nodes stop writing the former shards (their grant goes
-// first, before any policy that checks their writes).
-func (u *upgrade) step1() {
-	if u.cp.kubectlPath() != "" {
-		u.cp.kubectl("delete", "clusterrolebinding,clusterrole", "stickyip:placement-publisher")
-		return
-	}
-	u.deleteNamed([][2]string{{"clusterrolebinding", "stickyip:placement-publisher"}, {"clusterrole", "stickyip:placement-publisher"}})
-}
+// upgradeFirst are the files of deploy/placement the upgrade's first step
+// applies (README.md): not yet the hint, the opt-in and the pod policies,
+// whose former namesakes keep answering from the shards.
+var upgradeFirst = []string{"crds.yaml", "flowschema.yaml", "pod-identity-policy.yaml", "node-records-policy.yaml", "controller-rbac.yaml", "controller.yaml"}
 
-// step2: the new API, policies and controller, the probe, the nodes' new
-// grant and the controller's read of the former shards.
-func (u *upgrade) step2() {
-	cp := u.cp
-	cp.applyPlacement()
-	_, nodes := placementDirs(u.t)
-	upgradeDir := filepath.Join(filepath.Dir(nodes), "upgrade")
+// step1: the placement API, the records' policies and the controller; once
+// the probe is refused, the nodes' new grant and deploy/placement/upgrade
+// (the controller's read of the former shards, the gate). The nodes'
+// former grant stays: the nodes not yet upgraded go on writing the shards.
+func (u *upgrade) step1() {
+	t, cp := u.t, u.cp
+	dir, nodes := placementDirs(t)
+	upgradeDir := filepath.Join(dir, "upgrade")
+	var files []string
+	for _, f := range upgradeFirst {
+		files = append(files, filepath.Join(dir, f))
+	}
 	if cp.kubectlPath() != "" {
-		u.t.Logf("kubectl apply -k %s:\n%s", upgradeDir, cp.kubectl("apply", "-k", upgradeDir))
+		args := []string{"apply"}
+		for _, f := range files {
+			args = append(args, "-f", f)
+		}
+		t.Logf("kubectl apply -f %v:\n%s", upgradeFirst, cp.kubectl(args...))
+		t.Logf("the NodeRecord policy in effect after %v (the probe refused)", cp.waitRecordsPolicy().Round(time.Millisecond))
+		t.Logf("kubectl apply -k %s:\n%s", nodes, cp.kubectl("apply", "-k", nodes))
+		t.Logf("kubectl apply -k %s:\n%s", upgradeDir, cp.kubectl("apply", "-k", upgradeDir))
 	} else {
+		cp.applyFiles(files...)
+		t.Logf("the NodeRecord policy in effect after %v (the probe refused)", cp.waitRecordsPolicy().Round(time.Millisecond))
+		cp.applyKustomization(nodes)
 		cp.applyKustomization(upgradeDir)
 	}
 	cp.startPlacementController()
+	if got := u.hintsNow(); !u.allWanted() {
+		t.Errorf("after step 1 the hint names %s: the former hint must still answer", got)
+	}
 }
 
-// step3: the new checkpointd on every node publishes its record; once
+// allWanted reports whether the hint names every identity's node now.
+func (u *upgrade) allWanted() bool {
+	for id, n := range u.want {
+		if got, err := u.hintFor(id); err != nil || got != n {
+			return false
+		}
+	}
+	return true
+}
+
+// step2: the new checkpointd on every node publishes its record; once
 // every record is judged, each of the former index's entries is in the
 // new index.
-func (u *upgrade) step3() {
+func (u *upgrade) step2() {
 	t, cp := u.t, u.cp
 	ctx := context.Background()
 	for _, n := range upNodes {
@@ -557,29 +583,59 @@ func (u *upgrade) step3() {
 	}
 }
 
-// step4: the former shards' policies, the shards, the nodes' former
-// StatefulSet grant, and the controller's read of the former shards.
+// step3: once the upgrade's gate refuses its probe in a namespace with a
+// PlacementIndex (the API server reads them for admission), deploy/placement
+// whole: the hint, the opt-in and the pod policies replace their former
+// namesakes.
+func (u *upgrade) step3() {
+	t, cp := u.t, u.cp
+	dir, _ := placementDirs(t)
+	probe := filepath.Join(dir, "upgrade", "probe.yaml")
+	start := time.Now()
+	eventually(t, "the upgrade's gate refusing its probe in "+upNS, 2*time.Minute, 200*time.Millisecond, func() (bool, string) {
+		var out string
+		if cp.kubectlPath() != "" {
+			out, _ = cp.kubectlErr("-n", upNS, "create", "-f", probe, "--dry-run=server", "-o", "name")
+		} else {
+			o := manifestObjects(t, probe)[0]
+			_, err := cp.dynamicAs(cp.adminToken).Resource(indexGVR).Namespace(upNS).Create(context.Background(), o, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+			out = fmt.Sprint(err)
+		}
+		return strings.Contains(out, "'stickyip-upgrade-gate' with binding 'stickyip-upgrade-gate' denied"), out
+	})
+	t.Logf("the gate refused its probe after %v", time.Since(start).Round(time.Millisecond))
+	if cp.kubectlPath() != "" {
+		t.Logf("kubectl apply -k %s:\n%s", dir, cp.kubectl("apply", "-k", dir))
+	} else {
+		cp.applyKustomization(dir)
+	}
+}
+
+// step4: the nodes' former grant (first), the former shards' policies, the
+// shards, and deploy/placement/upgrade.
 func (u *upgrade) step4() {
 	cp := u.cp
-	_, nodes := placementDirs(u.t)
-	upgradeDir := filepath.Join(filepath.Dir(nodes), "upgrade")
+	dir, _ := placementDirs(u.t)
+	upgradeDir := filepath.Join(dir, "upgrade")
 	if cp.kubectlPath() != "" {
+		cp.kubectl("delete", "clusterrolebinding,clusterrole", "stickyip:placement-publisher", "stickyip:statefulset-reader")
 		cp.kubectl("delete", "validatingadmissionpolicybinding,validatingadmissionpolicy", "stickyip-placement-index", "stickyip-placement-params")
 		cp.kubectl("delete", "mutatingadmissionpolicybinding,mutatingadmissionpolicy", "stickyip-placement-fields", "stickyip-placement-collected", "stickyip-placement-params")
 		cp.kubectl("delete", "configmap", "-A", "-l", "stickyip.io/index")
-		cp.kubectl("delete", "clusterrolebinding,clusterrole", "stickyip:statefulset-reader")
 		cp.kubectl("delete", "-k", upgradeDir)
 		return
 	}
 	var named [][2]string
+	for _, n := range []string{"stickyip:placement-publisher", "stickyip:statefulset-reader"} {
+		named = append(named, [2]string{"clusterrolebinding", n}, [2]string{"clusterrole", n})
+	}
 	for _, n := range []string{"stickyip-placement-index", "stickyip-placement-params"} {
 		named = append(named, [2]string{"validatingadmissionpolicybinding", n}, [2]string{"validatingadmissionpolicy", n})
 	}
 	for _, n := range []string{"stickyip-placement-fields", "stickyip-placement-collected", "stickyip-placement-params"} {
 		named = append(named, [2]string{"mutatingadmissionpolicybinding", n}, [2]string{"mutatingadmissionpolicy", n})
 	}
-	named = append(named, [2]string{"clusterrolebinding", "stickyip:statefulset-reader"}, [2]string{"clusterrole", "stickyip:statefulset-reader"})
-	u.deleteNamed(named[:len(named)-2])
+	u.deleteNamed(named)
 	ctx := context.Background()
 	l, err := cp.client.CoreV1().ConfigMaps("").List(ctx, metav1.ListOptions{LabelSelector: "stickyip.io/index"})
 	if err != nil {
@@ -590,7 +646,6 @@ func (u *upgrade) step4() {
 			u.t.Fatal(err)
 		}
 	}
-	u.deleteNamed(named[len(named)-2:])
 	cp.deleteKustomization(upgradeDir)
 }
 
@@ -734,7 +789,7 @@ func (u *upgrade) gone() {
 		t.Errorf("former shards left: %d (%v)", len(l.Items), err)
 	}
 	a := cp.client.AdmissionregistrationV1()
-	for _, n := range []string{"stickyip-placement-index", "stickyip-placement-params"} {
+	for _, n := range []string{"stickyip-placement-index", "stickyip-placement-params", "stickyip-upgrade-gate"} {
 		if _, err := a.ValidatingAdmissionPolicies().Get(ctx, n, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 			t.Errorf("ValidatingAdmissionPolicy %s left (%v)", n, err)
 		}
