@@ -1,4 +1,4 @@
-# End-to-end test on real components (issue 4): etcd and Kubernetes built
+# End-to-end test on real components: etcd and Kubernetes built
 # from the Go module proxy (scripts/build-k8s.sh, cached under _output/k8s/),
 # flanneld (scripts/build-flannel.sh, cached under _output/flannel/),
 # containerd with the flannel → bridge → stickyip chain, checkpointd. Needs

@@ -1,4 +1,4 @@
-# The Helm chart (issue 34): deploy/helm/stickyip. The unit tests lint and
+# The Helm chart: deploy/helm/stickyip. The unit tests lint and
 # render it with the pinned Helm (scripts/install-helm.sh builds it into
 # _output/tools/helm; the e2e installs the chart and flannel's own with it).
 #

@@ -1,4 +1,4 @@
-# The container image (issue 18): stickyip, checkpointd and stickyip-controller, static, in one
+# The container image: stickyip, checkpointd and stickyip-controller, static, in one
 # layer with no base image, as an OCI image layout archive. Offline and
 # reproducible: every timestamp is SOURCE_DATE_EPOCH (the last commit's time
 # by default), so the same commit gives the same archive and digest.

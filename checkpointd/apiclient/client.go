@@ -6,7 +6,7 @@
 // The typed clientset (k8s.io/client-go/kubernetes) registers every API
 // group of Kubernetes in its scheme and links a typed client, lister and
 // apply configuration for each: most of a 62 MB binary and of its resident
-// memory, for a daemon that reads and writes five core resources (issue 40).
+// memory, for a daemon that reads and writes five core resources.
 // Even the typed core/v1 client alone imports that scheme.
 package apiclient
 
@@ -69,8 +69,8 @@ type Client struct {
 // Responses come uncompressed, as kube-controller-manager and
 // kube-scheduler ask for them (DisableCompression): kube-apiserver 1.37
 // answered the pod watch gzipped, and the node decompressed every pod
-// change (6 % of checkpointd's CPU during a churn of pods, workload 8,
-// issue 48) to save bytes on a link that carries one node's pods.
+// change (6 % of checkpointd's CPU during a churn of pods, workload 8)
+// to save bytes on a link that carries one node's pods.
 func New(cfg *rest.Config) (*Client, error) {
 	built.Add(1)
 	cfg = rest.CopyConfig(cfg)

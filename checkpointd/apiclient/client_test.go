@@ -109,7 +109,7 @@ func TestOwnRateLimit(t *testing.T) {
 
 // The client asks for protobuf and sends it, as the kubelet does: the
 // watch's pods, the Secrets and ConfigMaps, the Events decode and encode
-// several times cheaper than in JSON (issue 48). A server that answers
+// several times cheaper than in JSON. A server that answers
 // JSON is read all the same.
 func TestClientSpeaksProtobuf(t *testing.T) {
 	var accept, sent string
@@ -142,7 +142,7 @@ func TestClientSpeaksProtobuf(t *testing.T) {
 // TestClientAsksNoCompression: no request of the client (a get, a list, a
 // watch, the probe) asks for a compressed answer (Accept-Encoding), which
 // a Go transport asks for unless told not to: the node decompressed every
-// event of its pod watch (issue 48).
+// event of its pod watch.
 func TestClientAsksNoCompression(t *testing.T) {
 	srv := apitest.New(t, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "cm", Namespace: "a"}},
 		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "a"}})

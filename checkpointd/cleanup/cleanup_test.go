@@ -30,7 +30,7 @@ func TestUnitRemovesCopiesWhenItStops(t *testing.T) {
 
 // TestCleanup: `checkpointd cleanup` removes the copies' manifests and keeps
 // their files (a copy the kubelet keeps running during an outage still reads
-// them; issue 17 finding 2); with --all everything checkpointd wrote, and
+// them); with --all everything checkpointd wrote, and
 // never a file it did not write.
 func TestCleanup(t *testing.T) {
 	dir := t.TempDir()

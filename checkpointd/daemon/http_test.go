@@ -19,8 +19,8 @@ import (
 )
 
 // pageFamilies are the metric families of checkpointd's /metrics and their
-// types (dashboards, alerts and the bench read these names): the 69 of
-// issue 40's page, written by checkpointd's own text writer, and the
+// types (dashboards, alerts and the bench read these names): the 69
+// families written by checkpointd's own text writer, and the
 // Prometheus client's process_network_* it serves again now.
 // checkpointd_placement_errors_total appears with its first failure.
 var pageFamilies = map[string]string{

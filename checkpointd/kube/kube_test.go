@@ -126,7 +126,7 @@ func TestSecretAndConfigMap(t *testing.T) {
 // TestForbiddenListIsNotAnOutage: an API server that answers but refuses the
 // pod list (RBAC) is not "away": the unreachability clock stays at zero so
 // no restore can start. The verdict waits for proof that the client had its
-// chance to get it wrong (issue 50: it slept 300 ms, and passed with no
+// chance to get it wrong (a fixed sleep passes with no
 // probe run at all): probes answered and pod lists refused, then an hour
 // on the client's clock.
 func TestForbiddenListIsNotAnOutage(t *testing.T) {

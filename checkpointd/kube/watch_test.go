@@ -52,7 +52,7 @@ func newAPIServer(t *testing.T) *apiServer {
 	return s
 }
 
-// Issue 9 row 10: rest.Config.Timeout also bounded the watch, so every node
+// rest.Config.Timeout also bounds the watch, so every node
 // re-opened its pod watch every --timeout (24 watches in 120 s at 5 s). The
 // watch must stay open for longer than many request timeouts.
 func TestWatchOutlivesTheRequestTimeout(t *testing.T) {

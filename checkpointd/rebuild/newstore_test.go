@@ -22,7 +22,7 @@ import (
 	"github.com/stickyip/stickyip/reservation/boltstore"
 )
 
-// reinstalled is issue 49's node: re-installed under the same name, nothing
+// reinstalled is a re-imaged node: re-installed under the same name, nothing
 // of stickyip on its disk, its Node (same UID, pod CIDR 10.9.0.0/25) listing
 // the shards of its entries: db-0 ran there (a StatefulSet pod, its entry
 // "-", on an address that is not the first free one), gone was deleted (its
@@ -100,7 +100,7 @@ func (r *reinstalled) requireTakenBack(t *testing.T, start time.Time) {
 	r.check()
 }
 
-// Issue 49: the node gets back, before any new pod takes an address, every
+// A re-imaged node gets back, before any new pod takes an address, every
 // reservation its entries list and every address of a pod that ran there;
 // not an address outside its pod CIDR, nor one another node claimed later,
 // nor an earlier Node object's. The plugin's first ADD comes first here:

@@ -57,7 +57,7 @@ func partitioned(t *testing.T, d time.Duration) (*harness, map[string]checkpoint
 	return h, ids
 }
 
-// TestLongPartitionRestoresOnlyWhatNothingReplaced (issue 17 finding 1): a
+// TestLongPartitionRestoresOnlyWhatNothingReplaced: a
 // ReplicaSet pod is restored after a partition shorter than its toleration,
 // not after a longer one (its replacement may run elsewhere); StatefulSet
 // and bare pods are restored after any partition.
@@ -99,7 +99,7 @@ func TestUnknownLastContactIsForever(t *testing.T) {
 	}
 }
 
-// TestRestartDuringOutageKeepsTheCopy (issue 17 finding 2): checkpointd
+// TestRestartDuringOutageKeepsTheCopy: checkpointd
 // stops during the outage (its own exit and the unit's `cleanup` remove the
 // manifest) and starts again: the running copy keeps its files, untouched,
 // and gets the very same manifest back; the hand-back still follows.

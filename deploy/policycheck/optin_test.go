@@ -7,7 +7,7 @@ import (
 	"github.com/stickyip/stickyip/contract"
 )
 
-// Issue 51: the namespace opt-in's setting ends in "-fixed" to make its
+// The namespace opt-in's setting ends in "-fixed" to make its
 // StatefulSet pods' reservations fixed (stickyip.io/retention: fixed)
 // rather than following their StatefulSet; its placement mode stays what
 // it was. The policy's variables, evaluated with the API server's CEL,

@@ -6,6 +6,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/stickyip/stickyip/test/harness"
 )
 
 // path is the user's path: the README and the pages that take a user from
@@ -125,34 +127,6 @@ func TestPathPagesSayWhoAndWhat(t *testing.T) {
 	}
 }
 
-var (
-	// issueRef is a reference to an issue of the project: "issue 57",
-	// "Issues 9 and 11", "(#57)", " #57". Another project's "owner/repo#N"
-	// or "repo#N" is a citation, not history, and does not match.
-	issueRef = regexp.MustCompile(`(?i)\bissues?\s+#?\d+|(?:^|[\s(\[,;])#\d+\b`)
-	// hexRun is a run of 7 to 40 hexadecimal digits: a commit hash when it
-	// holds both a digit and a letter.
-	hexRun = regexp.MustCompile(`\b[0-9a-f]{7,40}\b`)
-	// date is an ISO date such as 2026-11-29.
-	date = regexp.MustCompile(`\b(?:19|20)\d\d-(?:0[1-9]|1[0-2])-(?:0[1-9]|[12]\d|3[01])\b`)
-)
-
-// history returns what in text reads as project history: issue references,
-// commit hashes and, with dates set, dates.
-func history(text string, dates bool) []string {
-	var out []string
-	out = append(out, issueRef.FindAllString(text, -1)...)
-	for _, h := range hexRun.FindAllString(text, -1) {
-		if strings.ContainsAny(h, "0123456789") && strings.ContainsAny(h, "abcdef") {
-			out = append(out, h)
-		}
-	}
-	if dates {
-		out = append(out, date.FindAllString(text, -1)...)
-	}
-	return out
-}
-
 // TestNoHistory fails for an issue number, a commit hash or a date on the
 // path's pages, and for an issue number or a commit hash anywhere else in the
 // documentation: history belongs to commit messages. The reports, docs/DESIGN.md
@@ -171,7 +145,7 @@ func TestNoHistory(t *testing.T) {
 			why = "the user's path carries no issue numbers, commit hashes or dates"
 		}
 		for i, line := range strings.Split(text, "\n") {
-			for _, h := range history(line, onPath[rel]) {
+			for _, h := range harness.History(line, onPath[rel]) {
 				t.Errorf("%s:%d: %q: %s", rel, i+1, strings.TrimSpace(h), why)
 			}
 		}
@@ -195,8 +169,8 @@ func TestHistoryFound(t *testing.T) {
 		{"a /24 of 253 addresses, 1700000000, deadbeef-free prose, `#the-anchor`", true, 0},
 		{"](#error-102-or-node-notready)", false, 0},
 	} {
-		if got := history(tc.text, tc.dates); len(got) != tc.want {
-			t.Errorf("history(%q, %v) = %q, want %d finding(s)", tc.text, tc.dates, got, tc.want)
+		if got := harness.History(tc.text, tc.dates); len(got) != tc.want {
+			t.Errorf("History(%q, %v) = %q, want %d finding(s)", tc.text, tc.dates, got, tc.want)
 		}
 	}
 }

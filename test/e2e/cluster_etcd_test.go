@@ -73,7 +73,7 @@ func (a *etcdApp) release() {
 // step of TestClusterInstall, on the nodes the uninstall leaves: flannel's
 // own conflist, whose flannel plugin delegates to host-local; no plugin,
 // no checkpointd, no placement). Each row is asserted to show what
-// docs/e2e.md says host-local costs (etcdDisruption: every restarted member
+// test/e2e/README.md says host-local costs (etcdDisruption: every restarted member
 // at another IP; the quorum lost on delete-all and drain; the restarts that
 // leave the sandboxes alone free), and to have disrupted as it says; after
 // each, the cluster is repaired or founded anew as an operator would (the

@@ -21,7 +21,7 @@ import (
 	"github.com/stickyip/stickyip/plugins/ipam/stickyip/admin"
 )
 
-// TestClusterPodCIDRChange is issue 26's node whose pod subnet changes, on
+// TestClusterPodCIDRChange is a node whose pod subnet changes, on
 // real flanneld: a Node deleted and registered again gets another podCIDR,
 // flanneld gets another lease when it restarts, and in between nothing
 // hands out, keeps or publishes an address of the old subnet.

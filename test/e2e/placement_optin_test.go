@@ -26,7 +26,7 @@ import (
 	"github.com/stickyip/stickyip/test/harness"
 )
 
-// Issue 39, the namespace opt-in (deploy/placement/optin-policy.yaml),
+// The namespace opt-in (deploy/placement/optin-policy.yaml),
 // on the one-node cluster of TestPlacement.
 const (
 	optInNamespace  = "sts"                   // labelled contract.LabelStatefulSets=optInLabel
@@ -257,7 +257,7 @@ func (n *node) optInAdmission(sts *appsv1.StatefulSet) {
 	}
 }
 
-// optInFixed (issue 51): the namespace labelled 10-required-fixed gives
+// optInFixed: the namespace labelled 10-required-fixed gives
 // its StatefulSet pods stickyip.io/retention: fixed with the rest, unless
 // they carry their own; a pod with its own duration gets nothing of it.
 // The label is put back as it was.

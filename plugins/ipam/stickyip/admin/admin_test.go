@@ -78,7 +78,7 @@ func TestListReleaseGCCheck(t *testing.T) {
 		t.Fatalf("10.0.0.4 is %q after a skipped gc, want allocated", got)
 	}
 	// With it, the dead sandbox's address cools by the configured reuse delay
-	// (issue 16, finding 4: the plugin's DEL would make it cool too).
+	// (the plugin's DEL would make it cool too).
 	confDir := writeConf(t, dir, `"reservation":{"reuseDelay":"10m"}`)
 	before := time.Now()
 	out, _, code = run(t, "--data-dir", dir, "gc", "--cni-conf-dir", confDir)

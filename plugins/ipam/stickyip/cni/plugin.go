@@ -29,7 +29,7 @@ import (
 	"github.com/stickyip/stickyip/reservation/boltstore"
 )
 
-// CNI error codes stickyip uses beyond the spec's own (the table: docs/plugin.md,
+// CNI error codes stickyip uses beyond the spec's own (the table: docs/troubleshooting.md,
 // "CNI errors").
 const (
 	CodePoolExhausted   uint = 100
