@@ -66,9 +66,11 @@ const (
 //     stickyip.io/placement: required, with a required node affinity term of
 //     its own, deleted 5 times with the CPU-hungry pod on its node: back
 //     there with its IP every time, its own term kept and ANDed; drained
-//     (cordon and the Eviction API): Pending while its node is cordoned,
-//     back there with its IP after uncordon; the preferred StatefulSet
-//     drained the same way moves to the other node.
+//     (cordon and the Eviction API): its replacement, its own term ANDed
+//     with the node, unbound and refused by the scheduler itself (its
+//     FailedScheduling event: the node unschedulable, the other not
+//     matching its affinity), back there with its IP after uncordon; the
+//     preferred StatefulSet drained the same way moves to the other node.
 //  5. A deleted Node's entries stop counting, and a pod required onto it
 //     is named by `checkpointd stranded`: TestCluster's last step,
 //     nodeDeleted.
@@ -568,9 +570,11 @@ func (c *cluster) recordAttacks(other, holder *node, ns, identity string, first 
 	}, notOwn)
 	refusedEverywhere(t, other.name, "delete "+holder.name+"'s record", ro, admin, holder.name, nil, notOwn)
 	// Its own claims that no pod bound to it backs: refused by the
-	// controller. The honest checkpointd on other writes its record too: it
-	// puts back what the store holds at its next pass, so each is judged
-	// before that (the verdict names the pod's UID).
+	// controller. An attacker with the node's credentials need not run its
+	// honest checkpointd, which would put back what the store holds at its
+	// next pass (within a second), often before the controller has judged
+	// the forged entry: it is held (SIGSTOP) while the claims are judged.
+	other.holdCheckpointd(t)
 	yes := true
 	made := testPod(identity+"-"+other.name, map[string]string{"kubernetes.io/config.mirror": "x"})
 	made.Namespace, made.Spec.NodeName = ns, other.name
@@ -587,6 +591,7 @@ func (c *cluster) recordAttacks(other, holder *node, ns, identity string, first 
 			t.Errorf("%s claiming %s: %v, want refused by the controller", other.name, what, err)
 		}
 	}
+	other.releaseCheckpointd(t)
 	c.remove(ns, "pod", made.Name)
 	// A namespace administrator writes no index.
 	_, err := c.indexAs(c.namespaceAdminToken(ns), ns).Patch(ctx, placementv1.ShardName(0), types.MergePatchType,
@@ -605,8 +610,9 @@ func (c *cluster) recordAttacks(other, holder *node, ns, identity string, first 
 // its own (kubernetes.io/os In [linux]). Its pod, deleted 5 times with a
 // CPU-hungry pod on its node, comes back there with its IP, its own term
 // kept and the node ANDed into it; drained (cordon, then the Eviction API,
-// as kubectl drain does), it stays Pending while its node is cordoned and
-// runs there with its IP once uncordoned.
+// as kubectl drain does), its replacement is refused by the scheduler
+// while its node is cordoned (waitUnschedulable) and runs there with its
+// IP once uncordoned.
 func (c *cluster) requiredRounds(ns string) stickyRun {
 	t := c.t
 	t.Helper()
@@ -643,14 +649,16 @@ func (c *cluster) requiredRounds(ns string) stickyRun {
 	c.kubectl("cordon", holder.name)
 	c.evict(ns, last.Name)
 	run.lifecyclesOn[holder.name]++
-	pending := c.waitPendingFor(ns, "app=rdb", last.UID, 20*time.Second)
+	evicted := time.Now()
+	pending, why := c.waitUnschedulable(ns, "app=rdb", last.UID, holder.name, []corev1.NodeSelectorRequirement{linux})
+	refusedIn := time.Since(evicted)
 	c.kubectl("uncordon", holder.name)
 	back := c.waitSticky(ns, "app=rdb", last.UID, 2*time.Minute)
 	if back.Node != holder.name || back.IP != first.IP {
 		t.Fatalf("required, after uncordon: rdb-0 runs on %s with %s, want %s with %s", back.Node, back.IP, holder.name, first.IP)
 	}
-	t.Logf("required: %s drained (cordon + eviction): %s/%s Pending %s while cordoned; after uncordon back on %s with %s",
-		holder.name, ns, pending, "≥20s", holder.name, first.IP)
+	t.Logf("required: %s drained (cordon + eviction): %s/%s unbound, its own term ANDed with %s, refused by the scheduler %s after the eviction (%q); after uncordon back on %s with %s",
+		holder.name, ns, pending, holder.name, refusedIn.Round(100*time.Millisecond), why, holder.name, first.IP)
 	run.lifecyclesOn[holder.name]++
 	return run
 }
@@ -681,39 +689,60 @@ func (c *cluster) evict(ns, name string) {
 	}
 }
 
-// waitPendingFor waits until the pod matching selector that replaces the
-// pod with UID old exists, and checks it stays Pending and unbound for d;
-// it returns its name.
-func (c *cluster) waitPendingFor(ns, selector, old string, d time.Duration) string {
+// waitUnschedulable waits until the pod matching selector that replaces
+// the pod with UID old is refused by the scheduler itself: a
+// FailedScheduling event for that pod saying that of the two nodes, holder
+// is unschedulable (cordoned) and the other does not match the pod's node
+// affinity. The pod must be unbound then, and carry the hint's required
+// term for holder ANDed into its own (want, the template's); it returns
+// the pod's name and the event's message.
+func (c *cluster) waitUnschedulable(ns, selector, old, holder string, want []corev1.NodeSelectorRequirement) (string, string) {
 	t := c.t
 	t.Helper()
 	ctx := context.Background()
-	var name string
-	deadline := time.Now().Add(2*time.Minute + d)
-	var since time.Time
-	for time.Now().Before(deadline) {
+	var pod corev1.Pod
+	eventually(t, fmt.Sprintf("the replacement of %s in %s created", selector, ns), 2*time.Minute, 200*time.Millisecond, func() (bool, string) {
 		pods, err := c.client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: selector})
 		if err != nil {
-			t.Fatal(err)
+			return false, err.Error()
 		}
 		for _, p := range pods.Items {
-			if string(p.UID) == old || p.DeletionTimestamp != nil {
-				continue
-			}
-			if p.Spec.NodeName != "" {
-				t.Fatalf("%s/%s was bound to %s while its node was cordoned", ns, p.Name, p.Spec.NodeName)
-			}
-			if name == "" {
-				name, since = p.Name, time.Now()
+			if string(p.UID) != old && p.DeletionTimestamp == nil {
+				pod = p
+				return true, ""
 			}
 		}
-		if name != "" && time.Since(since) >= d {
-			return name
-		}
-		time.Sleep(time.Second)
+		return false, fmt.Sprintf("%d pods, none new", len(pods.Items))
+	})
+	c.requireHinted(ns, pod.Name, holder, true)
+	if terms := requiredOf(pod.Spec.Affinity).NodeSelectorTerms; len(terms) != 1 || fmt.Sprint(terms[0].MatchExpressions) != fmt.Sprint(want) {
+		t.Fatalf("%s/%s while %s is cordoned: required terms %v, want the template's own %v ANDed with %s", ns, pod.Name, holder, terms, want, holder)
 	}
-	t.Fatalf("no Pending replacement of %s in %s", selector, ns)
-	return ""
+	var msg string
+	eventually(t, fmt.Sprintf("the scheduler's FailedScheduling event for %s/%s", ns, pod.Name), 2*time.Minute, 500*time.Millisecond, func() (bool, string) {
+		evs, err := c.client.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.uid=" + string(pod.UID) + ",reason=FailedScheduling"})
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, e := range evs.Items {
+			msg = e.Message
+			// 1.37 names the plugin; earlier minors said "didn't match
+			// Pod's node affinity/selector".
+			if strings.Contains(msg, "0/2 nodes are available") && strings.Contains(msg, "1 node(s) were unschedulable") &&
+				(strings.Contains(msg, "1 node(s) didn't satisfy plugin(s) [NodeAffinity]") || strings.Contains(msg, "1 node(s) didn't match Pod's node affinity/selector")) {
+				return true, ""
+			}
+		}
+		return false, fmt.Sprintf("%d FailedScheduling events, the last %q", len(evs.Items), msg)
+	})
+	p, err := c.client.CoreV1().Pods(ns).Get(ctx, pod.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.UID != pod.UID || p.Spec.NodeName != "" {
+		t.Fatalf("%s/%s (uid %s) after the scheduler's FailedScheduling: uid %s bound to %q while %s is cordoned", ns, pod.Name, pod.UID, p.UID, p.Spec.NodeName, holder)
+	}
+	return pod.Name, msg
 }
 
 // waitSticky waits until exactly one pod of ns matching selector, other
