@@ -21,6 +21,7 @@ type Watcher struct {
 	node     string
 	informer cache.SharedIndexInformer
 	log      *slog.Logger
+	changed  chan struct{}
 
 	mu        sync.Mutex
 	refused   error  // the last answer that the API serves no records to this node (403, 404)
@@ -33,7 +34,7 @@ func NewWatcher(client *apiclient.Client, node string, log *slog.Logger) *Watche
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	w := &Watcher{node: node, log: log}
+	w := &Watcher{node: node, log: log, changed: make(chan struct{}, 1)}
 	w.informer = cache.NewSharedIndexInformer(client.ListWatchRecord(node), &placementv1.NodeRecord{}, 0, cache.Indexers{})
 	_ = w.informer.SetTransform(func(o any) (any, error) {
 		if r, ok := o.(*placementv1.NodeRecord); ok {
@@ -42,8 +43,26 @@ func NewWatcher(client *apiclient.Client, node string, log *slog.Logger) *Watche
 		return o, nil
 	})
 	_ = w.informer.SetWatchErrorHandler(func(_ *cache.Reflector, err error) { w.noteError(err) })
+	_, _ = w.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { w.notify() },
+		UpdateFunc: func(any, any) { w.notify() },
+		DeleteFunc: func(any) { w.notify() },
+	})
 	return w
 }
+
+// notify says the record changed, without waiting: a change not taken yet
+// already says so.
+func (w *Watcher) notify() {
+	select {
+	case w.changed <- struct{}{}:
+	default:
+	}
+}
+
+// Changed receives a value when the record changed since it was last
+// received (retention.Verdicts).
+func (w *Watcher) Changed() <-chan struct{} { return w.changed }
 
 // Run runs the watch until ctx is done.
 func (w *Watcher) Run(ctx context.Context) { w.informer.RunWithContext(ctx) }

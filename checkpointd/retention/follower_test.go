@@ -1,8 +1,10 @@
 package retention
 
 import (
+	"context"
 	"errors"
 	"net/netip"
+	"sync"
 	"testing"
 	"time"
 
@@ -59,6 +61,28 @@ type verdicts struct {
 
 func (v *verdicts) Record() (*placementv1.NodeRecord, bool) { return v.rec, v.listed }
 func (v *verdicts) Served() (bool, bool)                    { return v.ok, v.known }
+func (v *verdicts) Changed() <-chan struct{}                { return nil }
+
+// watched is a record a watch delivers: set changes it and says so.
+type watched struct {
+	mu      sync.Mutex
+	rec     *placementv1.NodeRecord
+	changed chan struct{}
+}
+
+func (w *watched) Record() (*placementv1.NodeRecord, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.rec, true
+}
+func (w *watched) Served() (bool, bool)     { return true, true }
+func (w *watched) Changed() <-chan struct{} { return w.changed }
+func (w *watched) set(rec *placementv1.NodeRecord) {
+	w.mu.Lock()
+	w.rec = rec
+	w.mu.Unlock()
+	w.changed <- struct{}{}
+}
 
 // A held reservation (db-2's, its pod deleted) and a running StatefulSet
 // pod's allocation (db-0's) on a store, and the follower as the daemon
@@ -121,4 +145,62 @@ func TestFollower(t *testing.T) {
 			t.Fatalf("a second pass changed %+v, want nothing", got)
 		}
 	})
+}
+
+// A verdict reaches the store as soon as the record brings it, not at the
+// next tick: a running pod whose StatefulSet was deleted (its volume
+// claims with it) must lose its reservation before its DEL, which may come
+// within a second, or a pod of the name created again right after takes
+// the held address.
+func TestFollowerAppliesAVerdictAtOnce(t *testing.T) {
+	w := &watched{rec: record(claim("db-0", "p0", true, hold("kept while StatefulSet db exists"))), changed: make(chan struct{}, 1)}
+	f, st := newFollower(t, w)
+	s := &locked{s: st} // read here while the follower writes
+	f.opts.Store, f.opts.Interval = s, time.Hour
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { f.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	deadline := time.Now().Add(5 * time.Second)
+	for s.get(t, "10.0.0.3").StatefulSet == nil { // the first pass
+		if time.Now().After(deadline) {
+			t.Fatal("the follower's first pass did not follow db-0")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	w.set(record(claim("db-0", "p0", true, release("StatefulSet db was deleted"))))
+	for {
+		if r := s.get(t, "10.0.0.3"); r.Duration == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("db-0 %+v 5 s after the Release verdict came (the tick is an hour): want its reservation given up", s.get(t, "10.0.0.3"))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// locked is a store the test reads while the follower runs.
+type locked struct {
+	mu sync.Mutex
+	s  store
+}
+
+func (l *locked) Entries() ([]reservation.Entry, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.s.Entries()
+}
+
+func (l *locked) Retain(network string, cs []ipam.RetentionChange) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.s.Retain(network, cs)
+}
+
+func (l *locked) get(t *testing.T, ip string) reservation.Record {
+	t.Helper()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return *l.s.get(t, ip)
 }
