@@ -38,6 +38,9 @@ const (
 	// placementBindingName is the MutatingAdmissionPolicyBinding of
 	// deploy/placement/placement-policy.yaml.
 	placementBindingName = "stickyip-placement"
+	// nodeForgottenWithin is how soon a deleted Node's entries must leave
+	// the index: "within seconds", the controller's next sync.
+	nodeForgottenWithin = 10 * time.Second
 )
 
 // placement is the placement hint on the two-node cluster (kube-scheduler,
@@ -190,13 +193,17 @@ type placementRun struct {
 //
 // The node that ran the cache pod last stops (checkpointd, kubelet) and its
 // Node is deleted. Placement: stickyip-controller takes its entries out of
-// the index within seconds and deletes its record, the other node's stay. Workloads: the deleted Node's pods
-// leave the API (pod GC), a ConfigMap it owned is garbage-collected, and the
-// workloads' pods on the other node keep their UID, IP and readiness.
+// the index within seconds (nodeForgottenWithin) and, a minute later,
+// deletes its record; the other node's stay; `checkpointd stranded` names
+// the pod required onto the gone node, and one created after is free.
+// Workloads: the deleted Node's pods leave the API (pod GC), a ConfigMap it
+// owned is garbage-collected, and the workloads' pods on the other node
+// keep their UID, IP and readiness.
 func (c *cluster) nodeDeleted(p *placementRun, w *workloadsRun) {
 	t := c.t
 	ctx := context.Background()
 	ns := p.ns
+	c.ensurePlacementController()
 	// cache's Deployment goes first (its pod would be re-created on the
 	// remaining node, which would claim it anew), and a sticky pod bound to
 	// the remaining node gives that node an entry to keep.
@@ -260,7 +267,8 @@ func (c *cluster) nodeDeleted(p *placementRun, w *workloadsRun) {
 	if err := c.client.CoreV1().Nodes().Delete(ctx, gone.name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the index naming the deleted Node "+gone.name+" nowhere", time.Minute, 200*time.Millisecond, func() (bool, string) {
+	// Within seconds: the controller's next sync after the Node's deletion.
+	eventually(t, "the index naming the deleted Node "+gone.name+" nowhere", nodeForgottenWithin, 100*time.Millisecond, func() (bool, string) {
 		for key := range goneHeld {
 			kns, id, _ := strings.Cut(key, "/")
 			if c.hinted(kns, id) == gone.name {
@@ -292,9 +300,6 @@ func (c *cluster) nodeDeleted(p *placementRun, w *workloadsRun) {
 	if c.hinted(ns, "keep") != stay.name {
 		t.Errorf("%s/keep: hint %q, want %s", ns, c.hinted(ns, "keep"), stay.name)
 	}
-	eventually(t, "the deleted Node's record deleted by the controller", 2*time.Minute, time.Second, func() (bool, string) {
-		return c.recordOf(gone.name) == nil, "still there"
-	})
 	// The pod created before waits, and says so through checkpointd
 	// stranded; one created now is free and runs on the remaining node.
 	out, code := c.stranded()
@@ -334,6 +339,12 @@ func (c *cluster) nodeDeleted(p *placementRun, w *workloadsRun) {
 		t.Fatalf("namespace %s deleted, its index left: %s", ns, identitiesIn(left))
 	}
 	t.Logf("namespace %s with %d indexed identities deleted with its index by the namespace controller in %s", ns, shards, time.Since(start).Round(100*time.Millisecond))
+	// Last: the controller waits a minute for a Node to come back before
+	// it deletes its record.
+	eventually(t, "the deleted Node's record deleted by the controller", 2*time.Minute, time.Second, func() (bool, string) {
+		return c.recordOf(gone.name) == nil, "still there"
+	})
+	t.Logf("Node %s deleted → its NodeRecord deleted by the controller %s later", gone.name, time.Since(deleted).Round(time.Second))
 }
 
 // createStickyDB creates StatefulSet db in ns: one replica of
@@ -579,22 +590,31 @@ func (c *cluster) recordAttacks(other, holder *node, ns, identity string, first 
 	made := testPod(identity+"-"+other.name, map[string]string{"kubernetes.io/config.mirror": "x"})
 	made.Namespace, made.Spec.NodeName = ns, other.name
 	made.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: other.name, UID: c.nodeUID(other.name), Controller: &yes}}
-	if _, err := c.clientAs(tok).CoreV1().Pods(ns).Create(ctx, made, metav1.CreateOptions{}); err != nil {
+	// The kubelet deletes a mirror pod it has no static pod for, maybe
+	// before the claim is judged (the controller keeps a deleted pod's
+	// facts): the entry takes its UID from the creation.
+	mirror, err := c.clientAs(tok).CoreV1().Pods(ns).Create(ctx, made, metav1.CreateOptions{})
+	if err != nil {
 		t.Fatalf("%s making up a mirror pod (NodeRestriction lets a kubelet): %v", other.name, err)
 	}
-	for what, e := range map[string]placementv1.Entry{
-		identity + " for its pod mimic":               c.podEntry(ns, identity, "mimic", "10.244.9.9"),
-		identity + ", bound to " + holder.name:        c.podEntry(ns, identity, first.Name, "10.244.9.9"),
-		identity + " for its mirror pod " + made.Name: c.podEntry(ns, identity, made.Name, "10.244.9.9"),
+	mirrorEntry := recordEntry(ns, identity, made.Name, string(mirror.UID), "10.244.9.9")
+	for _, a := range []struct {
+		what string
+		e    placementv1.Entry
+		why  string // what the controller's refusal says
+	}{
+		{identity + " for its pod mimic", c.podEntry(ns, identity, "mimic", "10.244.9.9"), "its identity is " + contract.KeyedIdentity(identity) + ", not " + identity},
+		{identity + ", bound to " + holder.name, c.podEntry(ns, identity, first.Name, "10.244.9.9"), "bound to node " + holder.name + ", not " + other.name},
+		{identity + " for its mirror pod " + made.Name, mirrorEntry, "a mirror pod (kubernetes.io/config.mirror)"},
 	} {
-		if err := c.claimAs(other.name, e); err == nil || !strings.HasPrefix(err.Error(), "claim refused:") {
-			t.Errorf("%s claiming %s: %v, want refused by the controller", other.name, what, err)
+		if why := c.claimRefused(other.name, a.e); !strings.Contains(why, a.why) {
+			t.Errorf("%s claiming %s: refused with %q, want the controller's refusal: %s", other.name, a.what, why, a.why)
 		}
 	}
 	other.releaseCheckpointd(t)
-	c.remove(ns, "pod", made.Name)
+	c.kubectl("delete", "-n", ns, "pod", made.Name, "--ignore-not-found", "--wait=true", "--timeout=2m")
 	// A namespace administrator writes no index.
-	_, err := c.indexAs(c.namespaceAdminToken(ns), ns).Patch(ctx, placementv1.ShardName(0), types.MergePatchType,
+	_, err = c.indexAs(c.namespaceAdminToken(ns), ns).Patch(ctx, placementv1.ShardName(0), types.MergePatchType,
 		[]byte(`{"spec":{"nodes":{"`+identity+`":"`+other.name+`"}}}`), metav1.PatchOptions{})
 	requireRefused(t, "a namespace administrator pointing "+identity+" at "+other.name, err, rbacRefusal("patch", "placementindexes"))
 	c.waitIndexed(ns, identity, holder.name, first.Name)
@@ -603,6 +623,34 @@ func (c *cluster) recordAttacks(other, holder *node, ns, identity string, first 
 	}
 	c.remove(ns, "pod", "mimic")
 	t.Logf("attacks on %s/%s: the other node's writes of the holder's record (every path), its claims no pod backs, a namespace administrator's index write, a pod author's mimic: refused or another identity; the entry and the index unchanged", ns, identity)
+}
+
+// claimRefused adds entry e to node's record with the node's credentials
+// and waits until the controller refuses it, naming e's pod (a refusal of
+// an earlier claim of the identity names another), and returns the
+// refusal; the claim accepted fails the test.
+func (c *cluster) claimRefused(node string, e placementv1.Entry) string {
+	t := c.t
+	t.Helper()
+	if err := c.writeEntriesAs(node, nil, e); err != nil {
+		t.Fatalf("%s writing its claim of %s/%s: %v", node, e.Namespace, e.Identity, err)
+	}
+	of := fmt.Sprintf("pod %s/%s (uid %s): ", e.Namespace, e.Pod, e.PodUID)
+	var why string
+	eventually(t, fmt.Sprintf("the controller's verdict on %s's claim of %s/%s for %s", node, e.Namespace, e.Identity, e.Pod), 2*time.Minute, 100*time.Millisecond, func() (bool, string) {
+		cl := c.claimOf(node, e.Namespace, e.Identity)
+		switch {
+		case cl == nil:
+			return false, "none yet"
+		case cl.Refused == "" && cl.PodUID == e.PodUID:
+			t.Fatalf("%s's claim of %s/%s for %s accepted: %+v", node, e.Namespace, e.Identity, e.Pod, *cl)
+		case strings.HasPrefix(cl.Refused, of):
+			why = cl.Refused
+			return true, ""
+		}
+		return false, fmt.Sprintf("%+v", *cl)
+	})
+	return why
 }
 
 // requiredRounds is strict placement (issue 32): StatefulSet rdb, annotated
