@@ -182,7 +182,7 @@ func build(cfg config.Config, pol policy.Policy) (*parts, error) {
 	var follower *retention.Follower
 	if store != nil {
 		// Always run: with following off it ends the holds of before.
-		ro := retention.Options{Store: o, Interval: cfg.Interval, Registry: m.Registry, Log: log.With("component", "retention")}
+		ro := retention.Options{Store: o.forFollower(), Interval: cfg.Interval, Registry: m.Registry, Log: log.With("component", "retention")}
 		if cfg.FollowStatefulSets && watcher != nil {
 			ro.Verdicts = watcher
 		}
@@ -359,11 +359,35 @@ func (o *observed) Waiting() (map[string]time.Time, error) {
 // a stat, not a read.
 func (o *observed) Missing() bool { return o.store.Missing() }
 
-// Retain applies the retention follower's changes (retention.Store); the
-// engine checks each against the record as it is then, so a view a second
-// old decides nothing wrong.
+// Retain applies the retention follower's changes (retention.Store,
+// through forFollower); the engine checks each against the record as it is
+// then.
 func (o *observed) Retain(network string, changes []ipam.RetentionChange) (int, error) {
 	return o.store.Retain(network, changes)
+}
+
+// forFollower is the IPAM store as the retention follower reads it: the
+// store's Observe at each of its passes (a read only when the store
+// changed), never the view kept for a publisher pass. A DEL just before
+// the follower's pass leaves a held reservation that pass must see: else
+// its release waits a whole interval more, in which a pod of the name
+// created again (its StatefulSet deleted and created again) takes the
+// address.
+func (o *observed) forFollower() retention.Store { return latest{o} }
+
+// latest is observed as the follower reads it (forFollower).
+type latest struct{ o *observed }
+
+func (l latest) Entries() ([]reservation.Entry, error) {
+	v, err := l.o.store.Observe()
+	if err != nil {
+		return nil, err
+	}
+	return v.Entries, nil
+}
+
+func (l latest) Retain(network string, changes []ipam.RetentionChange) (int, error) {
+	return l.o.Retain(network, changes)
 }
 
 // holds is placement.Options.Holds.

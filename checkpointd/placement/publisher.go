@@ -77,6 +77,10 @@ type Publisher struct {
 	written *placementv1.NodeRecordSpec // the spec as last written (nil: not yet)
 	steps   wait.Backoff                // the waits after the next failed writes
 	retryAt time.Time                   // no write before then (a write failed)
+	// unserved: the last write failed while the watch had never listed
+	// the record (before deploy/placement/nodes is applied, say); once
+	// it lists it, the write is tried at once, not after the back-off.
+	unserved bool
 	cleared bool                        // the former Node annotation is known gone
 
 	mu     sync.Mutex
@@ -167,6 +171,9 @@ func (p *Publisher) Pass(ctx context.Context) {
 		return
 	}
 	now := p.opts.Now()
+	if p.unserved && p.listed() {
+		p.retryAt, p.steps, p.unserved = time.Time{}, p.backoff(), false
+	}
 	if now.Before(p.retryAt) {
 		return
 	}
@@ -175,6 +182,7 @@ func (p *Publisher) Pass(ctx context.Context) {
 	cancel()
 	if err != nil {
 		p.retryAt = now.Add(p.steps.Step())
+		p.unserved = !p.listed()
 		p.fail("write", err)
 		return
 	}
@@ -217,6 +225,16 @@ func (p *Publisher) desired() ([]placementv1.Entry, bool) {
 	}
 	p.records.Set(float64(len(want)))
 	return want, true
+}
+
+// listed reports whether the watch of the record has listed it (the API
+// serves the node its record).
+func (p *Publisher) listed() bool {
+	if p.opts.Record == nil {
+		return false
+	}
+	_, synced := p.opts.Record()
+	return synced
 }
 
 // current is the record's spec as the watch last saw it, else as last

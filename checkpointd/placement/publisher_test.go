@@ -146,6 +146,32 @@ func TestPublisherBacksOff(t *testing.T) {
 	}
 }
 
+// A node whose writes were refused before the nodes' grant was applied
+// (its watch never listed the record) writes as soon as its watch lists
+// the record, not after the back-off its refusals grew: placement starts
+// working on every node right after the install.
+func TestPublisherWritesOnceServed(t *testing.T) {
+	s := newSetup(t)
+	s.api.err = errors.New(`noderecords.stickyip.io "node1" is forbidden`)
+	for range 10 { // each pass past the wait: refused, and the wait grows to MaxBackoff
+		s.clock = s.clock.Add(2 * time.Minute)
+		s.pub.Pass(context.Background())
+	}
+	refused := s.api.writes
+	s.api.err = nil // the grant applied
+	s.clock = s.clock.Add(time.Second)
+	s.pub.Pass(context.Background())
+	if s.api.writes != refused {
+		t.Fatalf("%d writes within the wait while the watch had not listed the record, want none (else this test shows nothing)", s.api.writes-refused)
+	}
+	s.watched = true // the watch lists the record (none yet)
+	s.clock = s.clock.Add(time.Second)
+	s.pub.Pass(context.Background())
+	if s.api.spec == nil {
+		t.Fatalf("%d writes once the watch listed the record, spec %v; want it written at once", s.api.writes-refused, s.api.spec)
+	}
+}
+
 // A node upgraded from the former index drops its Node's annotation once;
 // a Node without it is never patched.
 func TestPublisherForgetsTheFormerAnnotation(t *testing.T) {

@@ -21,8 +21,7 @@ type Watcher struct {
 	node     string
 	informer cache.SharedIndexInformer
 	log      *slog.Logger
-
-	changed chan struct{} // signalled when the record changes (Changed)
+	changed  chan struct{}
 
 	mu        sync.Mutex
 	refused   error  // the last answer that the API serves no records to this node (403, 404)
@@ -45,24 +44,25 @@ func NewWatcher(client *apiclient.Client, node string, log *slog.Logger) *Watche
 	})
 	_ = w.informer.SetWatchErrorHandler(func(_ *cache.Reflector, err error) { w.noteError(err) })
 	_, _ = w.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(any) { w.signal() },
-		UpdateFunc: func(any, any) { w.signal() },
-		DeleteFunc: func(any) { w.signal() },
+		AddFunc:    func(any) { w.notify() },
+		UpdateFunc: func(any, any) { w.notify() },
+		DeleteFunc: func(any) { w.notify() },
 	})
 	return w
 }
 
-// Changed is signalled (at most one signal waits) each time the record
-// changes: the controller's verdicts reach the node's store as they are
-// written, not at its next pass.
-func (w *Watcher) Changed() <-chan struct{} { return w.changed }
-
-func (w *Watcher) signal() {
+// notify says the record changed, without waiting: a change not taken yet
+// already says so.
+func (w *Watcher) notify() {
 	select {
 	case w.changed <- struct{}{}:
 	default:
 	}
 }
+
+// Changed receives a value when the record changed since it was last
+// received (retention.Verdicts).
+func (w *Watcher) Changed() <-chan struct{} { return w.changed }
 
 // Run runs the watch until ctx is done.
 func (w *Watcher) Run(ctx context.Context) { w.informer.RunWithContext(ctx) }

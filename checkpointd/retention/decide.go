@@ -7,9 +7,11 @@
 // it to its IPAM store: a running pod's allocation follows its StatefulSet
 // (ipam.FollowPod: its DEL, wherever it comes from, then leaves a held
 // reservation no clock ends), a held reservation is released when the
-// verdict says so, and lasts its own duration from now when another node
-// runs the pod since, or when following stops (the flag off, or the API
-// no longer serves the node its record). The node reads no StatefulSet.
+// verdict says so (a running pod's before its DEL, when its StatefulSet
+// went with its volume claims), and lasts its own duration from now when
+// another node runs the pod since, or when following stops (the flag off,
+// or the API no longer serves the node its record). The node reads no
+// StatefulSet.
 //
 // Decide is pure and its test walks every case; Follower is the loop that
 // reads and applies it.
@@ -39,7 +41,10 @@ const (
 //	off        —                                   every held reservation: Expire (now, why)
 //	on         none, or judged under another UID   none
 //	on         a StatefulSet claim for a running   FollowPod, when the record does not follow
-//	           pod's allocation (same pod UID)       that StatefulSet (name, UID, why) yet
+//	           pod's allocation (same pod UID)       that StatefulSet (name, UID, why) yet;
+//	                                               Release (UID) when its verdict is Release
+//	                                               (its StatefulSet went with its volume
+//	                                               claims): the pod's DEL then frees the address
 //	on         a claim accepted, indexed elsewhere Expire (now): the pod runs on another node
 //	on         a StatefulSet claim, verdict        Release
 //	           Release, for the held reservation's
@@ -80,6 +85,12 @@ func Decide(entries []reservation.Entry, rec *placementv1.NodeRecord, following 
 		case !following || c == nil:
 		case e.Held():
 			if ch, ok := decideHeld(e.Record, c, change); ok && once(e, "held") {
+				add(e.Network, ch)
+			}
+		case followable(e.Record) && c.StatefulSet != nil && string(c.PodUID) == e.UID && c.StatefulSet.Verdict == placementv1.Release:
+			if once(e, "release/"+e.UID) {
+				ch := change(ipam.Release, c.StatefulSet.Why)
+				ch.UID = e.UID
 				add(e.Network, ch)
 			}
 		case followable(e.Record) && c.StatefulSet != nil && string(c.PodUID) == e.UID:

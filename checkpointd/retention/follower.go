@@ -24,7 +24,8 @@ type Verdicts interface {
 	// Served reports whether the API serves the node its record (known:
 	// it answered either way).
 	Served() (ok, known bool)
-	// Changed is signalled when the record changes.
+	// Changed receives a value when the record changed (several changes
+	// may come as one).
 	Changed() <-chan struct{}
 }
 
@@ -84,15 +85,17 @@ func New(opts Options) *Follower {
 	return f
 }
 
-// Run runs a pass every interval, and as soon as the record changes (a
-// verdict that releases an address must reach the store before a new pod
-// of the identity's StatefulSet asks for it), until ctx is done.
+// Run runs a pass every interval, and as soon as the record changed, until
+// ctx is done: a verdict that a running pod's reservation ends with it
+// must reach the store before the pod's DEL, which may come within a
+// second of the StatefulSet's deletion (then a pod of the name created
+// again right after would take the held address before the next tick).
 func (f *Follower) Run(ctx context.Context) {
 	t := time.NewTicker(f.opts.Interval)
 	defer t.Stop()
 	var changed <-chan struct{}
-	if f.opts.Verdicts != nil {
-		changed = f.opts.Verdicts.Changed()
+	if v := f.opts.Verdicts; v != nil {
+		changed = v.Changed()
 	}
 	for {
 		f.Pass()

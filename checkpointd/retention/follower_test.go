@@ -15,16 +15,10 @@ import (
 )
 
 // store is the node's IPAM store on the in-memory one, the engine's
-// Retain applying the changes as ipamstore.Store does; one call at a time,
-// as the bbolt store's lock has it.
-type store struct {
-	s  *fake.Store
-	mu *sync.Mutex
-}
+// Retain applying the changes as ipamstore.Store does.
+type store struct{ s *fake.Store }
 
 func (s store) Entries() ([]reservation.Entry, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	var out []reservation.Entry
 	err := s.s.View("cbr0", func(tx reservation.Txn) error {
 		return tx.ForEach(func(r *reservation.Record) error {
@@ -36,8 +30,6 @@ func (s store) Entries() ([]reservation.Entry, error) {
 }
 
 func (s store) Retain(network string, cs []ipam.RetentionChange) (n int, err error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	err = s.s.Update(network, func(tx reservation.Txn) error {
 		n, err = ipam.Retain(tx, cs, nil)
 		return err
@@ -50,8 +42,6 @@ func (s store) Retain(network string, cs []ipam.RetentionChange) (n int, err err
 
 func (s store) get(t *testing.T, ip string) *reservation.Record {
 	t.Helper()
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	var r *reservation.Record
 	err := s.s.View("cbr0", func(tx reservation.Txn) (err error) {
 		r, err = tx.Get(netip.MustParseAddr(ip))
@@ -64,28 +54,42 @@ func (s store) get(t *testing.T, ip string) *reservation.Record {
 }
 
 type verdicts struct {
-	mu        sync.Mutex
 	rec       *placementv1.NodeRecord
 	ok, known bool
 	listed    bool
-	changed   chan struct{}
 }
 
-func (v *verdicts) Record() (*placementv1.NodeRecord, bool) {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	return v.rec, v.listed
+func (v *verdicts) Record() (*placementv1.NodeRecord, bool) { return v.rec, v.listed }
+func (v *verdicts) Served() (bool, bool)                    { return v.ok, v.known }
+func (v *verdicts) Changed() <-chan struct{}                { return nil }
+
+// watched is a record a watch delivers: set changes it and says so.
+type watched struct {
+	mu      sync.Mutex
+	rec     *placementv1.NodeRecord
+	changed chan struct{}
 }
 
-func (v *verdicts) Served() (bool, bool)     { return v.ok, v.known }
-func (v *verdicts) Changed() <-chan struct{} { return v.changed }
+func (w *watched) Record() (*placementv1.NodeRecord, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.rec, true
+}
+func (w *watched) Served() (bool, bool)     { return true, true }
+func (w *watched) Changed() <-chan struct{} { return w.changed }
+func (w *watched) set(rec *placementv1.NodeRecord) {
+	w.mu.Lock()
+	w.rec = rec
+	w.mu.Unlock()
+	w.changed <- struct{}{}
+}
 
 // A held reservation (db-2's, its pod deleted) and a running StatefulSet
 // pod's allocation (db-0's) on a store, and the follower as the daemon
 // runs it.
 func newFollower(t *testing.T, v Verdicts) (*Follower, store) {
 	t.Helper()
-	s := store{s: fake.New(), mu: &sync.Mutex{}}
+	s := store{fake.New()}
 	err := s.s.Update("cbr0", func(tx reservation.Txn) error {
 		for _, e := range []reservation.Entry{entry("10.0.0.2", "db-2", "p2", reservation.Reserved, followed),
 			entry("10.0.0.3", "db-0", "p0", reservation.Allocated, nil)} {
@@ -143,30 +147,60 @@ func TestFollower(t *testing.T) {
 	})
 }
 
-// A Release written by the controller reaches the store as soon as the
-// record changes, not at the follower's next tick: a StatefulSet deleted
-// (whenDeleted: Delete) and created again at once must not hand its new
-// pod the old address.
-func TestFollowerActsOnTheRecordsChange(t *testing.T) {
-	v := &verdicts{ok: true, known: true, listed: true, rec: record(), changed: make(chan struct{}, 1)}
-	f, s := newFollower(t, v)
-	f.opts.Interval = time.Hour
+// A verdict reaches the store as soon as the record brings it, not at the
+// next tick: a running pod whose StatefulSet was deleted (its volume
+// claims with it) must lose its reservation before its DEL, which may come
+// within a second, or a pod of the name created again right after takes
+// the held address.
+func TestFollowerAppliesAVerdictAtOnce(t *testing.T) {
+	w := &watched{rec: record(claim("db-0", "p0", true, hold("kept while StatefulSet db exists"))), changed: make(chan struct{}, 1)}
+	f, st := newFollower(t, w)
+	s := &locked{s: st} // read here while the follower writes
+	f.opts.Store, f.opts.Interval = s, time.Hour
 	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go f.Run(ctx)
-	time.Sleep(50 * time.Millisecond) // the first pass, with no verdict yet
-	if r := s.get(t, "10.0.0.2"); r == nil || !r.Held() {
-		t.Fatalf("db-2 before the verdict: %+v, want held", r)
-	}
-	v.mu.Lock()
-	v.rec = record(claim("db-2", "p2", true, release("its StatefulSet was deleted (whenDeleted: Delete)")))
-	v.mu.Unlock()
-	v.changed <- struct{}{}
+	done := make(chan struct{})
+	go func() { f.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
 	deadline := time.Now().Add(5 * time.Second)
-	for s.get(t, "10.0.0.2") != nil {
+	for s.get(t, "10.0.0.3").StatefulSet == nil { // the first pass
 		if time.Now().After(deadline) {
-			t.Fatal("the Release did not reach the store within 5 s of the record's change (the next tick is an hour away)")
+			t.Fatal("the follower's first pass did not follow db-0")
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+	w.set(record(claim("db-0", "p0", true, release("StatefulSet db was deleted"))))
+	for {
+		if r := s.get(t, "10.0.0.3"); r.Duration == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("db-0 %+v 5 s after the Release verdict came (the tick is an hour): want its reservation given up", s.get(t, "10.0.0.3"))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// locked is a store the test reads while the follower runs.
+type locked struct {
+	mu sync.Mutex
+	s  store
+}
+
+func (l *locked) Entries() ([]reservation.Entry, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.s.Entries()
+}
+
+func (l *locked) Retain(network string, cs []ipam.RetentionChange) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.s.Retain(network, cs)
+}
+
+func (l *locked) get(t *testing.T, ip string) reservation.Record {
+	t.Helper()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return *l.s.get(t, ip)
 }

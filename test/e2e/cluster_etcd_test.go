@@ -40,6 +40,7 @@ func (c *cluster) etcdSticky() {
 		}
 	}
 	c.applyPlacement()
+	c.ensurePlacementController() // it alone writes the index the table waits for
 	a := c.newEtcdApp(etcdNamespace, true)
 	a.optIn(etcdOptInLabel)
 	a.table()

@@ -38,6 +38,9 @@ const (
 	// placementBindingName is the MutatingAdmissionPolicyBinding of
 	// deploy/placement/placement-policy.yaml.
 	placementBindingName = "stickyip-placement"
+	// nodeForgottenWithin is how soon a deleted Node's entries must leave
+	// the index: "within seconds", the controller's next sync.
+	nodeForgottenWithin = 10 * time.Second
 )
 
 // placement is the placement hint on the two-node cluster (kube-scheduler,
@@ -66,9 +69,11 @@ const (
 //     stickyip.io/placement: required, with a required node affinity term of
 //     its own, deleted 5 times with the CPU-hungry pod on its node: back
 //     there with its IP every time, its own term kept and ANDed; drained
-//     (cordon and the Eviction API): Pending while its node is cordoned,
-//     back there with its IP after uncordon; the preferred StatefulSet
-//     drained the same way moves to the other node.
+//     (cordon and the Eviction API): its replacement, its own term ANDed
+//     with the node, unbound and refused by the scheduler itself (its
+//     FailedScheduling event: the node unschedulable, the other not
+//     matching its affinity), back there with its IP after uncordon; the
+//     preferred StatefulSet drained the same way moves to the other node.
 //  5. A deleted Node's entries stop counting, and a pod required onto it
 //     is named by `checkpointd stranded`: TestCluster's last step,
 //     nodeDeleted.
@@ -188,13 +193,17 @@ type placementRun struct {
 //
 // The node that ran the cache pod last stops (checkpointd, kubelet) and its
 // Node is deleted. Placement: stickyip-controller takes its entries out of
-// the index within seconds and deletes its record, the other node's stay. Workloads: the deleted Node's pods
-// leave the API (pod GC), a ConfigMap it owned is garbage-collected, and the
-// workloads' pods on the other node keep their UID, IP and readiness.
+// the index within seconds (nodeForgottenWithin) and, a minute later,
+// deletes its record; the other node's stay; `checkpointd stranded` names
+// the pod required onto the gone node, and one created after is free.
+// Workloads: the deleted Node's pods leave the API (pod GC), a ConfigMap it
+// owned is garbage-collected, and the workloads' pods on the other node
+// keep their UID, IP and readiness.
 func (c *cluster) nodeDeleted(p *placementRun, w *workloadsRun) {
 	t := c.t
 	ctx := context.Background()
 	ns := p.ns
+	c.ensurePlacementController()
 	// cache's Deployment goes first (its pod would be re-created on the
 	// remaining node, which would claim it anew), and a sticky pod bound to
 	// the remaining node gives that node an entry to keep.
@@ -258,7 +267,8 @@ func (c *cluster) nodeDeleted(p *placementRun, w *workloadsRun) {
 	if err := c.client.CoreV1().Nodes().Delete(ctx, gone.name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the index naming the deleted Node "+gone.name+" nowhere", time.Minute, 200*time.Millisecond, func() (bool, string) {
+	// Within seconds: the controller's next sync after the Node's deletion.
+	eventually(t, "the index naming the deleted Node "+gone.name+" nowhere", nodeForgottenWithin, 100*time.Millisecond, func() (bool, string) {
 		for key := range goneHeld {
 			kns, id, _ := strings.Cut(key, "/")
 			if c.hinted(kns, id) == gone.name {
@@ -290,9 +300,6 @@ func (c *cluster) nodeDeleted(p *placementRun, w *workloadsRun) {
 	if c.hinted(ns, "keep") != stay.name {
 		t.Errorf("%s/keep: hint %q, want %s", ns, c.hinted(ns, "keep"), stay.name)
 	}
-	eventually(t, "the deleted Node's record deleted by the controller", 2*time.Minute, time.Second, func() (bool, string) {
-		return c.recordOf(gone.name) == nil, "still there"
-	})
 	// The pod created before waits, and says so through checkpointd
 	// stranded; one created now is free and runs on the remaining node.
 	out, code := c.stranded()
@@ -332,6 +339,12 @@ func (c *cluster) nodeDeleted(p *placementRun, w *workloadsRun) {
 		t.Fatalf("namespace %s deleted, its index left: %s", ns, identitiesIn(left))
 	}
 	t.Logf("namespace %s with %d indexed identities deleted with its index by the namespace controller in %s", ns, shards, time.Since(start).Round(100*time.Millisecond))
+	// Last: the controller waits a minute for a Node to come back before
+	// it deletes its record.
+	eventually(t, "the deleted Node's record deleted by the controller", 2*time.Minute, time.Second, func() (bool, string) {
+		return c.recordOf(gone.name) == nil, "still there"
+	})
+	t.Logf("Node %s deleted → its NodeRecord deleted by the controller %s later", gone.name, time.Since(deleted).Round(time.Second))
 }
 
 // createStickyDB creates StatefulSet db in ns: one replica of
@@ -568,28 +581,40 @@ func (c *cluster) recordAttacks(other, holder *node, ns, identity string, first 
 	}, notOwn)
 	refusedEverywhere(t, other.name, "delete "+holder.name+"'s record", ro, admin, holder.name, nil, notOwn)
 	// Its own claims that no pod bound to it backs: refused by the
-	// controller. The honest checkpointd on other writes its record too: it
-	// puts back what the store holds at its next pass, so each is judged
-	// before that (the verdict names the pod's UID).
+	// controller. An attacker with the node's credentials need not run its
+	// honest checkpointd, which would put back what the store holds at its
+	// next pass (within a second), often before the controller has judged
+	// the forged entry: it is held (SIGSTOP) while the claims are judged.
+	other.holdCheckpointd(t)
 	yes := true
 	made := testPod(identity+"-"+other.name, map[string]string{"kubernetes.io/config.mirror": "x"})
 	made.Namespace, made.Spec.NodeName = ns, other.name
 	made.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: other.name, UID: c.nodeUID(other.name), Controller: &yes}}
-	if _, err := c.clientAs(tok).CoreV1().Pods(ns).Create(ctx, made, metav1.CreateOptions{}); err != nil {
+	// The kubelet deletes a mirror pod it has no static pod for, maybe
+	// before the claim is judged (the controller keeps a deleted pod's
+	// facts): the entry takes its UID from the creation.
+	mirror, err := c.clientAs(tok).CoreV1().Pods(ns).Create(ctx, made, metav1.CreateOptions{})
+	if err != nil {
 		t.Fatalf("%s making up a mirror pod (NodeRestriction lets a kubelet): %v", other.name, err)
 	}
-	for what, e := range map[string]placementv1.Entry{
-		identity + " for its pod mimic":               c.podEntry(ns, identity, "mimic", "10.244.9.9"),
-		identity + ", bound to " + holder.name:        c.podEntry(ns, identity, first.Name, "10.244.9.9"),
-		identity + " for its mirror pod " + made.Name: c.podEntry(ns, identity, made.Name, "10.244.9.9"),
+	mirrorEntry := recordEntry(ns, identity, made.Name, string(mirror.UID), "10.244.9.9")
+	for _, a := range []struct {
+		what string
+		e    placementv1.Entry
+		why  string // what the controller's refusal says
+	}{
+		{identity + " for its pod mimic", c.podEntry(ns, identity, "mimic", "10.244.9.9"), "its identity is " + contract.KeyedIdentity(identity) + ", not " + identity},
+		{identity + ", bound to " + holder.name, c.podEntry(ns, identity, first.Name, "10.244.9.9"), "bound to node " + holder.name + ", not " + other.name},
+		{identity + " for its mirror pod " + made.Name, mirrorEntry, "a mirror pod (kubernetes.io/config.mirror)"},
 	} {
-		if err := c.claimAs(other.name, e); err == nil || !strings.HasPrefix(err.Error(), "claim refused:") {
-			t.Errorf("%s claiming %s: %v, want refused by the controller", other.name, what, err)
+		if why := c.claimRefused(other.name, a.e); !strings.Contains(why, a.why) {
+			t.Errorf("%s claiming %s: refused with %q, want the controller's refusal: %s", other.name, a.what, why, a.why)
 		}
 	}
-	c.remove(ns, "pod", made.Name)
+	other.releaseCheckpointd(t)
+	c.kubectl("delete", "-n", ns, "pod", made.Name, "--ignore-not-found", "--wait=true", "--timeout=2m")
 	// A namespace administrator writes no index.
-	_, err := c.indexAs(c.namespaceAdminToken(ns), ns).Patch(ctx, placementv1.ShardName(0), types.MergePatchType,
+	_, err = c.indexAs(c.namespaceAdminToken(ns), ns).Patch(ctx, placementv1.ShardName(0), types.MergePatchType,
 		[]byte(`{"spec":{"nodes":{"`+identity+`":"`+other.name+`"}}}`), metav1.PatchOptions{})
 	requireRefused(t, "a namespace administrator pointing "+identity+" at "+other.name, err, rbacRefusal("patch", "placementindexes"))
 	c.waitIndexed(ns, identity, holder.name, first.Name)
@@ -600,13 +625,42 @@ func (c *cluster) recordAttacks(other, holder *node, ns, identity string, first 
 	t.Logf("attacks on %s/%s: the other node's writes of the holder's record (every path), its claims no pod backs, a namespace administrator's index write, a pod author's mimic: refused or another identity; the entry and the index unchanged", ns, identity)
 }
 
+// claimRefused adds entry e to node's record with the node's credentials
+// and waits until the controller refuses it, naming e's pod (a refusal of
+// an earlier claim of the identity names another), and returns the
+// refusal; the claim accepted fails the test.
+func (c *cluster) claimRefused(node string, e placementv1.Entry) string {
+	t := c.t
+	t.Helper()
+	if err := c.writeEntriesAs(node, nil, e); err != nil {
+		t.Fatalf("%s writing its claim of %s/%s: %v", node, e.Namespace, e.Identity, err)
+	}
+	of := fmt.Sprintf("pod %s/%s (uid %s): ", e.Namespace, e.Pod, e.PodUID)
+	var why string
+	eventually(t, fmt.Sprintf("the controller's verdict on %s's claim of %s/%s for %s", node, e.Namespace, e.Identity, e.Pod), 2*time.Minute, 100*time.Millisecond, func() (bool, string) {
+		cl := c.claimOf(node, e.Namespace, e.Identity)
+		switch {
+		case cl == nil:
+			return false, "none yet"
+		case cl.Refused == "" && cl.PodUID == e.PodUID:
+			t.Fatalf("%s's claim of %s/%s for %s accepted: %+v", node, e.Namespace, e.Identity, e.Pod, *cl)
+		case strings.HasPrefix(cl.Refused, of):
+			why = cl.Refused
+			return true, ""
+		}
+		return false, fmt.Sprintf("%+v", *cl)
+	})
+	return why
+}
+
 // requiredRounds is strict placement (issue 32): StatefulSet rdb, annotated
 // stickyip.io/placement: required, with a required node affinity term of
 // its own (kubernetes.io/os In [linux]). Its pod, deleted 5 times with a
 // CPU-hungry pod on its node, comes back there with its IP, its own term
 // kept and the node ANDed into it; drained (cordon, then the Eviction API,
-// as kubectl drain does), it stays Pending while its node is cordoned and
-// runs there with its IP once uncordoned.
+// as kubectl drain does), its replacement is refused by the scheduler
+// while its node is cordoned (waitUnschedulable) and runs there with its
+// IP once uncordoned.
 func (c *cluster) requiredRounds(ns string) stickyRun {
 	t := c.t
 	t.Helper()
@@ -643,14 +697,16 @@ func (c *cluster) requiredRounds(ns string) stickyRun {
 	c.kubectl("cordon", holder.name)
 	c.evict(ns, last.Name)
 	run.lifecyclesOn[holder.name]++
-	pending := c.waitPendingFor(ns, "app=rdb", last.UID, 20*time.Second)
+	evicted := time.Now()
+	pending, why := c.waitUnschedulable(ns, "app=rdb", last.UID, holder.name, []corev1.NodeSelectorRequirement{linux})
+	refusedIn := time.Since(evicted)
 	c.kubectl("uncordon", holder.name)
 	back := c.waitSticky(ns, "app=rdb", last.UID, 2*time.Minute)
 	if back.Node != holder.name || back.IP != first.IP {
 		t.Fatalf("required, after uncordon: rdb-0 runs on %s with %s, want %s with %s", back.Node, back.IP, holder.name, first.IP)
 	}
-	t.Logf("required: %s drained (cordon + eviction): %s/%s Pending %s while cordoned; after uncordon back on %s with %s",
-		holder.name, ns, pending, "≥20s", holder.name, first.IP)
+	t.Logf("required: %s drained (cordon + eviction): %s/%s unbound, its own term ANDed with %s, refused by the scheduler %s after the eviction (%q); after uncordon back on %s with %s",
+		holder.name, ns, pending, holder.name, refusedIn.Round(100*time.Millisecond), why, holder.name, first.IP)
 	run.lifecyclesOn[holder.name]++
 	return run
 }
@@ -681,39 +737,60 @@ func (c *cluster) evict(ns, name string) {
 	}
 }
 
-// waitPendingFor waits until the pod matching selector that replaces the
-// pod with UID old exists, and checks it stays Pending and unbound for d;
-// it returns its name.
-func (c *cluster) waitPendingFor(ns, selector, old string, d time.Duration) string {
+// waitUnschedulable waits until the pod matching selector that replaces
+// the pod with UID old is refused by the scheduler itself: a
+// FailedScheduling event for that pod saying that of the two nodes, holder
+// is unschedulable (cordoned) and the other does not match the pod's node
+// affinity. The pod must be unbound then, and carry the hint's required
+// term for holder ANDed into its own (want, the template's); it returns
+// the pod's name and the event's message.
+func (c *cluster) waitUnschedulable(ns, selector, old, holder string, want []corev1.NodeSelectorRequirement) (string, string) {
 	t := c.t
 	t.Helper()
 	ctx := context.Background()
-	var name string
-	deadline := time.Now().Add(2*time.Minute + d)
-	var since time.Time
-	for time.Now().Before(deadline) {
+	var pod corev1.Pod
+	eventually(t, fmt.Sprintf("the replacement of %s in %s created", selector, ns), 2*time.Minute, 200*time.Millisecond, func() (bool, string) {
 		pods, err := c.client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: selector})
 		if err != nil {
-			t.Fatal(err)
+			return false, err.Error()
 		}
 		for _, p := range pods.Items {
-			if string(p.UID) == old || p.DeletionTimestamp != nil {
-				continue
-			}
-			if p.Spec.NodeName != "" {
-				t.Fatalf("%s/%s was bound to %s while its node was cordoned", ns, p.Name, p.Spec.NodeName)
-			}
-			if name == "" {
-				name, since = p.Name, time.Now()
+			if string(p.UID) != old && p.DeletionTimestamp == nil {
+				pod = p
+				return true, ""
 			}
 		}
-		if name != "" && time.Since(since) >= d {
-			return name
-		}
-		time.Sleep(time.Second)
+		return false, fmt.Sprintf("%d pods, none new", len(pods.Items))
+	})
+	c.requireHinted(ns, pod.Name, holder, true)
+	if terms := requiredOf(pod.Spec.Affinity).NodeSelectorTerms; len(terms) != 1 || fmt.Sprint(terms[0].MatchExpressions) != fmt.Sprint(want) {
+		t.Fatalf("%s/%s while %s is cordoned: required terms %v, want the template's own %v ANDed with %s", ns, pod.Name, holder, terms, want, holder)
 	}
-	t.Fatalf("no Pending replacement of %s in %s", selector, ns)
-	return ""
+	var msg string
+	eventually(t, fmt.Sprintf("the scheduler's FailedScheduling event for %s/%s", ns, pod.Name), 2*time.Minute, 500*time.Millisecond, func() (bool, string) {
+		evs, err := c.client.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.uid=" + string(pod.UID) + ",reason=FailedScheduling"})
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, e := range evs.Items {
+			msg = e.Message
+			// 1.37 names the plugin; earlier minors said "didn't match
+			// Pod's node affinity/selector".
+			if strings.Contains(msg, "0/2 nodes are available") && strings.Contains(msg, "1 node(s) were unschedulable") &&
+				(strings.Contains(msg, "1 node(s) didn't satisfy plugin(s) [NodeAffinity]") || strings.Contains(msg, "1 node(s) didn't match Pod's node affinity/selector")) {
+				return true, ""
+			}
+		}
+		return false, fmt.Sprintf("%d FailedScheduling events, the last %q", len(evs.Items), msg)
+	})
+	p, err := c.client.CoreV1().Pods(ns).Get(ctx, pod.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.UID != pod.UID || p.Spec.NodeName != "" {
+		t.Fatalf("%s/%s (uid %s) after the scheduler's FailedScheduling: uid %s bound to %q while %s is cordoned", ns, pod.Name, pod.UID, p.UID, p.Spec.NodeName, holder)
+	}
+	return pod.Name, msg
 }
 
 // waitSticky waits until exactly one pod of ns matching selector, other

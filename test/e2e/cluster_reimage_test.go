@@ -36,17 +36,20 @@ type reimaged struct {
 // plain pods, then a StatefulSet db (reserved-ip-duration 30, placement
 // required) whose db-0 gets an address that is not the node's first free
 // one, and a sticky pod gone deleted (its reservation in its record); their
-// entries published in node2's NodeRecord. Then node2 is
+// entries published in node2's NodeRecord (its own object: nothing of
+// stickyip is on its Node). Then node2 is
 // re-imaged (kubelet, checkpointd and kube-proxy killed, containerd with
 // every pod of the node, its network and /run gone, as a power cut takes
 // them: powerOff; stickyip's data directory, checkpointd's directories, the
 // CNI result cache, the conflist and host-local's and flannel's state
 // wiped), the plain pods and db-0 deleted from the API meanwhile (the
 // StatefulSet creates db-0 again, which waits for node2), and started again
-// with the same configuration: db-0 comes back on node2 with its address, a
-// new plain pod gets none of the addresses its record lists, gone re-created
-// gets its own back. The same again with the API server away at node2's
-// start (checkpointd holds the new store back), then back.
+// with the same configuration: checkpointd reads node2's NodeRecord (its
+// spec.nodeUID is the Node's) before any ADD is served, so db-0 comes back
+// on node2 with its address, a new plain pod gets none of the addresses the
+// record lists, gone re-created gets its own back. The same again with the
+// API server away at node2's start (checkpointd holds the new store back
+// until it can read the record), then back.
 //
 // The workloads' pods on node2 restart with the node (the sticky one with
 // its address: its entry is taken back too); what the Node deletion
@@ -63,7 +66,8 @@ func (c *cluster) reimage(w *workloadsRun) {
 }
 
 // reimageSetup creates the step's pods on n and waits until its record
-// lists db-0 running and gone reserved, and n's Node lists their shards.
+// lists db-0 running and gone reserved; n's Node carries nothing of
+// stickyip (what a re-imaged node takes back is in its record alone).
 func (c *cluster) reimageSetup(n *node) *reimaged {
 	t := c.t
 	ctx := context.Background()
@@ -91,6 +95,15 @@ func (c *cluster) reimageSetup(n *node) *reimaged {
 	c.waitIndexed(reimageNS, "gone", n.name, "gone")
 	n.deletePodGracefullyIn(reimageNS, "gone", 2*time.Minute)
 	c.waitListed(r)
+	node, err := c.client.CoreV1().Nodes().Get(ctx, n.name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k := range node.Annotations {
+		if strings.Contains(k, "stickyip") {
+			t.Fatalf("Node %s carries annotation %s=%q: a re-imaged node takes back from its own NodeRecord only", n.name, k, node.Annotations[k])
+		}
+	}
 	t.Logf("%s: plain pods %s %s %s, db-0 %s (not the first free address %s), gone %s (deleted, reserved); the node's record lists db-0 and gone",
 		n.name, r.ips["plain-1"], r.ips["plain-2"], r.ips["plain-3"], r.ips["db-0"], firstPodAddr(n), r.ips["gone"])
 	return r
@@ -143,6 +156,9 @@ func (c *cluster) reimageRound(r *reimaged, apiAway bool) {
 		t.Fatalf("%s re-imaged: its record lists db-0 as %+v (%t), want %s", n.name, e, ok, r.ips["db-0"])
 	}
 	if apiAway {
+		// The control plane away, stickyip-controller with it (it ends its
+		// term when it cannot renew its Lease; its Deployment restarts it).
+		c.stopPlacementController()
 		c.stopAPIServer()
 	}
 	start := time.Now()
@@ -151,6 +167,7 @@ func (c *cluster) reimageRound(r *reimaged, apiAway bool) {
 		c.whileAwayAtStart(r)
 		start = time.Now()
 		c.startControlPlane()
+		c.startPlacementController()
 	}
 	ip := n.waitPodRunningIn(reimageNS, "db-0", 4*time.Minute)
 	took := time.Since(start)
@@ -173,6 +190,9 @@ func (c *cluster) reimageRound(r *reimaged, apiAway bool) {
 	}
 	n.requireDistinct("re-imaged (" + how + "), db-0, gone and a new pod running")
 	ev := c.nodeEvent(n.name, rebuild.EventReclaimed)
+	if !strings.Contains(ev, "NodeRecord") {
+		t.Fatalf("%s re-imaged (%s): the %s Event does not say the store was made from the node's NodeRecord: %q", n.name, how, rebuild.EventReclaimed, ev)
+	}
 	t.Logf("%s re-imaged (%s): a new pod got %s; gone got its %s back; Event: %s", n.name, how, got, r.ips["gone"], ev)
 	c.kubectl("delete", "pod", "-n", reimageNS, "fresh", "--wait=true", "--timeout=2m")
 	n.deletePodGracefullyIn(reimageNS, "gone", 2*time.Minute)
@@ -190,7 +210,9 @@ func (c *cluster) whileAwayAtStart(r *reimaged) {
 		v := n.metricInt("checkpointd_ipam_store_reclaim_waiting")
 		return ok && w.Holds(time.Now()) && v == 1, fmt.Sprintf("wait %+v %t, checkpointd_ipam_store_reclaim_waiting %d", w, ok, v)
 	})
-	time.Sleep(5 * time.Second) // some passes with the API server away: nothing changes
+	// checkpointd has its chances to act with the API server away (its
+	// passes run, each asking for the record): nothing changes.
+	n.waitPasses(3, "with the API server away at the node's start")
 	// An ADD (a static pod's, delegated by flannel once it has a lease: the
 	// IPAM config flannel hands over, its range the node's subnet) is
 	// refused with error 11 saying why.

@@ -343,13 +343,13 @@ func (cp *controlPlane) ensureNamespace(ns string) {
 }
 
 // auditPolicy writes the API server's audit policy: pod lists and watches,
-// and every request of a node on StatefulSets, when received, so a test can
-// count the watches and requests a client makes; and the garbage
-// collector's writes of ConfigMaps, with their body and answer, so a test
-// can see what the collector did to an object and whether it was let;
-// and stickyip-controller's writes of the placement index, with their
-// body, so a test can see that the controller acted on a change
-// (controllerShardWrites).
+// and every request of a node or of stickyip-controller on StatefulSets,
+// when received, so a test can count the watches and requests a client
+// makes; the garbage collector's writes of ConfigMaps, with their body and
+// answer, so a test can see what the collector did to an object and
+// whether it was let (gcWrites); and stickyip-controller's writes of the
+// placement index, with their body, so a test can see that the controller
+// acted on a change (controllerShardWrites).
 func (cp *controlPlane) auditPolicy() string {
 	p := filepath.Join(cp.pki(), "audit-policy.yaml")
 	writeFile(cp.t, p, []byte(`apiVersion: audit.k8s.io/v1
@@ -362,6 +362,10 @@ rules:
 - level: Metadata
   userGroups: ["system:nodes"]
   resources: [{group: "apps", resources: ["statefulsets", "statefulsets/scale"]}]
+  omitStages: ["ResponseStarted", "ResponseComplete", "Panic"]
+- level: Metadata
+  users: ["`+placementControllerUser+`"]
+  resources: [{group: "apps", resources: ["statefulsets"]}]
   omitStages: ["ResponseStarted", "ResponseComplete", "Panic"]
 - level: Request
   users: ["system:serviceaccount:kube-system:generic-garbage-collector", "system:kube-controller-manager"]
