@@ -55,8 +55,13 @@ type Attachment struct {
 // where no sandbox holds its addresses.
 type Restored struct {
 	Identity reservation.Identity
-	PodName  string
-	IPs      []netip.Addr
+	// PodName and UID name the pod whose reservation it is (UID: "" when
+	// the source does not say): the placement publisher names the pod by
+	// them, and the node applies the controller's verdict on that pod's
+	// claim only to the record of the same UID.
+	PodName string
+	UID     string
+	IPs     []netip.Addr
 	// Until is when it ends (it is not restored when that has passed).
 	Until time.Time
 	// Since is when the identity got the addresses (its ADD), as the

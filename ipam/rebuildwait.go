@@ -116,7 +116,7 @@ func (e *Engine) restore(tx reservation.Txn, r Restored, now time.Time, rep *Reb
 			since = now
 		}
 		rec := &reservation.Record{
-			IP: ip, RangeSet: set, State: reservation.Reserved, Identity: r.Identity, PodName: r.PodName,
+			IP: ip, RangeSet: set, State: reservation.Reserved, Identity: r.Identity, PodName: r.PodName, UID: r.UID,
 			Duration: r.Until.Sub(now).Round(time.Second), AllocatedAt: since, ReleasedAt: now, ExpiresAt: r.Until,
 			StatefulSet: follows,
 		}

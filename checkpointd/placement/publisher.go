@@ -81,7 +81,7 @@ type Publisher struct {
 	// the record (before deploy/placement/nodes is applied, say); once
 	// it lists it, the write is tried at once, not after the back-off.
 	unserved bool
-	cleared bool                        // the former Node annotation is known gone
+	cleared  bool // the former Node annotation is known gone
 
 	mu     sync.Mutex
 	logged map[string]string // the last failure logged per step

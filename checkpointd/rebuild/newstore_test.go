@@ -46,8 +46,8 @@ func newReinstalled(t *testing.T) *reinstalled {
 	ip := func(name string) []netip.Addr { return []netip.Addr{netip.MustParseAddr(r.ips[name])} }
 	since := n.now.Add(-time.Hour)
 	n.index.entries = []IndexEntry{
-		{Namespace: "apps", Identity: "db-0", Pod: "db-0", IPs: ip("db-0"), Since: since},
-		{Namespace: "apps", Identity: "gone", Pod: "gone", IPs: ip("gone"), Since: since, Until: n.now.Add(25 * time.Minute)},
+		{Namespace: "apps", Identity: "db-0", Pod: "db-0", PodUID: "uid-db-0", IPs: ip("db-0"), Since: since},
+		{Namespace: "apps", Identity: "gone", Pod: "gone", PodUID: "uid-gone", IPs: ip("gone"), Since: since, Until: n.now.Add(25 * time.Minute)},
 		{Namespace: "apps", Identity: "web-1", Pod: "web-1", IPs: ip("web-1"), Since: since, LaterBy: "node2"},
 		{Namespace: "apps", Identity: "old", Pod: "old", IPs: ip("old"), Since: since, Until: n.now.Add(time.Hour), Disowned: true},
 		{Namespace: "apps", Identity: "far", Pod: "far", IPs: ip("far"), Since: since, Until: n.now.Add(time.Hour)},
@@ -80,6 +80,12 @@ func (r *reinstalled) requireTakenBack(t *testing.T, start time.Time) {
 	}
 	if len(got) != 2 {
 		t.Fatalf("the new store holds %d records, want db-0's and gone's: %+v", len(got), got)
+	}
+	// The pods' UIDs come back with them: the node applies the controller's
+	// later verdict on a claim (a StatefulSet's Release) only to the record
+	// of the claim's pod.
+	if got[r.ips["db-0"]].UID != "uid-db-0" || got[r.ips["gone"]].UID != "uid-gone" {
+		t.Fatalf("the records' pod UIDs: db-0 %q, gone %q; want the record's uid-db-0 and uid-gone", got[r.ips["db-0"]].UID, got[r.ips["gone"]].UID)
 	}
 	r.check()
 	for i := range 8 {

@@ -19,9 +19,12 @@ type IndexEntry struct {
 	// Identity is the reservation's identity: a pod name, or
 	// identity:<key> (what ipam.Config.Identity returns).
 	Identity string
-	Pod      string
-	IPs      []netip.Addr
-	Since    time.Time
+	// Pod and PodUID name the pod whose ADD holds (or last held) it: the
+	// record put back keeps the UID, which the controller's verdicts name.
+	Pod    string
+	PodUID string
+	IPs    []netip.Addr
+	Since  time.Time
 	// Until is the reservation's end; zero while a sandbox held the
 	// addresses when the entry was written, or while its StatefulSet keeps
 	// it (Held).
@@ -71,7 +74,7 @@ func (x RecordIndex) ReadOwn(ctx context.Context, node *corev1.Node) ([]IndexEnt
 	}
 	out := make([]IndexEntry, 0, len(r.Spec.Entries))
 	for _, e := range r.Spec.Entries {
-		ie := IndexEntry{Namespace: e.Namespace, Identity: e.Identity, Pod: e.Pod, Since: e.Since.Time, Held: e.Held,
+		ie := IndexEntry{Namespace: e.Namespace, Identity: e.Identity, Pod: e.Pod, PodUID: string(e.PodUID), Since: e.Since.Time, Held: e.Held,
 			Disowned: node != nil && r.Spec.NodeUID != node.UID}
 		if e.Until != nil {
 			ie.Until = e.Until.Time

@@ -47,6 +47,9 @@ func TestRecordIndex(t *testing.T) {
 	if e := got[1]; !e.Until.IsZero() || e.Held || e.LaterBy != "" || !slices.Equal(e.IPs, []netip.Addr{netip.MustParseAddr("10.9.0.6")}) {
 		t.Errorf("a running pod's entry: %+v", e)
 	}
+	if got[0].PodUID != "p1" || got[1].PodUID != "p2" || got[2].PodUID != "p3" {
+		t.Errorf("the entries' pod UIDs: %q %q %q, want p1 p2 p3 (the controller's verdicts name the pod by it)", got[0].PodUID, got[1].PodUID, got[2].PodUID)
+	}
 	if e := got[2]; !e.Held || e.StatefulSet == nil || e.StatefulSet.Name != "db" || e.StatefulSet.UID != "s1" {
 		t.Errorf("a held entry: %+v, want held following StatefulSet db (s1)", e)
 	}

@@ -146,7 +146,7 @@ func (r *restorer) fromCheckpoint(rec *checkpoint.Record) map[string][]ipam.Rest
 		if err != nil || d <= 0 {
 			continue // not sticky: nothing to keep
 		}
-		out[n] = append(out[n], ipam.Restored{Identity: id, PodName: p.Name, IPs: []netip.Addr{ip}, Until: r.now.Add(d),
+		out[n] = append(out[n], ipam.Restored{Identity: id, PodName: p.Name, UID: string(p.UID), IPs: []netip.Addr{ip}, Until: r.now.Add(d),
 			From: "checkpoint " + rec.ID().String()})
 	}
 	return out
@@ -191,11 +191,11 @@ func (r *restorer) fromIndex(e IndexEntry, dur map[reservation.Identity]time.Dur
 			if d <= 0 {
 				d = r.confs[n].Reservation.MaxDuration
 			}
-			out[n] = append(out[n], ipam.Restored{Identity: id, PodName: e.Pod, IPs: []netip.Addr{ip}, Retained: true, Duration: d, Since: e.Since,
+			out[n] = append(out[n], ipam.Restored{Identity: id, PodName: e.Pod, UID: e.PodUID, IPs: []netip.Addr{ip}, Retained: true, Duration: d, Since: e.Since,
 				StatefulSet: e.StatefulSet, From: "NodeRecord, kept by its StatefulSet"})
 			continue
 		}
-		out[n] = append(out[n], ipam.Restored{Identity: id, PodName: e.Pod, IPs: []netip.Addr{ip}, Until: until, Since: e.Since,
+		out[n] = append(out[n], ipam.Restored{Identity: id, PodName: e.Pod, UID: e.PodUID, IPs: []netip.Addr{ip}, Until: until, Since: e.Since,
 			From: "NodeRecord"})
 	}
 	return out
