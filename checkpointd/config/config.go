@@ -16,7 +16,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/stickyip/stickyip/checkpointd/flannel"
-	"github.com/stickyip/stickyip/checkpointd/kubeletconfig"
+	"github.com/stickyip/stickyip/checkpointd/formats"
 	"github.com/stickyip/stickyip/checkpointd/policy"
 	"github.com/stickyip/stickyip/contract"
 )
@@ -123,7 +123,7 @@ func (c *Config) ResolveStaticPodDir() (string, error) {
 	if c.KubeletConfig == "" {
 		return c.StaticPodDir, nil
 	}
-	p, err := kubeletconfig.StaticPodPath(c.KubeletConfig)
+	p, err := formats.StaticPodPath(c.KubeletConfig)
 	if err != nil {
 		return "", fmt.Errorf("--kubelet-config: %w", err)
 	}

@@ -28,7 +28,6 @@ import (
 	"github.com/stickyip/stickyip/checkpointd/flannel"
 	"github.com/stickyip/stickyip/checkpointd/ipamstore"
 	"github.com/stickyip/stickyip/checkpointd/kube"
-	"github.com/stickyip/stickyip/checkpointd/lastcontact"
 	"github.com/stickyip/stickyip/checkpointd/metrics"
 	"github.com/stickyip/stickyip/checkpointd/placement"
 	"github.com/stickyip/stickyip/checkpointd/policy"
@@ -112,7 +111,7 @@ func build(cfg config.Config, pol policy.Policy) (*parts, error) {
 	if err != nil {
 		return nil, err
 	}
-	clock, err := lastcontact.Open(cfg.CheckpointDir)
+	clock, err := boot.OpenClock(cfg.CheckpointDir)
 	if err != nil {
 		// Unknown counts as out of contact forever: only pods nothing
 		// replaces are restored until the API server answers again.

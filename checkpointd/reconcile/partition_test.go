@@ -12,9 +12,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/stickyip/stickyip/checkpointd/boot"
 	"github.com/stickyip/stickyip/checkpointd/checkpoint"
 	"github.com/stickyip/stickyip/checkpointd/cri"
-	"github.com/stickyip/stickyip/checkpointd/lastcontact"
 	"github.com/stickyip/stickyip/checkpointd/state"
 )
 
@@ -88,7 +88,7 @@ func TestUnknownLastContactIsForever(t *testing.T) {
 	h := newHarness(t)
 	p := owned(pod("rs", "uid-rs", "nginx", true), "apps/v1", "ReplicaSet", 300)
 	h.running(p)
-	if err := os.Remove(filepath.Join(h.store.Dir(), lastcontact.FileName)); err != nil {
+	if err := os.Remove(filepath.Join(h.store.Dir(), boot.ContactFileName)); err != nil {
 		t.Fatalf("the API contact was not recorded: %v", err)
 	}
 	h.reboot()

@@ -1,7 +1,7 @@
 // Command checkpointd saves opted-in pods of its node and restores them as
 // static pods when the API server is away. It only wires flags (each with an
 // environment fallback, CHECKPOINTD_<FLAG_NAME>) to daemon.Run, or, as
-// `checkpointd cleanup [--all]`, to cleanup.Remove, or, as `checkpointd
+// `checkpointd cleanup [--all]`, to install.Cleanup, or, as `checkpointd
 // install` and `checkpointd uninstall` (what the DaemonSet of deploy/install
 // runs on every node; `checkpointd ready` is its readiness probe), to
 // package install, or, as `checkpointd stranded`, lists the pods that wait
@@ -18,10 +18,10 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/stickyip/stickyip/checkpointd/cleanup"
 	"github.com/stickyip/stickyip/checkpointd/config"
 	"github.com/stickyip/stickyip/checkpointd/daemon"
 	"github.com/stickyip/stickyip/checkpointd/flannel"
+	"github.com/stickyip/stickyip/checkpointd/install"
 	"github.com/stickyip/stickyip/contract"
 )
 
@@ -92,7 +92,7 @@ Every flag can also be set with the environment variable CHECKPOINTD_<FLAG>, e.g
 	}
 
 	if clean {
-		removed, err := cleanup.Remove(cfg, all)
+		removed, err := install.Cleanup(cfg, all)
 		for _, p := range removed {
 			fmt.Println("removed", p)
 		}

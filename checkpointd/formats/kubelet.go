@@ -1,7 +1,4 @@
-// Package kubeletconfig reads what checkpointd needs of the kubelet's
-// configuration file: where its static pods live. It needs nothing of the
-// API client, so that fuzzing its parser instruments none.
-package kubeletconfig
+package formats
 
 import (
 	"errors"

@@ -1,15 +1,4 @@
-// Package lastcontact keeps the time of the node's last successful contact with
-// the API server (its /readyz answered and the pod watch had synced) on
-// persistent disk, so that after a reboot checkpointd knows how long the
-// node has been cut off, and never restores a pod whose controller may have
-// replaced it elsewhere meanwhile (state.ReplacementOf).
-//
-// The file is written atomically, at most every WriteEvery while the API
-// server answers: what it holds is at most WriteEvery older than the real
-// last contact, which only overstates the time out of contact (the safe
-// side). A missing or unreadable file, or a clock set back below it, means
-// "unknown": out of contact forever.
-package lastcontact
+package boot
 
 import (
 	"errors"
@@ -22,24 +11,36 @@ import (
 	"github.com/stickyip/stickyip/checkpointd/safefile"
 )
 
-// FileName is the clock's file in checkpointd's checkpoint directory.
-const FileName = "api-contact"
+// Clock keeps the time of the node's last successful contact with the API
+// server (its /readyz answered and the pod watch had synced) on persistent
+// disk, so that after a reboot checkpointd knows how long the node has been
+// cut off, and never restores a pod whose controller may have replaced it
+// elsewhere meanwhile (state.ReplacementOf).
+//
+// The file is written atomically, at most every ContactWriteEvery while the
+// API server answers: what it holds is at most ContactWriteEvery older than
+// the real last contact, which only overstates the time out of contact (the
+// safe side). A missing or unreadable file, or a clock set back below it,
+// means "unknown": out of contact forever.
 
-// WriteEvery is the longest the file lags behind the last contact.
-const WriteEvery = 10 * time.Second
+// ContactFileName is the clock's file in checkpointd's checkpoint
+// directory.
+const ContactFileName = "api-contact"
 
-// Clock is the last API contact, in memory and on disk.
+// ContactWriteEvery is the longest the file lags behind the last contact.
+const ContactWriteEvery = 10 * time.Second
+
 type Clock struct {
 	path    string
 	last    time.Time // last contact known; zero: unknown
 	written time.Time // last contact written to disk
 }
 
-// Open reads the clock kept in dir. A missing file is an unknown last
+// OpenClock reads the clock kept in dir. A missing file is an unknown last
 // contact; a file that cannot be read or parsed is one too, and the error
 // says why (the caller logs it; checkpointd must still run).
-func Open(dir string) (*Clock, error) {
-	c := &Clock{path: filepath.Join(dir, FileName)}
+func OpenClock(dir string) (*Clock, error) {
+	c := &Clock{path: filepath.Join(dir, ContactFileName)}
 	data, err := os.ReadFile(c.path)
 	if errors.Is(err, os.ErrNotExist) {
 		return c, nil
@@ -47,7 +48,7 @@ func Open(dir string) (*Clock, error) {
 	if err != nil {
 		return c, fmt.Errorf("last API contact unknown: %w", err)
 	}
-	at, err := Parse(data)
+	at, err := ParseContact(data)
 	if err != nil {
 		return c, fmt.Errorf("last API contact unknown: %s: %w", c.path, err)
 	}
@@ -55,8 +56,8 @@ func Open(dir string) (*Clock, error) {
 	return c, nil
 }
 
-// Parse reads the file's content: one RFC 3339 time in UTC and a newline.
-func Parse(data []byte) (time.Time, error) {
+// ParseContact reads the file's content: one RFC 3339 time in UTC and a newline.
+func ParseContact(data []byte) (time.Time, error) {
 	s, ok := strings.CutSuffix(string(data), "\n")
 	if !ok {
 		return time.Time{}, errors.New("not one line")
@@ -71,18 +72,18 @@ func Parse(data []byte) (time.Time, error) {
 	return at, nil
 }
 
-func format(at time.Time) []byte { return []byte(at.UTC().Format(time.RFC3339Nano) + "\n") }
+func formatContact(at time.Time) []byte { return []byte(at.UTC().Format(time.RFC3339Nano) + "\n") }
 
 // Contact records a successful contact at now, and writes it when the file
-// lags by WriteEvery or more.
+// lags by ContactWriteEvery or more.
 func (c *Clock) Contact(now time.Time) error {
 	if now.After(c.last) {
 		c.last = now
 	}
-	if c.last.Sub(c.written) < WriteEvery && !c.written.IsZero() {
+	if c.last.Sub(c.written) < ContactWriteEvery && !c.written.IsZero() {
 		return nil
 	}
-	if err := safefile.Write(c.path, format(c.last), 0o600); err != nil {
+	if err := safefile.Write(c.path, formatContact(c.last), 0o600); err != nil {
 		return fmt.Errorf("record the last API contact: %w", err)
 	}
 	c.written = c.last

@@ -1,4 +1,4 @@
-package kubeletconfig
+package formats
 
 import (
 	"os"

@@ -1,4 +1,4 @@
-package cleanup
+package install
 
 import (
 	"os"
@@ -59,14 +59,14 @@ func TestCleanup(t *testing.T) {
 		}
 	}
 	exists := func(p string) bool { _, err := os.Stat(filepath.Join(dir, p)); return err == nil }
-	if _, err := Remove(cfg, false); err != nil {
+	if _, err := Cleanup(cfg, false); err != nil {
 		t.Fatal(err)
 	}
 	if exists("manifests/stickyip-checkpoint-default_web.yaml") || exists("manifests/stickyip-checkpoint-default_api.json") ||
 		!exists("run/default_web/tls/key") || !exists("ckpt/default_web.ckpt") || !exists("run/boot.json") || !exists("ckpt/api-contact") {
 		t.Fatal("cleanup without --all: want the copies' manifests gone; their files, checkpoints, API contact and boot state kept")
 	}
-	if _, err := Remove(cfg, true); err != nil {
+	if _, err := Cleanup(cfg, true); err != nil {
 		t.Fatal(err)
 	}
 	for p := range files {

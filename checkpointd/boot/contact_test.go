@@ -1,4 +1,4 @@
-package lastcontact
+package boot
 
 import (
 	"os"
@@ -9,7 +9,7 @@ import (
 
 func TestClockSurvivesARestartAndLagsAtMostWriteEvery(t *testing.T) {
 	dir := t.TempDir()
-	c, err := Open(dir)
+	c, err := OpenClock(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -26,14 +26,14 @@ func TestClockSurvivesARestartAndLagsAtMostWriteEvery(t *testing.T) {
 	if d, known := c.Since(t0.Add(time.Minute)); !known || d != 35*time.Second {
 		t.Errorf("Since = %s %t, want 35s", d, known)
 	}
-	// After a restart: what the disk holds, at most WriteEvery behind, never ahead.
-	c2, err := Open(dir)
+	// After a restart: what the disk holds, at most ContactWriteEvery behind, never ahead.
+	c2, err := OpenClock(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	d, known := c2.Since(t0.Add(time.Minute))
-	if !known || d < 35*time.Second || d > 35*time.Second+WriteEvery {
-		t.Errorf("after a restart Since = %s %t, want within [35s, 35s+%s]", d, known, WriteEvery)
+	if !known || d < 35*time.Second || d > 35*time.Second+ContactWriteEvery {
+		t.Errorf("after a restart Since = %s %t, want within [35s, 35s+%s]", d, known, ContactWriteEvery)
 	}
 	// The clock set back below the last contact: unknown (the safe side).
 	if _, known := c2.Since(t0); known {
@@ -44,10 +44,10 @@ func TestClockSurvivesARestartAndLagsAtMostWriteEvery(t *testing.T) {
 func TestDamagedFileIsUnknown(t *testing.T) {
 	for _, content := range []string{"", "yesterday\n", "2026-01-02T03:04:05Z", "2026-01-02T03:04:05+01:00\n", "0001-01-01T00:00:00Z\n"} {
 		dir := t.TempDir()
-		if err := os.WriteFile(filepath.Join(dir, FileName), []byte(content), 0o600); err != nil {
+		if err := os.WriteFile(filepath.Join(dir, ContactFileName), []byte(content), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		c, err := Open(dir)
+		c, err := OpenClock(dir)
 		if err == nil {
 			t.Errorf("%q: no error", content)
 		}
@@ -57,15 +57,15 @@ func TestDamagedFileIsUnknown(t *testing.T) {
 	}
 }
 
-func FuzzParse(f *testing.F) {
+func FuzzParseContact(f *testing.F) {
 	f.Add([]byte("2026-01-02T03:04:05.123456789Z\n"))
 	f.Add([]byte("x"))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		at, err := Parse(data)
+		at, err := ParseContact(data)
 		if err != nil {
 			return
 		}
-		again, err := Parse(format(at))
+		again, err := ParseContact(formatContact(at))
 		if err != nil || !again.Equal(at) {
 			t.Fatalf("%q parsed as %s, which does not read back (%v)", data, at, err)
 		}

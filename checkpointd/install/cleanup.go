@@ -1,7 +1,4 @@
-// Package cleanup takes off a node what checkpointd put there: `checkpointd
-// cleanup`, which the systemd unit runs whenever the daemon stops, and
-// `checkpointd uninstall` (package install) with all.
-package cleanup
+package install
 
 import (
 	"errors"
@@ -12,7 +9,6 @@ import (
 	"github.com/stickyip/stickyip/checkpointd/checkpoint"
 	"github.com/stickyip/stickyip/checkpointd/config"
 	"github.com/stickyip/stickyip/checkpointd/flannel"
-	"github.com/stickyip/stickyip/checkpointd/lastcontact"
 	"github.com/stickyip/stickyip/checkpointd/reconcile"
 )
 
@@ -20,7 +16,9 @@ import (
 // listed the shards it wrote to; a node upgraded from it may still have it.
 const formerShardsFile = "placement-shards.json"
 
-// Remove removes what checkpointd put on the node: with all false, its
+// Cleanup takes off the node what checkpointd put there (`checkpointd
+// cleanup`, which the systemd unit runs whenever the daemon stops, and
+// Node.Uninstall with all): with all false, its
 // static copies' manifests (what the systemd unit runs whenever the daemon
 // stops, crashes included; the copies' files stay for a copy the kubelet
 // keeps running until it reaches the API server, and go with the next
@@ -31,7 +29,7 @@ const formerShardsFile = "placement-shards.json"
 // touches a file it did not write (nor the node's NodeRecord in the API:
 // an administrator removes it with kubectl). It returns the paths it
 // removed.
-func Remove(cfg config.Config, all bool) ([]string, error) {
+func Cleanup(cfg config.Config, all bool) ([]string, error) {
 	static, err := cfg.ResolveStaticPodDir()
 	if err != nil {
 		return nil, err
@@ -45,7 +43,7 @@ func Remove(cfg config.Config, all bool) ([]string, error) {
 		return removed, err
 	}
 	store := checkpoint.Open(cfg.CheckpointDir)
-	more, err := store.Purge(flannel.SavedFileName, lastcontact.FileName, formerShardsFile)
+	more, err := store.Purge(flannel.SavedFileName, boot.ContactFileName, formerShardsFile)
 	removed = append(removed, more...)
 	if err != nil {
 		return removed, err
