@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stickyip/stickyip/checkpointd/apiclient"
-	"github.com/stickyip/stickyip/checkpointd/apiclient/apitest"
 	"github.com/stickyip/stickyip/checkpointd/config"
+	"github.com/stickyip/stickyip/checkpointd/kube"
+	"github.com/stickyip/stickyip/checkpointd/kube/kubetest"
 	"github.com/stickyip/stickyip/checkpointd/policy"
 )
 
@@ -18,7 +18,7 @@ import (
 // placement publisher (the publisher made a second one, with its own
 // connections, rate limit and memory).
 func TestOneAPIClient(t *testing.T) {
-	srv := apitest.New(t)
+	srv := kubetest.New(t)
 	root := t.TempDir()
 	kubeconfig := filepath.Join(root, "kubeconfig")
 	kc := fmt.Sprintf("apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: %s\nusers:\n- name: u\n  user: {}\ncontexts:\n- name: x\n  context:\n    cluster: c\n    user: u\ncurrent-context: x\n", srv.URL)
@@ -33,7 +33,7 @@ func TestOneAPIClient(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	before := apiclient.Built()
+	before := kube.Built()
 	p, err := build(cfg, pol)
 	if err != nil {
 		t.Fatal(err)
@@ -42,7 +42,7 @@ func TestOneAPIClient(t *testing.T) {
 	if p.pub == nil {
 		t.Fatal("no placement publisher built")
 	}
-	if n := apiclient.Built() - before; n != 1 {
+	if n := kube.Built() - before; n != 1 {
 		t.Errorf("checkpointd made %d API clients, want 1", n)
 	}
 }

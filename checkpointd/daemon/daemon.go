@@ -20,7 +20,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
 
-	"github.com/stickyip/stickyip/checkpointd/apiclient"
 	"github.com/stickyip/stickyip/checkpointd/boot"
 	"github.com/stickyip/stickyip/checkpointd/checkpoint"
 	"github.com/stickyip/stickyip/checkpointd/config"
@@ -103,7 +102,7 @@ func build(cfg config.Config, pol policy.Policy) (*parts, error) {
 	if err != nil {
 		return nil, err
 	}
-	cs, err := apiclient.New(rc)
+	cs, err := kube.NewREST(rc)
 	if err != nil {
 		return nil, fmt.Errorf("API client: %w", err)
 	}

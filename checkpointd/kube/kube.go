@@ -23,8 +23,6 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/cache"
-
-	"github.com/stickyip/stickyip/checkpointd/apiclient"
 )
 
 // Options configure a Client.
@@ -45,7 +43,7 @@ type Options struct {
 
 // Client watches the node's pods and tracks reachability.
 type Client struct {
-	cs       *apiclient.Client
+	cs       *REST
 	opts     Options
 	informer cache.SharedIndexInformer // the pods bound to the node
 	nodes    cache.SharedIndexInformer // the node's own Node
@@ -58,7 +56,7 @@ type Client struct {
 }
 
 // New returns a client; call Run to start it.
-func New(cs *apiclient.Client, opts Options) *Client {
+func New(cs *REST, opts Options) *Client {
 	if opts.ProbeInterval <= 0 {
 		opts.ProbeInterval = 5 * time.Second
 	}
@@ -75,10 +73,10 @@ func New(cs *apiclient.Client, opts Options) *Client {
 	if c.opts.Probe == nil {
 		c.opts.Probe = c.readyz
 	}
-	c.informer = informer(cs, apiclient.Pods, fields.OneTermEqualSelector("spec.nodeName", opts.Node).String(), &corev1.Pod{})
+	c.informer = informer(cs, Pods, fields.OneTermEqualSelector("spec.nodeName", opts.Node).String(), &corev1.Pod{})
 	// The node's own Node: metadata.name=<node>, the only Node a kubelet's
 	// credentials may list.
-	c.nodes = informer(cs, apiclient.Nodes, fields.OneTermEqualSelector("metadata.name", opts.Node).String(), &corev1.Node{})
+	c.nodes = informer(cs, Nodes, fields.OneTermEqualSelector("metadata.name", opts.Node).String(), &corev1.Node{})
 	_ = c.nodes.SetWatchErrorHandler(func(_ *cache.Reflector, err error) {
 		var status apierrors.APIStatus
 		if errors.As(err, &status) {
@@ -104,7 +102,7 @@ func New(cs *apiclient.Client, opts Options) *Client {
 // informer lists and watches the objects of resource the field selector
 // picks, keeping them without their managedFields (nothing here reads them,
 // and they are often the largest part of a pod's metadata).
-func informer(cs *apiclient.Client, resource, selector string, example runtime.Object) cache.SharedIndexInformer {
+func informer(cs *REST, resource, selector string, example runtime.Object) cache.SharedIndexInformer {
 	i := cache.NewSharedIndexInformer(cs.ListWatch(resource, selector), example, 0, cache.Indexers{})
 	_ = i.SetTransform(func(o any) (any, error) {
 		if m, err := meta.Accessor(o); err == nil {
@@ -216,7 +214,7 @@ func (c *Client) Secret(ctx context.Context, ns, name string) (map[string][]byte
 	ctx, cancel := context.WithTimeout(ctx, c.opts.Timeout)
 	defer cancel()
 	var s corev1.Secret
-	if err := c.cs.Get(ctx, apiclient.Secrets, ns, name, &s); err != nil {
+	if err := c.cs.Get(ctx, Secrets, ns, name, &s); err != nil {
 		return nil, err
 	}
 	return s.Data, nil
@@ -227,7 +225,7 @@ func (c *Client) ConfigMap(ctx context.Context, ns, name string) (map[string][]b
 	ctx, cancel := context.WithTimeout(ctx, c.opts.Timeout)
 	defer cancel()
 	var cm corev1.ConfigMap
-	if err := c.cs.Get(ctx, apiclient.ConfigMaps, ns, name, &cm); err != nil {
+	if err := c.cs.Get(ctx, ConfigMaps, ns, name, &cm); err != nil {
 		return nil, err
 	}
 	out := make(map[string][]byte, len(cm.Data)+len(cm.BinaryData))

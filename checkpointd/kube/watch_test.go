@@ -12,8 +12,6 @@ import (
 	"time"
 
 	"k8s.io/client-go/rest"
-
-	"github.com/stickyip/stickyip/checkpointd/apiclient"
 )
 
 // apiServer is a minimal API server: /readyz, and a pod list and watch on
@@ -58,7 +56,7 @@ func newAPIServer(t *testing.T) *apiServer {
 func TestWatchOutlivesTheRequestTimeout(t *testing.T) {
 	srv := newAPIServer(t)
 	timeout := 200 * time.Millisecond
-	cs, err := apiclient.New(&rest.Config{Host: srv.URL, Timeout: timeout})
+	cs, err := NewREST(&rest.Config{Host: srv.URL, Timeout: timeout})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,7 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/stickyip/stickyip/checkpointd/apiclient"
+	"github.com/stickyip/stickyip/checkpointd/kube"
 	"github.com/stickyip/stickyip/contract/placementv1"
 )
 
@@ -26,12 +26,12 @@ type API interface {
 
 // clientAPI is API on a client.
 type clientAPI struct {
-	client *apiclient.Client
+	client *kube.REST
 	node   string
 }
 
 // NewAPI returns the API of node's record through client.
-func NewAPI(client *apiclient.Client, node string) API {
+func NewAPI(client *kube.REST, node string) API {
 	return &clientAPI{client: client, node: node}
 }
 
@@ -43,7 +43,7 @@ func (a *clientAPI) ForgetFormer(ctx context.Context) error {
 		return err
 	}
 	var n corev1.Node
-	return a.client.Patch(ctx, apiclient.Nodes, "", a.node, types.MergePatchType, data, metav1.PatchOptions{FieldManager: FieldManager}, &n)
+	return a.client.Patch(ctx, kube.Nodes, "", a.node, types.MergePatchType, data, metav1.PatchOptions{FieldManager: FieldManager}, &n)
 }
 
 func (a *clientAPI) Get(ctx context.Context) (*placementv1.NodeRecord, error) {

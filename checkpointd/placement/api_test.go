@@ -10,14 +10,14 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/stickyip/stickyip/checkpointd/apiclient"
-	"github.com/stickyip/stickyip/checkpointd/apiclient/apitest"
+	"github.com/stickyip/stickyip/checkpointd/kube"
+	"github.com/stickyip/stickyip/checkpointd/kube/kubetest"
 	"github.com/stickyip/stickyip/contract/placementv1"
 )
 
-func client(t *testing.T, srv *apitest.Server) *apiclient.Client {
+func client(t *testing.T, srv *kubetest.Server) *kube.REST {
 	t.Helper()
-	c, err := apiclient.New(srv.Config())
+	c, err := kube.NewREST(srv.Config())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -29,7 +29,7 @@ func client(t *testing.T, srv *apitest.Server) *apiclient.Client {
 // controller's, stays), a record that does not exist reads as none, and
 // an API server without the placement API says so (not "no record").
 func TestAPIPublish(t *testing.T) {
-	srv := apitest.New(t, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node1", Annotations: map[string]string{FormerAnnotation: "db/05"}}})
+	srv := kubetest.New(t, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node1", Annotations: map[string]string{FormerAnnotation: "db/05"}}})
 	api := NewAPI(client(t, srv), "node1")
 	ctx := context.Background()
 	if r, err := api.Get(ctx); r != nil || err != nil {
@@ -76,7 +76,7 @@ func TestAPIPublish(t *testing.T) {
 // known as such until the record is listed again; an API server not heard
 // from yet is not known either way.
 func TestWatcher(t *testing.T) {
-	srv := apitest.New(t)
+	srv := kubetest.New(t)
 	for _, verb := range []string{"list", "watch"} {
 		srv.Refuse(verb, placementv1.NodeRecordResource, http.StatusForbidden)
 	}

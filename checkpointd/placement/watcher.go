@@ -10,7 +10,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/stickyip/stickyip/checkpointd/apiclient"
+	"github.com/stickyip/stickyip/checkpointd/kube"
 	"github.com/stickyip/stickyip/contract/placementv1"
 )
 
@@ -30,7 +30,7 @@ type Watcher struct {
 }
 
 // NewWatcher returns a watcher of node's record through client; call Run.
-func NewWatcher(client *apiclient.Client, node string, log *slog.Logger) *Watcher {
+func NewWatcher(client *kube.REST, node string, log *slog.Logger) *Watcher {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}

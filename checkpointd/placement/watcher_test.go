@@ -8,7 +8,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/stickyip/stickyip/checkpointd/apiclient/apitest"
+	"github.com/stickyip/stickyip/checkpointd/kube/kubetest"
 	"github.com/stickyip/stickyip/contract/placementv1"
 )
 
@@ -16,7 +16,7 @@ import (
 // applies a new verdict at once, not at its next tick): once for what it
 // listed, again for each change of the record it then sees.
 func TestWatcherSaysTheRecordChanged(t *testing.T) {
-	srv := apitest.New(t)
+	srv := kubetest.New(t)
 	rec := func(why string) *placementv1.NodeRecord {
 		return &placementv1.NodeRecord{ObjectMeta: metav1.ObjectMeta{Name: "node1"}, Spec: placementv1.NodeRecordSpec{NodeUID: "n1"},
 			Status: placementv1.NodeRecordStatus{NodeUID: "n1", Claims: []placementv1.Claim{{Namespace: "db", Identity: "db-0", PodUID: "p0",

@@ -38,7 +38,7 @@ func TestCheckpointdLinksCoreV1Only(t *testing.T) {
 		}
 	}
 	if len(bad) > 0 {
-		t.Errorf("checkpointd links %d packages it should not (use checkpointd/apiclient, not the typed clientset): %s",
+		t.Errorf("checkpointd links %d packages it should not (use checkpointd/kube, not the typed clientset): %s",
 			len(bad), strings.Join(bad, " "))
 	}
 }

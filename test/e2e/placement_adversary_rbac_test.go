@@ -19,7 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 
-	"github.com/stickyip/stickyip/checkpointd/apiclient"
+	"github.com/stickyip/stickyip/checkpointd/kube"
 	"github.com/stickyip/stickyip/checkpointd/placement"
 	"github.com/stickyip/stickyip/checkpointd/rebuild"
 	"github.com/stickyip/stickyip/contract/placementv1"
@@ -419,7 +419,7 @@ func (a *adversary) advMintedToken() {
 
 	// The take-back of a re-imaged victim-1: its checkpointd reads its own
 	// record, with its own credentials, whatever the Node carries.
-	client, err := apiclient.New(a.cp.apiClientConfig(a.token(nodeUser(victim))))
+	client, err := kube.NewREST(a.cp.apiClientConfig(a.token(nodeUser(victim))))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -22,7 +22,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/stickyip/stickyip/checkpointd/apiclient"
+	"github.com/stickyip/stickyip/checkpointd/kube"
 	"github.com/stickyip/stickyip/checkpointd/placement"
 	"github.com/stickyip/stickyip/contract/placementv1"
 	"github.com/stickyip/stickyip/reservation"
@@ -539,7 +539,7 @@ func (u *upgrade) step2() {
 	t, cp := u.t, u.cp
 	ctx := context.Background()
 	for _, n := range upNodes {
-		c, err := apiclient.New(cp.apiClientConfig(cp.tokens[nodeUser(n)]))
+		c, err := kube.NewREST(cp.apiClientConfig(cp.tokens[nodeUser(n)]))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,4 +1,4 @@
-package apiclient
+package kube
 
 import (
 	"context"
@@ -41,14 +41,14 @@ func recordsClient(cfg *rest.Config) (*rest.RESTClient, error) {
 }
 
 // GetRecord reads the NodeRecord name.
-func (c *Client) GetRecord(ctx context.Context, name string) (*placementv1.NodeRecord, error) {
+func (c *REST) GetRecord(ctx context.Context, name string) (*placementv1.NodeRecord, error) {
 	var r placementv1.NodeRecord
 	err := c.rec.Get().Resource(placementv1.NodeRecordResource).Name(name).Do(ctx).Into(&r)
 	return &r, err
 }
 
 // CreateRecord creates r; the record as created is returned.
-func (c *Client) CreateRecord(ctx context.Context, r *placementv1.NodeRecord, fieldManager string) (*placementv1.NodeRecord, error) {
+func (c *REST) CreateRecord(ctx context.Context, r *placementv1.NodeRecord, fieldManager string) (*placementv1.NodeRecord, error) {
 	var out placementv1.NodeRecord
 	opts := metav1.CreateOptions{FieldManager: fieldManager}
 	err := c.rec.Post().Resource(placementv1.NodeRecordResource).VersionedParams(&opts, metav1.ParameterCodec).
@@ -58,7 +58,7 @@ func (c *Client) CreateRecord(ctx context.Context, r *placementv1.NodeRecord, fi
 
 // PatchRecord patches the NodeRecord name with a JSON merge patch; the
 // record as patched is returned.
-func (c *Client) PatchRecord(ctx context.Context, name string, data []byte, fieldManager string) (*placementv1.NodeRecord, error) {
+func (c *REST) PatchRecord(ctx context.Context, name string, data []byte, fieldManager string) (*placementv1.NodeRecord, error) {
 	var out placementv1.NodeRecord
 	opts := metav1.PatchOptions{FieldManager: fieldManager}
 	err := c.rec.Patch(types.MergePatchType).Resource(placementv1.NodeRecordResource).Name(name).
@@ -69,7 +69,7 @@ func (c *Client) PatchRecord(ctx context.Context, name string, data []byte, fiel
 // ListWatchRecord lists and watches the NodeRecord name alone
 // (metadata.name=<name>), for an informer (on a client without a request
 // timeout).
-func (c *Client) ListWatchRecord(name string) cache.ListerWatcher {
+func (c *REST) ListWatchRecord(name string) cache.ListerWatcher {
 	return cache.NewListWatchFromClient(c.recW, placementv1.NodeRecordResource, metav1.NamespaceAll,
 		fields.OneTermEqualSelector("metadata.name", name))
 }

@@ -1,4 +1,4 @@
-package apiclient_test
+package kube_test
 
 import (
 	"context"
@@ -16,39 +16,39 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 
-	"github.com/stickyip/stickyip/checkpointd/apiclient"
-	"github.com/stickyip/stickyip/checkpointd/apiclient/apitest"
+	"github.com/stickyip/stickyip/checkpointd/kube"
+	"github.com/stickyip/stickyip/checkpointd/kube/kubetest"
 )
 
 // The client reads a cluster-scoped object (the node's Node: the placement
 // publisher asks for its UID) and namespaced ones, lists across namespaces
 // and creates, with the requests a real API server answers.
 func TestClientRequests(t *testing.T) {
-	srv := apitest.New(t, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node1", UID: "n-uid"}},
+	srv := kubetest.New(t, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node1", UID: "n-uid"}},
 		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "cm", Namespace: "a"}, Data: map[string]string{"k": "v"}},
 		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "a"}}, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "q", Namespace: "b"}})
-	c, err := apiclient.New(srv.Config())
+	c, err := kube.NewREST(srv.Config())
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
 	var n corev1.Node
-	if err := c.Get(ctx, apiclient.Nodes, "", "node1", &n); err != nil || n.UID != "n-uid" {
+	if err := c.Get(ctx, kube.Nodes, "", "node1", &n); err != nil || n.UID != "n-uid" {
 		t.Errorf("Get Node node1: %v, uid %q", err, n.UID)
 	}
 	var cm corev1.ConfigMap
-	if err := c.Get(ctx, apiclient.ConfigMaps, "a", "cm", &cm); err != nil || cm.Data["k"] != "v" {
+	if err := c.Get(ctx, kube.ConfigMaps, "a", "cm", &cm); err != nil || cm.Data["k"] != "v" {
 		t.Errorf("Get ConfigMap a/cm: %v, %v", err, cm.Data)
 	}
-	if err := c.Get(ctx, apiclient.ConfigMaps, "b", "cm", &cm); !apierrors.IsNotFound(err) {
+	if err := c.Get(ctx, kube.ConfigMaps, "b", "cm", &cm); !apierrors.IsNotFound(err) {
 		t.Errorf("Get ConfigMap b/cm: %v, want not found", err)
 	}
 	var pods corev1.PodList
-	if err := c.List(ctx, apiclient.Pods, "", metav1.ListOptions{}, &pods); err != nil || len(pods.Items) != 2 {
+	if err := c.List(ctx, kube.Pods, "", metav1.ListOptions{}, &pods); err != nil || len(pods.Items) != 2 {
 		t.Errorf("List pods of every namespace: %v, %d", err, len(pods.Items))
 	}
 	var created corev1.ConfigMap
-	err = c.Create(ctx, apiclient.ConfigMaps, "b", &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "new"}}, metav1.CreateOptions{}, &created)
+	err = c.Create(ctx, kube.ConfigMaps, "b", &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "new"}}, metav1.CreateOptions{}, &created)
 	if err != nil || created.Namespace != "b" || created.ResourceVersion == "" {
 		t.Errorf("Create ConfigMap b/new: %v, %+v", err, created.ObjectMeta)
 	}
@@ -60,15 +60,15 @@ func TestClientRequests(t *testing.T) {
 // The reachability probe is not held back by the requests' rate limit: a
 // burst of reads (Secrets at start) must not make the API server look away.
 func TestReadyzIgnoresTheRateLimit(t *testing.T) {
-	srv := apitest.New(t, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node1"}})
+	srv := kubetest.New(t, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node1"}})
 	cfg := srv.Config()
 	cfg.QPS, cfg.Burst = 0.5, 1 // one request, then one every 2 s
-	c, err := apiclient.New(cfg)
+	c, err := kube.NewREST(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var n corev1.Node
-	if err := c.Get(context.Background(), apiclient.Nodes, "", "node1", &n); err != nil {
+	if err := c.Get(context.Background(), kube.Nodes, "", "node1", &n); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
@@ -82,10 +82,10 @@ func TestReadyzIgnoresTheRateLimit(t *testing.T) {
 // placement publisher's claims go out while a burst of Events uses the
 // daemon's.
 func TestOwnRateLimit(t *testing.T) {
-	srv := apitest.New(t, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node1"}})
+	srv := kubetest.New(t, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node1"}})
 	cfg := srv.Config()
 	cfg.QPS, cfg.Burst = 0.2, 1 // one request, then one every 5 s
-	c, err := apiclient.New(cfg)
+	c, err := kube.NewREST(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,15 +94,15 @@ func TestOwnRateLimit(t *testing.T) {
 		t.Fatal(err)
 	}
 	var n corev1.Node
-	if err := c.Get(context.Background(), apiclient.Nodes, "", "node1", &n); err != nil {
+	if err := c.Get(context.Background(), kube.Nodes, "", "node1", &n); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	if err := own.Get(ctx, apiclient.Nodes, "", "node1", &n); err != nil {
+	if err := own.Get(ctx, kube.Nodes, "", "node1", &n); err != nil {
 		t.Fatalf("a request of the client with its own limit after the other's burst: %v", err)
 	}
-	if err := c.Get(ctx, apiclient.Nodes, "", "node1", &n); err == nil {
+	if err := c.Get(ctx, kube.Nodes, "", "node1", &n); err == nil {
 		t.Fatal("the first client's limit let a second request through at once: the test shows nothing")
 	}
 }
@@ -123,15 +123,15 @@ func TestClientSpeaksProtobuf(t *testing.T) {
 		fmt.Fprint(w, `{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"cm","namespace":"a"},"data":{"k":"v"}}`)
 	}))
 	defer srv.Close()
-	c, err := apiclient.New(&rest.Config{Host: srv.URL})
+	c, err := kube.NewREST(&rest.Config{Host: srv.URL})
 	if err != nil {
 		t.Fatal(err)
 	}
 	var cm corev1.ConfigMap
-	if err := c.Get(context.Background(), apiclient.ConfigMaps, "a", "cm", &cm); err != nil || cm.Data["k"] != "v" {
+	if err := c.Get(context.Background(), kube.ConfigMaps, "a", "cm", &cm); err != nil || cm.Data["k"] != "v" {
 		t.Fatalf("Get answered in JSON: %v, %v", err, cm.Data)
 	}
-	if err := c.Create(context.Background(), apiclient.ConfigMaps, "a", &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "cm"}}, metav1.CreateOptions{}, &cm); err != nil {
+	if err := c.Create(context.Background(), kube.ConfigMaps, "a", &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "cm"}}, metav1.CreateOptions{}, &cm); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.HasPrefix(accept, "application/vnd.kubernetes.protobuf") || sent != "application/vnd.kubernetes.protobuf" {
@@ -144,7 +144,7 @@ func TestClientSpeaksProtobuf(t *testing.T) {
 // a Go transport asks for unless told not to: the node decompressed every
 // event of its pod watch.
 func TestClientAsksNoCompression(t *testing.T) {
-	srv := apitest.New(t, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "cm", Namespace: "a"}},
+	srv := kubetest.New(t, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "cm", Namespace: "a"}},
 		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "a"}})
 	var mu sync.Mutex
 	asked := map[string]string{}
@@ -160,20 +160,20 @@ func TestClientAsksNoCompression(t *testing.T) {
 	// Over TLS, as a node reaches its API server (client-go hands a
 	// plain-HTTP config Go's default transport, whatever it asks).
 	ca := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: front.Certificate().Raw})
-	c, err := apiclient.New(&rest.Config{Host: front.URL, TLSClientConfig: rest.TLSClientConfig{CAData: ca}})
+	c, err := kube.NewREST(&rest.Config{Host: front.URL, TLSClientConfig: rest.TLSClientConfig{CAData: ca}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
 	var cm corev1.ConfigMap
-	if err := c.Get(ctx, apiclient.ConfigMaps, "a", "cm", &cm); err != nil {
+	if err := c.Get(ctx, kube.ConfigMaps, "a", "cm", &cm); err != nil {
 		t.Fatal(err)
 	}
 	var list corev1.PodList
-	if err := c.List(ctx, apiclient.Pods, "", metav1.ListOptions{}, &list); err != nil || len(list.Items) != 1 {
+	if err := c.List(ctx, kube.Pods, "", metav1.ListOptions{}, &list); err != nil || len(list.Items) != 1 {
 		t.Fatalf("List: %v, %d items", err, len(list.Items))
 	}
-	w, err := c.ListWatch(apiclient.Pods, "").Watch(metav1.ListOptions{ResourceVersion: list.ResourceVersion})
+	w, err := c.ListWatch(kube.Pods, "").Watch(metav1.ListOptions{ResourceVersion: list.ResourceVersion})
 	if err != nil {
 		t.Fatal(err)
 	}

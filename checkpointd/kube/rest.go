@@ -1,14 +1,15 @@
-// Package apiclient is checkpointd's client of the API server: the core/v1
-// resources it uses (pods, its Node, Secrets, ConfigMaps, Events), on
-// client-go's REST client with a scheme that knows core/v1 alone, and the
-// node's own NodeRecord of the placement API (records.go).
+// REST is checkpointd's client of the API server: the core/v1 resources it
+// uses (pods, its Node, Secrets, ConfigMaps, Events), on client-go's REST
+// client with a scheme that knows core/v1 alone, and the node's own
+// NodeRecord of the placement API (records.go).
 //
 // The typed clientset (k8s.io/client-go/kubernetes) registers every API
 // group of Kubernetes in its scheme and links a typed client, lister and
 // apply configuration for each: most of a 62 MB binary and of its resident
 // memory, for a daemon that reads and writes five core resources.
 // Even the typed core/v1 client alone imports that scheme.
-package apiclient
+
+package kube
 
 import (
 	"context"
@@ -53,7 +54,7 @@ var built atomic.Int64
 func Built() int64 { return built.Load() }
 
 // Client reaches the core/v1 resources of one API server.
-type Client struct {
+type REST struct {
 	cfg   *rest.Config
 	req   *rest.RESTClient // every request, bounded by the config's Timeout
 	watch *rest.RESTClient // the informers' lists and watches: no request timeout
@@ -71,7 +72,7 @@ type Client struct {
 // answered the pod watch gzipped, and the node decompressed every pod
 // change (6 % of checkpointd's CPU during a churn of pods, workload 8)
 // to save bytes on a link that carries one node's pods.
-func New(cfg *rest.Config) (*Client, error) {
+func NewREST(cfg *rest.Config) (*REST, error) {
 	built.Add(1)
 	cfg = rest.CopyConfig(cfg)
 	cfg.DisableCompression = true
@@ -102,14 +103,14 @@ func New(cfg *rest.Config) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Client{cfg: rest.CopyConfig(cfg), req: req, watch: watch, probe: probe, rec: rec, recW: recW}, nil
+	return &REST{cfg: rest.CopyConfig(cfg), req: req, watch: watch, probe: probe, rec: rec, recW: recW}, nil
 }
 
 // WithOwnRateLimit returns a client that shares c's connections, and
 // whose requests have a rate limit of their own (the config's QPS and
 // burst): for a user whose requests must not queue behind another's (the
 // placement publisher's claims behind a burst of Events).
-func (c *Client) WithOwnRateLimit() (*Client, error) {
+func (c *REST) WithOwnRateLimit() (*REST, error) {
 	req, err := restClient(c.cfg)
 	if err != nil {
 		return nil, err
@@ -118,7 +119,7 @@ func (c *Client) WithOwnRateLimit() (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Client{cfg: c.cfg, req: req, watch: c.watch, probe: c.probe, rec: rec, recW: c.recW}, nil
+	return &REST{cfg: c.cfg, req: req, watch: c.watch, probe: c.probe, rec: rec, recW: c.recW}, nil
 }
 
 // restClient is a REST client of core/v1 with cfg.
@@ -140,24 +141,24 @@ func restClient(cfg *rest.Config) (*rest.RESTClient, error) {
 
 // Get reads object ns/name of resource into into (ns "": a cluster-scoped
 // resource, a Node).
-func (c *Client) Get(ctx context.Context, resource, ns, name string, into runtime.Object) error {
+func (c *REST) Get(ctx context.Context, resource, ns, name string, into runtime.Object) error {
 	return in(c.req.Get(), ns).Resource(resource).Name(name).Do(ctx).Into(into)
 }
 
 // List lists resource in ns ("": every namespace, or a cluster-scoped
 // resource) into into.
-func (c *Client) List(ctx context.Context, resource, ns string, opts metav1.ListOptions, into runtime.Object) error {
+func (c *REST) List(ctx context.Context, resource, ns string, opts metav1.ListOptions, into runtime.Object) error {
 	return in(c.req.Get(), ns).Resource(resource).VersionedParams(&opts, metav1.ParameterCodec).Do(ctx).Into(into)
 }
 
 // Create creates obj as resource in ns; the object as created goes into into.
-func (c *Client) Create(ctx context.Context, resource, ns string, obj runtime.Object, opts metav1.CreateOptions, into runtime.Object) error {
+func (c *REST) Create(ctx context.Context, resource, ns string, obj runtime.Object, opts metav1.CreateOptions, into runtime.Object) error {
 	return in(c.req.Post(), ns).Resource(resource).VersionedParams(&opts, metav1.ParameterCodec).Body(obj).Do(ctx).Into(into)
 }
 
 // Patch patches object ns/name of resource with data (of type pt); the
 // object as patched goes into into.
-func (c *Client) Patch(ctx context.Context, resource, ns, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, into runtime.Object) error {
+func (c *REST) Patch(ctx context.Context, resource, ns, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, into runtime.Object) error {
 	return in(c.req.Patch(pt), ns).Resource(resource).Name(name).VersionedParams(&opts, metav1.ParameterCodec).Body(data).Do(ctx).Into(into)
 }
 
@@ -171,14 +172,14 @@ func in(r *rest.Request, ns string) *rest.Request {
 }
 
 // Readyz asks the API server's /readyz.
-func (c *Client) Readyz(ctx context.Context) error {
+func (c *REST) Readyz(ctx context.Context) error {
 	_, err := c.probe.Get().AbsPath("/readyz").DoRaw(ctx)
 	return err
 }
 
 // ListWatch lists and watches resource in every namespace the field
 // selector picks, for an informer (on the client without a request timeout).
-func (c *Client) ListWatch(resource, fieldSelector string) cache.ListerWatcher {
+func (c *REST) ListWatch(resource, fieldSelector string) cache.ListerWatcher {
 	return cache.NewFilteredListWatchFromClient(c.watch, resource, metav1.NamespaceAll,
 		func(o *metav1.ListOptions) { o.FieldSelector = fieldSelector })
 }

@@ -1,11 +1,11 @@
-// Package apitest is an API server for unit tests of checkpointd's API
+// Package kubetest is an API server for unit tests of checkpointd's API
 // client: objects of the core/v1 resources (and the placement API's
 // NodeRecords) kept in memory and served over HTTP as kube-apiserver
 // serves them (get, list and watch with field selectors, the watch's
 // initial events, create, and a JSON merge patch of a NodeRecord), so the
 // tests run the client's real requests. Tests change the objects directly
 // (Put, Delete) and may make the server refuse a verb on a resource.
-package apitest
+package kubetest
 
 import (
 	"encoding/json"
@@ -27,12 +27,36 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/apimachinery/pkg/types"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
 
-	"github.com/stickyip/stickyip/checkpointd/apiclient"
 	"github.com/stickyip/stickyip/contract/placementv1"
+)
+
+// The server's own codecs and resource names, as Kubernetes has them: not
+// the client's (kube.Codecs), so that a test sees what a real API server
+// would send it.
+var (
+	coreScheme   = runtime.NewScheme()
+	coreCodecs   = serializer.NewCodecFactory(coreScheme)
+	recordScheme = runtime.NewScheme()
+	recordCodecs = serializer.NewCodecFactory(recordScheme)
+)
+
+func init() {
+	utilruntime.Must(corev1.AddToScheme(coreScheme))
+	utilruntime.Must(placementv1.AddToScheme(recordScheme))
+}
+
+const (
+	pods       = "pods"
+	nodes      = "nodes"
+	secrets    = "secrets"
+	configMaps = "configmaps"
+	events     = "events"
 )
 
 // Server is the API server.
@@ -59,7 +83,7 @@ type watcher struct {
 
 // New starts a server holding objs; it stops when the test ends.
 func New(t testing.TB, objs ...runtime.Object) *Server {
-	s := &Server{codec: apiclient.Codecs.LegacyCodec(corev1.SchemeGroupVersion), recs: apiclient.RecordsCodecs.LegacyCodec(placementv1.SchemeGroupVersion), objects: map[string]map[string]runtime.Object{},
+	s := &Server{codec: coreCodecs.LegacyCodec(corev1.SchemeGroupVersion), recs: recordCodecs.LegacyCodec(placementv1.SchemeGroupVersion), objects: map[string]map[string]runtime.Object{},
 		watchers: map[*watcher]bool{}, refused: map[string]int{}, done: make(chan struct{})}
 	for _, o := range objs {
 		s.Put(o)
@@ -176,19 +200,19 @@ func (s *Server) codecOf(obj runtime.Object) runtime.Codec {
 func resourceOf(obj runtime.Object) string {
 	switch obj.(type) {
 	case *corev1.Pod:
-		return apiclient.Pods
+		return pods
 	case *corev1.Node:
-		return apiclient.Nodes
+		return nodes
 	case *corev1.Secret:
-		return apiclient.Secrets
+		return secrets
 	case *corev1.ConfigMap:
-		return apiclient.ConfigMaps
+		return configMaps
 	case *corev1.Event:
-		return apiclient.Events
+		return events
 	case *placementv1.NodeRecord:
 		return placementv1.NodeRecordResource
 	}
-	panic(fmt.Sprintf("apitest: no resource for %T", obj))
+	panic(fmt.Sprintf("kubetest: no resource for %T", obj))
 }
 
 // fieldsOf returns the fields of obj a field selector may name.
@@ -249,7 +273,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	s.mu.Unlock()
 	if code != 0 {
 		s.status(w, &apierrors.StatusError{ErrStatus: metav1.Status{Status: metav1.StatusFailure, Code: int32(code),
-			Reason: metav1.StatusReason(http.StatusText(code)), Message: "apitest: " + verb + " " + res + " refused"}})
+			Reason: metav1.StatusReason(http.StatusText(code)), Message: "kubetest: " + verb + " " + res + " refused"}})
 		return
 	}
 	sel, err := fields.ParseSelector(q.Get("fieldSelector"))
@@ -301,13 +325,13 @@ func (s *Server) list(w http.ResponseWriter, res, ns string, sel fields.Selector
 	s.mu.Unlock()
 	var list runtime.Object
 	switch res {
-	case apiclient.Pods:
+	case pods:
 		l := &corev1.PodList{}
 		for _, o := range items {
 			l.Items = append(l.Items, *o.(*corev1.Pod))
 		}
 		list = l
-	case apiclient.Nodes:
+	case nodes:
 		l := &corev1.NodeList{}
 		for _, o := range items {
 			l.Items = append(l.Items, *o.(*corev1.Node))
@@ -342,7 +366,7 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request, res, ns string, s
 		mark := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{ResourceVersion: strconv.Itoa(s.rv),
 			Annotations: map[string]string{metav1.InitialEventsAnnotationKey: "true"}}}
 		switch res {
-		case apiclient.Nodes:
+		case nodes:
 			wt.events <- s.event(watch.Bookmark, &corev1.Node{ObjectMeta: mark.ObjectMeta})
 		case placementv1.NodeRecordResource:
 			wt.events <- s.event(watch.Bookmark, &placementv1.NodeRecord{ObjectMeta: mark.ObjectMeta})
@@ -407,10 +431,10 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request, res, ns string) 
 // decode reads a posted object of res.
 func (s *Server) decode(res string, body []byte) (runtime.Object, error) {
 	if res == placementv1.NodeRecordResource {
-		obj, _, err := apiclient.RecordsCodecs.UniversalDeserializer().Decode(body, nil, nil)
+		obj, _, err := recordCodecs.UniversalDeserializer().Decode(body, nil, nil)
 		return obj, err
 	}
-	obj, _, err := apiclient.Codecs.UniversalDeserializer().Decode(body, nil, nil)
+	obj, _, err := coreCodecs.UniversalDeserializer().Decode(body, nil, nil)
 	return obj, err
 }
 
