@@ -143,19 +143,28 @@ func BenchmarkPlacementAdmission(b *testing.B) {
 	var out strings.Builder
 	fmt.Fprintf(&out, "\nPod creation (POST, client round trip), median of %d per cell; policies off = their bindings removed, same server, same run\n\n", benchRounds*benchPods)
 	fmt.Fprintf(&out, "| identities (namespace / cluster) | identity | pod | 1.37: off | on | added | 1.36: off | on | added |\n|---|---|---|---|---|---|---|---|---|\n")
-	r37, r36 := results[defaultK8sRelease], results["1.36"]
-	for i, r := range r37 {
+	rows := max(len(results[defaultK8sRelease]), len(results["1.36"])) // a run of one minor leaves the other's cells empty
+	for i := range rows {
 		for _, s := range benchSpaces {
 			for _, kind := range benchKinds {
 				c := cellKey(s, kind)
-				if len(r.on[c]) == 0 {
-					continue // no identity held yet
+				var cells []string
+				level := ""
+				for _, release := range releases {
+					if i >= len(results[release]) {
+						cells = append(cells, "— | — | —")
+						continue
+					}
+					r := results[release][i]
+					if len(r.on[c]) == 0 {
+						continue // no identity held yet
+					}
+					level = fmt.Sprintf("%d / %d", r.level, r.total)
+					cells = append(cells, r.cells(c))
 				}
-				fmt.Fprintf(&out, "| %d / %d | %s | %s | %s |", r.level, r.total, s.label(), kind, r.cells(c))
-				if i < len(r36) {
-					fmt.Fprintf(&out, " %s |", r36[i].cells(c))
+				if level != "" {
+					fmt.Fprintf(&out, "| %s | %s | %s | %s |\n", level, s.label(), kind, strings.Join(cells, " | "))
 				}
-				out.WriteString("\n")
 			}
 		}
 	}
