@@ -75,6 +75,11 @@ type controlPlane struct {
 	// Node's spec.podCIDR from it (--allocate-node-cidrs), as flanneld with
 	// --kube-subnet-mgr needs.
 	clusterCIDR string
+
+	// auditRules, when set before the API server starts, are audit policy
+	// rules put before the policy's last (level None): for a test that
+	// counts requests the others do not log.
+	auditRules string
 }
 
 // newControlPlane prepares a control plane in the namespace n (handle h),
@@ -377,7 +382,7 @@ rules:
   verbs: ["create", "patch", "update", "delete"]
   resources: [{group: "stickyip.io", resources: ["placementindexes"]}]
   omitStages: ["RequestReceived", "ResponseStarted"]
-- level: None
+`+cp.auditRules+`- level: None
 `), 0o644)
 	return p
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/yaml"
 
@@ -17,8 +18,9 @@ import (
 
 // installPlacementAPI creates the placement API's custom resource
 // definitions (deploy/placement/crds.yaml), as an administrator applies
-// them, and waits until the API server serves NodeRecords: checkpointd
-// publishes its entries there.
+// them (unless they exist: workload 9 applies the whole of
+// deploy/placement first), and waits until the API server serves
+// NodeRecords: checkpointd publishes its entries there.
 func installPlacementAPI(c *kubernetes.Clientset) error {
 	data, err := deploy.Placement.ReadFile("placement/crds.yaml")
 	if err != nil {
@@ -31,7 +33,7 @@ func installPlacementAPI(c *kubernetes.Clientset) error {
 			return err
 		}
 		if err := c.Discovery().RESTClient().Post().AbsPath("/apis/apiextensions.k8s.io/v1/customresourcedefinitions").
-			SetHeader("Content-Type", "application/json").Body(js).Do(ctx).Error(); err != nil {
+			SetHeader("Content-Type", "application/json").Body(js).Do(ctx).Error(); err != nil && !apierrors.IsAlreadyExists(err) {
 			return fmt.Errorf("creating the placement API's definitions: %w", err)
 		}
 	}
