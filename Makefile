@@ -8,7 +8,7 @@ LDFLAGS     := -s -w -X github.com/stickyip/stickyip/contract.Version=$(VERSION)
 # grpcnotrace: gRPC (checkpointd's CRI client) without golang.org/x/net/trace,
 # whose html/template keeps every exported method of every type in the binary
 # (reflection by method name): 6.3 MB of checkpointd with it, 1.9 without
-# (issue 48). Only the binaries are built with it; the tests' compiles are
+# (test/bench/README.md). Only the binaries are built with it; the tests' compiles are
 # unchanged.
 GOTAGS      := grpcnotrace
 GOBUILD     := CGO_ENABLED=0 $(GO) build -trimpath -tags $(GOTAGS) -ldflags '$(LDFLAGS)'

@@ -154,7 +154,7 @@ func confWith(t *testing.T, annotations, args string) *Config {
 }
 
 // The identity annotation names the identity within the pod's own
-// namespace, apart from pod names (issue 31: a pod author's
+// namespace, apart from pod names (a pod author's
 // stickyip.io/identity: db-0 is not the StatefulSet pod db-0); a restored
 // static copy keeps its parent's annotation, so it maps to the same
 // identity.

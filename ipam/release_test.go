@@ -11,10 +11,10 @@ import (
 	"github.com/stickyip/stickyip/reservation"
 )
 
-// Issue 16, finding 5: an allocation whose sandbox the runtime does not list
+// An allocation whose sandbox the runtime does not list
 // is released only when its sandbox is gone (network namespace missing, or a
 // previous boot); anything in doubt counts as alive. Released addresses cool
-// by the network's reuse delay (finding 4).
+// by the network's reuse delay.
 func TestReleaseIfGone(t *testing.T) {
 	w := newWorld(t, `{"type":"stickyip","subnet":"10.1.0.0/29","reservation":{"reuseDelay":"30s"}}`)
 	w.eng = NewEngine(w.conf, w.eng.env) // the configured reuse delay, not the tests' 0

@@ -12,7 +12,7 @@ import (
 	"github.com/stickyip/stickyip/reservation"
 )
 
-// Issue 51: a StatefulSet pod's reservation follows its StatefulSet. These
+// A StatefulSet pod's reservation follows its StatefulSet. These
 // tests drive the engine's side on the in-memory store: checkpointd's
 // changes (Retain) applied to the records, and every rule a held
 // reservation meets (expiry, the per-namespace bound, a full pool, the

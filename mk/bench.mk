@@ -1,4 +1,4 @@
-# Benchmarks: stickyip side by side with upstream host-local (issue 6).
+# Benchmarks: stickyip side by side with upstream host-local.
 # Not a test tier and not part of `make test`: run `make bench`.
 # Figures go to stdout and to results/bench-<timestamp>.md (results/ is not committed).
 BENCH_DIR           := $(CURDIR)/.cache/bench

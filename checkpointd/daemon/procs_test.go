@@ -6,7 +6,7 @@ import (
 )
 
 // TestOneProcessor: the daemon runs on one processor, unless the
-// environment says otherwise (docs/bench.md, issue 48: the runtime's
+// environment says otherwise (test/bench/README.md: the runtime's
 // wakeups of idle processors were a fifth of its CPU at 110 pods).
 func TestOneProcessor(t *testing.T) {
 	was := runtime.GOMAXPROCS(0)

@@ -67,7 +67,7 @@ func TestRestoreAndHandBack(t *testing.T) {
 
 	// The API server goes away without a reboot; the pod stops (the kubelet
 	// evicted it, or it is being restarted): the kubelet knows it, so nothing
-	// is restored however long the outage lasts (issue 9 row 4).
+	// is restored however long the outage lasts.
 	h.api.setReachable(false, h.now)
 	h.advance(2 * grace)
 	h.pass()
@@ -116,7 +116,7 @@ func TestRestoreAndHandBack(t *testing.T) {
 		t.Fatal("copy removed while the API server is away")
 	}
 
-	// API back, parent bound here: not before the stability period (issue 9 row 7).
+	// API back, parent bound here: not before the stability period.
 	h.api.setReachable(true, h.now)
 	h.pass()
 	h.advance(stable - time.Second)
@@ -150,7 +150,7 @@ func TestRestoreAndHandBack(t *testing.T) {
 	}
 }
 
-// TestFlappingAPIDoesNotFlapCopies (issue 9 row 7): a self-hosted control
+// TestFlappingAPIDoesNotFlapCopies: a self-hosted control
 // plane that answers for seconds at a time neither removes the copy nor
 // restores it again.
 func TestFlappingAPIDoesNotFlapCopies(t *testing.T) {
@@ -176,7 +176,7 @@ func TestFlappingAPIDoesNotFlapCopies(t *testing.T) {
 	}
 }
 
-// TestParentGoneKeepsReservation (issue 9 row 5): a parent gone from the API
+// TestParentGoneKeepsReservation: a parent gone from the API
 // loses its checkpoint after the grace period; its IP reservation is left
 // to the pod's own duration (checkpointd touches no reservation).
 func TestParentGoneKeepsReservation(t *testing.T) {
@@ -208,7 +208,7 @@ func TestParentGoneKeepsReservation(t *testing.T) {
 	}
 }
 
-// TestPolicy (issue 9 row 1): the operator, not the pod's author, decides.
+// TestPolicy: the operator, not the pod's author, decides.
 func TestPolicy(t *testing.T) {
 	h := newHarness(t)
 	elsewhere := pod("app", "uid-ns", "nginx", true)
@@ -265,7 +265,7 @@ func TestPolicy(t *testing.T) {
 	// ...then, still during the outage, the operator narrows the policy and
 	// restarts checkpointd: the copy's manifest goes at once (the kubelet
 	// stops it when it reaches the API server), the checkpoint stays: a
-	// refusal blocks restores but deletes nothing (issue 17 finding 3).
+	// refusal blocks restores but deletes nothing.
 	h.cfg.Policy, _ = policy.Parse("default,kube-system", "")
 	h.start()
 	h.pass()
@@ -293,7 +293,7 @@ func TestPolicy(t *testing.T) {
 	}
 }
 
-// TestOutageWithoutRebootRestoresNothing (issue 9 row 4), pod by pod: a
+// TestOutageWithoutRebootRestoresNothing, pod by pod: a
 // completed pod, a pod the kubelet evicted, a pod whose sandbox died.
 func TestOutageWithoutRebootRestoresNothing(t *testing.T) {
 	h := newHarness(t)
@@ -320,7 +320,7 @@ func TestOutageWithoutRebootRestoresNothing(t *testing.T) {
 	}
 }
 
-// TestPerPodErrorsStayPerPod (issue 9 row 9): a pod whose secret is gone
+// TestPerPodErrorsStayPerPod: a pod whose secret is gone
 // fails alone; the others are saved and the daemon stays healthy.
 func TestPerPodErrorsStayPerPod(t *testing.T) {
 	h := newHarness(t)
@@ -344,7 +344,7 @@ func TestPerPodErrorsStayPerPod(t *testing.T) {
 	}
 }
 
-// TestUnsupportedPodReadsNothing (issue 9 row 12): the secrets of a pod that
+// TestUnsupportedPodReadsNothing: the secrets of a pod that
 // cannot be checkpointed (a PVC) are never read, pass after pass.
 func TestUnsupportedPodReadsNothing(t *testing.T) {
 	h := newHarness(t)
@@ -365,7 +365,7 @@ func TestUnsupportedPodReadsNothing(t *testing.T) {
 	}
 }
 
-// TestFilesReadableByThePodsUser (issue 9 row 3): under the unit's
+// TestFilesReadableByThePodsUser: under the unit's
 // UMask=0077 the restored files are readable as the pod spec says (here a
 // non-root user with an fsGroup), not root-only; on the host only root
 // reaches them.
@@ -409,7 +409,7 @@ func TestFilesReadableByThePodsUser(t *testing.T) {
 	}
 }
 
-// TestInvalidCopyRefusedAtSave (issue 9 row 8): a pod whose static copy the
+// TestInvalidCopyRefusedAtSave: a pod whose static copy the
 // kubelet would reject is reported when it is saved (log, metric, Event),
 // and no copy of it is ever written.
 func TestInvalidCopyRefusedAtSave(t *testing.T) {
@@ -466,7 +466,7 @@ func TestUnconfirmedRestoreIsReported(t *testing.T) {
 	}
 }
 
-// TestOrphanedCopyRemovedAtStart (issue 9 row 6): a copy whose checkpoint is
+// TestOrphanedCopyRemovedAtStart: a copy whose checkpoint is
 // gone is removed by the first pass, whatever the API server does.
 func TestOrphanedCopyRemovedAtStart(t *testing.T) {
 	h := newHarness(t)

@@ -408,7 +408,7 @@ func TestUnsafeItemPathRejected(t *testing.T) {
 }
 
 // TestRefs: a checkpoint reads only the objects, and stores only the keys,
-// that the pod actually mounts or references (issue 9: "on disk, only the
+// that the pod actually mounts or references (SPEC: "on disk, only the
 // keys a pod actually mounts or references").
 func TestRefs(t *testing.T) {
 	got := map[string]Ref{}
@@ -456,7 +456,7 @@ func TestRefs(t *testing.T) {
 	}
 }
 
-// TestHostnameOnlyWhenValid (issue 9 row 8): a parent whose name is not a
+// TestHostnameOnlyWhenValid: a parent whose name is not a
 // valid host name (a dot, more than 63 characters) must not get it as
 // spec.hostname: the kubelet rejects such a static pod.
 func TestHostnameOnlyWhenValid(t *testing.T) {

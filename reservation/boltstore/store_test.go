@@ -187,8 +187,8 @@ func TestLockCallFailingAsTimerFires(t *testing.T) {
 // A writer finding the lock held queues on it in the kernel and proceeds
 // once it is released. The verdict waits for the kernel's word that the
 // writer is queued (a blocked flock on the lock file in /proc/locks), not
-// for a sleep: issue 50 found this test sleeping 100 ms and checking only
-// that the write succeeded, which a store ignoring the lock passed too.
+// for a sleep: a test that slept and checked only that the write succeeded
+// would pass a store ignoring the lock.
 func TestWaitersQueueOnTheLock(t *testing.T) {
 	s := newStore(t)
 	put(t, s, "10.0.0.2")

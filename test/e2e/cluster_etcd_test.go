@@ -15,12 +15,12 @@ import (
 // etcdNamespace is where the disruption table's etcd runs.
 const etcdNamespace = "etcd"
 
-// etcdSticky is issue 32's disruption table with stickyip (a step of
+// etcdSticky is the etcd disruption table with stickyip (a step of
 // TestCluster, on nodes running the plugin and checkpointd since the
 // stickyip step): deploy/placement applied (the placement step applies it
 // again: unchanged), the etcd StatefulSet, its pod template without any
 // stickyip annotation, in a namespace labelled with the opt-in
-// (stickyip.io/statefulsets: 10m-required, issue 39), founded by IP
+// (stickyip.io/statefulsets: 10m-required), founded by IP
 // (newEtcdApp, found, once), every row of etcdDisruptions on the cluster the row before
 // left, each asserted over a window past the kubelets' next sync: the
 // disruption happened (its members restarted, its component a new

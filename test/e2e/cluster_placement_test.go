@@ -65,7 +65,7 @@ const (
 //     IP.
 //  3. The tie: both nodes now hold the identity; the index names the node
 //     whose pod is the later, and the next delete brings the pod back there.
-//  4. Strict placement (issue 32): a StatefulSet annotated
+//  4. Strict placement: a StatefulSet annotated
 //     stickyip.io/placement: required, with a required node affinity term of
 //     its own, deleted 5 times with the CPU-hungry pod on its node: back
 //     there with its IP every time, its own term kept and ANDed; drained
@@ -653,7 +653,7 @@ func (c *cluster) claimRefused(node string, e placementv1.Entry) string {
 	return why
 }
 
-// requiredRounds is strict placement (issue 32): StatefulSet rdb, annotated
+// requiredRounds is strict placement: StatefulSet rdb, annotated
 // stickyip.io/placement: required, with a required node affinity term of
 // its own (kubernetes.io/os In [linux]). Its pod, deleted 5 times with a
 // CPU-hungry pod on its node, comes back there with its IP, its own term

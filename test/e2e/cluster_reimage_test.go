@@ -32,7 +32,7 @@ type reimaged struct {
 	ips map[string]string
 }
 
-// reimage is issue 49's scenario, a step of TestCluster: on node2, three
+// reimage is the re-imaged node's scenario, a step of TestCluster: on node2, three
 // plain pods, then a StatefulSet db (reserved-ip-duration 30, placement
 // required) whose db-0 gets an address that is not the node's first free
 // one, and a sticky pod gone deleted (its reservation in its record); their

@@ -34,7 +34,7 @@ import (
 //  5. power-cut: node2 loses power while the API server is away and boots:
 //     checkpointd's kept lease and restored pod, then flanneld's own lease
 //     and the hand-back when the API server returns (powerCut).
-//  6. etcd: issue 32's disruption table with stickyip, a 3-member etcd
+//  6. etcd: the etcd disruption table with stickyip, a 3-member etcd
 //     that knows its members by pod IP (etcdSticky).
 //  7. workloads: a Deployment and a StatefulSet through the scheduler and
 //     the controllers (workloads).
@@ -130,7 +130,7 @@ func bootSteps(t *testing.T) (*cluster, *steps) {
 //     installed, flannel switched and upgraded with a changed value, the
 //     switch undone and noticed, stickyip upgraded while pods start and
 //     uninstalled (helmJourney).
-//  4. etcd-host-local: issue 32's disruption table on the nodes the
+//  4. etcd-host-local: the etcd disruption table on the nodes the
 //     uninstall leaves, on flannel's own conflist (host-local): the
 //     control of TestCluster's etcd step (etcdControl).
 func TestClusterInstall(t *testing.T) {

@@ -41,7 +41,7 @@ const burstNodes = 100
 // 100 nodes; each in a namespace of its own.
 var burstScenarios = []struct {
 	nodes, perNode int
-	target         time.Duration // the bound the specification sets (SPEC, Placement; issue 54)
+	target         time.Duration // the bound the specification sets (SPEC, Placement)
 }{{50, 10, 10 * time.Second}, {1, 110, 5 * time.Second}, {100, 50, 60 * time.Second}}
 
 // burstAudit logs every request of the nodes and of stickyip-controller

@@ -38,7 +38,7 @@ func (n *node) ipamCall(t *testing.T, a harness.PodArgs) *harness.CNIError {
 	return o.Err
 }
 
-// Issue 16, finding 1: a pod may not take the node's gateway (the bridge
+// A pod may not take the node's gateway (the bridge
 // address every pod routes through), the network or the broadcast address —
 // neither by the stickyip.io/ips annotation nor by IP= in CNI_ARGS, in
 // either family. cnitool through bridge gets the reason; the plugin's code
@@ -124,7 +124,7 @@ func TestEarlierGatewayAllocationReportedAndDropped(t *testing.T) {
 	}
 }
 
-// Issue 16, finding 2, on a five-address range with the default poolFull
+// On a five-address range with the default poolFull
 // (evict) and maxPerNamespace 3: a namespace that parks pods with week-long
 // reservations cannot park more than three, gets its own addresses back
 // before anyone else's, and when another namespace's pod needs one, the
@@ -205,7 +205,7 @@ func TestCrossNamespaceEviction(t *testing.T) {
 	n.check(t)
 }
 
-// Issue 16, finding 3: an address cooling after default/a's deletion is
+// An address cooling after default/a's deletion is
 // refused to a pod of another namespace that asks for it (error 101 naming
 // the end of the delay) until the delay has passed; default/a itself may
 // have it back at once.

@@ -203,7 +203,7 @@ func (r *report) render(w io.Writer) {
 		}
 		fmt.Fprintln(w)
 		// What the churn itself cost: the CPU above each daemon's idle rate,
-		// per pod replaced (docs/bench.md, issue 48: what remains per pod).
+		// per pod replaced (test/bench/README.md: what remains per pod).
 		var over []string
 		for i, m := range r.memory {
 			o := overIdle(m.cpu, m.span, c.cpu[i], c.span)
