@@ -6,6 +6,8 @@ import (
 	"os"
 	"syscall"
 	"time"
+
+	"github.com/stickyip/stickyip/checkpointd/loop"
 )
 
 // dataDirRemoved reports whether dir, as this process sees it, is a
@@ -29,16 +31,10 @@ func dataDirRemoved(dir string) bool {
 // rebuilt there. Staying would leave the node without a store for good:
 // no rebuild can write into a removed directory.
 func watchDataDir(ctx context.Context, dir string, interval time.Duration) error {
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
+	return loop.Every(ctx, interval, nil, func() error {
 		if dataDirRemoved(dir) {
 			return fmt.Errorf("the IPAM data directory %s was removed on the host while mounted here: exiting, so that it is mounted again and the store rebuilt there", dir)
 		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
-	}
+		return nil
+	})
 }

@@ -6,6 +6,8 @@ import (
 	"runtime/metrics"
 	"sync"
 	"time"
+
+	"github.com/stickyip/stickyip/checkpointd/loop"
 )
 
 // releaseEvery bounds the time between two releases while a pass runs
@@ -64,20 +66,14 @@ func (m *memoryReleaser) release() bool {
 
 // run releases every releaseEvery in which no pass ended, until ctx is
 // done.
-func (m *memoryReleaser) run(ctx context.Context) {
-	t := time.NewTicker(releaseEvery)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			m.mu.Lock()
-			if !m.passEnded {
-				m.release()
-			}
-			m.passEnded = false
-			m.mu.Unlock()
+func (m *memoryReleaser) run(ctx context.Context) error {
+	return loop.Every(ctx, releaseEvery, nil, func() error {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		if !m.passEnded {
+			m.release()
 		}
-	}
+		m.passEnded = false
+		return nil
+	})
 }

@@ -23,6 +23,8 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/stickyip/stickyip/checkpointd/loop"
 )
 
 // Options configure a Client.
@@ -116,26 +118,15 @@ func informer(cs *REST, resource, selector string, example runtime.Object) cache
 func (c *Client) readyz(ctx context.Context) error { return c.cs.Readyz(ctx) }
 
 // Run starts the informer and the probe loop; it returns when ctx is done.
-func (c *Client) Run(ctx context.Context) {
+func (c *Client) Run(ctx context.Context) error {
 	go c.informer.RunWithContext(ctx)
 	go c.nodes.RunWithContext(ctx)
-	t := time.NewTicker(c.opts.ProbeInterval)
-	defer t.Stop()
-	for {
-		c.probe(ctx)
-		select {
-		case <-ctx.Done():
-			// The informers stop with ctx; Run does not wait for them:
-			// a reflector backing off from an
-			// API server that is away notices only at the end of its
-			// back-off, up to 30 s, and checkpointd's shutdown, which
-			// removes its static copies, must not wait for that (a cold CI
-			// run's TestCheckpointd saw checkpointd killed after 30 s with
-			// a copy left running).
-			return
-		case <-t.C:
-		}
-	}
+	// The informers stop with ctx; Run does not wait for them: a
+	// reflector backing off from an API server that is away notices only
+	// at the end of its back-off, up to 30 s, and checkpointd's shutdown,
+	// which removes its static copies, must not wait for that (a
+	// checkpointd killed meanwhile leaves a copy running).
+	return loop.Every(ctx, c.opts.ProbeInterval, nil, func() error { c.probe(ctx); return nil })
 }
 
 func (c *Client) probe(ctx context.Context) {

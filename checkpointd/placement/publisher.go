@@ -13,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/util/wait"
 
+	"github.com/stickyip/stickyip/checkpointd/loop"
 	"github.com/stickyip/stickyip/checkpointd/metrics"
 	"github.com/stickyip/stickyip/contract/placementv1"
 	"github.com/stickyip/stickyip/reservation"
@@ -84,8 +85,8 @@ type Publisher struct {
 	cleared  bool // the former Node annotation is known gone
 
 	mu     sync.Mutex
-	logged map[string]string // the last failure logged per step
-	later  map[string]bool   // identities another node claimed later, logged once
+	logged loop.Once       // the last failure logged per step
+	later  map[string]bool // identities another node claimed later, logged once
 }
 
 // New returns a publisher of opts.Node's record through api.
@@ -106,7 +107,7 @@ func New(api API, opts Options) *Publisher {
 		opts.Now = time.Now
 	}
 	p := &Publisher{
-		opts: opts, api: api, logged: map[string]string{}, later: map[string]bool{},
+		opts: opts, api: api, later: map[string]bool{},
 		writes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: metrics.Namespace + "placement_writes_total",
 			Help: "Entries written to the node's NodeRecord, by kind: claim (a new identity or pod), update (a reservation's end, addresses), release (expiry or release)."}, []string{"kind"}),
 		errs: prometheus.NewCounterVec(prometheus.CounterOpts{Name: metrics.Namespace + "placement_errors_total",
@@ -138,17 +139,8 @@ func (p *Publisher) backoff() wait.Backoff {
 }
 
 // Run publishes until ctx is done.
-func (p *Publisher) Run(ctx context.Context) {
-	t := time.NewTicker(p.opts.Interval)
-	defer t.Stop()
-	for {
-		p.Pass(ctx)
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
+func (p *Publisher) Run(ctx context.Context) error {
+	return loop.Every(ctx, p.opts.Interval, nil, func() error { p.Pass(ctx); return nil })
 }
 
 // Pass compares the store with the record once and writes the difference.
@@ -294,11 +286,7 @@ func (p *Publisher) fail(step string, err error) {
 	if step == "write" && (apierrors.IsForbidden(err) || resourceMissing(err)) {
 		msg = "nodes may not write their NodeRecord yet (deploy/placement, then deploy/placement/nodes once its policy is in effect: docs/guides/placement.md): " + msg
 	}
-	p.mu.Lock()
-	same := p.logged[step] == msg
-	p.logged[step] = msg
-	p.mu.Unlock()
-	if same {
+	if !p.logged.Failed(step, msg) {
 		p.opts.Log.Debug("placement step failed again", "step", step, "err", msg)
 		return
 	}
@@ -306,8 +294,4 @@ func (p *Publisher) fail(step string, err error) {
 }
 
 // ok forgets a step's last failure, so the next one is logged.
-func (p *Publisher) ok(step string) {
-	p.mu.Lock()
-	delete(p.logged, step)
-	p.mu.Unlock()
-}
+func (p *Publisher) ok(step string) { p.logged.Recovered(step) }

@@ -11,6 +11,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/stickyip/stickyip/checkpointd/kube"
+	"github.com/stickyip/stickyip/checkpointd/loop"
 	"github.com/stickyip/stickyip/contract/placementv1"
 )
 
@@ -26,7 +27,7 @@ type Watcher struct {
 	mu        sync.Mutex
 	refused   error  // the last answer that the API serves no records to this node (403, 404)
 	refusedAt string // the watch's resourceVersion then: one listed since clears the refusal
-	logged    string
+	logged    loop.Once
 }
 
 // NewWatcher returns a watcher of node's record through client; call Run.
@@ -65,7 +66,7 @@ func (w *Watcher) notify() {
 func (w *Watcher) Changed() <-chan struct{} { return w.changed }
 
 // Run runs the watch until ctx is done.
-func (w *Watcher) Run(ctx context.Context) { w.informer.RunWithContext(ctx) }
+func (w *Watcher) Run(ctx context.Context) error { w.informer.RunWithContext(ctx); return nil }
 
 // Record returns the record as last seen (nil: there is none) and whether
 // the watch has listed it at least once.
@@ -88,7 +89,8 @@ func (w *Watcher) Served() (ok, known bool) {
 	rv := w.informer.LastSyncResourceVersion()
 	w.mu.Lock()
 	if w.refused != nil && rv != w.refusedAt {
-		w.refused, w.logged = nil, "" // listed since: served again
+		w.refused = nil // listed since: served again
+		w.logged.Recovered("watch")
 	}
 	refused := w.refused
 	w.mu.Unlock()
@@ -115,8 +117,7 @@ func (w *Watcher) noteError(err error) {
 	if apierrors.IsForbidden(err) || apierrors.IsNotFound(err) {
 		w.refused, w.refusedAt = err, w.informer.LastSyncResourceVersion()
 	}
-	if msg := err.Error(); msg != w.logged {
-		w.logged = msg
+	if msg := err.Error(); w.logged.Failed("watch", msg) {
 		w.log.Warn("placement: the watch of this node's NodeRecord was refused (deploy/placement and its nodes' RBAC: docs/guides/placement.md)", "err", msg)
 	}
 }

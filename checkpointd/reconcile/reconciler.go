@@ -43,6 +43,7 @@ import (
 	"github.com/stickyip/stickyip/checkpointd/cri"
 	"github.com/stickyip/stickyip/checkpointd/flannel"
 	"github.com/stickyip/stickyip/checkpointd/ipamstore"
+	"github.com/stickyip/stickyip/checkpointd/loop"
 	"github.com/stickyip/stickyip/checkpointd/metrics"
 	"github.com/stickyip/stickyip/checkpointd/policy"
 )
@@ -168,29 +169,24 @@ func (r *Reconciler) Health() (time.Time, error) {
 }
 
 // Run runs a pass every interval until ctx is done.
-func (r *Reconciler) Run(ctx context.Context, interval time.Duration) {
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	var last error
-	for {
+func (r *Reconciler) Run(ctx context.Context, interval time.Duration) error {
+	var logged loop.Once
+	return loop.Every(ctx, interval, nil, func() error {
 		err := r.Reconcile(ctx)
 		switch {
 		case ctx.Err() != nil:
-		case err != nil && (last == nil || err.Error() != last.Error()):
-			r.cfg.Log.Error("reconcile pass could not observe the node; nothing was changed", "err", err)
-		case err == nil && last != nil:
+		case err != nil:
+			if logged.Failed("pass", err.Error()) {
+				r.cfg.Log.Error("reconcile pass could not observe the node; nothing was changed", "err", err)
+			}
+		case logged.Recovered("pass"):
 			r.cfg.Log.Info("reconcile passes observe the node again")
 		}
-		last = err
 		if r.cfg.AfterPass != nil {
 			r.cfg.AfterPass()
 		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
+		return nil
+	})
 }
 
 // Reconcile runs one pass. It returns an error only when the node could not

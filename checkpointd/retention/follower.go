@@ -5,11 +5,11 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/stickyip/stickyip/checkpointd/loop"
 	"github.com/stickyip/stickyip/checkpointd/metrics"
 	"github.com/stickyip/stickyip/contract/placementv1"
 	"github.com/stickyip/stickyip/ipam"
@@ -58,9 +58,7 @@ type Follower struct {
 	held    prometheus.Gauge
 	changes *prometheus.CounterVec
 	errs    prometheus.Counter
-
-	mu     sync.Mutex
-	logged string // the last failure logged
+	logged  loop.Once // the last failure logged
 }
 
 // New returns a follower.
@@ -90,22 +88,12 @@ func New(opts Options) *Follower {
 // must reach the store before the pod's DEL, which may come within a
 // second of the StatefulSet's deletion (then a pod of the name created
 // again right after would take the held address before the next tick).
-func (f *Follower) Run(ctx context.Context) {
-	t := time.NewTicker(f.opts.Interval)
-	defer t.Stop()
+func (f *Follower) Run(ctx context.Context) error {
 	var changed <-chan struct{}
 	if v := f.opts.Verdicts; v != nil {
 		changed = v.Changed()
 	}
-	for {
-		f.Pass()
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		case <-changed:
-		}
-	}
+	return loop.Every(ctx, f.opts.Interval, changed, func() error { f.Pass(); return nil })
 }
 
 // Pass runs one pass and returns the changes it applied (for tests and
@@ -177,17 +165,9 @@ func (f *Follower) log(network string, c ipam.RetentionChange) {
 // fail counts a failed pass and logs it when it differs from the last one.
 func (f *Follower) fail(what string, err error) {
 	f.errs.Inc()
-	f.mu.Lock()
-	same := f.logged == what+err.Error()
-	f.logged = what + err.Error()
-	f.mu.Unlock()
-	if !same {
+	if f.logged.Failed("pass", what+err.Error()) {
 		f.opts.Log.Warn("retention: "+what+"; tried again next pass", "err", err)
 	}
 }
 
-func (f *Follower) ok() {
-	f.mu.Lock()
-	f.logged = ""
-	f.mu.Unlock()
-}
+func (f *Follower) ok() { f.logged.Recovered("pass") }
