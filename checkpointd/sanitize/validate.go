@@ -27,6 +27,56 @@ var ErrInvalid = errors.New("the kubelet would reject this static pod")
 // host name checkpointd derives, the converted volumes — not every rule of
 // the API server.
 func Validate(pod *corev1.Pod, node string) error {
+	errs := validateMeta(pod, node)
+	spec := field.NewPath("spec")
+	if h := pod.Spec.Hostname; h != "" {
+		for _, msg := range validation.IsDNS1123Label(h) {
+			errs = append(errs, field.Invalid(spec.Child("hostname"), h, msg))
+		}
+	}
+	if d := pod.Spec.Subdomain; d != "" {
+		for _, msg := range validation.IsDNS1123Label(d) {
+			errs = append(errs, field.Invalid(spec.Child("subdomain"), d, msg))
+		}
+	}
+	switch pod.Spec.RestartPolicy {
+	case "", corev1.RestartPolicyAlways, corev1.RestartPolicyOnFailure, corev1.RestartPolicyNever:
+	default:
+		errs = append(errs, field.NotSupported(spec.Child("restartPolicy"), pod.Spec.RestartPolicy, []string{"Always", "OnFailure", "Never"}))
+	}
+	volumes := map[string]bool{}
+	for i, v := range pod.Spec.Volumes {
+		p := spec.Child("volumes").Index(i)
+		for _, msg := range validation.IsDNS1123Label(v.Name) {
+			errs = append(errs, field.Invalid(p.Child("name"), v.Name, msg))
+		}
+		if volumes[v.Name] {
+			errs = append(errs, field.Duplicate(p.Child("name"), v.Name))
+		}
+		volumes[v.Name] = true
+		if v.HostPath != nil && v.HostPath.Path == "" {
+			errs = append(errs, field.Required(p.Child("hostPath", "path"), ""))
+		}
+	}
+	names := map[string]bool{}
+	for i := range pod.Spec.InitContainers {
+		errs = append(errs, validateContainer(&pod.Spec.InitContainers[i], spec.Child("initContainers").Index(i), volumes, names)...)
+	}
+	for i := range pod.Spec.Containers {
+		errs = append(errs, validateContainer(&pod.Spec.Containers[i], spec.Child("containers").Index(i), volumes, names)...)
+	}
+	if len(pod.Spec.Containers) == 0 {
+		errs = append(errs, field.Required(spec.Child("containers"), ""))
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("%w: %v", ErrInvalid, errs.ToAggregate())
+	}
+	return nil
+}
+
+// validateMeta checks the copy's metadata: its static name <name>-<node>,
+// namespace, labels and annotations.
+func validateMeta(pod *corev1.Pod, node string) field.ErrorList {
 	var errs field.ErrorList
 	meta := field.NewPath("metadata")
 	staticName := pod.Name + "-" + strings.ToLower(node)
@@ -47,93 +97,53 @@ func Validate(pod *corev1.Pod, node string) error {
 	if size > maxAnnotationsSize {
 		errs = append(errs, field.TooLong(meta.Child("annotations"), "", maxAnnotationsSize))
 	}
+	return errs
+}
 
-	spec := field.NewPath("spec")
-	if h := pod.Spec.Hostname; h != "" {
-		for _, msg := range validation.IsDNS1123Label(h) {
-			errs = append(errs, field.Invalid(spec.Child("hostname"), h, msg))
+// validateContainer checks one container at p: its name (unique among the
+// pod's, names), image, mounts (of volumes the pod has), environment
+// variable names and ports.
+func validateContainer(c *corev1.Container, p *field.Path, volumes, names map[string]bool) field.ErrorList {
+	var errs field.ErrorList
+	for _, msg := range validation.IsDNS1123Label(c.Name) {
+		errs = append(errs, field.Invalid(p.Child("name"), c.Name, msg))
+	}
+	if names[c.Name] {
+		errs = append(errs, field.Duplicate(p.Child("name"), c.Name))
+	}
+	names[c.Name] = true
+	if c.Image == "" {
+		errs = append(errs, field.Required(p.Child("image"), ""))
+	}
+	paths := map[string]bool{}
+	for j, m := range c.VolumeMounts {
+		mp := p.Child("volumeMounts").Index(j)
+		if !volumes[m.Name] {
+			errs = append(errs, field.NotFound(mp.Child("name"), m.Name))
+		}
+		if m.MountPath == "" {
+			errs = append(errs, field.Required(mp.Child("mountPath"), ""))
+		}
+		if paths[m.MountPath] {
+			errs = append(errs, field.Duplicate(mp.Child("mountPath"), m.MountPath))
+		}
+		paths[m.MountPath] = true
+	}
+	for j, e := range c.Env {
+		for _, msg := range validation.IsEnvVarName(e.Name) {
+			errs = append(errs, field.Invalid(p.Child("env").Index(j).Child("name"), e.Name, msg))
 		}
 	}
-	if d := pod.Spec.Subdomain; d != "" {
-		for _, msg := range validation.IsDNS1123Label(d) {
-			errs = append(errs, field.Invalid(spec.Child("subdomain"), d, msg))
+	for j, port := range c.Ports {
+		pp := p.Child("ports").Index(j)
+		for _, msg := range validation.IsValidPortNum(int(port.ContainerPort)) {
+			errs = append(errs, field.Invalid(pp.Child("containerPort"), port.ContainerPort, msg))
 		}
-	}
-	switch pod.Spec.RestartPolicy {
-	case "", corev1.RestartPolicyAlways, corev1.RestartPolicyOnFailure, corev1.RestartPolicyNever:
-	default:
-		errs = append(errs, field.NotSupported(spec.Child("restartPolicy"), pod.Spec.RestartPolicy, []string{"Always", "OnFailure", "Never"}))
-	}
-
-	volumes := map[string]bool{}
-	for i, v := range pod.Spec.Volumes {
-		p := spec.Child("volumes").Index(i)
-		for _, msg := range validation.IsDNS1123Label(v.Name) {
-			errs = append(errs, field.Invalid(p.Child("name"), v.Name, msg))
-		}
-		if volumes[v.Name] {
-			errs = append(errs, field.Duplicate(p.Child("name"), v.Name))
-		}
-		volumes[v.Name] = true
-		if v.HostPath != nil && v.HostPath.Path == "" {
-			errs = append(errs, field.Required(p.Child("hostPath", "path"), ""))
-		}
-	}
-
-	names := map[string]bool{}
-	check := func(list []corev1.Container, kind string) {
-		for i := range list {
-			c := &list[i]
-			p := spec.Child(kind).Index(i)
-			for _, msg := range validation.IsDNS1123Label(c.Name) {
-				errs = append(errs, field.Invalid(p.Child("name"), c.Name, msg))
-			}
-			if names[c.Name] {
-				errs = append(errs, field.Duplicate(p.Child("name"), c.Name))
-			}
-			names[c.Name] = true
-			if c.Image == "" {
-				errs = append(errs, field.Required(p.Child("image"), ""))
-			}
-			paths := map[string]bool{}
-			for j, m := range c.VolumeMounts {
-				mp := p.Child("volumeMounts").Index(j)
-				if !volumes[m.Name] {
-					errs = append(errs, field.NotFound(mp.Child("name"), m.Name))
-				}
-				if m.MountPath == "" {
-					errs = append(errs, field.Required(mp.Child("mountPath"), ""))
-				}
-				if paths[m.MountPath] {
-					errs = append(errs, field.Duplicate(mp.Child("mountPath"), m.MountPath))
-				}
-				paths[m.MountPath] = true
-			}
-			for j, e := range c.Env {
-				for _, msg := range validation.IsEnvVarName(e.Name) {
-					errs = append(errs, field.Invalid(p.Child("env").Index(j).Child("name"), e.Name, msg))
-				}
-			}
-			for j, port := range c.Ports {
-				pp := p.Child("ports").Index(j)
-				for _, msg := range validation.IsValidPortNum(int(port.ContainerPort)) {
-					errs = append(errs, field.Invalid(pp.Child("containerPort"), port.ContainerPort, msg))
-				}
-				if port.Name != "" {
-					for _, msg := range validation.IsValidPortName(port.Name) {
-						errs = append(errs, field.Invalid(pp.Child("name"), port.Name, msg))
-					}
-				}
+		if port.Name != "" {
+			for _, msg := range validation.IsValidPortName(port.Name) {
+				errs = append(errs, field.Invalid(pp.Child("name"), port.Name, msg))
 			}
 		}
 	}
-	check(pod.Spec.InitContainers, "initContainers")
-	check(pod.Spec.Containers, "containers")
-	if len(pod.Spec.Containers) == 0 {
-		errs = append(errs, field.Required(spec.Child("containers"), ""))
-	}
-	if len(errs) > 0 {
-		return fmt.Errorf("%w: %v", ErrInvalid, errs.ToAggregate())
-	}
-	return nil
+	return errs
 }

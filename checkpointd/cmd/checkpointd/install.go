@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/signal"
 	"sort"
@@ -32,19 +33,7 @@ func runInstall(cmd string, args []string) int {
 	wait := fs.Bool("wait", false, "after installing, wait for SIGTERM (the DaemonSet's container keeps running, and so keeps the image on the node)")
 	stopWait := fs.Duration("stop-timeout", 2*time.Minute, "uninstall: how long to wait for the kubelet to stop checkpointd")
 	readyFile := fs.String("ready-file", "", "once done, create this file (checked by checkpointd ready, the DaemonSet's readiness probe: a rollout moves on to the next node only once this one is done)")
-	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), `Usage: checkpointd install --image=REF [flags]
-       checkpointd uninstall [flags]
-
-install copies the plugin into --cni-bin-dir and writes checkpointd's static pod
-(image --image, the node's kubeconfig, every CHECKPOINTD_* setting and daemon flag
-given here) into the kubelet's static pod directory, each atomically and only when
-it changed. uninstall removes the static pod, waits for checkpointd to stop, runs
-cleanup --all and removes the plugin; the IPAM store stays.
-
-`)
-		fs.PrintDefaults()
-	}
+	fs.Usage = func() { installUsage(fs) }
 	if code := parse(fs, "checkpointd "+cmd, args); code >= 0 {
 		return code
 	}
@@ -94,17 +83,38 @@ cleanup --all and removes the plugin; the IPAM store stays.
 		log.Error(cmd+" failed", "err", err)
 		return 1
 	}
-	if *readyFile != "" {
-		if err := os.WriteFile(*readyFile, []byte(cmd+" done\n"), 0o644); err != nil {
+	return installed(ctx, log, cmd, *readyFile, *wait)
+}
+
+// installed marks the node done (readyFile, when set: the DaemonSet's
+// readiness probe reads it) and, with wait, waits for ctx to end.
+func installed(ctx context.Context, log *slog.Logger, cmd, readyFile string, wait bool) int {
+	if readyFile != "" {
+		if err := os.WriteFile(readyFile, []byte(cmd+" done\n"), 0o644); err != nil {
 			log.Error(cmd+" done, but not marked ready", "err", err)
 			return 1
 		}
 	}
-	if *wait {
+	if wait {
 		log.Info(cmd + " done; waiting for SIGTERM")
 		<-ctx.Done()
 	}
 	return 0
+}
+
+// installUsage prints the usage of install and uninstall.
+func installUsage(fs *flag.FlagSet) {
+	fmt.Fprintf(fs.Output(), `Usage: checkpointd install --image=REF [flags]
+       checkpointd uninstall [flags]
+
+install copies the plugin into --cni-bin-dir and writes checkpointd's static pod
+(image --image, the node's kubeconfig, every CHECKPOINTD_* setting and daemon flag
+given here) into the kubelet's static pod directory, each atomically and only when
+it changed. uninstall removes the static pod, waits for checkpointd to stop, runs
+cleanup --all and removes the plugin; the IPAM store stays.
+
+`)
+	fs.PrintDefaults()
 }
 
 // staticPodFor describes checkpointd's static pod with the daemon settings

@@ -52,8 +52,60 @@ func run(args []string) int {
 	if clean {
 		fs.BoolVar(&all, "all", false, "also remove the copies' files and every checkpoint, stored secret, mark, saved lease and the last API contact")
 	}
-	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), `Usage: checkpointd [flags]
+	fs.Usage = func() { daemonUsage(fs) }
+	if code := parse(fs, "checkpointd", args); code >= 0 {
+		return code
+	}
+	if *showVersion {
+		fmt.Println("checkpointd", contract.Version)
+		return 0
+	}
+	var err error
+	if cfg.Log, err = newLogger(*logLevel); err != nil {
+		fmt.Fprintln(os.Stderr, "checkpointd:", err)
+		return 2
+	}
+
+	if clean {
+		return runCleanup(cfg, all)
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	if rebuildStore {
+		rebuilt, err := daemon.RebuildStore(ctx, cfg)
+		if err != nil {
+			cfg.Log.Error("rebuild-store failed", "err", err)
+			return 1
+		}
+		if !rebuilt {
+			fmt.Println("the store can be used: nothing to rebuild")
+		}
+		return 0
+	}
+	if err := daemon.Run(ctx, cfg); err != nil {
+		cfg.Log.Error("checkpointd failed", "err", err)
+		return 1
+	}
+	return 0
+}
+
+// runCleanup runs `checkpointd cleanup`.
+func runCleanup(cfg config.Config, all bool) int {
+	removed, err := install.Cleanup(cfg, all)
+	for _, p := range removed {
+		fmt.Println("removed", p)
+	}
+	if err != nil {
+		cfg.Log.Error("cleanup failed", "err", err)
+		return 1
+	}
+	return 0
+}
+
+// daemonUsage prints the usage of the daemon and of its commands.
+func daemonUsage(fs *flag.FlagSet) {
+	fmt.Fprintf(fs.Output(), `Usage: checkpointd [flags]
        checkpointd cleanup [--all] [flags]
        checkpointd rebuild-store [flags]
        checkpointd install|uninstall [flags]   (see checkpointd install --help)
@@ -76,51 +128,7 @@ kept as stickyip.db.damaged-<time>. It reads no placement index.
 Every flag can also be set with the environment variable CHECKPOINTD_<FLAG>, e.g. CHECKPOINTD_GRACE_PERIOD=30s.
 
 `)
-		fs.PrintDefaults()
-	}
-	if code := parse(fs, "checkpointd", args); code >= 0 {
-		return code
-	}
-	if *showVersion {
-		fmt.Println("checkpointd", contract.Version)
-		return 0
-	}
-	var err error
-	if cfg.Log, err = newLogger(*logLevel); err != nil {
-		fmt.Fprintln(os.Stderr, "checkpointd:", err)
-		return 2
-	}
-
-	if clean {
-		removed, err := install.Cleanup(cfg, all)
-		for _, p := range removed {
-			fmt.Println("removed", p)
-		}
-		if err != nil {
-			cfg.Log.Error("cleanup failed", "err", err)
-			return 1
-		}
-		return 0
-	}
-
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
-	if rebuildStore {
-		rebuilt, err := daemon.RebuildStore(ctx, cfg)
-		if err != nil {
-			cfg.Log.Error("rebuild-store failed", "err", err)
-			return 1
-		}
-		if !rebuilt {
-			fmt.Println("the store can be used: nothing to rebuild")
-		}
-		return 0
-	}
-	if err := daemon.Run(ctx, cfg); err != nil {
-		cfg.Log.Error("checkpointd failed", "err", err)
-		return 1
-	}
-	return 0
+	fs.PrintDefaults()
 }
 
 // daemonFlags defines the daemon's flags on fs, filling cfg; the install
