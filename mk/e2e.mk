@@ -18,6 +18,7 @@ E2E_RUN     ?= .
 E2E_K8S     ?=
 
 e2e-deps:
+	scripts/prebuild-e2e.sh wait
 	scripts/install-deps.sh
 	GO=$(GO) E2E_K8S=$(E2E_K8S) scripts/build-k8s.sh
 	GO=$(GO) scripts/build-flannel.sh
