@@ -87,6 +87,13 @@ func run(o options) error {
 		if err != nil {
 			return fmt.Errorf("%s: %w", pkg, err)
 		}
+		ran, killed, err := recheck(ctx, src, pkg, rep, o.timeoutCoefficient)
+		if err != nil {
+			return fmt.Errorf("%s: %w", pkg, err)
+		}
+		if ran > 0 {
+			fmt.Printf("  %d mutants in case clauses and constants, which gremlins counts as not covered, run here: %d killed\n", ran, killed)
+		}
 		v := judge(pkg, rep, eq[pkg], o.efficacy, o.coverage)
 		v.elapsed = time.Since(start)
 		figs = append(figs, v.figures)
