@@ -68,7 +68,7 @@ func TestImportedAllocationReleasedWhenHostLocalFreesIt(t *testing.T) {
 func TestBootID(t *testing.T) {
 	b, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
 	if err != nil {
-		t.Skip(err)
+		missing(t, "%v", err)
 	}
 	if got, want := bootID(), strings.TrimSpace(string(b)); got != want || len(got) != 36 {
 		t.Fatalf("bootID() = %q, want %q", got, want)

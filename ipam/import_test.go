@@ -186,11 +186,7 @@ func TestImportFilesOfAnotherOwner(t *testing.T) {
 		return
 	}
 	if os.Geteuid() != 0 {
-		// harness.Missing, which this package cannot import (harness imports it).
-		if os.Getenv("STICKYIP_STRICT") != "" {
-			t.Fatal("needs root: the files belong to root, the import runs as nobody")
-		}
-		t.Skip("needs root: the files belong to root, the import runs as nobody (CI runs as root)")
+		missing(t, "needs root: the files belong to root, the import runs as nobody")
 	}
 	dir := hostLocalDir(t, 8)
 	for _, p := range []string{dir, filepath.Dir(dir)} {
