@@ -92,6 +92,9 @@ func (p *parts) close(log *slog.Logger) {
 	}
 }
 
+// restConfig is config.RestConfig (a test lowers its rate limit).
+var restConfig = config.RestConfig
+
 // build connects checkpointd's parts: API and CRI clients, the checkpoint,
 // contact, boot and IPAM stores, the flannel lease keeper, the placement
 // publisher and the reconciler.
@@ -99,7 +102,7 @@ func build(cfg config.Config, pol policy.Policy) (*parts, error) {
 	log := cfg.Log
 	// client-go logs through klog: send it to the same structured log.
 	klog.SetSlogLogger(log.With("component", "client-go"))
-	rc, err := config.RestConfig(cfg.Kubeconfig, cfg.Timeout)
+	rc, err := restConfig(cfg.Kubeconfig, cfg.Timeout)
 	if err != nil {
 		return nil, err
 	}
