@@ -92,7 +92,7 @@ func run(o options) error {
 			return fmt.Errorf("%s: %w", pkg, err)
 		}
 		if ran > 0 {
-			fmt.Printf("  %d mutants in case clauses and constants, which gremlins counts as not covered, run here: %d killed\n", ran, killed)
+			fmt.Printf("  %d mutants where the coverage profile has no block (case clauses, constants), which gremlins counts as not covered, run here: %d killed\n", ran, killed)
 		}
 		v := judge(pkg, rep, eq[pkg], o.efficacy, o.coverage)
 		v.elapsed = time.Since(start)

@@ -5,61 +5,60 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"go/ast"
-	"go/parser"
 	"go/scanner"
 	"go/token"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strings"
 	"time"
 )
 
-// Go's coverage profile counts statements, so gremlins reports a mutant
-// in a case clause's expressions, or in a constant's value, as not covered
-// even when the tests run it. test/mutate runs those mutants itself.
+// Go's coverage profile counts blocks of statements: a case clause's
+// expressions, a constant's value, or the rest of a statement after a
+// function literal are in none, and gremlins reports a mutant there as not
+// covered even when the tests run it. test/mutate runs those mutants
+// itself: the ones in no block of the profile, counted or not (a mutant in
+// a block no test reached is not covered).
 
-// uncounted reports whether line:col of the Go file path lies where the
-// coverage profile counts nothing: a case clause's expressions, or a
-// declaration outside every function.
-func uncounted(path string, line, col int) (bool, error) {
-	fset := token.NewFileSet()
-	f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
-	if err != nil {
-		return false, err
+// block is a block of a coverage profile: from line.col to line.col.
+type block struct{ startLine, startCol, endLine, endCol int }
+
+// holds reports whether line:col is in b, as gremlins reads a profile.
+func (b block) holds(line, col int) bool {
+	switch {
+	case line > b.startLine && line < b.endLine:
+		return true
+	case b.startLine == b.endLine:
+		return line == b.startLine && col >= b.startCol && col <= b.endCol
+	default:
+		return line == b.startLine && col >= b.startCol || line == b.endLine && col <= b.endCol
 	}
-	in := func(n ast.Node) bool {
-		start, end := fset.Position(n.Pos()), fset.Position(n.End())
-		return before(start.Line, start.Column, line, col) && before(line, col+1, end.Line, end.Column)
-	}
-	for _, d := range f.Decls {
-		if g, ok := d.(*ast.GenDecl); ok && in(g) {
-			// A function literal's statements are counted.
-			found := true
-			ast.Inspect(g, func(n ast.Node) bool {
-				if fl, ok := n.(*ast.FuncLit); ok && in(fl.Body) {
-					found = false
-				}
-				return found
-			})
-			return found, nil
-		}
-	}
-	found := false
-	ast.Inspect(f, func(n ast.Node) bool {
-		if cc, ok := n.(*ast.CaseClause); ok {
-			for _, e := range cc.List {
-				found = found || in(e)
-			}
-		}
-		return !found
-	})
-	return found, nil
 }
 
-// before reports whether line:col a is at or before line:col b.
-func before(aLine, aCol, bLine, bCol int) bool {
-	return aLine < bLine || aLine == bLine && aCol <= bCol
+// readProfile returns the blocks of a coverage profile by file name
+// (import path and file).
+func readProfile(data []byte) (map[string][]block, error) {
+	blocks := map[string][]block{}
+	for _, line := range strings.Split(string(data), "\n") {
+		if line == "" || strings.HasPrefix(line, "mode:") {
+			continue
+		}
+		var file string
+		var b block
+		var stmts, count int
+		colon := strings.LastIndex(line, ":")
+		if colon < 0 {
+			return nil, fmt.Errorf("coverage profile line %q", line)
+		}
+		file = line[:colon]
+		if _, err := fmt.Sscanf(line[colon+1:], "%d.%d,%d.%d %d %d", &b.startLine, &b.startCol, &b.endLine, &b.endCol, &stmts, &count); err != nil {
+			return nil, fmt.Errorf("coverage profile line %q: %v", line, err)
+		}
+		blocks[file] = append(blocks[file], b)
+	}
+	return blocks, nil
 }
 
 // mutations are what each of gremlins' default mutators makes of a token.
@@ -101,16 +100,24 @@ type retester struct {
 	timeout  time.Duration
 }
 
-// newRetester times one run of pkg's tests, unmutated; a mutant's run may
-// take coefficient times as long.
-func newRetester(ctx context.Context, src, pkg string, coefficient int) (*retester, error) {
+// newRetester runs pkg's tests once, unmutated, with a coverage profile:
+// it returns the profile's blocks, and a retester whose runs may take
+// coefficient times as long as this one.
+func newRetester(ctx context.Context, src, pkg string, coefficient int) (*retester, map[string][]block, error) {
 	r := &retester{src: src, pkg: pkg, timeout: 10 * time.Minute}
+	profile := filepath.Join(src, "mutate-cover.out")
+	defer os.Remove(profile)
 	start := time.Now()
-	if status, out := r.test(ctx); status != "LIVED" {
-		return nil, fmt.Errorf("the tests of %s fail unmutated: %s", pkg, out)
+	if status, out := r.test(ctx, "-coverprofile="+profile); status != "LIVED" {
+		return nil, nil, fmt.Errorf("the tests of %s fail unmutated: %s", pkg, out)
 	}
 	r.timeout = max(time.Duration(coefficient)*time.Since(start), 30*time.Second)
-	return r, nil
+	data, err := os.ReadFile(profile)
+	if err != nil {
+		return nil, nil, err
+	}
+	blocks, err := readProfile(data)
+	return r, blocks, err
 }
 
 // status applies m, runs the tests, puts the file back, and returns the
@@ -132,11 +139,11 @@ func (r *retester) status(ctx context.Context, m mutant) (string, error) {
 	return status, os.WriteFile(path, src, 0o644)
 }
 
-// test runs the package's tests once.
-func (r *retester) test(ctx context.Context) (status string, output []byte) {
+// test runs the package's tests once, with flags.
+func (r *retester) test(ctx context.Context, flags ...string) (status string, output []byte) {
 	ctx, cancel := context.WithTimeout(ctx, r.timeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "go", "test", "-count=1", "-failfast", "./"+r.pkg)
+	cmd := exec.CommandContext(ctx, "go", append(append([]string{"test", "-count=1", "-failfast"}, flags...), "./"+r.pkg)...)
 	cmd.Dir = r.src
 	out, err := cmd.CombinedOutput()
 	var exit *exec.ExitError
@@ -153,31 +160,33 @@ func (r *retester) test(ctx context.Context) (status string, output []byte) {
 }
 
 // recheck runs the mutants of rep that gremlins counts as not covered
-// only because the profile counts nothing where they are, and records
-// their status in rep. It returns how many it ran and how many of those
-// the tests killed.
+// only because the profile has no block where they are, and records their
+// status in rep. It returns how many it ran and how many of those the
+// tests killed.
 func recheck(ctx context.Context, src, pkg string, rep *report, coefficient int) (ran, killed int, err error) {
-	var r *retester
+	if !slices.ContainsFunc(rep.Files, func(f reportFile) bool {
+		return slices.ContainsFunc(f.Mutations, func(m reportMutation) bool { return m.Status == "NOT COVERED" })
+	}) {
+		return 0, 0, nil
+	}
+	r, blocks, err := newRetester(ctx, src, pkg, coefficient)
+	if err != nil {
+		return 0, 0, err
+	}
 	for i := range rep.Files {
 		file := &rep.Files[i]
+		var fileBlocks []block
+		for name, bs := range blocks {
+			if strings.HasSuffix(name, "/"+pkg+"/"+file.Name) {
+				fileBlocks = bs
+			}
+		}
 		for j := range file.Mutations {
 			m := &file.Mutations[j]
-			if m.Status != "NOT COVERED" {
+			if m.Status != "NOT COVERED" || slices.ContainsFunc(fileBlocks, func(b block) bool { return b.holds(m.Line, m.Column) }) {
 				continue
 			}
-			id := mutant{file: file.Name, line: m.Line, col: m.Column, kind: m.Type}
-			if ok, err := uncounted(filepath.Join(src, pkg, file.Name), m.Line, m.Column); err != nil || !ok {
-				if err != nil {
-					return ran, killed, err
-				}
-				continue
-			}
-			if r == nil {
-				if r, err = newRetester(ctx, src, pkg, coefficient); err != nil {
-					return ran, killed, err
-				}
-			}
-			if m.Status, err = r.status(ctx, id); err != nil {
+			if m.Status, err = r.status(ctx, mutant{file: file.Name, line: m.Line, col: m.Column, kind: m.Type}); err != nil {
 				return ran, killed, err
 			}
 			ran++

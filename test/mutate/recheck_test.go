@@ -1,8 +1,6 @@
 package main
 
 import (
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -25,25 +23,50 @@ func f(n int) int {
 }
 `
 
-func TestUncounted(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "p.go")
-	if err := os.WriteFile(path, []byte(sample), 0o600); err != nil {
+// The blocks of a profile for sample, as go test -coverprofile writes
+// them: the case clause's expression (line 9), the constant (line 3) and
+// the rest of line 12 are in none.
+const sampleProfile = `mode: set
+example.com/p/p.go:5.29,5.45 1 1
+example.com/p/p.go:7.20,8.9 1 1
+example.com/p/p.go:9.17,10.15 1 0
+example.com/p/p.go:12.2,12.11 1 1
+example.com/p/p.go:12.11,14.3 1 0
+example.com/p/p.go:15.2,15.10 1 1
+`
+
+func TestProfileBlocks(t *testing.T) {
+	blocks, err := readProfile([]byte(sampleProfile))
+	if err != nil {
 		t.Fatal(err)
+	}
+	bs := blocks["example.com/p/p.go"]
+	in := func(line, col int) bool {
+		for _, b := range bs {
+			if b.holds(line, col) {
+				return true
+			}
+		}
+		return false
 	}
 	for _, tc := range []struct {
 		line, col int
 		want      bool
 	}{
-		{3, 19, true},   // the constant's *
-		{5, 40, false},  // > in a function literal: counted
-		{9, 9, true},    // > in the case clause
-		{10, 12, false}, // - in the case's body: counted
-		{12, 7, false},  // < in an if: counted
+		{3, 19, false}, // the constant's *
+		{5, 40, true},  // > in a function literal
+		{9, 9, false},  // > in the case clause
+		{10, 12, true}, // - in the case's body (a block no test reached)
+		{12, 7, true},  // < in an if
+		{13, 10, true}, // - inside the if's body
+		{16, 1, false},
 	} {
-		got, err := uncounted(path, tc.line, tc.col)
-		if err != nil || got != tc.want {
-			t.Errorf("%d:%d: %v (%v), want %v", tc.line, tc.col, got, err, tc.want)
+		if got := in(tc.line, tc.col); got != tc.want {
+			t.Errorf("%d:%d in a block: %v, want %v", tc.line, tc.col, got, tc.want)
 		}
+	}
+	if _, err := readProfile([]byte("mode: set\nno colon here\n")); err == nil {
+		t.Error("a line without position read without error")
 	}
 }
 

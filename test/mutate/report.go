@@ -13,15 +13,19 @@ import (
 // report is what gremlins writes with -o (its JSON output): every
 // mutation of the package, by file (named relative to the package).
 type report struct {
-	Files []struct {
-		Name      string `json:"file_name"`
-		Mutations []struct {
-			Type   string `json:"type"`
-			Status string `json:"status"`
-			Line   int    `json:"line"`
-			Column int    `json:"column"`
-		} `json:"mutations"`
-	} `json:"files"`
+	Files []reportFile `json:"files"`
+}
+
+type reportFile struct {
+	Name      string           `json:"file_name"`
+	Mutations []reportMutation `json:"mutations"`
+}
+
+type reportMutation struct {
+	Type   string `json:"type"`
+	Status string `json:"status"`
+	Line   int    `json:"line"`
+	Column int    `json:"column"`
 }
 
 // readReport reads a gremlins JSON report.
