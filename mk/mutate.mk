@@ -12,10 +12,12 @@ GREMLINS_VERSION := v0.6.0
 GREMLINS         := $(CURDIR)/_output/tools/gremlins
 GREMLINS_STAMP   := $(CURDIR)/_output/tools/.gremlins-$(GREMLINS_VERSION)
 
-# checkpointd/retention and checkpointd/placement are being redesigned:
-# add them (MUTATE_PACKAGES+=...) once they settle.
+# checkpointd/retention and checkpointd/placement, and ipam's retention.go,
+# are being redesigned: add them (MUTATE_PACKAGES+=..., and drop the file
+# from MUTATE_SKIP) once they settle.
 MUTATE_PACKAGES ?= ./ipam ./reservation/boltstore ./checkpointd/state ./checkpointd/sanitize \
 	./checkpointd/policy ./checkpointd/rebuild ./plugins/ipam/stickyip/cni
+MUTATE_SKIP       ?= ipam/retention.go
 MUTATE_BASE       ?=
 MUTATE_EFFICACY   ?= 90
 MUTATE_COVERAGE   ?= 85
@@ -31,7 +33,7 @@ $(GREMLINS_STAMP):
 # Niced: the mutants' compiles and tests yield to other work on the host.
 mutate: gremlins-tool
 	nice -n 10 $(GO) run ./test/mutate -gremlins $(GREMLINS) -equivalent test/mutate/equivalent.txt -out _output/mutate \
-		-efficacy $(MUTATE_EFFICACY) -coverage $(MUTATE_COVERAGE) -workers $(MUTATE_WORKERS) \
+		-efficacy $(MUTATE_EFFICACY) -coverage $(MUTATE_COVERAGE) -workers $(MUTATE_WORKERS) -skip '$(MUTATE_SKIP)' \
 		$(if $(MUTATE_BASE),-base $(MUTATE_BASE)) $(MUTATE_PACKAGES)
 
 mutate-changed:

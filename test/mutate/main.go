@@ -30,6 +30,14 @@ func main() {
 	flag.Float64Var(&o.coverage, "coverage", 85, "the lowest mutant coverage (%) a package may have")
 	flag.IntVar(&o.workers, "workers", 1, "gremlins' workers")
 	flag.IntVar(&o.timeoutCoefficient, "timeout-coefficient", 5, "a mutant's tests may take this many times the package's coverage run")
+	flag.Func("skip", "a file not to mutate, from the repository's top (repeatable; comma-separated)", func(v string) error {
+		for _, f := range strings.Split(v, ",") {
+			if f = strings.TrimSpace(f); f != "" {
+				o.skip = append(o.skip, path.Clean(f))
+			}
+		}
+		return nil
+	})
 	flag.Parse()
 	o.packages = flag.Args()
 	if err := run(o); err != nil {
@@ -43,7 +51,7 @@ type options struct {
 	gremlins, equivalent, out, base string
 	efficacy, coverage              float64
 	workers, timeoutCoefficient     int
-	packages                        []string
+	packages, skip                  []string
 }
 
 // run checks every package, all of them even after one fails, and

@@ -6,7 +6,9 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -78,8 +80,13 @@ func unleash(ctx context.Context, o options, src, pkg string) (*report, error) {
 		return nil, err
 	}
 	defer logFile.Close()
-	cmd := exec.CommandContext(ctx, o.gremlins, "unleash", "--workers", strconv.Itoa(o.workers),
-		"--timeout-coefficient", strconv.Itoa(o.timeoutCoefficient), "-o", name+".json", "./"+pkg)
+	args := []string{"unleash", "--workers", strconv.Itoa(o.workers), "--timeout-coefficient", strconv.Itoa(o.timeoutCoefficient), "-o", name + ".json"}
+	for _, f := range o.skip {
+		if path.Dir(f) == pkg { // gremlins matches the file's path in the package
+			args = append(args, "--exclude-files", "^"+regexp.QuoteMeta(path.Base(f))+"$")
+		}
+	}
+	cmd := exec.CommandContext(ctx, o.gremlins, append(args, "./"+pkg)...)
 	cmd.Dir = src
 	// A test result from the cache would make the coverage run, which
 	// sets every mutant's timeout, take no time at all.
