@@ -3,8 +3,10 @@ package ipam
 import (
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stickyip/stickyip/reservation"
 )
@@ -72,5 +74,24 @@ func TestBootID(t *testing.T) {
 	}
 	if got, want := bootID(), strings.TrimSpace(string(b)); got != want || len(got) != 36 {
 		t.Fatalf("bootID() = %q, want %q", got, want)
+	}
+}
+
+// TestBootTime: the boot's start is /proc/stat's btime, in UTC.
+func TestBootTime(t *testing.T) {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		missing(t, "%v", err)
+	}
+	var want int64 = -1
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "btime "); ok {
+			if want, err = strconv.ParseInt(v, 10, 64); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if got := bootTime(); got.Unix() != want || got.Location() != time.UTC {
+		t.Fatalf("bootTime() = %v, want btime %d in UTC", got, want)
 	}
 }
