@@ -120,9 +120,8 @@ func newRetester(ctx context.Context, src, pkg string, coefficient int) (*retest
 	return r, blocks, err
 }
 
-// status applies m, runs the tests, puts the file back, and returns the
-// mutant's status as gremlins names them.
-func (r *retester) status(ctx context.Context, m mutant) (string, error) {
+// with applies m, runs fn, puts the file back, and returns fn's status.
+func (r *retester) with(m mutant, fn func() string) (string, error) {
 	path := filepath.Join(r.src, r.pkg, m.file)
 	src, err := os.ReadFile(path)
 	if err != nil {
@@ -135,8 +134,19 @@ func (r *retester) status(ctx context.Context, m mutant) (string, error) {
 	if err := os.WriteFile(path, mutated, 0o644); err != nil {
 		return "", err
 	}
-	status, _ := r.test(ctx)
+	status := fn()
 	return status, os.WriteFile(path, src, 0o644)
+}
+
+// builds compiles the package: "NOT VIABLE" when it does not compile, else
+// "NOT COVERED" (what a mutant no test reaches is).
+func (r *retester) builds(ctx context.Context) string {
+	cmd := exec.CommandContext(ctx, "go", "build", "./"+r.pkg)
+	cmd.Dir = r.src
+	if err := cmd.Run(); err != nil && ctx.Err() == nil {
+		return "NOT VIABLE"
+	}
+	return "NOT COVERED"
 }
 
 // test runs the package's tests once, with flags.
@@ -162,7 +172,9 @@ func (r *retester) test(ctx context.Context, flags ...string) (status string, ou
 // recheck runs the mutants of rep that gremlins counts as not covered
 // only because the profile has no block where they are, and records their
 // status in rep. It returns how many it ran and how many of those the
-// tests killed.
+// tests killed. An arithmetic mutant no test reaches is compiled: one that
+// does not compile (a string's +) is no mutant, as gremlins counts one it
+// runs.
 func recheck(ctx context.Context, src, pkg string, rep *report, coefficient int) (ran, killed int, err error) {
 	if !slices.ContainsFunc(rep.Files, func(f reportFile) bool {
 		return slices.ContainsFunc(f.Mutations, func(m reportMutation) bool { return m.Status == "NOT COVERED" })
@@ -183,10 +195,19 @@ func recheck(ctx context.Context, src, pkg string, rep *report, coefficient int)
 		}
 		for j := range file.Mutations {
 			m := &file.Mutations[j]
-			if m.Status != "NOT COVERED" || slices.ContainsFunc(fileBlocks, func(b block) bool { return b.holds(m.Line, m.Column) }) {
+			if m.Status != "NOT COVERED" {
 				continue
 			}
-			if m.Status, err = r.status(ctx, mutant{file: file.Name, line: m.Line, col: m.Column, kind: m.Type}); err != nil {
+			id := mutant{file: file.Name, line: m.Line, col: m.Column, kind: m.Type}
+			if slices.ContainsFunc(fileBlocks, func(b block) bool { return b.holds(m.Line, m.Column) }) {
+				if m.Type == "ARITHMETIC_BASE" {
+					if m.Status, err = r.with(id, func() string { return r.builds(ctx) }); err != nil {
+						return ran, killed, err
+					}
+				}
+				continue
+			}
+			if m.Status, err = r.with(id, func() string { status, _ := r.test(ctx); return status }); err != nil {
 				return ran, killed, err
 			}
 			ran++
