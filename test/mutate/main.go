@@ -30,11 +30,9 @@ func main() {
 	flag.Float64Var(&o.coverage, "coverage", 85, "the lowest mutant coverage (%) a package may have")
 	flag.IntVar(&o.workers, "workers", 1, "gremlins' workers")
 	flag.IntVar(&o.timeoutCoefficient, "timeout-coefficient", 5, "a mutant's tests may take this many times the package's coverage run")
-	flag.Func("skip", "a file not to mutate, from the repository's top (repeatable; comma-separated)", func(v string) error {
-		for _, f := range strings.Split(v, ",") {
-			if f = strings.TrimSpace(f); f != "" {
-				o.skip = append(o.skip, path.Clean(f))
-			}
+	flag.Func("skip", "files not to mutate, from the repository's top (separated by spaces or commas; repeatable)", func(v string) error {
+		for _, f := range strings.FieldsFunc(v, func(r rune) bool { return r == ',' || r == ' ' || r == '\t' }) {
+			o.skip = append(o.skip, path.Clean(f))
 		}
 		return nil
 	})
