@@ -1,10 +1,13 @@
 package boltstore
 
 import (
+	"bytes"
 	"encoding/json"
+	"errors"
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -188,5 +191,41 @@ func TestMarkLegacyIdentitiesStep(t *testing.T) {
 	}
 	if problems, err := s.Check(); err != nil || len(problems) > 0 {
 		t.Fatalf("migrated store: %v %v", err, problems)
+	}
+}
+
+// A migration that fails leaves the store as it found it: one step's
+// change (the renamed bucket) is not kept when a later step fails, the
+// schema stays, and the error names the step. A record of the old store
+// that does not decode fails it.
+func TestFailedMigrationChangesNothing(t *testing.T) {
+	dir := t.TempDir()
+	writeSchema1(t, dir)
+	path := filepath.Join(dir, DBFile)
+	db, err := bolt.Open(path, 0o600, nil)
+	must(t, err)
+	must(t, db.Update(func(tx *bolt.Tx) error {
+		return tx.Bucket([]byte("networks")).Bucket([]byte("cbr0")).Bucket([]byte("ips")).Put(addrKey(netip.MustParseAddr("10.0.0.3")), []byte(`{"ip":`))
+	}))
+	must(t, db.Close())
+	before, err := os.ReadFile(path)
+	must(t, err)
+
+	s := New(dir, time.Second)
+	for name, call := range map[string]func() error{
+		"write": func() error { return s.Update("cbr0", func(reservation.Txn) error { return nil }) },
+		"read":  func() error { return s.View("cbr0", func(reservation.Txn) error { return nil }) },
+	} {
+		err := call()
+		if !errors.Is(err, reservation.ErrCorrupt) || !strings.Contains(err.Error(), "migrating to schema 3") {
+			t.Errorf("%s of a store whose migration fails: %v, want ErrCorrupt naming the step", name, err)
+		}
+		after, _ := os.ReadFile(path)
+		if !bytes.Equal(before, after) {
+			t.Fatalf("%s: the store changed although its migration failed", name)
+		}
+		if v, old := schemaOf(t, path); v != 1 || !old {
+			t.Fatalf("%s: schema %d, old meta bucket %t; want schema 1 as it was", name, v, old)
+		}
 	}
 }
