@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -76,10 +77,19 @@ func TestPublisherReadsEachChangeOnce(t *testing.T) {
 	if u, c := reads(); u != uses+1 || c != confReads+1 {
 		t.Errorf("the ADD was read %d times from the store and %d from the directory by the publisher and the pass together, want once each", u-uses, c-confReads)
 	}
+	// The pass after the ADD saw it: a view of the store serves one pass,
+	// never the next.
+	if !strings.Contains(api.last, "db-1") {
+		t.Errorf("the publisher's pass after the ADD wrote %q, want the claim of db/db-1", api.last)
+	}
 }
 
-// recordingAPI is an API server that takes every write.
-type recordingAPI struct{ writes int }
+// recordingAPI is an API server that takes every write; last is the value
+// of the last one.
+type recordingAPI struct {
+	writes int
+	last   string
+}
 
 func (a *recordingAPI) NodeUID(context.Context) (types.UID, error) { return "node1-uid", nil }
 
@@ -89,6 +99,7 @@ func (a *recordingAPI) Get(context.Context, string, string) (*placement.Shard, e
 
 func (a *recordingAPI) Write(_ context.Context, _, _ string, c placement.Change) (*placement.Shard, error) {
 	a.writes++
+	a.last = c.Value
 	return &placement.Shard{Exists: true, RV: fmt.Sprint(a.writes), Values: map[string]string{"node1": c.Value}}, nil
 }
 
