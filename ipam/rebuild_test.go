@@ -284,3 +284,16 @@ func TestRestoreKeptByStatefulSet(t *testing.T) {
 		t.Fatalf("apps/web-1's allocation %+v, want it unchanged", r)
 	}
 }
+
+// A rebuild with a reuse delay leaves the address of a plain sandbox that
+// is gone cooling, and its report counts it.
+func TestRebuildCountsCooling(t *testing.T) {
+	w := newWorld(t, v4Rebuild)
+	w.eng.reuseDelay = time.Minute
+	gone := attachment("c-gone", "apps", "plain", "u2", "10.1.0.4", nil)
+	w.dead[gone.Netns] = true
+	rep := w.rebuild([]Attachment{gone, attachment("c-live", "apps", "live", "u3", "10.1.0.5", nil)}, nil, time.Time{})
+	if rep.Cooling != 1 || rep.Allocated != 1 || w.stateOf("10.1.0.4") != reservation.Cooling {
+		t.Fatalf("report %+v, records %+v; want the gone sandbox's address cooling and counted", rep, w.records())
+	}
+}
