@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/stickyip/stickyip/reservation"
+	"github.com/stickyip/stickyip/test/harness/strict"
 )
 
 func TestNetnsGoneIsConservative(t *testing.T) {
@@ -70,7 +71,7 @@ func TestImportedAllocationReleasedWhenHostLocalFreesIt(t *testing.T) {
 func TestBootID(t *testing.T) {
 	b, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
 	if err != nil {
-		missing(t, "%v", err)
+		strict.Missing(t, "%v", err)
 	}
 	if got, want := bootID(), strings.TrimSpace(string(b)); got != want || len(got) != 36 {
 		t.Fatalf("bootID() = %q, want %q", got, want)
@@ -81,7 +82,7 @@ func TestBootID(t *testing.T) {
 func TestBootTime(t *testing.T) {
 	b, err := os.ReadFile("/proc/stat")
 	if err != nil {
-		missing(t, "%v", err)
+		strict.Missing(t, "%v", err)
 	}
 	var want int64 = -1
 	for _, line := range strings.Split(string(b), "\n") {

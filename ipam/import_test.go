@@ -15,6 +15,7 @@ import (
 
 	"github.com/stickyip/stickyip/reservation"
 	"github.com/stickyip/stickyip/reservation/fake"
+	"github.com/stickyip/stickyip/test/harness/strict"
 )
 
 // roomy is a Txn with or without room for a bulk load.
@@ -187,7 +188,7 @@ func TestImportFilesOfAnotherOwner(t *testing.T) {
 		return
 	}
 	if os.Geteuid() != 0 {
-		missing(t, "needs root: the files belong to root, the import runs as nobody")
+		strict.Missing(t, "needs root: the files belong to root, the import runs as nobody")
 	}
 	dir := hostLocalDir(t, 8)
 	for _, p := range []string{dir, filepath.Dir(dir)} {
