@@ -469,3 +469,21 @@ func TestJournalEntryEndingPastAPage(t *testing.T) {
 		}
 	}
 }
+
+// A journaled PutAll journals every record it puts: the next call sees all.
+func TestJournaledPutAll(t *testing.T) {
+	s := newStore(t)
+	put(t, s, "10.0.0.2")
+	must(t, s.UpdateJournaled("n", func(tx reservation.Txn) error {
+		return tx.PutAll([]*reservation.Record{
+			{IP: netip.MustParseAddr("10.0.0.3"), State: reservation.Allocated, ContainerID: "c3", IfName: "eth0"},
+			{IP: netip.MustParseAddr("10.0.0.4"), State: reservation.Allocated, ContainerID: "c4", IfName: "eth0"},
+		})
+	}))
+	if !journalHead(s.Dir()) {
+		t.Fatal("the PutAll was not journaled: the test shows nothing")
+	}
+	if got := held(t, s); !slices.Equal(got, []string{"10.0.0.2", "10.0.0.3", "10.0.0.4"}) {
+		t.Fatalf("after a journaled PutAll a call sees %v, want [10.0.0.2 10.0.0.3 10.0.0.4]", got)
+	}
+}

@@ -344,3 +344,21 @@ func TestCheckFindsDoubleHolders(t *testing.T) {
 		}
 	}
 }
+
+// A lock timeout of 0 is the store's default: a call waits for a writer
+// that holds the store briefly, rather than failing at once.
+func TestZeroLockTimeoutWaits(t *testing.T) {
+	s := newStore(t)
+	put(t, s, "10.0.0.2")
+	f, err := os.OpenFile(filepath.Join(s.Dir(), LockFile), os.O_RDWR, 0)
+	must(t, err)
+	defer f.Close()
+	must(t, unix.Flock(int(f.Fd()), unix.LOCK_EX))
+	go func() {
+		time.Sleep(300 * time.Millisecond)
+		_ = unix.Flock(int(f.Fd()), unix.LOCK_UN)
+	}()
+	if err := New(s.Dir(), 0).Update("n", func(reservation.Txn) error { return nil }); err != nil {
+		t.Fatalf("a write with lock timeout 0 behind a writer of 300 ms: %v", err)
+	}
+}
