@@ -69,3 +69,21 @@ func TestFailedSyncFailsTheWrite(t *testing.T) {
 		}
 	}
 }
+
+// TestWaitFileSyncs: the wait a new store is held back by outlasts a power
+// cut: its content synced, then renamed into place and the directory
+// synced.
+func TestWaitFileSyncs(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	seen := syncs(t, dir, "")
+	err := New(dir, time.Second).WithNewStoreWait(time.Hour).Update("n", func(reservation.Txn) error { return nil })
+	if !errors.Is(err, reservation.ErrAwaiting) {
+		t.Fatalf("first write of a store held back: %v, want ErrAwaiting", err)
+	}
+	if want := []string{WaitFile + ".new []", "data []"}; strings.Join(*seen, ", ") != strings.Join(want, ", ") {
+		t.Fatalf("syncs: %q, want %q", *seen, want)
+	}
+	if _, err := os.Stat(filepath.Join(dir, WaitFile)); err != nil {
+		t.Fatalf("no wait file: %v", err)
+	}
+}
