@@ -2,13 +2,18 @@ package rebuild
 
 import (
 	"fmt"
+	"net"
 	"net/netip"
 	"os"
-	"os/exec"
+	"runtime"
 	"strings"
 	"testing"
 
-	testharness "github.com/stickyip/stickyip/test/harness"
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
+
+	"github.com/stickyip/stickyip/test/harness/strict"
 )
 
 // TestNetnsAddrs: the addresses read from a sandbox's namespace are those
@@ -16,24 +21,10 @@ import (
 // namespace that cannot be opened is an error naming it.
 func TestNetnsAddrs(t *testing.T) {
 	if os.Geteuid() != 0 {
-		testharness.Missing(t, "needs root to make a network namespace")
+		strict.Missing(t, "needs root to make a network namespace")
 	}
-	if _, err := exec.LookPath("ip"); err != nil {
-		testharness.Missing(t, "needs ip (iproute2): %v", err)
-	}
-	ns := testharness.NewNetns(t, "rebuild")
-	for _, args := range [][]string{
-		{"link", "add", "eth0", "type", "veth", "peer", "name", "peer0"},
-		{"addr", "add", "10.9.0.5/24", "dev", "eth0"},
-		{"addr", "add", "fd09::5/64", "dev", "eth0", "nodad"},
-		{"addr", "add", "fe80::5/64", "dev", "eth0", "nodad"},
-		{"link", "set", "eth0", "up"},
-	} {
-		if _, err := testharness.Run(nil, "ip", append([]string{"-n", ns.Name}, args...)...); err != nil {
-			t.Fatal(err)
-		}
-	}
-	got, err := NetnsAddrs(ns.Path)
+	ns := sandboxNetns(t, "10.9.0.5/24", "fd09::5/64", "fe80::5/64")
+	got, err := NetnsAddrs(fmt.Sprintf("/proc/self/fd/%d", ns))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,4 +36,49 @@ func TestNetnsAddrs(t *testing.T) {
 	if _, err := NetnsAddrs("/proc/self/ns/none"); err == nil || !strings.Contains(err.Error(), "/proc/self/ns/none") {
 		t.Errorf("a namespace that does not exist: %v, want an error naming it", err)
 	}
+}
+
+// sandboxNetns makes a network namespace, gone when the test ends, whose
+// eth0 (one end of a veth pair) is up with addrs, and returns a descriptor
+// of it.
+func sandboxNetns(t *testing.T, addrs ...string) netns.NsHandle {
+	t.Helper()
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	orig, err := netns.Get()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer orig.Close()
+	ns, err := netns.New() // and the thread enters it
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := netns.Set(orig); err != nil {
+			panic(err) // the thread would stay in the test's namespace
+		}
+	}()
+	t.Cleanup(func() { ns.Close() })
+	if err := netlink.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: "eth0"}, PeerName: "peer0"}); err != nil {
+		t.Fatal(err)
+	}
+	eth0, err := netlink.LinkByName("eth0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range addrs {
+		ip, ipn, err := net.ParseCIDR(a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ipn.IP = ip
+		if err := netlink.AddrAdd(eth0, &netlink.Addr{IPNet: ipn, Flags: unix.IFA_F_NODAD}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := netlink.LinkSetUp(eth0); err != nil {
+		t.Fatal(err)
+	}
+	return ns
 }

@@ -4,13 +4,13 @@ import (
 	"errors"
 	"net/netip"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+	"golang.org/x/sys/unix"
 
 	"github.com/stickyip/stickyip/reservation"
 	"github.com/stickyip/stickyip/test/harness/strict"
@@ -45,10 +45,10 @@ func TestHealthOfAFullFileSystem(t *testing.T) {
 		strict.Missing(t, "needs root to mount a small tmpfs")
 	}
 	dir := t.TempDir()
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", dir).CombinedOutput(); err != nil {
-		t.Fatalf("mount: %v: %s", err, out)
+	if err := unix.Mount("tmpfs", dir, "tmpfs", 0, "size=64k"); err != nil {
+		t.Fatalf("mounting a tmpfs on %s: %v", dir, err)
 	}
-	t.Cleanup(func() { _ = exec.Command("umount", dir).Run() })
+	t.Cleanup(func() { _ = unix.Unmount(dir, 0) })
 	s := New(filepath.Join(dir, "data"), time.Second)
 	put(t, s, "10.0.0.2")
 	if err := s.Health(); err != nil {
