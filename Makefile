@@ -39,10 +39,11 @@ install: build
 	install -m 0755 $(BIN)/stickyip $(DESTDIR)$(CNI_BIN_DIR)/stickyip
 
 # Unit tests: no network, no real components. deploy/policycheck
-# is a module of its own (the API server's CEL libraries, which the
-# binaries must not build with): the placement policies' CEL against
-# checkpointd's Go. The vet of the tiers' tagged tests costs seconds once
-# their packages are in the build cache.
+# is a module of its own (the API server's admission code and CEL
+# libraries, which the binaries must not build with): the placement
+# policies run on Kubernetes 1.37's, and in deploy/policycheck/k136 on
+# 1.36's. The vet of the tiers' tagged tests costs seconds once their
+# packages are in the build cache.
 #
 # Strict mode (harness.StrictEnv) when run as root, as CI runs it: a unit
 # test whose dependency is missing fails. A user who is not root runs the
@@ -53,6 +54,7 @@ test:
 	@[ "$$(id -u)" = 0 ] || echo "make test: not root: the unit tests that need root skip (go test -v shows which)"
 	$(GO) test -count=1 ./...
 	cd deploy/policycheck && $(GO) vet ./... && $(GO) test -count=1 ./...
+	cd deploy/policycheck/k136 && $(GO) vet ./... && $(GO) test -count=1 ./...
 
 # Everything CI runs: unit tests, then every registered tier.
 # Cheapest first: a broken build fails before the long end-to-end tier.

@@ -53,7 +53,7 @@ const (
 	// its duration from then with Retain); any other pod's is fixed.
 	RetentionWorkload = "workload"
 	// RetentionFixed: the reservation lasts its duration after the DEL,
-	// whatever the pod's controller does (the behaviour before issue 51).
+	// whatever the pod's controller does (the former default).
 	RetentionFixed = "fixed"
 
 	// AnnotationIPs asks for specific addresses, one per range set,

@@ -2,8 +2,8 @@ package contract
 
 import "time"
 
-// Defaults both binaries use; docs/plugin.md's "Configuration reference" and
-// docs/checkpointd.md document them.
+// Defaults both binaries use; docs/configuration.md documents
+// them.
 const (
 	// DefaultDataDir is the plugin's dataDir and checkpointd's --data-dir.
 	DefaultDataDir = "/var/lib/cni/stickyip"

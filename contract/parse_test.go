@@ -125,7 +125,7 @@ func TestParseDurationFrom(t *testing.T) {
 	}
 }
 
-// The names a StatefulSet gives its pods (issue 51): <set>-<ordinal>, the
+// The names a StatefulSet gives its pods: <set>-<ordinal>, the
 // ordinal in decimal as the controller writes it.
 func TestStatefulSetOrdinal(t *testing.T) {
 	for _, tc := range []struct {

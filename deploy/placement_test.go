@@ -3,16 +3,17 @@ package deploy
 import (
 	"fmt"
 	"io/fs"
+	"path"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 
 	admissionv1 "k8s.io/api/admissionregistration/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"github.com/stickyip/stickyip/checkpointd/placement"
-	"github.com/stickyip/stickyip/checkpointd/placement/entry"
 	"github.com/stickyip/stickyip/contract"
+	"github.com/stickyip/stickyip/contract/placementv1"
 )
 
 // placementDocs is PlacementObjects, failing the test on an error.
@@ -25,116 +26,212 @@ func placementDocs(t *testing.T) map[string]any {
 	return docs
 }
 
-// The policies compute in CEL what checkpointd computes in Go (the shard of
-// an identity, the names, the label, the bounds): one source, checked here.
-func TestPlacementManifestsMatchThePublisher(t *testing.T) {
+// doc returns the object key of docs as a T, failing the test when it is
+// missing or of another type.
+func doc[T any](t *testing.T, docs map[string]any, key string) T {
+	t.Helper()
+	v, ok := docs[key].(T)
+	if !ok {
+		t.Fatalf("deploy/placement has no %s (%T)", key, docs[key])
+	}
+	return v
+}
+
+// celOf is every expression of a policy's match conditions, variables,
+// validations (with their messages) and mutations, one a line.
+func celOf(p any) string {
+	var b strings.Builder
+	switch p := p.(type) {
+	case *admissionv1.ValidatingAdmissionPolicy:
+		for _, m := range p.Spec.MatchConditions {
+			b.WriteString(m.Expression + "\n")
+		}
+		for _, v := range p.Spec.Variables {
+			b.WriteString(v.Expression + "\n")
+		}
+		for _, v := range p.Spec.Validations {
+			b.WriteString(v.Expression + "\n" + v.Message + "\n" + v.MessageExpression + "\n")
+		}
+	case *admissionv1.MutatingAdmissionPolicy:
+		for _, m := range p.Spec.MatchConditions {
+			b.WriteString(m.Expression + "\n")
+		}
+		for _, v := range p.Spec.Variables {
+			b.WriteString(v.Expression + "\n")
+		}
+		for _, m := range p.Spec.Mutations {
+			b.WriteString(m.JSONPatch.Expression + "\n")
+		}
+	}
+	return b.String()
+}
+
+// The API's names in the CRDs are contract/placementv1's, and so are the
+// bounds the schema puts on a record.
+func TestCRDsAreTheContract(t *testing.T) {
 	docs := placementDocs(t)
-	index := docs["ValidatingAdmissionPolicy/stickyip-placement-index"].(*admissionv1.ValidatingAdmissionPolicy)
-	hint := docs["MutatingAdmissionPolicy/stickyip-placement"].(*admissionv1.MutatingAdmissionPolicy)
-	var indexCEL, hintCEL strings.Builder
-	for _, v := range index.Spec.Variables {
-		indexCEL.WriteString(v.Expression + "\n")
-	}
-	for _, v := range index.Spec.Validations {
-		indexCEL.WriteString(v.Expression + "\n" + v.MessageExpression + "\n")
-	}
-	for _, m := range hint.Spec.MatchConditions {
-		hintCEL.WriteString(m.Expression + "\n")
-	}
-	for _, v := range hint.Spec.Variables {
-		hintCEL.WriteString(v.Expression + "\n")
-	}
-	for name, cel := range map[string]string{"index policy": indexCEL.String(), "placement policy": hintCEL.String()} {
-		for _, want := range []string{"'" + placement.ShardAlphabet + "'", "% " + strconv.Itoa(placement.ShardCount),
-			placement.ShardPrefix, contract.AnnotationIdentity, "'" + contract.IdentityKeyPrefix + "'"} {
-			if !strings.Contains(cel, want) && !(name == "index policy" && want == contract.AnnotationIdentity) {
-				t.Errorf("%s does not use %q, as checkpointd/placement does", name, want)
-			}
+	for _, c := range []struct {
+		kind, plural, scope string
+		status              bool
+	}{
+		{placementv1.NodeRecordKind, placementv1.NodeRecordResource, "Cluster", true},
+		{placementv1.PlacementIndexKind, placementv1.PlacementIndexResource, "Namespaced", false},
+	} {
+		crd := doc[*unstructured.Unstructured](t, docs, "CustomResourceDefinition/"+c.plural+"."+placementv1.Group)
+		str := func(f ...string) string { s, _, _ := unstructured.NestedString(crd.Object, f...); return s }
+		if str("spec", "group") != placementv1.Group || str("spec", "names", "kind") != c.kind ||
+			str("spec", "names", "plural") != c.plural || str("spec", "scope") != c.scope {
+			t.Errorf("CRD %s: group %s, kind %s, plural %s, scope %s; want %s, %s, %s, %s", crd.GetName(), str("spec", "group"),
+				str("spec", "names", "kind"), str("spec", "names", "plural"), str("spec", "scope"), placementv1.Group, c.kind, c.plural, c.scope)
 		}
-	}
-	for _, want := range []string{"<= " + strconv.Itoa(entry.MaxValueLen), "<= " + strconv.Itoa(entry.MaxIPs)} {
-		if !strings.Contains(indexCEL.String(), want) {
-			t.Errorf("index policy does not bound %q as entry does", want)
+		versions, _, _ := unstructured.NestedSlice(crd.Object, "spec", "versions")
+		if len(versions) != 1 {
+			t.Fatalf("CRD %s: %d versions, want %s alone", crd.GetName(), len(versions), placementv1.Version)
 		}
-	}
-	if !strings.Contains(hintCEL.String(), "'"+contract.AnnotationPlacement+"'") || !strings.Contains(hintCEL.String(), "'"+contract.PlacementRequired+"'") {
-		t.Errorf("placement policy does not read %s: %s", contract.AnnotationPlacement, contract.PlacementRequired)
-	}
-	role := docs["ClusterRole/stickyip:placement-publisher"].(*rbacv1.ClusterRole)
-	var names []string
-	for i := range placement.ShardCount {
-		names = append(names, placement.ShardName(i))
-	}
-	if got := fmt.Sprint(role.Rules[1].ResourceNames); got != fmt.Sprint(names) {
-		t.Errorf("RBAC names %s, want the shards %s", got, names)
-	}
-	for _, b := range []string{"MutatingAdmissionPolicyBinding/stickyip-placement", "MutatingAdmissionPolicyBinding/stickyip-placement-params",
-		"ValidatingAdmissionPolicyBinding/stickyip-placement-params"} {
-		var sel string
-		switch o := docs[b].(type) {
-		case *admissionv1.MutatingAdmissionPolicyBinding:
-			sel = fmt.Sprint(o.Spec.ParamRef.Selector.MatchExpressions)
-		case *admissionv1.ValidatingAdmissionPolicyBinding:
-			sel = fmt.Sprint(o.Spec.ParamRef.Selector.MatchExpressions)
+		v := versions[0].(map[string]any)
+		_, status, _ := unstructured.NestedMap(v, "subresources", "status")
+		if v["name"] != placementv1.Version || v["served"] != true || v["storage"] != true || status != c.status {
+			t.Errorf("CRD %s: version %v served %v storage %v, status subresource %v; want %s, true, true, %v",
+				crd.GetName(), v["name"], v["served"], v["storage"], status, placementv1.Version, c.status)
 		}
-		if !strings.Contains(sel, placement.IndexLabel) {
-			t.Errorf("%s selects %s, want the label %s", b, sel, placement.IndexLabel)
+		if c.kind != placementv1.NodeRecordKind {
+			continue
 		}
-	}
-	// The forms of the fields: the very patterns checkpointd parses with,
-	// in both policies (deploy/policycheck evaluates them).
-	for name, cel := range map[string]string{"index policy": indexCEL.String(), "placement policy": hintCEL.String()} {
-		for _, pat := range []string{entry.NamePattern, entry.SeqPattern, entry.TimePattern} {
-			if !strings.Contains(cel, "'"+pat+"'") {
-				t.Errorf("%s does not match %s, as entry.Parse does", name, pat)
-			}
+		schema := []string{"schema", "openAPIV3Schema", "properties", "spec", "properties", "entries"}
+		entries, _, _ := unstructured.NestedInt64(v, append(schema, "maxItems")...)
+		addrs, _, _ := unstructured.NestedInt64(v, append(schema, "items", "properties", "addresses", "maxItems")...)
+		if entries != placementv1.MaxEntries || addrs != placementv1.MaxAddresses {
+			t.Errorf("NodeRecord's schema bounds entries to %d, addresses to %d; placementv1 to %d, %d", entries, addrs, placementv1.MaxEntries, placementv1.MaxAddresses)
 		}
-	}
-	// One authorizer check per claim, one validation each.
-	slots := 0
-	for _, v := range index.Spec.Validations {
-		if strings.Contains(v.Expression, "name(variables.claims[") {
-			slots++
-		}
-	}
-	if slots != placement.MaxClaims || !strings.Contains(indexCEL.String(), "size(variables.claims) <= "+strconv.Itoa(placement.MaxClaims)) {
-		t.Errorf("index policy checks %d claims per write, checkpointd makes up to %d", slots, placement.MaxClaims)
-	}
-	// The policies, then, once they are in effect, the RBAC that lets nodes
-	// write the index: apart, so that no apply of deploy/placement (-k or
-	// -f) lets nodes write it before its policy is in effect.
-	kust, _ := fs.ReadFile(Placement, "placement/Kustomization")
-	files, _ := fs.Glob(Placement, "placement/*.yaml")
-	for _, f := range files {
-		if !strings.Contains(string(kust), "- "+strings.TrimPrefix(f, "placement/")+"\n") {
-			t.Errorf("Kustomization does not list %s", f)
-		}
-	}
-	docs, err := PlacementObjects()
-	if err != nil {
-		t.Fatal(err)
-	}
-	nodeFiles, _ := fs.Glob(Placement, "placement/nodes/*.yaml")
-	var nodeRBAC strings.Builder
-	for _, f := range nodeFiles {
-		nodeRBAC.Write(mustRead(t, f))
-	}
-	for key := range docs {
-		if strings.HasPrefix(key, "ClusterRole") && !strings.Contains(nodeRBAC.String(), "name: "+strings.SplitN(key, "/", 2)[1]) {
-			t.Errorf("%s is not in deploy/placement/nodes", key)
-		}
-	}
-	nodes, _ := fs.ReadFile(Placement, "placement/nodes/Kustomization")
-	if strings.Contains(string(kust), "\n- nodes") || strings.Contains(string(kust), "\n- rbac.yaml") || !strings.Contains(string(nodes), "\n- rbac.yaml") {
-		t.Errorf("deploy/placement lists the nodes' RBAC, or deploy/placement/nodes does not:\n%s\n%s", kust, nodes)
 	}
 }
 
-func mustRead(t *testing.T, name string) []byte {
-	t.Helper()
-	b, err := fs.ReadFile(Placement, name)
+// The rule of one writer per record: stickyip-node-records matches every
+// write of a NodeRecord (not its status, which nodes cannot write), denies,
+// fails closed, and names the probe; the probe is a NodeRecord of that
+// name that no Kustomization applies.
+func TestNodeRecordsPolicyIsTheContract(t *testing.T) {
+	docs := placementDocs(t)
+	p := doc[*admissionv1.ValidatingAdmissionPolicy](t, docs, "ValidatingAdmissionPolicy/stickyip-node-records")
+	b := doc[*admissionv1.ValidatingAdmissionPolicyBinding](t, docs, "ValidatingAdmissionPolicyBinding/stickyip-node-records")
+	rules := p.Spec.MatchConstraints.ResourceRules
+	if len(rules) != 1 || fmt.Sprint(rules[0].APIGroups, rules[0].APIVersions, rules[0].Resources, rules[0].Operations) !=
+		fmt.Sprint([]string{placementv1.Group}, []string{placementv1.Version}, []string{placementv1.NodeRecordResource}, []admissionv1.OperationType{"CREATE", "UPDATE", "DELETE"}) {
+		t.Errorf("stickyip-node-records matches %+v; want %s/%s %s on CREATE, UPDATE, DELETE", rules, placementv1.Group, placementv1.Version, placementv1.NodeRecordResource)
+	}
+	if *p.Spec.FailurePolicy != admissionv1.Fail || b.Spec.PolicyName != p.Name || !slices.Equal(b.Spec.ValidationActions, []admissionv1.ValidationAction{admissionv1.Deny}) ||
+		b.Spec.ParamRef != nil || b.Spec.MatchResources != nil {
+		t.Errorf("stickyip-node-records: failurePolicy %s, binding %+v; want Fail, and a binding that denies every match", *p.Spec.FailurePolicy, b.Spec)
+	}
+	cel := celOf(p)
+	for _, want := range []string{"'" + placementv1.ProbeName + "'", "'system:nodes'", "'system:node:'", "ownerReferences", "finalizers"} {
+		if !strings.Contains(cel, want) {
+			t.Errorf("stickyip-node-records does not read %s", want)
+		}
+	}
+	probe, err := Probe()
 	if err != nil {
 		t.Fatal(err)
 	}
-	return b
+	if probe.Kind != placementv1.NodeRecordKind || probe.APIVersion != placementv1.SchemeGroupVersion.String() || probe.Name != placementv1.ProbeName || probe.Spec.NodeUID == "" {
+		t.Errorf("the probe is %s %s %s (nodeUID %q); want a %s named %s that the CRD's schema takes", probe.APIVersion, probe.Kind, probe.Name, probe.Spec.NodeUID, placementv1.NodeRecordKind, placementv1.ProbeName)
+	}
+}
+
+// The hint reads the PlacementIndex shards of the pod's namespace, by
+// their label, and the contract's annotations; the opt-in's hint binding
+// selects the same parameters; the pod-identity rule guards the
+// identity annotation on the kubelet's status path; the pod policy checks
+// the placement annotation's value.
+func TestPlacementPoliciesUseTheContract(t *testing.T) {
+	docs := placementDocs(t)
+	hint := doc[*admissionv1.MutatingAdmissionPolicy](t, docs, "MutatingAdmissionPolicy/stickyip-placement")
+	optIn := doc[*admissionv1.MutatingAdmissionPolicy](t, docs, "MutatingAdmissionPolicy/stickyip-statefulsets")
+	for _, p := range []*admissionv1.MutatingAdmissionPolicy{hint, optIn} {
+		if pk := p.Spec.ParamKind; pk == nil || pk.APIVersion != placementv1.SchemeGroupVersion.String() || pk.Kind != placementv1.PlacementIndexKind {
+			t.Errorf("%s: paramKind %+v, want %s %s", p.Name, pk, placementv1.SchemeGroupVersion, placementv1.PlacementIndexKind)
+		}
+		cel := celOf(p)
+		for _, want := range []string{"'" + contract.AnnotationIdentity + "'", "'" + contract.IdentityKeyPrefix + "'", "'" + contract.AnnotationReservedDuration + "'",
+			"'" + contract.AnnotationPlacement + "'", "'" + contract.PlacementRequired + "'", "params.spec.nodes",
+			"<= " + strconv.Itoa(contract.MaxAnnotationValueLen)} {
+			if !strings.Contains(cel, want) {
+				t.Errorf("%s does not use %s", p.Name, want)
+			}
+		}
+		if *p.Spec.FailurePolicy != admissionv1.Ignore || p.Spec.ReinvocationPolicy != admissionv1.NeverReinvocationPolicy {
+			t.Errorf("%s: failurePolicy %s, reinvocation %s; a hint never blocks a pod, and a reinvoked one would add its term again",
+				p.Name, *p.Spec.FailurePolicy, p.Spec.ReinvocationPolicy)
+		}
+	}
+	for _, name := range []string{"stickyip-placement", "stickyip-statefulsets-hint"} {
+		b := doc[*admissionv1.MutatingAdmissionPolicyBinding](t, docs, "MutatingAdmissionPolicyBinding/"+name)
+		r := b.Spec.ParamRef
+		if r == nil || r.Name != "" || r.Namespace != "" || r.Selector == nil || len(r.Selector.MatchLabels) != 0 ||
+			fmt.Sprint(r.Selector.MatchExpressions) != "[{"+placementv1.IndexLabel+" Exists []}]" ||
+			r.ParameterNotFoundAction == nil || *r.ParameterNotFoundAction != admissionv1.AllowAction {
+			t.Errorf("binding %s: paramRef %+v; want the shards of the pod's namespace by %s, none allowed", name, r, placementv1.IndexLabel)
+		}
+	}
+	id := doc[*admissionv1.ValidatingAdmissionPolicy](t, docs, "ValidatingAdmissionPolicy/stickyip-pod-identity")
+	rules := id.Spec.MatchConstraints.ResourceRules
+	if len(rules) != 1 || fmt.Sprint(rules[0].Resources, rules[0].Operations) != "[pods/status] [UPDATE]" || len(id.Spec.MatchConditions) != 1 ||
+		!strings.Contains(id.Spec.MatchConditions[0].Expression, "'system:nodes'") || !strings.Contains(celOf(id), "'"+contract.AnnotationIdentity+"'") {
+		t.Errorf("stickyip-pod-identity: %+v, match conditions %+v; want pods/status UPDATE by members of system:nodes, reading %s", rules, id.Spec.MatchConditions, contract.AnnotationIdentity)
+	}
+	if *id.Spec.FailurePolicy != admissionv1.Ignore {
+		t.Errorf("stickyip-pod-identity: failurePolicy %s; its comment says why Ignore", *id.Spec.FailurePolicy)
+	}
+	doc[*admissionv1.ValidatingAdmissionPolicyBinding](t, docs, "ValidatingAdmissionPolicyBinding/stickyip-pod-identity")
+	pods := doc[*admissionv1.ValidatingAdmissionPolicy](t, docs, "ValidatingAdmissionPolicy/stickyip-placement-pods")
+	if cel := celOf(pods); !strings.Contains(cel, "'"+contract.PlacementRequired+"', '"+contract.PlacementPreferred+"'") || strings.Contains(cel, "system:node") {
+		t.Errorf("stickyip-placement-pods checks more or less than the value of %s:\n%s", contract.AnnotationPlacement, cel)
+	}
+	for key := range docs {
+		if strings.Contains(key, "stickyip-placement-index") || strings.Contains(key, "stickyip-placement-params") ||
+			strings.Contains(key, "stickyip-placement-fields") || strings.Contains(key, "stickyip-placement-collected") {
+			t.Errorf("%s: the shared shards' policies are gone", key)
+		}
+	}
+}
+
+// What kubectl applies and in which order: every YAML file of each
+// directory is in its Kustomization (apply -k), but the probes, which none
+// lists; the nodes' RBAC is applied apart; stickyip-node-records is the
+// last validating policy applied, so that the probe it refuses shows the
+// others in effect (the API server loads them in the order written).
+func TestPlacementKustomizations(t *testing.T) {
+	var all []string
+	for _, dir := range []string{PlacementDir, PlacementNodesDir, PlacementUpgradeDir} {
+		files, err := PlacementFiles(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		yamls, _ := fs.Glob(Placement, dir+"/*.yaml")
+		for _, f := range yamls {
+			probe := f == PlacementProbe || f == PlacementUpgradeProbe
+			if listed := slices.Contains(files, f); listed == probe {
+				t.Errorf("deploy/%s: listed in its Kustomization %v, want %v", f, listed, !probe)
+			}
+		}
+		all = append(all, files...)
+	}
+	files, _ := PlacementFiles(PlacementDir)
+	last := ""
+	for _, f := range files {
+		data, _ := fs.ReadFile(Placement, f)
+		if strings.Contains(string(data), "\nkind: ValidatingAdmissionPolicy\n") {
+			last = path.Base(f)
+		}
+		binding := strings.Contains(string(data), "kind: ClusterRoleBinding") || strings.Contains(string(data), "kind: RoleBinding")
+		if strings.HasPrefix(path.Base(f), "rbac") || binding && strings.Contains(string(data), "name: system:nodes") {
+			t.Errorf("deploy/%s is applied with the policies and grants nodes something", f)
+		}
+	}
+	if last != "node-records-policy.yaml" {
+		t.Errorf("the last validating policy deploy/placement applies is in %s, want node-records-policy.yaml", last)
+	}
+	if len(all) != len(slices.Compact(slices.Sorted(slices.Values(all)))) {
+		t.Errorf("a file is listed twice: %v", all)
+	}
 }

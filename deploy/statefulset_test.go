@@ -141,19 +141,17 @@ func TestStatefulSetPolicyUsesTheContract(t *testing.T) {
 
 // The opt-in's hint (the binding stickyip-statefulsets-hint) is
 // placement-policy.yaml's hint, copied: the same identity, lookup, node and
-// terms, the same shard and zero tests, the same shards as parameters; it
-// serves exactly the namespaces the hint's own binding leaves out, so that
-// no pod gets a hint twice, and the other namespaces pay nothing for the
-// opt-in. A change of the hint that is not made in the copy fails here.
+// terms, the same zero test, the same shards as parameters; it serves
+// exactly the namespaces the hint's own binding leaves out, so that no pod
+// gets a hint twice, and the other namespaces pay nothing for the opt-in. A
+// change of the hint that is not made in the copy fails here.
 func TestStatefulSetHintIsTheHint(t *testing.T) {
 	docs := placementDocs(t)
 	m, _ := statefulSetPolicies(t)
 	hint := docs["MutatingAdmissionPolicy/stickyip-placement"].(*admissionv1.MutatingAdmissionPolicy)
 	flat := func(s string) string { return strings.Join(strings.Fields(s), " ") }
-	for _, name := range []string{"identity", "listed", "latest"} {
-		if variable(m, name) == "" || variable(m, name) != variable(hint, name) {
-			t.Errorf("variable %s: the opt-in's %q, the hint's %q", name, variable(m, name), variable(hint, name))
-		}
+	if variable(m, "identity") == "" || variable(m, "identity") != variable(hint, "identity") {
+		t.Errorf("variable identity: the opt-in's %q, the hint's %q", variable(m, "identity"), variable(hint, "identity"))
 	}
 	if got, want := variable(m, "node"), "variables.reserved ? ("+variable(hint, "node")+") : ''"; got != want {
 		t.Errorf("variable node: %q, want %q", got, want)
@@ -161,17 +159,18 @@ func TestStatefulSetHintIsTheHint(t *testing.T) {
 	if got, want := flat(m.Spec.Mutations[0].JSONPatch.Expression), flat(hint.Spec.Mutations[0].JSONPatch.Expression); !strings.HasSuffix(got, ": ( "+want+")") {
 		t.Errorf("the opt-in's mutation does not end with the hint's:\n%s\nwant it to end with\n%s", got, want)
 	}
-	shards := regexp.MustCompile(`params\.metadata\.name == .*?% 8\)`).FindAllString(flat(hint.Spec.MatchConditions[0].Expression), -1)
-	zero := regexp.MustCompile(`\.matches\('[^']*'\)`).FindString(hint.Spec.MatchConditions[0].Expression)
-	if len(shards) != 2 || zero == "" {
-		t.Fatalf("the hint's match conditions: %d shard tests, zero test %q", len(shards), zero)
+	cond := flat(hint.Spec.MatchConditions[0].Expression)
+	lookup := cond[max(0, strings.Index(cond, "has(params.spec)")):]
+	zero := regexp.MustCompile(`size\(object[^)]*\) <= \d+ && !object\.metadata\.annotations\[[^]]*\]\.matches\('[^']*'\)`).FindString(cond)
+	if !strings.HasSuffix(lookup, "in params.spec.nodes") || zero == "" {
+		t.Fatalf("the hint's match condition: lookup %q, zero test %q", lookup, zero)
 	}
-	for _, want := range append(shards, zero) {
+	for _, want := range []string{lookup, zero} {
 		if !strings.Contains(flat(m.Spec.MatchConditions[0].Expression), want) {
 			t.Errorf("the opt-in's match conditions lack the hint's %s", want)
 		}
 	}
-	if !strings.Contains(variable(m, "reserved"), zero) {
+	if !strings.Contains(flat(variable(m, "reserved")), strings.ReplaceAll(zero, "object.metadata.annotations", "variables.annotations")) {
 		t.Errorf("the opt-in's variable reserved lacks the hint's zero test %s", zero)
 	}
 	if m.Spec.ReinvocationPolicy != admissionv1.NeverReinvocationPolicy || hint.Spec.ReinvocationPolicy != admissionv1.NeverReinvocationPolicy {

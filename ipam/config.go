@@ -15,7 +15,7 @@ import (
 )
 
 // Defaults of the stickyip-specific keys only the plugin reads (documented
-// in docs/plugin.md, "Configuration reference"); those checkpointd shares
+// in docs/configuration.md); those checkpointd shares
 // (dataDir, hostLocalDataDir, lockTimeout, reservation.maxDuration and
 // maxPerNamespace) are package contract's.
 const (

@@ -9,7 +9,7 @@ package ipam
 import "errors"
 
 // Errors the engine and the config parser return; the plugin maps them to CNI
-// error codes (the table: docs/plugin.md, "CNI errors").
+// error codes (the table: docs/troubleshooting.md).
 var (
 	// ErrInvalidConfig: the network configuration or an annotation is wrong.
 	ErrInvalidConfig = errors.New("invalid configuration")

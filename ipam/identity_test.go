@@ -10,7 +10,7 @@ import (
 	"github.com/stickyip/stickyip/reservation"
 )
 
-// Issue 31: a pod author's stickyip.io/identity: db-0 is not the
+// A pod author's stickyip.io/identity: db-0 is not the
 // StatefulSet pod db-0. The pod mimic, annotated with it, neither gets db-0's
 // reserved address nor makes it stop being db-0's; db-0 re-created gets it.
 func TestKeyedIdentityIsNotThePodOfThatName(t *testing.T) {

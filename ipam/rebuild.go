@@ -55,22 +55,27 @@ type Attachment struct {
 // where no sandbox holds its addresses.
 type Restored struct {
 	Identity reservation.Identity
-	PodName  string
-	IPs      []netip.Addr
+	// PodName and UID name the pod whose reservation it is (UID: "" when
+	// the source does not say): the placement publisher names the pod by
+	// them, and the node applies the controller's verdict on that pod's
+	// claim only to the record of the same UID.
+	PodName string
+	UID     string
+	IPs     []netip.Addr
 	// Until is when it ends (it is not restored when that has passed).
 	Until time.Time
 	// Since is when the identity got the addresses (its ADD), as the
 	// source says (zero: unknown, now): the placement publisher then sees
 	// the same claim as the entry it came from, and keeps its seq.
 	Since time.Time
-	// Retained: the source kept it as a reservation its StatefulSet keeps
-	// (the placement index's entry.Retained): it is put back held (Until
-	// is not used), following the StatefulSet its identity's name gives
-	// (reservation.StatefulSetRef without UID or policy: checkpointd takes
-	// them from the StatefulSet of that name), with Duration as its own
-	// duration (whenDeleted Retain keeps it that long from the deletion).
-	Retained bool
-	Duration time.Duration
+	// Retained: the source kept it as a reservation its StatefulSet keeps:
+	// it is put back held (Until is not used), following StatefulSet, or
+	// when that is nil the StatefulSet its identity's name gives (without
+	// UID: the controller's verdict names it), with Duration as its own
+	// duration (what it lasts once following stops).
+	Retained    bool
+	Duration    time.Duration
+	StatefulSet *reservation.StatefulSetRef
 	// From names the source, for the report.
 	From string
 }

@@ -9,7 +9,7 @@ import (
 )
 
 // RestoreReservations puts back, into a rebuilt network, the reservations
-// that only the placement index knew while the API server was away (the
+// that only the node's NodeRecord knew while the API server was away (the
 // wait Rebuild set), and ends the wait. Each is placed as Rebuild places
 // restored reservations: on addresses nothing holds now (a sandbox's
 // allocation wins), while the identity holds no other address in the range
@@ -48,13 +48,13 @@ func RebuildWait(tx reservation.Txn, now time.Time) (time.Time, error) {
 }
 
 // refuseWhileWaiting fails a new address (one the pod does not hold) while
-// the rebuilt network waits for the index's reservations.
+// the rebuilt network waits for the record's reservations.
 func (e *Engine) refuseWhileWaiting(tx reservation.Txn, now time.Time) error {
 	until, err := RebuildWait(tx, now)
 	if err != nil || until.IsZero() {
 		return err
 	}
-	return fmt.Errorf("%w: the store was rebuilt while the API server was away, so the reservations of deleted pods that only the placement index holds are not in it yet; "+
+	return fmt.Errorf("%w: the store was rebuilt while the API server was away, so the reservations of deleted pods that only the NodeRecord holds are not in it yet; "+
 		"no new address is handed out until checkpointd has read them, or until %s", ErrRebuildWait, until.UTC().Format(time.RFC3339))
 }
 
@@ -70,6 +70,10 @@ func (e *Engine) restore(tx reservation.Txn, r Restored, now time.Time, rep *Reb
 			return nil
 		}
 		follows = &reservation.StatefulSetRef{Name: set}
+		if r.StatefulSet != nil && r.StatefulSet.Name == set {
+			c := *r.StatefulSet
+			follows = &c
+		}
 		r.Until = now.Add(r.Duration) // its own end, counted from the rebuild
 	}
 	for _, ip := range r.IPs {
@@ -90,7 +94,7 @@ func (e *Engine) restore(tx reservation.Txn, r Restored, now time.Time, rep *Reb
 		case cur != nil && cur.Identity == r.Identity:
 			switch {
 			case cur.State == reservation.Reserved && follows != nil && cur.StatefulSet == nil:
-				cur.StatefulSet = follows // the index kept it for its StatefulSet: held
+				cur.StatefulSet = follows // the record kept it for its StatefulSet: held
 			case cur.State == reservation.Reserved && r.Until.Before(cur.ExpiresAt) && !r.Retained:
 				cur.ExpiresAt = r.Until // the earlier end of two sources: never later than it would have been
 			default:
@@ -112,7 +116,7 @@ func (e *Engine) restore(tx reservation.Txn, r Restored, now time.Time, rep *Reb
 			since = now
 		}
 		rec := &reservation.Record{
-			IP: ip, RangeSet: set, State: reservation.Reserved, Identity: r.Identity, PodName: r.PodName,
+			IP: ip, RangeSet: set, State: reservation.Reserved, Identity: r.Identity, PodName: r.PodName, UID: r.UID,
 			Duration: r.Until.Sub(now).Round(time.Second), AllocatedAt: since, ReleasedAt: now, ExpiresAt: r.Until,
 			StatefulSet: follows,
 		}

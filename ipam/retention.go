@@ -22,7 +22,9 @@ const (
 	// StatefulSet's retention policy changed, or its UID was not known.
 	Refresh
 	// Release ends the identity's held reservations now: their addresses
-	// are free, as an expired reservation's are.
+	// are free, as an expired reservation's are. With UID, it also ends
+	// the reservation the running pod UID's allocations would leave: their
+	// DEL frees them (its StatefulSet went, and its volume claims with it).
 	Release
 	// Expire ends their hold: the StatefulSet was seen deleted at At with
 	// whenDeleted Retain, or (MovedTo) another node claimed the identity
@@ -115,17 +117,32 @@ func retain(tx reservation.Txn, r *reservation.Record, c RetentionChange, log *s
 		r.StatefulSet = copyRef(c.StatefulSet)
 		return true, tx.Put(r)
 	case Release:
-		if !r.Held() {
-			return false, nil
+		switch {
+		case r.Held():
+			log.Info("reservation released: its StatefulSet no longer retains it", "ip", r.IP, "pod", r.Identity.Pod(),
+				"ifname", r.Identity.IfName, "statefulSet", r.StatefulSet.Name, "why", c.Why)
+			return true, tx.Delete(r.IP)
+		case c.UID != "" && r.State == reservation.Allocated && r.UID == c.UID && r.Duration > 0 && r.Retention != contract.RetentionFixed:
+			// Decided before the DEL, as an operator's release of a running
+			// pod is: a pod of the name created right after the DEL (its
+			// StatefulSet deleted and created again) finds nothing to take.
+			r.Duration, r.DurationFrom = 0, ""
+			if r.StatefulSet != nil {
+				r.StatefulSet.Why = c.Why
+			}
+			log.Info("reservation released while the pod runs: its StatefulSet no longer retains it, its DEL frees the address", "ip", r.IP,
+				"pod", r.Identity.Pod(), "ifname", r.Identity.IfName, "uid", r.UID, "why", c.Why)
+			return true, tx.Put(r)
 		}
-		log.Info("reservation released: its StatefulSet no longer retains it", "ip", r.IP, "pod", r.Identity.Pod(),
-			"ifname", r.Identity.IfName, "statefulSet", r.StatefulSet.Name, "why", c.Why)
-		return true, tx.Delete(r.IP)
+		return false, nil
 	case Expire:
 		if !r.Held() {
 			return false, nil
 		}
 		r.StatefulSet.EndedAt, r.StatefulSet.MovedTo = c.At, c.MovedTo
+		if c.Why != "" {
+			r.StatefulSet.Why = c.Why
+		}
 		r.ExpiresAt = c.At.Add(r.Duration)
 		log.Info("reservation kept for its duration only: its StatefulSet no longer keeps it here", "ip", r.IP, "pod", r.Identity.Pod(),
 			"ifname", r.Identity.IfName, "statefulSet", r.StatefulSet.Name, "until", r.ExpiresAt.UTC().Format(time.RFC3339), "why", c.Why)
@@ -138,7 +155,8 @@ func sameRef(a, b *reservation.StatefulSetRef) bool {
 	if a == nil || b == nil {
 		return a == b
 	}
-	return a.Name == b.Name && a.UID == b.UID && a.WhenScaled == b.WhenScaled && a.WhenDeleted == b.WhenDeleted && a.EndedAt.Equal(b.EndedAt) && a.MovedTo == b.MovedTo
+	return a.Name == b.Name && a.UID == b.UID && a.WhenScaled == b.WhenScaled && a.WhenDeleted == b.WhenDeleted && a.EndedAt.Equal(b.EndedAt) &&
+		a.MovedTo == b.MovedTo && a.Why == b.Why
 }
 
 func copyRef(w *reservation.StatefulSetRef) *reservation.StatefulSetRef {

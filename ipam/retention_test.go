@@ -173,6 +173,54 @@ func TestReleaseHeld(t *testing.T) {
 	}
 }
 
+// Release with a pod's UID ends the reservation its running allocation
+// would leave (its StatefulSet went with its volume claims): the DEL frees
+// the address, so a pod of the name created right after (the StatefulSet
+// created again) gets another one. Another pod's UID, or a pod that asked
+// for a fixed reservation, is left as it is.
+func TestReleaseRunningPod(t *testing.T) {
+	w := newWorld(t, v4Small)
+	ip := w.mustAdd("c1", member(1))[0]
+	w.follow(member(1), sts("Retain", "Delete"))
+	if n, err := w.retain(RetentionChange{Action: Release, Namespace: "prod", Name: "db-1", UID: "uid-other", Why: "deleted"}); n != 0 || !errors.Is(err, reservation.ErrNoChange) {
+		t.Fatalf("Release of another pod's UID: %d changed, %v; want nothing", n, err)
+	}
+	if n, err := w.retain(RetentionChange{Action: Release, Namespace: "prod", Name: "db-1", UID: "uid-db-1", Why: "StatefulSet db was deleted"}); err != nil || n != 1 {
+		t.Fatalf("Release of the running pod: %d changed, %v; want 1", n, err)
+	}
+	if r := w.record(ip); r == nil || r.State != reservation.Allocated || r.Duration != 0 || r.StatefulSet.Why != "StatefulSet db was deleted" {
+		t.Fatalf("after Release of the running pod: %+v; want its allocation kept, without a reservation", r)
+	}
+	w.del("c1")
+	if r := w.record(ip); r != nil && r.State == reservation.Reserved {
+		t.Fatalf("the released pod's DEL: %+v; want its address not reserved", r)
+	}
+	again := pod{ns: "prod", name: "db-1", uid: "uid-db-1-again", keep: 10 * time.Minute}
+	if got := w.mustAdd("c2", again)[0]; got == ip {
+		t.Fatalf("a pod db-1 created after the DEL got the released %s", ip)
+	}
+
+	req := AddRequest{ContainerID: "c3", IfName: "eth0", Netns: "/run/netns/c3", UID: "uid-db-2",
+		Identity: reservation.Identity{Namespace: "prod", Name: "db-2", IfName: "eth0"}, Duration: 10 * time.Minute, Retention: contract.RetentionFixed}
+	var ip2 string
+	if err := w.store.Update("net1", func(tx reservation.Txn) error {
+		recs, err := w.eng.Add(tx, req)
+		if err == nil {
+			ip2 = recs[0].IP.String()
+		}
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := w.retain(RetentionChange{Action: Release, Namespace: "prod", Name: "db-2", UID: "uid-db-2", Why: "deleted"}); n != 0 {
+		t.Fatal("Release changed the allocation of a pod that asked for a fixed reservation")
+	}
+	w.del("c3")
+	if r := w.record(ip2); r == nil || r.State != reservation.Reserved {
+		t.Fatalf("the fixed pod's DEL: %+v; want its reservation", r)
+	}
+}
+
 // Expire: the StatefulSet deleted with whenDeleted Retain: the reservation
 // lasts its duration from then, as a fixed one.
 func TestExpireHeld(t *testing.T) {

@@ -1,4 +1,4 @@
-# The demo (issue 41): a pod keeps its IP, on this machine, in about a second.
+# The demo: a pod keeps its IP, on this machine, in about a second.
 # A throwaway node and pods (network namespaces), the real bridge plugin and
 # stickyip on a private range, driven by cnitool; everything it made is
 # removed at exit, the host's CNI config and stores are not touched. Needs

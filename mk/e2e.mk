@@ -1,4 +1,4 @@
-# End-to-end test on real components (issue 4): etcd and Kubernetes built
+# End-to-end test on real components: etcd and Kubernetes built
 # from the Go module proxy (scripts/build-k8s.sh, cached under _output/k8s/),
 # flanneld (scripts/build-flannel.sh, cached under _output/flannel/),
 # containerd with the flannel → bridge → stickyip chain, checkpointd. Needs
@@ -31,8 +31,10 @@ test-e2e: e2e-deps build
 # The previous Kubernetes minor still works: its kubelet and kube-apiserver
 # run the scenarios of smoke_test.go, and its API server admits deploy/placement
 # (TestPlacement, applied without kubectl: 1.36 builds none) and holds against
-# the adversary with its own garbage collector (TestPlacementAdversary), and
-# its install leaves no window (TestPlacementInstallWindow: the files applied
-# as kubectl apply -f does, and the Helm chart).
+# the adversary with its own garbage collector (TestPlacementAdversary), its
+# install leaves no window (TestPlacementInstallWindow: the files applied
+# as kubectl apply -f does, and the Helm chart), and a cluster on the former
+# shared shards moves to NodeRecords by the documented steps
+# (TestPlacementUpgrade).
 test-e2e-k8s-1.36:
-	$(MAKE) --no-print-directory test-e2e E2E_K8S=1.36 E2E_RUN='^(TestAPIPod.*|TestPlacement|TestPlacementAdversary|TestPlacementInstallWindow)$$$$'
+	$(MAKE) --no-print-directory test-e2e E2E_K8S=1.36 E2E_RUN='^(TestAPIPod.*|TestPlacement|TestPlacementAdversary|TestPlacementInstallWindow|TestPlacementUpgrade)$$$$'

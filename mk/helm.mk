@@ -1,9 +1,10 @@
-# The Helm chart (issue 34): deploy/helm/stickyip. The unit tests lint and
+# The Helm chart: deploy/helm/stickyip. The unit tests lint and
 # render it with the pinned Helm (scripts/install-helm.sh builds it into
 # _output/tools/helm; the e2e installs the chart and flannel's own with it).
 #
 #   make chart    # after editing the chart or deploy/placement: rewrites
-#                 # deploy/install/stickyip.yaml and the chart's copy of deploy/placement
+#                 # deploy/install/stickyip.yaml, deploy/placement/controller.yaml
+#                 # and the chart's copy of deploy/placement
 HELM := $(CURDIR)/_output/tools/helm
 
 .PHONY: helm-tool chart

@@ -1,4 +1,4 @@
-# Real-path tests (issues 3, 10): cnitool, a private containerd 2.3 and a
+# Real-path tests: cnitool, a private containerd 2.3 and a
 # private CRI-O drive flannel → bridge → stickyip (and the CNI 1.1.0 bridge
 # conflist) inside network namespaces the tests create. Needs root; installs
 # runc/iptables/conmon (apt) and builds containerd, CRI-O and the pinned CNI

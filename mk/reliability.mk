@@ -1,4 +1,4 @@
-# Reliability tier (issue 5): the real plugin binary under concurrency, SIGKILL,
+# Reliability tier: the real plugin binary under concurrency, SIGKILL,
 # damaged stores and bad input, then every fuzz target for a bounded time.
 # Needs root for the network namespaces, tmpfs and read-only mounts (cases that
 # need it skip with a message otherwise). About 6 minutes on 2 cores (suites ~3.5 min, fuzzing 120 s).

@@ -31,6 +31,9 @@ type StatefulSetRef struct {
 	// MovedTo is the node that claimed the identity later ("": the hold
 	// ended with the StatefulSet's deletion).
 	MovedTo string `json:"movedTo,omitempty"`
+	// Why is stickyip-controller's account of what keeps the reservation
+	// and what would end it, as `stickyip list` shows it.
+	Why string `json:"why,omitempty"`
 }
 
 // Follows reports whether the record's reservation follows a StatefulSet

@@ -11,7 +11,7 @@
 #
 # STICKYIP_CONTAINERD=debian (the legacy run) installs Debian's containerd 1.6
 # as well, which the test harness then uses instead of the pinned 2.x (see
-# docs/realpath.md).
+# test/integration/README.md).
 #
 # `install-deps.sh demo` installs only what `make demo` runs: cnitool and the
 # bridge plugin (no Debian package, no runtime).

@@ -5,8 +5,8 @@
 # flannel's own chart with it.
 #
 # Helm 4 (helm.sh/helm/v4), not Helm 3: Helm 3 gets security fixes only
-# since its last feature release (v3.22.0, 2026-09-09) and none after
-# 2027-02-10 (helm.sh/blog/helm-v3-end-of-life). The chart is apiVersion v2,
+# since its last feature release (v3.22.0) and none after its end of life
+# (helm.sh/blog/helm-v3-end-of-life). The chart is apiVersion v2,
 # which Helm 3 installs too.
 #
 # Built in its own module (go install PKG@VERSION), never imported into the

@@ -1,4 +1,8 @@
-// Package boot remembers, for the current boot of the node, which parent pods
+// Package boot keeps what checkpointd knows of the node's boots: which
+// parent pods the API server listed during this boot (Tracker, on tmpfs) and
+// when the API server last answered (Clock, on disk).
+//
+// The Tracker remembers, for the current boot of the node, which parent pods
 // the API server has listed as bound to this node. The kubelet learns its API
 // pods from the same API server: a pod listed during this boot is known to the
 // kubelet, which runs it, restarts it, or stopped it on purpose (completed,

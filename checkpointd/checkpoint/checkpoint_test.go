@@ -352,7 +352,7 @@ func jsonRecord() ([]byte, error) { return json.Marshal(record("default", "web",
 // A record whose file is unchanged since it was last read is not read
 // again: a reconcile pass lists every record, and at 110 pods reading and
 // decoding them all was a third of checkpointd's CPU (perf record of
-// workload 8, one-off, issue 48). A file changed in any way (rewritten by
+// workload 8). A file changed in any way (rewritten by
 // a rename, edited in place) is read again; a corrupt one is still set
 // aside.
 func TestUnchangedRecordNotReadAgain(t *testing.T) {

@@ -16,7 +16,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/stickyip/stickyip/checkpointd/flannel"
-	"github.com/stickyip/stickyip/checkpointd/kubeletconfig"
+	"github.com/stickyip/stickyip/checkpointd/formats"
 	"github.com/stickyip/stickyip/checkpointd/policy"
 	"github.com/stickyip/stickyip/contract"
 )
@@ -47,8 +47,8 @@ type Config struct {
 	Reservation               string
 	Volumes                   string // "copy" or "drop"
 	ListenAddress             string // "" disables the HTTP endpoints
-	Placement                 bool   // publish the node's sticky identities in the placement index (needs DataDir)
-	FollowStatefulSets        bool   // StatefulSet pods' reservations follow their StatefulSet (needs DataDir)
+	Placement                 bool   // publish the node's sticky identities in its NodeRecord, for the placement index (needs DataDir)
+	FollowStatefulSets        bool   // StatefulSet pods' reservations end as their volume claims do, as stickyip-controller says (needs Placement)
 	RebuildStore              bool   // rebuild a damaged or lost IPAM store (needs DataDir)
 	CNIResultsDir             string // the runtime's CNI result cache, a rebuild's source
 	Log                       *slog.Logger
@@ -123,7 +123,7 @@ func (c *Config) ResolveStaticPodDir() (string, error) {
 	if c.KubeletConfig == "" {
 		return c.StaticPodDir, nil
 	}
-	p, err := kubeletconfig.StaticPodPath(c.KubeletConfig)
+	p, err := formats.StaticPodPath(c.KubeletConfig)
 	if err != nil {
 		return "", fmt.Errorf("--kubelet-config: %w", err)
 	}

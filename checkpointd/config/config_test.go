@@ -58,7 +58,7 @@ func TestValidate(t *testing.T) {
 	if err := c.Validate(); err != nil {
 		t.Errorf("integer minutes rejected: %v", err)
 	}
-	// Issue 9 row 11: checkpointd accepted values the plugin refuses, so the
+	// checkpointd once accepted values the plugin refuses, so the
 	// restored copy never got a network. Every value the plugin's parser
 	// refuses must be refused here, naming the flag.
 	for _, v := range []string{"-5m", "-5", "1e309", "1.5", " ", strings.Repeat("9", 65)} {

@@ -14,7 +14,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/stickyip/stickyip/checkpointd/sandboxinfo"
+	"github.com/stickyip/stickyip/checkpointd/formats"
 )
 
 // maxMessage bounds a runtime's answer, as the kubelet bounds it (a
@@ -129,8 +129,8 @@ func (c *Client) Status(ctx context.Context, id string) (Status, error) {
 		}
 		out.IPs = append(out.IPs, ip.Unmap())
 	}
-	if v, ok := resp.Info[sandboxinfo.Key]; ok {
-		in, err := sandboxinfo.Parse(v)
+	if v, ok := resp.Info[formats.SandboxInfoKey]; ok {
+		in, err := formats.ParseSandboxInfo(v)
 		if err != nil {
 			return Status{}, fmt.Errorf("CRI PodSandboxStatus %s: %w", id, err)
 		}

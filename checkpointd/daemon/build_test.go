@@ -13,18 +13,16 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 
-	"github.com/stickyip/stickyip/checkpointd/apiclient"
-	"github.com/stickyip/stickyip/checkpointd/apiclient/apitest"
 	"github.com/stickyip/stickyip/checkpointd/config"
-	"github.com/stickyip/stickyip/checkpointd/placement"
-	"github.com/stickyip/stickyip/checkpointd/placement/entry"
+	"github.com/stickyip/stickyip/checkpointd/kube"
+	"github.com/stickyip/stickyip/checkpointd/kube/kubetest"
 	"github.com/stickyip/stickyip/checkpointd/policy"
 )
 
 // nodeConfig is the configuration of a checkpointd on node1, placement and
 // store rebuilds on, that reaches the API server srv; its directories are
 // the test's.
-func nodeConfig(t *testing.T, srv *apitest.Server) config.Config {
+func nodeConfig(t *testing.T, srv *kubetest.Server) config.Config {
 	t.Helper()
 	root := t.TempDir()
 	kubeconfig := filepath.Join(root, "kubeconfig")
@@ -41,14 +39,13 @@ func nodeConfig(t *testing.T, srv *apitest.Server) config.Config {
 
 // checkpointd makes one API client, for its informers, probe, Events and
 // placement publisher: one set of REST clients and connections. The
-// publisher's requests have a rate limit of their own, so that its claims
+// publisher's requests have a rate limit of their own, so that its writes
 // do not queue behind a burst of Events: here the daemon's limit allows one
 // request every 5 s, and after one request of the daemon's, the
-// publisher's read of its shards still goes out at once.
+// publisher's read of the node's NodeRecord still goes out at once.
 func TestOneAPIClient(t *testing.T) {
-	shards, _ := entry.Listed{"default": {3}}.Format(placement.MaxListed)
-	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node1", UID: "node1-uid", Annotations: map[string]string{placement.ShardsAnnotation: shards}}}
-	srv := apitest.New(t, node, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "settings", Namespace: "default"}})
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node1", UID: "node1-uid"}}
+	srv := kubetest.New(t, node, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "settings", Namespace: "default"}})
 	slow := func(kubeconfig string, timeout time.Duration) (*rest.Config, error) {
 		rc, err := config.RestConfig(kubeconfig, timeout)
 		if rc != nil {
@@ -63,16 +60,16 @@ func TestOneAPIClient(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	before := apiclient.Built()
+	before := kube.Built()
 	p, err := build(nodeConfig(t, srv), pol)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer p.runtime.Close()
-	if p.pub == nil {
+	if p.pub == nil || p.records == nil {
 		t.Fatal("no placement publisher built")
 	}
-	if n := apiclient.Built() - before; n != 1 {
+	if n := kube.Built() - before; n != 1 {
 		t.Errorf("checkpointd made %d API clients, want 1", n)
 	}
 
@@ -81,7 +78,7 @@ func TestOneAPIClient(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	if _, err := p.pub.ReadOwn(ctx, node); err != nil {
+	if _, err := p.records.Get(ctx); err != nil {
 		t.Fatalf("the publisher's read after a request of the daemon's: %v; want it sent at once", err)
 	}
 	if _, err := p.api.ConfigMap(ctx, "default", "settings"); err == nil {

@@ -20,7 +20,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
 
-	"github.com/stickyip/stickyip/checkpointd/apiclient"
 	"github.com/stickyip/stickyip/checkpointd/boot"
 	"github.com/stickyip/stickyip/checkpointd/checkpoint"
 	"github.com/stickyip/stickyip/checkpointd/config"
@@ -28,7 +27,6 @@ import (
 	"github.com/stickyip/stickyip/checkpointd/flannel"
 	"github.com/stickyip/stickyip/checkpointd/ipamstore"
 	"github.com/stickyip/stickyip/checkpointd/kube"
-	"github.com/stickyip/stickyip/checkpointd/lastcontact"
 	"github.com/stickyip/stickyip/checkpointd/metrics"
 	"github.com/stickyip/stickyip/checkpointd/placement"
 	"github.com/stickyip/stickyip/checkpointd/policy"
@@ -65,7 +63,7 @@ func Run(ctx context.Context, cfg config.Config) error {
 		"checkpointDir", cfg.CheckpointDir, "staticPodDir", cfg.StaticPodDir, "volumeDir", cfg.VolumeDir,
 		"newBoot", p.fresh, "criEndpoint", cfg.CRIEndpoint, "dataDir", cfg.DataDir, "cniConfDir", cfg.CNIConfDir,
 		"flannelSubnetFile", cfg.FlannelSubnetFile, "gracePeriod", cfg.Grace, "apiStablePeriod", cfg.Stable,
-		"interval", cfg.Interval, "volumes", cfg.Volumes, "listen", cfg.ListenAddress, "placement", p.pub != nil, "followStatefulSets", p.follow != nil,
+		"interval", cfg.Interval, "volumes", cfg.Volumes, "listen", cfg.ListenAddress, "placement", p.pub != nil, "followStatefulSets", cfg.FollowStatefulSets && p.watcher != nil,
 		"rebuildStore", cfg.RebuildStore && cfg.DataDir != "", "cniResultsDir", cfg.CNIResultsDir)
 	return serve(ctx, cfg, p)
 }
@@ -79,7 +77,9 @@ type parts struct {
 	api     *kube.Client
 	rec     *reconcile.Reconciler
 	pub     *placement.Publisher // nil: placement off
-	follow  *retention.Follower  // nil: reservations follow no StatefulSet
+	watcher *placement.Watcher   // the node's NodeRecord; nil: placement off
+	records placement.API        // the publisher's client of the record (its own rate limit); nil: placement off
+	follow  *retention.Follower  // nil: no IPAM store
 	m       *metrics.Metrics
 	memory  *memoryReleaser
 }
@@ -106,7 +106,7 @@ func build(cfg config.Config, pol policy.Policy) (*parts, error) {
 	if err != nil {
 		return nil, err
 	}
-	cs, err := apiclient.New(rc)
+	cs, err := kube.NewREST(rc)
 	if err != nil {
 		return nil, fmt.Errorf("API client: %w", err)
 	}
@@ -114,7 +114,7 @@ func build(cfg config.Config, pol policy.Policy) (*parts, error) {
 	if err != nil {
 		return nil, err
 	}
-	clock, err := lastcontact.Open(cfg.CheckpointDir)
+	clock, err := boot.OpenClock(cfg.CheckpointDir)
 	if err != nil {
 		// Unknown counts as out of contact forever: only pods nothing
 		// replaces are restored until the API server answers again.
@@ -152,9 +152,8 @@ func build(cfg config.Config, pol policy.Policy) (*parts, error) {
 		}
 	}
 	m := metrics.New()
-	follow := cfg.FollowStatefulSets && store != nil
 	api := kube.New(cs, kube.Options{
-		Node: cfg.NodeName, ProbeInterval: cfg.ProbeInterval, Timeout: cfg.Timeout, StatefulSets: follow,
+		Node: cfg.NodeName, ProbeInterval: cfg.ProbeInterval, Timeout: cfg.Timeout,
 		Log: log.With("component", "api"),
 	})
 	// The publisher and the StatefulSet follower read the store as the
@@ -164,35 +163,39 @@ func build(cfg config.Config, pol policy.Policy) (*parts, error) {
 		o = &observed{store: store}
 	}
 	var pub *placement.Publisher
+	var watcher *placement.Watcher
+	var records placement.API
 	if cfg.Placement && ipamStore != nil {
 		// While a store rebuilt without the API server waits for the
-		// index's reservations, the publisher leaves the index alone.
-		// It uses the same API client; its requests have their own rate limit (client-go's default, as
-		// when it had a client of its own): its claims do not queue behind
-		// a burst of Events.
+		// record's reservations, the publisher leaves the record alone.
+		// It uses the same API client; its requests have their own rate
+		// limit: its writes do not queue behind a burst of Events.
 		pc, err := cs.WithOwnRateLimit()
 		if err != nil {
 			return nil, errors.Join(fmt.Errorf("placement client: %w", err), runtime.Close())
 		}
-		pub = placement.NewWithAPI(placement.NewAPI(pc, cfg.NodeName), placement.Options{Node: cfg.NodeName,
-			Store: rebuild.Published{Store: o}, Holds: o.holds, Interval: cfg.Interval,
-			WrittenFile: filepath.Join(cfg.CheckpointDir, placement.WrittenFileName),
-			Timeout:     cfg.Timeout, Registry: m.Registry, Log: log.With("component", "placement")})
+		plog := log.With("component", "placement")
+		records = placement.NewAPI(pc, cfg.NodeName)
+		watcher = placement.NewWatcher(cs, cfg.NodeName, plog)
+		pub = placement.New(records, placement.Options{Node: cfg.NodeName,
+			Store: rebuild.Published{Store: o}, Holds: o.holds, NodeObject: api.Node, Record: watcher.Record,
+			Interval: cfg.Interval, Timeout: cfg.Timeout, Registry: m.Registry, Log: plog})
 	}
 	var follower *retention.Follower
-	if follow {
-		ro := retention.Options{API: api, Store: o, Interval: cfg.Interval, Registry: m.Registry, Log: log.With("component", "retention")}
-		if pub != nil {
-			ro.ClaimedLater = pub.ClaimedLater
+	if store != nil {
+		// Always run: with following off it ends the holds of before.
+		ro := retention.Options{Store: o.forFollower(), Interval: cfg.Interval, Registry: m.Registry, Log: log.With("component", "retention")}
+		if cfg.FollowStatefulSets && watcher != nil {
+			ro.Verdicts = watcher
 		}
 		follower = retention.New(ro)
 	}
 	events := kube.NewRecorder(cs, cfg.NodeName, cfg.Timeout, log.With("component", "events"))
 	var repair reconcile.Repairer
 	if store != nil {
-		var index rebuild.Index // the node's own placement entries: the reservations of deleted pods
-		if pub != nil {
-			index = rebuild.PlacementIndex{Reader: pub}
+		var index rebuild.Index // the node's own NodeRecord: the reservations of deleted pods
+		if records != nil {
+			index = rebuild.RecordIndex{Reader: records}
 		}
 		repair = rebuild.New(rebuild.Config{
 			Enabled: cfg.RebuildStore, Store: store, Runtime: runtime, ResultsDir: cfg.CNIResultsDir,
@@ -209,7 +212,7 @@ func build(cfg config.Config, pol policy.Policy) (*parts, error) {
 		RestoreTimeout: cfg.RestoreTimeout, CorruptRetention: cfg.CorruptRetention,
 		Reservation: cfg.Reservation, SkipVolumes: cfg.Volumes == "drop",
 	})
-	return &parts{host: rc.Host, fresh: tracker.Fresh(), runtime: runtime, events: events, api: api, rec: rec, pub: pub, follow: follower,
+	return &parts{host: rc.Host, fresh: tracker.Fresh(), runtime: runtime, events: events, api: api, rec: rec, pub: pub, watcher: watcher, records: records, follow: follower,
 		m: m, memory: memory}, nil
 }
 
@@ -263,7 +266,8 @@ func serve(ctx context.Context, cfg config.Config, p *parts) error {
 	go func() { defer wg.Done(); p.rec.Run(ctx, cfg.Interval) }()
 	go func() { defer wg.Done(); p.memory.run(ctx) }()
 	if p.pub != nil {
-		wg.Add(1)
+		wg.Add(2)
+		go func() { defer wg.Done(); p.watcher.Run(ctx) }()
 		go func() { defer wg.Done(); p.pub.Run(ctx) }()
 	}
 	if p.follow != nil {
@@ -357,11 +361,35 @@ func (o *observed) Waiting() (map[string]time.Time, error) {
 // a stat, not a read.
 func (o *observed) Missing() bool { return o.store.Missing() }
 
-// Retain applies the StatefulSet follower's changes (retention.Store); the
-// engine checks each against the record as it is then, so a view a second
-// old decides nothing wrong.
+// Retain applies the retention follower's changes (retention.Store,
+// through forFollower); the engine checks each against the record as it is
+// then.
 func (o *observed) Retain(network string, changes []ipam.RetentionChange) (int, error) {
 	return o.store.Retain(network, changes)
+}
+
+// forFollower is the IPAM store as the retention follower reads it: the
+// store's Observe at each of its passes (a read only when the store
+// changed), never the view kept for a publisher pass. A DEL just before
+// the follower's pass leaves a held reservation that pass must see: else
+// its release waits a whole interval more, in which a pod of the name
+// created again (its StatefulSet deleted and created again) takes the
+// address.
+func (o *observed) forFollower() retention.Store { return latest{o} }
+
+// latest is observed as the follower reads it (forFollower).
+type latest struct{ o *observed }
+
+func (l latest) Entries() ([]reservation.Entry, error) {
+	v, err := l.o.store.Observe()
+	if err != nil {
+		return nil, err
+	}
+	return v.Entries, nil
+}
+
+func (l latest) Retain(network string, changes []ipam.RetentionChange) (int, error) {
+	return l.o.Retain(network, changes)
 }
 
 // holds is placement.Options.Holds.

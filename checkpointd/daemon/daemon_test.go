@@ -58,7 +58,7 @@ func TestHealthz(t *testing.T) {
 // TestDaemonSetManifest decodes deploy/checkpointd/daemonset.yaml strictly:
 // it is one DaemonSet acting with the node's own identity (the kubelet's
 // kubeconfig, read-only), with no service account token and no RBAC of its
-// own, so it has no cluster-wide access to Secrets (issue 9 row 2).
+// own, so it has no cluster-wide access to Secrets.
 func TestDaemonSetManifest(t *testing.T) {
 	data, err := os.ReadFile("../../deploy/checkpointd/daemonset.yaml")
 	if err != nil {

@@ -25,10 +25,10 @@ const releaseAfter = 1 << 20
 // releases after a pass, and every releaseEvery during a pass that runs
 // longer (the first on a node full of opted-in pods saves every one at the
 // API client's pace, 40 s for 110 pods, and held its garbage until it
-// ended, 3 MB above the steady state: docs/bench.md, Lean) — once the heap
+// ended, 3 MB above the steady state: test/bench/README.md) — once the heap
 // has allocated releaseAfter since the last release. An idle pass at 110
 // pods allocates less than that: a collection after every one was a third
-// of checkpointd's CPU (perf record of workload 8, one-off, issue 48).
+// of checkpointd's CPU (perf record of workload 8).
 type memoryReleaser struct {
 	mu        sync.Mutex
 	passEnded bool   // since the last tick of run

@@ -19,8 +19,8 @@ import (
 )
 
 // pageFamilies are the metric families of checkpointd's /metrics and their
-// types (dashboards, alerts and the bench read these names): the 69 of
-// issue 40's page, written by checkpointd's own text writer, and the
+// types (dashboards, alerts and the bench read these names): the 69
+// families written by checkpointd's own text writer, and the
 // Prometheus client's process_network_* it serves again now.
 // checkpointd_placement_errors_total appears with its first failure.
 var pageFamilies = map[string]string{
@@ -31,9 +31,8 @@ var pageFamilies = map[string]string{
 	"checkpointd_ipam_reservations": "gauge", "checkpointd_ipam_store_damaged": "gauge", "checkpointd_ipam_store_rebuild_seconds": "gauge",
 	"checkpointd_ipam_store_rebuild_unplaced_total": "counter", "checkpointd_ipam_store_rebuild_waiting": "gauge", "checkpointd_ipam_store_rebuilds_total": "counter",
 	"checkpointd_ipam_store_reclaims_total": "counter", "checkpointd_ipam_store_reclaim_seconds": "gauge", "checkpointd_ipam_store_reclaim_waiting": "gauge",
-	"checkpointd_placement_node_writes_total":  "counter",
 	"checkpointd_ipam_unconfigured_sticky_ips": "gauge", "checkpointd_last_reconcile_timestamp_seconds": "gauge", "checkpointd_node_pod_cidr_changes_total": "counter",
-	"checkpointd_placement_reads_total": "counter", "checkpointd_placement_records": "gauge", "checkpointd_placement_superseded": "gauge",
+	"checkpointd_placement_records": "gauge", "checkpointd_placement_superseded": "gauge",
 	"checkpointd_placement_writes_total": "counter", "checkpointd_pod_errors_total": "counter", "checkpointd_reconcile_errors_total": "counter", "checkpointd_reconcile_passes_total": "counter",
 	"checkpointd_refusals_total": "counter", "checkpointd_releases_total": "counter", "checkpointd_restore_failures_total": "counter",
 	"checkpointd_restore_seconds": "histogram", "checkpointd_restores_active": "gauge", "checkpointd_restores_total": "counter",
@@ -56,7 +55,7 @@ var pageFamilies = map[string]string{
 // exports, with its type, in a page Prometheus parses, and the values set.
 func TestMetricsPage(t *testing.T) {
 	m := metrics.New()
-	placement.NewWithAPI(nil, placement.Options{Node: "n", Registry: m.Registry, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	placement.New(nil, placement.Options{Node: "n", Registry: m.Registry, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	m.Checkpoints.Set(3)
 	m.RestoreSeconds.Observe(3)
 	for _, v := range []*prometheus.CounterVec{m.Refusals, m.RestoreFailures, m.CopiesRemoved, m.PodErrors} {
@@ -120,7 +119,7 @@ func TestMetricsPage(t *testing.T) {
 // per-call cost docs/DESIGN.md's "Libraries" table gives.
 func BenchmarkMetricsPage(b *testing.B) {
 	m := metrics.New()
-	placement.NewWithAPI(nil, placement.Options{Node: "n", Registry: m.Registry, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	placement.New(nil, placement.Options{Node: "n", Registry: m.Registry, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	for _, v := range []*prometheus.CounterVec{m.Refusals, m.RestoreFailures, m.CopiesRemoved, m.PodErrors} {
 		v.WithLabelValues("x").Inc()
 	}

@@ -8,15 +8,17 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
-	"strings"
+	"slices"
 	"testing"
 	"time"
 
-	"k8s.io/apimachinery/pkg/types"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/stickyip/stickyip/checkpointd/ipamstore"
 	"github.com/stickyip/stickyip/checkpointd/placement"
 	"github.com/stickyip/stickyip/checkpointd/rebuild"
+	"github.com/stickyip/stickyip/contract/placementv1"
 	"github.com/stickyip/stickyip/ipam"
 	"github.com/stickyip/stickyip/reservation"
 	"github.com/stickyip/stickyip/reservation/boltstore"
@@ -52,8 +54,9 @@ func TestPublisherReadsEachChangeOnce(t *testing.T) {
 	store := ipamstore.New(dataDir, time.Second, slog.New(slog.DiscardHandler)).WithCNIConfDir(confDir)
 	api := &recordingAPI{}
 	o := &observed{store: store}
-	pub := placement.NewWithAPI(api, placement.Options{Node: "node1", Store: rebuild.Published{Store: o}, Holds: o.holds,
-		Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node1", UID: "node1-uid"}}
+	pub := placement.New(api, placement.Options{Node: "node1", Store: rebuild.Published{Store: o}, Holds: o.holds,
+		NodeObject: func() (*corev1.Node, bool) { return node, true }, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	reads := func() (int64, int64) { return store.Uses(), ipam.ConfDirReads() }
 
 	if _, err := store.Observe(); err != nil { // the reconcile pass
@@ -64,8 +67,8 @@ func TestPublisherReadsEachChangeOnce(t *testing.T) {
 	if u, c := reads(); u != uses || c != confReads {
 		t.Errorf("the publisher's pass after the reconcile pass read the store %d times and the directory %d times, want 0", u-uses, c-confReads)
 	}
-	if api.writes == 0 {
-		t.Error("the publisher wrote nothing, want the claim of db/db-0")
+	if !api.publishes("db-0") {
+		t.Errorf("the publisher's record holds %v, want the claim of db/db-0", api.identities())
 	}
 	add("10.244.1.8", "db-1") // an ADD
 	o.at = time.Time{}        // the next publisher pass
@@ -77,34 +80,32 @@ func TestPublisherReadsEachChangeOnce(t *testing.T) {
 	if u, c := reads(); u != uses+1 || c != confReads+1 {
 		t.Errorf("the ADD was read %d times from the store and %d from the directory by the publisher and the pass together, want once each", u-uses, c-confReads)
 	}
-	// The pass after the ADD saw it: a view of the store serves one pass,
-	// never the next.
-	if !strings.Contains(api.last, "db-1") {
-		t.Errorf("the publisher's pass after the ADD wrote %q, want the claim of db/db-1", api.last)
+	// What was read once is what was published: the pass after the ADD
+	// wrote it (a view kept past its pass would publish the store as it
+	// was before).
+	if !api.publishes("db-1") {
+		t.Errorf("after the ADD of db-1 the record holds %v, want db-1's claim written by the pass that read it", api.identities())
 	}
 }
 
-// recordingAPI is an API server that takes every write; last is the value
-// of the last one.
-type recordingAPI struct {
-	writes int
-	last   string
+// recordingAPI is an API server that takes every write of the record.
+type recordingAPI struct{ spec placementv1.NodeRecordSpec }
+
+func (a *recordingAPI) Get(context.Context) (*placementv1.NodeRecord, error) { return nil, nil }
+
+func (a *recordingAPI) Publish(_ context.Context, spec placementv1.NodeRecordSpec) (*placementv1.NodeRecord, error) {
+	a.spec = spec
+	return &placementv1.NodeRecord{Spec: spec}, nil
 }
 
-func (a *recordingAPI) NodeUID(context.Context) (types.UID, error) { return "node1-uid", nil }
-
-func (a *recordingAPI) Get(context.Context, string, string) (*placement.Shard, error) {
-	return &placement.Shard{Values: map[string]string{}}, nil
+// identities are the identities of the record as last written.
+func (a *recordingAPI) identities() []string {
+	var out []string
+	for _, e := range a.spec.Entries {
+		out = append(out, e.Identity)
+	}
+	return out
 }
 
-func (a *recordingAPI) Write(_ context.Context, _, _ string, c placement.Change) (*placement.Shard, error) {
-	a.writes++
-	a.last = c.Value
-	return &placement.Shard{Exists: true, RV: fmt.Sprint(a.writes), Values: map[string]string{"node1": c.Value}}, nil
-}
-
-// Listed: the Node lists no shard yet.
-func (a *recordingAPI) Listed(context.Context) (string, error) { return "", nil }
-
-// List takes the Node's list of shards.
-func (a *recordingAPI) List(context.Context, string) error { return nil }
+// publishes reports whether the record as last written holds id.
+func (a *recordingAPI) publishes(id string) bool { return slices.Contains(a.identities(), id) }

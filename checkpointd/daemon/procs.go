@@ -9,8 +9,7 @@ import "runtime"
 // per core the runtime wakes an idle one to look for work at every
 // wakeup (a timer, a watch event, a reply) and puts it back to sleep:
 // workload 8's CPU, idle and during a churn of 20 pods, fell by 15-25 %
-// with GOMAXPROCS=1 on this project's 2-core machine (docs/bench.md,
-// issue 48).
+// with GOMAXPROCS=1 on this project's 2-core machine (test/bench/README.md).
 func oneProcessor(getenv func(string) string) {
 	if getenv("GOMAXPROCS") == "" {
 		runtime.GOMAXPROCS(1)

@@ -5,7 +5,7 @@ import (
 	"runtime"
 	"testing"
 
-	"github.com/stickyip/stickyip/checkpointd/apiclient/apitest"
+	"github.com/stickyip/stickyip/checkpointd/kube/kubetest"
 )
 
 // TestOneProcessor: the daemon runs on one processor, unless the
@@ -20,7 +20,7 @@ func TestOneProcessor(t *testing.T) {
 	t.Setenv("GOMAXPROCS", "")
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if err := Run(ctx, nodeConfig(t, apitest.New(t))); err != nil {
+	if err := Run(ctx, nodeConfig(t, kubetest.New(t))); err != nil {
 		t.Fatal(err)
 	}
 	if got := runtime.GOMAXPROCS(0); got != 1 {

@@ -10,7 +10,7 @@ import (
 	"github.com/stickyip/stickyip/ipam"
 )
 
-// Issue 17 finding 7: the lease checkpointd keeps is the file the flannel
+// The lease checkpointd keeps is the file the flannel
 // plugin reads (its conflist's subnetFile), not a second setting that can
 // disagree with it; the flag overrides it.
 func TestSubnetFileFromTheFlannelConflist(t *testing.T) {

@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/stickyip/stickyip/checkpointd/cleanup"
 	"github.com/stickyip/stickyip/checkpointd/config"
 	"github.com/stickyip/stickyip/contract"
 )
@@ -92,7 +91,7 @@ func (n Node) Uninstall(ctx context.Context, cfg config.Config, wait time.Durati
 			return removed, fmt.Errorf("checkpointd still answers on %s after its static pod was removed; is it also run by systemd? %w", cfg.ListenAddress, err)
 		}
 	}
-	more, err := cleanup.Remove(cfg, true)
+	more, err := Cleanup(cfg, true)
 	removed = append(removed, more...)
 	if err != nil {
 		return removed, err

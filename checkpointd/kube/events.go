@@ -12,7 +12,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/stickyip/stickyip/checkpointd/apiclient"
 	"github.com/stickyip/stickyip/contract"
 )
 
@@ -32,7 +31,7 @@ const (
 // Node authorizer's rules). Callers post each Event once (they remember
 // what they said), so nothing is aggregated here.
 type Recorder struct {
-	cs      *apiclient.Client
+	cs      *REST
 	node    string
 	timeout time.Duration
 	log     *slog.Logger
@@ -46,7 +45,7 @@ type Recorder struct {
 
 // NewRecorder starts posting Events through cs, each request bounded by
 // timeout.
-func NewRecorder(cs *apiclient.Client, node string, timeout time.Duration, log *slog.Logger) *Recorder {
+func NewRecorder(cs *REST, node string, timeout time.Duration, log *slog.Logger) *Recorder {
 	r := &Recorder{cs: cs, node: node, timeout: timeout, log: log, now: time.Now,
 		queue: make(chan *corev1.Event, eventQueue), stop: make(chan struct{}), done: make(chan struct{})}
 	go r.run()
@@ -149,7 +148,7 @@ const sendTries = 4
 func (r *Recorder) create(ctx context.Context, ev *corev1.Event) error {
 	ctx, cancel := context.WithTimeout(ctx, r.timeout)
 	defer cancel()
-	return r.cs.Create(ctx, apiclient.Events, ev.Namespace, ev, metav1.CreateOptions{}, &corev1.Event{})
+	return r.cs.Create(ctx, Events, ev.Namespace, ev, metav1.CreateOptions{}, &corev1.Event{})
 }
 
 // transient reports whether a failed post may succeed later: no answer, or

@@ -9,14 +9,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/stickyip/stickyip/checkpointd/apiclient"
-	"github.com/stickyip/stickyip/checkpointd/apiclient/apitest"
+	"github.com/stickyip/stickyip/checkpointd/kube/kubetest"
 )
 
 // events returns the Events the server holds, by reason.
-func events(srv *apitest.Server) map[string]*corev1.Event {
+func events(srv *kubetest.Server) map[string]*corev1.Event {
 	out := map[string]*corev1.Event{}
-	for _, o := range srv.Objects(apiclient.Events) {
+	for _, o := range srv.Objects(Events) {
 		e := o.(*corev1.Event)
 		out[e.Reason] = e
 	}
@@ -27,7 +26,7 @@ func events(srv *apitest.Server) map[string]*corev1.Event {
 // (the e2e reads them by namespace, involved object and reason); Stop posts
 // what is still queued.
 func TestRecorderPostsEvents(t *testing.T) {
-	srv := apitest.New(t)
+	srv := kubetest.New(t)
 	r := NewRecorder(client(t, srv), "node1", time.Second, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "app", Namespace: "kube-system", UID: "u1"}}
 	r.Event(pod, corev1.EventTypeWarning, "CheckpointRefused", "no")
@@ -50,22 +49,22 @@ func TestRecorderPostsEvents(t *testing.T) {
 // An Event the API server cannot take now (503) is posted again; one it
 // refuses (403) is not.
 func TestRecorderTriesAgain(t *testing.T) {
-	srv := apitest.New(t)
-	srv.Refuse("create", apiclient.Events, 503)
+	srv := kubetest.New(t)
+	srv.Refuse("create", Events, 503)
 	r := NewRecorder(client(t, srv), "node1", time.Second, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	defer r.Stop()
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "app", Namespace: "kube-system"}}
 	r.Event(pod, corev1.EventTypeNormal, "CheckpointSaved", "saved")
 	eventually(t, "the first post refused", func() bool { return srv.Refusals() == 1 })
-	srv.Refuse("create", apiclient.Events, 0)
+	srv.Refuse("create", Events, 0)
 	eventually(t, "the Event posted again", func() bool { return events(srv)["CheckpointSaved"] != nil })
 
 	// Events are posted one after another: had the refused one been tried
 	// again, it would be there (the refusal lifted) before the next.
-	srv.Refuse("create", apiclient.Events, 403)
+	srv.Refuse("create", Events, 403)
 	r.Event(pod, corev1.EventTypeNormal, "CheckpointHandedBack", "back")
 	eventually(t, "the post refused", func() bool { return srv.Refusals() == 2 })
-	srv.Refuse("create", apiclient.Events, 0)
+	srv.Refuse("create", Events, 0)
 	r.Event(pod, corev1.EventTypeNormal, "CheckpointReleased", "released")
 	eventually(t, "the next Event posted", func() bool { return events(srv)["CheckpointReleased"] != nil })
 	if e := events(srv)["CheckpointHandedBack"]; e != nil {

@@ -5,8 +5,7 @@
 // timeout), its own Node (watched the same way, for its pod CIDRs), whether
 // the API server is reachable, the secrets and configMaps a
 // checkpoint needs (read one by one, as the Node authorizer allows a node to),
-// Events on pods, and, when asked, every StatefulSet of the cluster (one
-// watch: statefulsets.go).
+// and Events on pods.
 package kube
 
 import (
@@ -24,8 +23,6 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/cache"
-
-	"github.com/stickyip/stickyip/checkpointd/apiclient"
 )
 
 // Options configure a Client.
@@ -42,19 +39,14 @@ type Options struct {
 	Now func() time.Time
 	// Log receives state changes.
 	Log *slog.Logger
-	// StatefulSets: watch the cluster's StatefulSets too (what the node's
-	// StatefulSet pods' reservations follow).
-	StatefulSets bool
 }
 
 // Client watches the node's pods and tracks reachability.
 type Client struct {
-	cs       *apiclient.Client
+	cs       *REST
 	opts     Options
 	informer cache.SharedIndexInformer // the pods bound to the node
 	nodes    cache.SharedIndexInformer // the node's own Node
-	sets     cache.SharedIndexInformer // the cluster's StatefulSets; nil unless Options.StatefulSets
-	setsErr  errorOnce                 // the last refusal of the StatefulSet watch, logged once
 
 	mu        sync.Mutex
 	reachable bool
@@ -64,7 +56,7 @@ type Client struct {
 }
 
 // New returns a client; call Run to start it.
-func New(cs *apiclient.Client, opts Options) *Client {
+func New(cs *REST, opts Options) *Client {
 	if opts.ProbeInterval <= 0 {
 		opts.ProbeInterval = 5 * time.Second
 	}
@@ -81,19 +73,16 @@ func New(cs *apiclient.Client, opts Options) *Client {
 	if c.opts.Probe == nil {
 		c.opts.Probe = c.readyz
 	}
-	c.informer = informer(cs, apiclient.Pods, fields.OneTermEqualSelector("spec.nodeName", opts.Node).String(), &corev1.Pod{})
+	c.informer = informer(cs, Pods, fields.OneTermEqualSelector("spec.nodeName", opts.Node).String(), &corev1.Pod{})
 	// The node's own Node: metadata.name=<node>, the only Node a kubelet's
 	// credentials may list.
-	c.nodes = informer(cs, apiclient.Nodes, fields.OneTermEqualSelector("metadata.name", opts.Node).String(), &corev1.Node{})
+	c.nodes = informer(cs, Nodes, fields.OneTermEqualSelector("metadata.name", opts.Node).String(), &corev1.Node{})
 	_ = c.nodes.SetWatchErrorHandler(func(_ *cache.Reflector, err error) {
 		var status apierrors.APIStatus
 		if errors.As(err, &status) {
 			c.opts.Log.Warn("Node watch refused by the API server", "err", err)
 		}
 	})
-	if opts.StatefulSets {
-		c.sets = c.statefulSetInformer()
-	}
 	_ = c.informer.SetWatchErrorHandler(func(_ *cache.Reflector, err error) {
 		var status apierrors.APIStatus
 		switch {
@@ -113,7 +102,7 @@ func New(cs *apiclient.Client, opts Options) *Client {
 // informer lists and watches the objects of resource the field selector
 // picks, keeping them without their managedFields (nothing here reads them,
 // and they are often the largest part of a pod's metadata).
-func informer(cs *apiclient.Client, resource, selector string, example runtime.Object) cache.SharedIndexInformer {
+func informer(cs *REST, resource, selector string, example runtime.Object) cache.SharedIndexInformer {
 	i := cache.NewSharedIndexInformer(cs.ListWatch(resource, selector), example, 0, cache.Indexers{})
 	_ = i.SetTransform(func(o any) (any, error) {
 		if m, err := meta.Accessor(o); err == nil {
@@ -130,9 +119,6 @@ func (c *Client) readyz(ctx context.Context) error { return c.cs.Readyz(ctx) }
 func (c *Client) Run(ctx context.Context) {
 	go c.informer.RunWithContext(ctx)
 	go c.nodes.RunWithContext(ctx)
-	if c.sets != nil {
-		go c.sets.RunWithContext(ctx)
-	}
 	t := time.NewTicker(c.opts.ProbeInterval)
 	defer t.Stop()
 	for {
@@ -228,7 +214,7 @@ func (c *Client) Secret(ctx context.Context, ns, name string) (map[string][]byte
 	ctx, cancel := context.WithTimeout(ctx, c.opts.Timeout)
 	defer cancel()
 	var s corev1.Secret
-	if err := c.cs.Get(ctx, apiclient.Secrets, ns, name, &s); err != nil {
+	if err := c.cs.Get(ctx, Secrets, ns, name, &s); err != nil {
 		return nil, err
 	}
 	return s.Data, nil
@@ -239,7 +225,7 @@ func (c *Client) ConfigMap(ctx context.Context, ns, name string) (map[string][]b
 	ctx, cancel := context.WithTimeout(ctx, c.opts.Timeout)
 	defer cancel()
 	var cm corev1.ConfigMap
-	if err := c.cs.Get(ctx, apiclient.ConfigMaps, ns, name, &cm); err != nil {
+	if err := c.cs.Get(ctx, ConfigMaps, ns, name, &cm); err != nil {
 		return nil, err
 	}
 	out := make(map[string][]byte, len(cm.Data)+len(cm.BinaryData))

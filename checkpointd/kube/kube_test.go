@@ -14,8 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/stickyip/stickyip/checkpointd/apiclient"
-	"github.com/stickyip/stickyip/checkpointd/apiclient/apitest"
+	"github.com/stickyip/stickyip/checkpointd/kube/kubetest"
 )
 
 func podOn(name, node string) *corev1.Pod {
@@ -44,9 +43,9 @@ func names(pods []*corev1.Pod) string {
 }
 
 // client returns a client of srv.
-func client(t *testing.T, srv *apitest.Server) *apiclient.Client {
+func client(t *testing.T, srv *kubetest.Server) *REST {
 	t.Helper()
-	cs, err := apiclient.New(srv.Config())
+	cs, err := NewREST(srv.Config())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,7 +53,7 @@ func client(t *testing.T, srv *apitest.Server) *apiclient.Client {
 }
 
 func TestWatchAndReachability(t *testing.T) {
-	srv := apitest.New(t, podOn("a", "node1"), podOn("b", "node2"))
+	srv := kubetest.New(t, podOn("a", "node1"), podOn("b", "node2"))
 	var down atomic.Bool
 	c := New(client(t, srv), Options{
 		Node: "node1", ProbeInterval: 10 * time.Millisecond, Timeout: time.Second,
@@ -84,7 +83,7 @@ func TestWatchAndReachability(t *testing.T) {
 	srv.Put(podOn("c", "node1"))
 	srv.Put(podOn("d", "node2"))
 	eventually(t, "pod c seen", func() bool { p, _ := c.Pods(); return names(p) == "a,c" })
-	srv.Delete(apiclient.Pods, "default", "a")
+	srv.Delete(Pods, "default", "a")
 	eventually(t, "pod a gone", func() bool { p, _ := c.Pods(); return names(p) == "c" })
 
 	// Outage: unreachable, with the time it started; the cache keeps the last word.
@@ -103,7 +102,7 @@ func TestWatchAndReachability(t *testing.T) {
 }
 
 func TestSecretAndConfigMap(t *testing.T) {
-	srv := apitest.New(t,
+	srv := kubetest.New(t,
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "s", Namespace: "default"}, Data: map[string][]byte{"k": []byte("v")}},
 		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "cm", Namespace: "default"},
 			Data: map[string]string{"a": "1"}, BinaryData: map[string][]byte{"b": {0, 1}}},
@@ -126,13 +125,13 @@ func TestSecretAndConfigMap(t *testing.T) {
 // TestForbiddenListIsNotAnOutage: an API server that answers but refuses the
 // pod list (RBAC) is not "away": the unreachability clock stays at zero so
 // no restore can start. The verdict waits for proof that the client had its
-// chance to get it wrong (issue 50: it slept 300 ms, and passed with no
+// chance to get it wrong (a fixed sleep passes with no
 // probe run at all): probes answered and pod lists refused, then an hour
 // on the client's clock.
 func TestForbiddenListIsNotAnOutage(t *testing.T) {
-	srv := apitest.New(t)
-	srv.Refuse("list", apiclient.Pods, 403)
-	srv.Refuse("watch", apiclient.Pods, 403)
+	srv := kubetest.New(t)
+	srv.Refuse("list", Pods, 403)
+	srv.Refuse("watch", Pods, 403)
 	var probes atomic.Int64
 	var clock atomic.Int64 // nanoseconds since the Unix epoch
 	clock.Store(time.Date(2026, 11, 29, 4, 0, 0, 0, time.UTC).UnixNano())

@@ -12,8 +12,6 @@ import (
 	"time"
 
 	"k8s.io/client-go/rest"
-
-	"github.com/stickyip/stickyip/checkpointd/apiclient"
 )
 
 // apiServer is a minimal API server: /readyz, and a pod list and watch on
@@ -52,13 +50,13 @@ func newAPIServer(t *testing.T) *apiServer {
 	return s
 }
 
-// Issue 9 row 10: rest.Config.Timeout also bounded the watch, so every node
+// rest.Config.Timeout also bounds the watch, so every node
 // re-opened its pod watch every --timeout (24 watches in 120 s at 5 s). The
 // watch must stay open for longer than many request timeouts.
 func TestWatchOutlivesTheRequestTimeout(t *testing.T) {
 	srv := newAPIServer(t)
 	timeout := 200 * time.Millisecond
-	cs, err := apiclient.New(&rest.Config{Host: srv.URL, Timeout: timeout})
+	cs, err := NewREST(&rest.Config{Host: srv.URL, Timeout: timeout})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,177 +10,90 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/stickyip/stickyip/checkpointd/apiclient"
+	"github.com/stickyip/stickyip/checkpointd/kube"
+	"github.com/stickyip/stickyip/contract/placementv1"
 )
 
-// API is what the publisher asks of the API server, with the node's own
-// credentials.
+// API is what the publisher asks of the API server about the node's own
+// NodeRecord, with the node's own credentials.
 type API interface {
-	// NodeUID returns the UID of the node's Node (the shards' owner).
-	NodeUID(ctx context.Context) (types.UID, error)
-	// Get returns shard ns/name; a shard that does not exist is one with
-	// Exists false, not an error.
-	Get(ctx context.Context, ns, name string) (*Shard, error)
-	// Write makes change to shard ns/name, creating it when it does not
-	// exist, with no resourceVersion precondition: the API server applies
-	// concurrent writes of several nodes one after the other, and the index
-	// policy checks each against the shard as it is then, so no other node's
-	// write can make it fail. It returns the shard as written.
-	Write(ctx context.Context, ns, name string, change Change) (*Shard, error)
-	// Listed returns the value of the node's Node's ShardsAnnotation (""
-	// when it has none).
-	Listed(ctx context.Context) (string, error)
-	// List sets it ("": removes it), by a merge patch of that annotation
-	// only.
-	List(ctx context.Context, value string) error
-}
-
-// Change is one write of a node to a shard.
-type Change struct {
-	// Value is the node's whole value; "" removes its key and its
-	// ownerReference.
-	Value string
-	// UID is the node's Node's UID: its ownerReference's.
-	UID types.UID
-	// Stale are the UIDs of the node's own references to a former Node of
-	// its name (deleted and registered again), which the write removes
-	// (Shard.StaleOwn).
-	Stale []types.UID
+	// Get returns the record; nil (and no error) when there is none.
+	Get(ctx context.Context) (*placementv1.NodeRecord, error)
+	// Publish makes the record's spec spec, creating the record when there
+	// is none, and returns the record as written.
+	Publish(ctx context.Context, spec placementv1.NodeRecordSpec) (*placementv1.NodeRecord, error)
 }
 
 // clientAPI is API on a client.
 type clientAPI struct {
-	client *apiclient.Client
+	client *kube.REST
 	node   string
 }
 
-// NewAPI returns the API of node through client.
-func NewAPI(client *apiclient.Client, node string) API {
+// NewAPI returns the API of node's record through client.
+func NewAPI(client *kube.REST, node string) API {
 	return &clientAPI{client: client, node: node}
 }
 
-func (a *clientAPI) NodeUID(ctx context.Context) (types.UID, error) {
-	var n corev1.Node
-	if err := a.client.Get(ctx, apiclient.Nodes, "", a.node, &n); err != nil {
-		return "", err
-	}
-	return n.UID, nil
-}
-
-func (a *clientAPI) Listed(ctx context.Context) (string, error) {
-	var n corev1.Node
-	if err := a.client.Get(ctx, apiclient.Nodes, "", a.node, &n); err != nil {
-		return "", err
-	}
-	return n.Annotations[ShardsAnnotation], nil
-}
-
-func (a *clientAPI) List(ctx context.Context, value string) error {
-	v := any(value)
-	if value == "" {
-		v = nil
-	}
-	data, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]any{ShardsAnnotation: v}}})
+// ForgetFormer removes FormerAnnotation by a merge patch of that
+// annotation alone (a node may write its own Node's annotations).
+func (a *clientAPI) ForgetFormer(ctx context.Context) error {
+	data, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]any{FormerAnnotation: nil}}})
 	if err != nil {
 		return err
 	}
 	var n corev1.Node
-	return a.client.Patch(ctx, apiclient.Nodes, "", a.node, types.MergePatchType, data, metav1.PatchOptions{FieldManager: FieldManager}, &n)
+	return a.client.Patch(ctx, kube.Nodes, "", a.node, types.MergePatchType, data, metav1.PatchOptions{FieldManager: FieldManager}, &n)
 }
 
-func (a *clientAPI) Get(ctx context.Context, ns, name string) (*Shard, error) {
-	var cm corev1.ConfigMap
-	err := a.client.Get(ctx, apiclient.ConfigMaps, ns, name, &cm)
-	if apierrors.IsNotFound(err) {
-		return &Shard{Values: map[string]string{}}, nil
+func (a *clientAPI) Get(ctx context.Context) (*placementv1.NodeRecord, error) {
+	r, err := a.client.GetRecord(ctx, a.node)
+	if apierrors.IsNotFound(err) && !resourceMissing(err) {
+		return nil, nil
 	}
-	if err != nil {
-		return nil, err
-	}
-	return DecodeShard(&cm), nil
+	return r, err
 }
 
-// Write sets the node's value by a strategic-merge patch of its key and of
-// its reference (merged by UID, the list's key; a former Node's removed by
-// UID), creating the shard when there is none (another node creating it
-// meanwhile: patched after all); removes them by one too. Never a
-// precondition: whatever other nodes write meanwhile, the write is checked
-// against the shard as it is then. Not server-side apply: it keeps a
-// managedFields entry per field manager, which every node would need
-// (FieldManager).
-func (a *clientAPI) Write(ctx context.Context, ns, name string, c Change) (*Shard, error) {
-	opts := metav1.PatchOptions{FieldManager: FieldManager}
-	var body any
-	if c.Value == "" {
-		body = releasePatch(a.node, append([]types.UID{c.UID}, c.Stale...))
-	} else {
-		body = setPatch(name, a.node, c)
+// Publish writes the spec by a JSON merge patch of the spec alone (lists
+// are replaced whole), no resourceVersion precondition: only this node
+// writes the spec. A record that does not exist yet is created; one
+// created meanwhile (a restart of checkpointd racing itself) is patched
+// after all.
+func (a *clientAPI) Publish(ctx context.Context, spec placementv1.NodeRecordSpec) (*placementv1.NodeRecord, error) {
+	entries := spec.Entries
+	if entries == nil {
+		entries = []placementv1.Entry{} // a merge patch leaves a field it does not name: the last entry must go too
 	}
-	data, err := json.Marshal(body)
+	data, err := json.Marshal(map[string]any{"spec": map[string]any{"nodeUID": spec.NodeUID, "entries": entries}})
 	if err != nil {
 		return nil, err
 	}
 	for range 2 {
-		var cm corev1.ConfigMap
-		err := a.client.Patch(ctx, apiclient.ConfigMaps, ns, name, types.StrategicMergePatchType, data, opts, &cm)
-		switch {
-		case apierrors.IsNotFound(err) && c.Value == "":
-			return &Shard{Values: map[string]string{}}, nil // nothing left to remove
-		case apierrors.IsNotFound(err):
-			err = a.client.Create(ctx, apiclient.ConfigMaps, ns, newShard(ns, name, a.node, c), metav1.CreateOptions{FieldManager: FieldManager}, &cm)
-			if apierrors.IsAlreadyExists(err) {
-				continue // created meanwhile: patch it
-			}
+		r, err := a.client.PatchRecord(ctx, a.node, data, FieldManager)
+		if !apierrors.IsNotFound(err) || resourceMissing(err) {
+			return r, err
 		}
-		if err != nil {
-			return nil, err
+		r, err = a.client.CreateRecord(ctx, &placementv1.NodeRecord{
+			TypeMeta:   metav1.TypeMeta{APIVersion: placementv1.SchemeGroupVersion.String(), Kind: placementv1.NodeRecordKind},
+			ObjectMeta: metav1.ObjectMeta{Name: a.node}, Spec: spec,
+		}, FieldManager)
+		if !apierrors.IsAlreadyExists(err) {
+			return r, err
 		}
-		return DecodeShard(&cm), nil
 	}
-	return nil, apierrors.NewConflict(corev1.Resource("configmaps"), name, errors.New("created and deleted while written"))
+	return nil, apierrors.NewConflict(placementv1.SchemeGroupVersion.WithResource(placementv1.NodeRecordResource).GroupResource(),
+		a.node, errors.New("created and deleted while written"))
 }
 
-// ownRef is node's ownerReference to its Node.
-func ownRef(node string, uid types.UID) metav1.OwnerReference {
-	return metav1.OwnerReference{APIVersion: "v1", Kind: "Node", Name: node, UID: uid}
-}
-
-// newShard is shard ns/name created by node with its value.
-func newShard(ns, name, node string, c Change) *corev1.ConfigMap {
-	return &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{IndexLabel: shardNumber(name)},
-			OwnerReferences: []metav1.OwnerReference{ownRef(node, c.UID)}},
-		Data: map[string]string{node: c.Value},
+// resourceMissing reports whether a NotFound says that the API server
+// serves no NodeRecords at all (the custom resource definition is not
+// installed), rather than that this record does not exist: the API
+// server's answer for an unknown resource names no object.
+func resourceMissing(err error) bool {
+	var s apierrors.APIStatus
+	if !apierrors.IsNotFound(err) || !errors.As(err, &s) {
+		return false
 	}
-}
-
-// setPatch is the strategic merge patch that makes node's key value, adds
-// its reference (merged by UID) and removes its references to a former
-// Node of its name (by UID): no other node's key or reference is touched.
-func setPatch(name, node string, c Change) map[string]any {
-	refs := []any{ownRef(node, c.UID)}
-	for _, uid := range c.Stale {
-		refs = append(refs, map[string]any{"$patch": "delete", "uid": uid})
-	}
-	return map[string]any{
-		"metadata": map[string]any{
-			"labels":          map[string]string{IndexLabel: shardNumber(name)},
-			"ownerReferences": refs,
-		},
-		"data": map[string]any{node: c.Value},
-	}
-}
-
-// releasePatch is the strategic merge patch that removes node's key and its
-// ownerReferences of uids (by UID, the list's merge key): no other node's
-// key or reference is touched.
-func releasePatch(node string, uids []types.UID) map[string]any {
-	var refs []map[string]any
-	for _, uid := range uids {
-		refs = append(refs, map[string]any{"$patch": "delete", "uid": uid})
-	}
-	return map[string]any{
-		"metadata": map[string]any{"ownerReferences": refs},
-		"data":     map[string]any{node: nil},
-	}
+	d := s.Status().Details
+	return d == nil || d.Name == ""
 }

@@ -1,36 +1,33 @@
 package placement
 
 import (
-	"fmt"
-	"maps"
+	"cmp"
+	"net/netip"
 	"slices"
 	"time"
 
-	"github.com/stickyip/stickyip/checkpointd/placement/entry"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
 	"github.com/stickyip/stickyip/contract"
+	"github.com/stickyip/stickyip/contract/placementv1"
 	"github.com/stickyip/stickyip/reservation"
 )
 
-// Line is one entry of a node's value in a shard (package entry: its form
-// and parser).
-type Line = entry.Line
-
-// Key names an identity in a namespace.
-type Key struct{ Namespace, Identity string }
-
-// Desired returns the entries node should have, by identity: one per
-// identity (namespace/name) holding, in any network and on any interface,
-// an allocation with a reservation duration or a reservation that has not
-// expired at now (one its StatefulSet keeps never expires: its end is
-// entry.Retained). Allocations without a duration, cooling addresses and
+// Desired returns the entries node should publish, sorted by namespace and
+// identity: one per identity (namespace/name) holding, in any network and
+// on any interface, an allocation with a reservation duration or a
+// reservation that has not expired at now (one its StatefulSet keeps never
+// expires: Held). Allocations without a duration, cooling addresses and
 // anonymous records are not sticky. holds, when set, says which addresses
 // the node holds now (in its network's ranges, in no pod CIDR the node no
-// longer has): the others are never published (a node registered again
-// with another podCIDR), and an identity left with none has no entry. The
-// lines have no Seq: a claim gets it when written.
-func Desired(node string, entries []reservation.Entry, now time.Time, holds func(reservation.Entry) bool) map[Key]Line {
-	out := map[Key]Line{}
-	running := map[Key]bool{}
+// longer has): the others are never published, and an identity left with
+// none has no entry. Times are whole seconds, as the API stores them, so
+// that an entry read back compares equal. At most placementv1.MaxEntries
+// are returned (fit); dropped counts the rest.
+func Desired(node string, entries []reservation.Entry, now time.Time, holds func(reservation.Entry) bool) (out []placementv1.Entry, dropped int) {
+	byKey := map[[2]string]*placementv1.Entry{}
+	running := map[[2]string]bool{}
 	for _, e := range entries {
 		if e.Identity.IsZero() {
 			continue
@@ -45,33 +42,43 @@ func Desired(node string, entries []reservation.Entry, now time.Time, holds func
 			continue
 		}
 		id, pod := published(node, e.Record)
-		k := Key{e.Identity.Namespace, id}
-		l, seen := out[k]
-		if !seen {
-			l = Line{Identity: id}
+		k := [2]string{e.Identity.Namespace, id}
+		p := byKey[k]
+		if p == nil {
+			p = &placementv1.Entry{Namespace: k[0], Identity: id}
+			byKey[k] = p
 		}
-		l.IPs = append(l.IPs, e.IP.String())
-		if !seen || e.AllocatedAt.After(l.Since) {
-			l.Since, l.Pod = e.AllocatedAt, pod
+		p.Addresses = append(p.Addresses, e.IP.String())
+		since := metav1.NewTime(e.AllocatedAt.Truncate(time.Second))
+		if p.Pod == "" || since.After(p.Since.Time) {
+			p.Since, p.Pod, p.PodUID = since, pod, types.UID(e.UID)
 		}
 		switch {
 		case e.State == reservation.Allocated:
 			running[k] = true
-		case e.Held(): // no time ends it: the entry keeps counting as long as its StatefulSet keeps it
-			l.Until = entry.Retained
-		case e.ExpiresAt.After(l.Until):
-			l.Until = e.ExpiresAt
+		case e.Held():
+			p.Held = true
+		case p.Until == nil || e.ExpiresAt.After(p.Until.Time):
+			t := metav1.NewTime(e.ExpiresAt.Truncate(time.Second))
+			p.Until = &t
 		}
-		out[k] = l
 	}
-	for k, l := range out {
-		l.IPs = entry.SortIPs(l.IPs)
+	for k, p := range byKey {
 		if running[k] {
-			l.Until = time.Time{}
+			p.Until, p.Held = nil, false
+		} else if p.Held {
+			p.Until = nil
 		}
-		out[k] = l
+		slices.SortFunc(p.Addresses, func(a, b string) int {
+			return netip.MustParseAddr(a).Compare(netip.MustParseAddr(b))
+		})
+		out = append(out, *p)
 	}
-	return out
+	out, dropped = fit(out)
+	slices.SortFunc(out, func(a, b placementv1.Entry) int {
+		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Identity, b.Identity))
+	})
+	return out, dropped
 }
 
 // published returns the identity and pod a record is published as: a
@@ -90,33 +97,20 @@ func published(node string, r *reservation.Record) (identity, pod string) {
 	return id, id
 }
 
-// fit returns want without the entries that would make the node's value
-// longer than entry.MaxValueLen: running pods' first, then the latest
-// reservations. What is left out is counted and logged.
-func (p *Publisher) fit(ref shardRef, want map[string]Line) map[string]Line {
-	ids := slices.SortedFunc(maps.Keys(want), func(a, b string) int {
-		la, lb := want[a], want[b]
-		if la.Running() != lb.Running() {
-			if la.Running() {
+// fit keeps at most placementv1.MaxEntries entries: the running pods'
+// first, then the latest reservations.
+func fit(es []placementv1.Entry) (kept []placementv1.Entry, dropped int) {
+	if len(es) <= placementv1.MaxEntries {
+		return es, 0
+	}
+	slices.SortFunc(es, func(a, b placementv1.Entry) int {
+		if a.Running() != b.Running() {
+			if a.Running() {
 				return -1
 			}
 			return 1
 		}
-		return lb.Since.Compare(la.Since)
+		return b.Since.Compare(a.Since.Time)
 	})
-	out := map[string]Line{}
-	size := -1
-	for _, id := range ids {
-		l := want[id]
-		l.Seq = 1e18 - 1 // the longest a seq can be
-		n := 1 + len(l.String())
-		if size+n > entry.MaxValueLen {
-			p.fail("full", ref.Namespace+"/"+ref.Name, fmt.Errorf("%d of the node's %d entries fit in one shard (%d characters); the others are not published",
-				len(out), len(want), entry.MaxValueLen))
-			return out
-		}
-		size += n
-		out[id] = want[id]
-	}
-	return out
+	return es[:placementv1.MaxEntries], len(es) - placementv1.MaxEntries
 }

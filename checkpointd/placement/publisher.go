@@ -2,21 +2,19 @@ package placement
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
-	"hash/fnv"
 	"log/slog"
-	"maps"
-	"slices"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"k8s.io/apimachinery/pkg/types"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/rest"
 
-	"github.com/stickyip/stickyip/checkpointd/apiclient"
 	"github.com/stickyip/stickyip/checkpointd/metrics"
+	"github.com/stickyip/stickyip/contract/placementv1"
 	"github.com/stickyip/stickyip/reservation"
 )
 
@@ -26,8 +24,8 @@ type Entries interface {
 }
 
 // ErrNotYet, from Entries, skips the pass quietly: there is no store to
-// publish yet (a new node), and publishing none would remove the node's
-// entries from the index.
+// publish yet (a new node, a store rebuilt that waits for the record), and
+// publishing none would remove the node's entries from the index.
 var ErrNotYet = errors.New("no store to publish yet")
 
 // Options configure a Publisher.
@@ -42,23 +40,21 @@ type Options struct {
 	// networks it cannot answer for (logged; their entries are not
 	// published); an error without one skips the pass.
 	Holds func() (func(reservation.Entry) bool, error)
-	// WrittenFile keeps the list of shards holding the node's entries
-	// across restarts ("": not kept).
-	WrittenFile string
-	// Interval is how often the store is compared with the shards (default 5s).
+	// NodeObject returns the node's Node as last seen (false: not yet):
+	// its UID goes into the record, which counts only under it.
+	NodeObject func() (*corev1.Node, bool)
+	// Record returns the node's record as the watch last saw it (false:
+	// not listed yet): the publisher writes when the store differs from
+	// it, so that a spec changed by anyone else is written back.
+	Record func() (*placementv1.NodeRecord, bool)
+	// Interval is how often the store is compared with the record (default 5s).
 	Interval time.Duration
 	// Timeout bounds each API request (default 5s).
 	Timeout time.Duration
-	// Resync is how long a shard as last seen is trusted before it is read
-	// again (default 5m): a shard changed by someone else (another node's
-	// later claim of an identity whose pod runs here, an administrator, the
-	// garbage collector) is repaired within that time. Every write returns
-	// the shard as written, which serves as a read; a claim the index
-	// policy finds stale reads the shard again at once.
-	Resync time.Duration
-	// MaxBackoff bounds the wait before a shard whose write failed is tried
-	// again (default 5m; the first wait is Interval, doubled each time;
-	// each wait is longer by up to half again, at random).
+	// MaxBackoff bounds the wait before a failed write is tried again
+	// (default 5m; the first wait is Interval, doubled each time, each
+	// longer by up to half again at random, so that nodes whose writes
+	// failed together do not come back together).
 	MaxBackoff time.Duration
 	// Registry receives the publisher's metrics (nil: not exported).
 	Registry prometheus.Registerer
@@ -68,83 +64,37 @@ type Options struct {
 	Now func() time.Time
 }
 
-// Publisher keeps the node's entries in its namespaces' placement index
-// equal to what its IPAM store holds.
+// Publisher keeps the node's record equal to what its IPAM store holds.
 type Publisher struct {
-	opts    Options
-	api     API
-	written *written
+	opts Options
+	api  API
 
 	writes     *prometheus.CounterVec
 	errs       *prometheus.CounterVec
 	records    prometheus.Gauge
 	superseded prometheus.Gauge
 
-	shards  map[shardRef]view    // each shard as the API server last showed it
-	retry   map[shardRef]backoff // shards whose last write failed
-	nodeUID types.UID            // the Node's UID (the shards' owner), read once per pass that writes
-	refused map[refusal]bool     // claims the index policy refused
-	lost    map[Key]string       // identities another node claimed later, by that node
-	logged  map[string]string    // last failure logged per step
-	mu      sync.Mutex           // guards logged, and lost's replacement (ClaimedLater reads it)
-	reads   prometheus.Counter   // API reads (shards and the Node)
+	written *placementv1.NodeRecordSpec // the spec as last written (nil: not yet)
+	steps   wait.Backoff                // the waits after the next failed writes
+	retryAt time.Time                   // no write before then (a write failed)
+	// unserved: the last write failed while the watch had never listed
+	// the record (before deploy/placement/nodes is applied, say); once
+	// it lists it, the write is tried at once, not after the back-off.
+	unserved bool
+	cleared  bool // the former Node annotation is known gone
 
-	listed     map[shardRef]bool  // the shards the Node's ShardsAnnotation lists (nil: not read yet)
-	nodeWrites prometheus.Counter // writes of that annotation
-
-	// published is what the last pass found in place everywhere (every
-	// shard settled, nothing failed), until resyncAt, when the first shard
-	// seen is due for a read: a pass that wants the same before then has
-	// nothing to do.
-	published map[Key]Line
-	resyncAt  time.Time
-	fails     int // failed steps (fail), to tell a pass that settled
-	contested int // shards left with claims refused as stale (publish): not settled either
-	visits    int // shards compared with the store (publish)
-
-	takenWait time.Duration // the least wait after "reference taken:" (takenWait; tests shorten it)
+	mu     sync.Mutex
+	logged map[string]string // the last failure logged per step
+	later  map[string]bool   // identities another node claimed later, logged once
 }
 
-type view struct {
-	shard *Shard
-	at    time.Time
-}
-
-// backoff is when a shard whose write failed is tried again, and the
-// waits after its next failures.
-type backoff struct {
-	steps wait.Backoff
-	next  time.Time
-}
-
-// refusal is a claim the index policy refused: not tried again for the
-// same pod and ADD (the pod is not, or no longer, bound to this node).
-type refusal struct {
-	key   Key
-	pod   string
-	since time.Time
-}
-
-// New returns a publisher that reaches the API server with cfg (the node's
-// own kubeconfig).
-func New(cfg *rest.Config, opts Options) (*Publisher, error) {
-	c, err := apiclient.New(cfg)
-	if err != nil {
-		return nil, err
-	}
-	return NewWithAPI(NewAPI(c, opts.Node), opts), nil
-}
-
-// NewWithAPI is New on a given API.
-func NewWithAPI(api API, opts Options) *Publisher {
+// New returns a publisher of opts.Node's record through api.
+func New(api API, opts Options) *Publisher {
 	if opts.Interval <= 0 {
 		opts.Interval = 5 * time.Second
 	}
 	if opts.Timeout <= 0 {
 		opts.Timeout = 5 * time.Second
-	}
-	if opts.Resync <= 0 {
-		opts.Resync = 5 * time.Minute
 	}
 	if opts.MaxBackoff <= 0 {
 		opts.MaxBackoff = 5 * time.Minute
@@ -156,39 +106,35 @@ func NewWithAPI(api API, opts Options) *Publisher {
 		opts.Now = time.Now
 	}
 	p := &Publisher{
-		opts: opts, api: api,
+		opts: opts, api: api, logged: map[string]string{}, later: map[string]bool{},
 		writes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: metrics.Namespace + "placement_writes_total",
-			Help: "Writes to the placement index (its ConfigMaps), by kind: claim (an ADD), update (a reservation's end at DEL, addresses), release (expiry or release)."}, []string{"kind"}),
+			Help: "Entries written to the node's NodeRecord, by kind: claim (a new identity or pod), update (a reservation's end, addresses), release (expiry or release)."}, []string{"kind"}),
 		errs: prometheus.NewCounterVec(prometheus.CounterOpts{Name: metrics.Namespace + "placement_errors_total",
-			Help: "Failed placement steps, by step (store, ranges, written, node, get, apply, refused, taken, entry, full, list)."}, []string{"step"}),
+			Help: "Failed placement steps, by step (store, ranges, node, write, full)."}, []string{"step"}),
 		records: prometheus.NewGauge(prometheus.GaugeOpts{Name: metrics.Namespace + "placement_records",
 			Help: "Sticky identities this node holds and publishes."}),
 		superseded: prometheus.NewGauge(prometheus.GaugeOpts{Name: metrics.Namespace + "placement_superseded",
-			Help: "Sticky identities this node holds that another node claimed later (it ran their pod since)."}),
-		reads: prometheus.NewCounter(prometheus.CounterOpts{Name: metrics.Namespace + "placement_reads_total",
-			Help: "Reads of the placement index (its ConfigMaps) and of the node's Node."}),
-		nodeWrites: prometheus.NewCounter(prometheus.CounterOpts{Name: metrics.Namespace + "placement_node_writes_total",
-			Help: "Writes of the node's Node annotation " + ShardsAnnotation + " (the shards holding its entries, which a re-installed node reads)."}),
-		shards:  map[shardRef]view{},
-		retry:   map[shardRef]backoff{},
-		refused: map[refusal]bool{},
-		lost:    map[Key]string{},
-		logged:  map[string]string{},
-
-		takenWait: takenWait,
+			Help: "Sticky identities this node holds that the index gives to another node (it ran their pod since)."}),
 	}
+	p.steps = p.backoff()
 	for _, k := range []string{WriteClaim, WriteUpdate, WriteRelease} {
 		p.writes.WithLabelValues(k) // exported as 0 before the first write
 	}
 	if opts.Registry != nil {
-		opts.Registry.MustRegister(p.writes, p.errs, p.records, p.superseded, p.reads, p.nodeWrites)
+		opts.Registry.MustRegister(p.writes, p.errs, p.records, p.superseded)
 	}
-	w, err := loadWritten(opts.WrittenFile)
-	if err != nil {
-		p.fail("written", "", err)
-	}
-	p.written = w
 	return p
+}
+
+// The kinds of entry change a write carries (placement_writes_total).
+const (
+	WriteClaim   = "claim"
+	WriteUpdate  = "update"
+	WriteRelease = "release"
+)
+
+func (p *Publisher) backoff() wait.Backoff {
+	return wait.Backoff{Duration: p.opts.Interval, Factor: 2, Jitter: 0.5, Steps: 64, Cap: p.opts.MaxBackoff}
 }
 
 // Run publishes until ctx is done.
@@ -205,103 +151,163 @@ func (p *Publisher) Run(ctx context.Context) {
 	}
 }
 
-// Pass compares the store with the shards once and writes the difference.
+// Pass compares the store with the record once and writes the difference.
 func (p *Publisher) Pass(ctx context.Context) {
 	want, ok := p.desired()
 	if !ok {
 		return
 	}
+	node, ok := p.opts.NodeObject()
+	if !ok || node == nil || node.UID == "" {
+		p.fail("node", errors.New("the node's Node is not known yet"))
+		return
+	}
+	p.ok("node")
+	spec := placementv1.NodeRecordSpec{NodeUID: node.UID, Entries: want}
+	cur := p.current()
+	p.noteVerdicts()
+	p.clearFormer(ctx, node)
+	if cur != nil && sameSpec(*cur, spec) {
+		return
+	}
 	now := p.opts.Now()
-	if p.published != nil && now.Before(p.resyncAt) && len(p.retry) == 0 && maps.EqualFunc(want, p.published, Line.Equal) {
-		return // in place, as the last pass left it
+	if p.unserved && p.listed() {
+		p.retryAt, p.steps, p.unserved = time.Time{}, p.backoff(), false
 	}
-	p.published = nil
-	fails, contested := p.fails, p.contested
-	// The Node may have been deleted and registered again since the last
-	// pass (a new UID): an owner reference to the old one would be dropped
-	// by the garbage collector.
-	p.nodeUID = ""
-	byShard := map[shardRef]map[string]Line{}
-	for k, l := range want {
-		ref := shardRef{k.Namespace, ShardOf(k.Identity)}
-		if byShard[ref] == nil {
-			byShard[ref] = map[string]Line{}
-		}
-		byShard[ref][k.Identity] = l
+	if now.Before(p.retryAt) {
+		return
 	}
-	refs := slices.Collect(maps.Keys(byShard))
-	for _, ref := range p.written.refs() {
-		if byShard[ref] == nil {
-			refs = append(refs, ref)
-		}
+	wctx, cancel := context.WithTimeout(ctx, p.opts.Timeout)
+	rec, err := p.api.Publish(wctx, spec)
+	cancel()
+	if err != nil {
+		p.retryAt = now.Add(p.steps.Step())
+		p.unserved = !p.listed()
+		p.fail("write", err)
+		return
 	}
-	slices.SortFunc(refs, compareRefs)
-	refs = rotate(refs, p.opts.Node)
-	lost := map[Key]string{}
-	for _, ref := range refs {
-		if b, ok := p.retry[ref]; ok && now.Before(b.next) {
-			continue
-		}
-		p.publish(ctx, ref, p.fit(ref, byShard[ref]), now, lost)
-	}
-	p.noteLost(lost)
-	p.superseded.Set(float64(len(lost)))
-	p.list(ctx)
-	for r := range p.refused {
-		if l, ok := want[r.key]; !ok || l.Pod != r.pod || !l.Since.Equal(r.since) {
-			delete(p.refused, r)
-		}
-	}
-	if p.fails == fails && p.contested == contested && len(p.retry) == 0 && len(p.refused) == 0 {
-		p.published, p.resyncAt = want, now.Add(p.opts.Resync)
-		for _, v := range p.shards {
-			if at := v.at.Add(p.opts.Resync); at.Before(p.resyncAt) {
-				p.resyncAt = at
-			}
-		}
-	}
+	p.count(cur, spec)
+	p.written, p.retryAt, p.steps = &rec.Spec, time.Time{}, p.backoff()
+	p.ok("write")
+	p.opts.Log.Debug("placement: record written", "entries", len(spec.Entries))
 }
 
 // desired reads the store and returns the entries the node should have;
 // false when the pass cannot go on.
-func (p *Publisher) desired() (map[Key]Line, bool) {
+func (p *Publisher) desired() ([]placementv1.Entry, bool) {
 	entries, err := p.opts.Store.Entries()
 	if errors.Is(err, ErrNotYet) {
 		return nil, false
 	}
 	if err != nil {
-		p.fail("store", "", err)
+		p.fail("store", err)
 		return nil, false
 	}
+	p.ok("store")
 	var holds func(reservation.Entry) bool
 	if p.opts.Holds != nil {
 		holds, err = p.opts.Holds()
 		switch {
 		case err != nil && holds == nil:
-			p.fail("ranges", "", err)
+			p.fail("ranges", err)
 			return nil, false
 		case err != nil: // some networks only: theirs are not published
-			p.fail("ranges", "", err)
+			p.fail("ranges", err)
 		default:
 			p.ok("ranges")
 		}
 	}
-	p.ok("store")
-	want := Desired(p.opts.Node, entries, p.opts.Now(), holds)
+	want, dropped := Desired(p.opts.Node, entries, p.opts.Now(), holds)
+	if dropped > 0 {
+		p.fail("full", errors.New("the node holds more sticky identities than a record takes; its running pods' and latest reservations' entries are published"))
+	} else {
+		p.ok("full")
+	}
 	p.records.Set(float64(len(want)))
 	return want, true
 }
 
-// rotate returns refs, in order, starting at a place of their own for node:
-// nodes that start together (a burst of new pods, a cluster booting) meet
-// in different shards, rather than all in the first one, where each
-// would wait for the API server to apply the others' writes first.
-func rotate(refs []shardRef, node string) []shardRef {
-	if len(refs) < 2 {
-		return refs
+// listed reports whether the watch of the record has listed it (the API
+// serves the node its record).
+func (p *Publisher) listed() bool {
+	if p.opts.Record == nil {
+		return false
 	}
-	h := fnv.New32a()
-	h.Write([]byte(node))
-	i := int(h.Sum32() % uint32(len(refs)))
-	return append(refs[i:], refs[:i]...)
+	_, synced := p.opts.Record()
+	return synced
+}
+
+// current is the record's spec as the watch last saw it, else as last
+// written (nil: not known).
+func (p *Publisher) current() *placementv1.NodeRecordSpec {
+	if p.opts.Record != nil {
+		if r, synced := p.opts.Record(); synced {
+			if r == nil {
+				return nil
+			}
+			return &r.Spec
+		}
+	}
+	return p.written
+}
+
+// sameSpec reports whether two specs say the same.
+func sameSpec(a, b placementv1.NodeRecordSpec) bool {
+	x, _ := json.Marshal(a)
+	y, _ := json.Marshal(b)
+	return string(x) == string(y)
+}
+
+// count adds to placement_writes_total what the write changed since was.
+func (p *Publisher) count(was *placementv1.NodeRecordSpec, now placementv1.NodeRecordSpec) {
+	old := map[[2]string]placementv1.Entry{}
+	if was != nil {
+		for _, e := range was.Entries {
+			old[[2]string{e.Namespace, e.Identity}] = e
+		}
+	}
+	for _, e := range now.Entries {
+		k := [2]string{e.Namespace, e.Identity}
+		o, ok := old[k]
+		delete(old, k)
+		switch {
+		case !ok || o.PodUID != e.PodUID || !o.Since.Equal(&e.Since):
+			p.writes.WithLabelValues(WriteClaim).Inc()
+		case !sameEntry(o, e):
+			p.writes.WithLabelValues(WriteUpdate).Inc()
+		}
+	}
+	p.writes.WithLabelValues(WriteRelease).Add(float64(len(old)))
+}
+
+func sameEntry(a, b placementv1.Entry) bool {
+	x, _ := json.Marshal(a)
+	y, _ := json.Marshal(b)
+	return string(x) == string(y)
+}
+
+// fail counts a failed step and logs it when it differs from the step's last
+// logged failure (the API server being away fails every pass alike).
+func (p *Publisher) fail(step string, err error) {
+	p.errs.WithLabelValues(step).Inc()
+	msg := err.Error()
+	if step == "write" && (apierrors.IsForbidden(err) || resourceMissing(err)) {
+		msg = "nodes may not write their NodeRecord yet (deploy/placement, then deploy/placement/nodes once its policy is in effect: docs/guides/placement.md): " + msg
+	}
+	p.mu.Lock()
+	same := p.logged[step] == msg
+	p.logged[step] = msg
+	p.mu.Unlock()
+	if same {
+		p.opts.Log.Debug("placement step failed again", "step", step, "err", msg)
+		return
+	}
+	p.opts.Log.Warn("placement step failed; retried", "step", step, "err", msg)
+}
+
+// ok forgets a step's last failure, so the next one is logged.
+func (p *Publisher) ok(step string) {
+	p.mu.Lock()
+	delete(p.logged, step)
+	p.mu.Unlock()
 }

@@ -9,7 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/stickyip/stickyip/checkpointd/apiclient"
+	"github.com/stickyip/stickyip/checkpointd/kube"
 	"github.com/stickyip/stickyip/contract"
 )
 
@@ -25,9 +25,9 @@ type Stranded struct {
 
 // FindStranded lists the stranded pods of the cluster (pods of every
 // namespace and Nodes are read: an administrator's credentials).
-func FindStranded(ctx context.Context, c *apiclient.Client) ([]Stranded, error) {
+func FindStranded(ctx context.Context, c *kube.REST) ([]Stranded, error) {
 	var nodes corev1.NodeList
-	if err := c.List(ctx, apiclient.Nodes, "", metav1.ListOptions{}, &nodes); err != nil {
+	if err := c.List(ctx, kube.Nodes, "", metav1.ListOptions{}, &nodes); err != nil {
 		return nil, fmt.Errorf("list Nodes: %w", err)
 	}
 	registered := map[string]bool{}
@@ -35,7 +35,7 @@ func FindStranded(ctx context.Context, c *apiclient.Client) ([]Stranded, error) 
 		registered[n.Name] = true
 	}
 	var pods corev1.PodList
-	if err := c.List(ctx, apiclient.Pods, "", metav1.ListOptions{FieldSelector: "status.phase=Pending,spec.nodeName="}, &pods); err != nil {
+	if err := c.List(ctx, kube.Pods, "", metav1.ListOptions{FieldSelector: "status.phase=Pending,spec.nodeName="}, &pods); err != nil {
 		return nil, fmt.Errorf("list Pending pods: %w", err)
 	}
 	var out []Stranded

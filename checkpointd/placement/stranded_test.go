@@ -9,8 +9,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
-	"github.com/stickyip/stickyip/checkpointd/apiclient"
-	"github.com/stickyip/stickyip/checkpointd/apiclient/apitest"
+	"github.com/stickyip/stickyip/checkpointd/kube"
+	"github.com/stickyip/stickyip/checkpointd/kube/kubetest"
 )
 
 // A pod required onto a node that no longer exists is named; one whose
@@ -42,7 +42,7 @@ func TestFindStranded(t *testing.T) {
 		pod("bound", "required", "node1", corev1.PodRunning, []string{"node1"}),
 		pod("no-affinity", "required", "", corev1.PodPending),
 	}
-	c, err := apiclient.New(apitest.New(t, objs...).Config())
+	c, err := kube.NewREST(kubetest.New(t, objs...).Config())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -23,7 +23,7 @@
 //     whose DEL has not succeeded, the network, interface, namespace,
 //     CNI_ARGS, annotations and addresses;
 //   - checkpointd's checkpoints: a saved pod's addresses;
-//   - the node's own entries of the placement index: the reservations of
+//   - the node's own entries of its NodeRecord: the reservations of
 //     deleted pods, with their end.
 //
 // MakePlan turns the node's own sources into ipam.Attachments, one per
@@ -48,18 +48,18 @@
 //
 // The node's own sources are rebuilt at once: every address a sandbox
 // holds, and the reservations the previous boot's sandboxes and the
-// checkpoints leave. Only the placement index is missing, and with it the
+// checkpoints leave. Only the NodeRecord is missing, and with it the
 // reservations of pods deleted before the damage. Who could take those
 // addresses meanwhile? No new pod reaches the node without the API server:
 // only static pods (the operator's, and checkpointd's restored copies,
 // which take their parent's addresses), and new sandboxes of pods the
 // kubelet already runs, which take their own pod's address over. So the
 // rebuilt store holds back every address no pod holds yet (ipam
-// ErrRebuildWait, CNI error 11: the kubelet retries) until the index's
+// ErrRebuildWait, CNI error 11: the kubelet retries) until the record's
 // reservations are in, or until the network's reservation.maxDuration has
 // passed (no reservation can outlive that). The placement publisher does
-// not publish a waiting store (Published): it would remove from the index
+// not publish a waiting store (Published): it would remove from the record
 // the very entries the rebuild waits to read. An API server that answers
-// but refuses the index (no placement manifests, no RBAC) ends the wait at
-// once: there is no index to wait for.
+// but refuses the record (no placement manifests, no RBAC) ends the wait at
+// once: there is no record to wait for.
 package rebuild

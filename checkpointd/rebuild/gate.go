@@ -10,7 +10,7 @@ import (
 )
 
 // Waiter is a store that says which rebuilt networks wait for the
-// placement index's reservations, and whether there is a store at all
+// NodeRecord's reservations, and whether there is a store at all
 // (checkpointd/ipamstore).
 type Waiter interface {
 	Entries() ([]reservation.Entry, error)
@@ -19,10 +19,10 @@ type Waiter interface {
 }
 
 // Published is the store as the placement publisher reads it: while a
-// rebuilt network waits for the index's reservations, or while the node
+// rebuilt network waits for the record's reservations, or while the node
 // has no store (a new node, or one re-installed: newStore reads its entries
 // first), nothing is read (an error, so the publisher skips its pass).
-// Publishing the store then would remove from the index the very entries
+// Publishing the store then would remove from the record the very entries
 // the store is to take back.
 type Published struct{ Store Waiter }
 
@@ -30,14 +30,14 @@ type Published struct{ Store Waiter }
 // there is no store.
 func (p Published) Entries() ([]reservation.Entry, error) {
 	if p.Store.Missing() {
-		return nil, fmt.Errorf("%w: the index is not changed until the node has an IPAM store (a re-installed node's is made from its entries there)", placement.ErrNotYet)
+		return nil, fmt.Errorf("%w: the record is not changed until the node has an IPAM store (a re-installed node's is made from its entries there)", placement.ErrNotYet)
 	}
 	w, err := p.Store.Waiting()
 	if err != nil {
 		return nil, err
 	}
 	if len(w) > 0 {
-		return nil, fmt.Errorf("the rebuilt IPAM store waits for the placement index's reservations (networks %v): the index is not changed until they are read", keys(w))
+		return nil, fmt.Errorf("the rebuilt IPAM store waits for the NodeRecord's reservations (networks %v): the record is not changed until they are read", keys(w))
 	}
 	return p.Store.Entries()
 }

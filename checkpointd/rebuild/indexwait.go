@@ -12,7 +12,7 @@ import (
 	"github.com/stickyip/stickyip/ipam"
 )
 
-// restoreFromIndex restores the index's reservations into the networks of
+// restoreFromIndex restores the record's reservations into the networks of
 // a rebuilt store that wait for them, once the API server answers.
 func (b *Rebuilder) restoreFromIndex(ctx context.Context) {
 	if b.cfg.Index == nil {
@@ -30,12 +30,12 @@ func (b *Rebuilder) restoreFromIndex(ctx context.Context) {
 	}
 	confs, err := b.cfg.Store.Networks()
 	if err != nil {
-		b.once("restore", "placement index's reservations not restored yet: "+err.Error())
+		b.once("restore", "NodeRecord's reservations not restored yet: "+err.Error())
 		return
 	}
 	entries, err := b.cfg.Store.Entries()
 	if err != nil {
-		b.once("restore", "placement index's reservations not restored yet: "+err.Error())
+		b.once("restore", "NodeRecord's reservations not restored yet: "+err.Error())
 		return
 	}
 	var recs []*checkpoint.Record
@@ -51,7 +51,7 @@ func (b *Rebuilder) restoreFromIndex(ctx context.Context) {
 	}
 	reports, err := b.cfg.Store.RestoreReservations(restored, slices.Sorted(maps.Keys(waiting)))
 	if err != nil {
-		b.once("restore", "placement index's reservations not restored yet: "+err.Error())
+		b.once("restore", "NodeRecord's reservations not restored yet: "+err.Error())
 		return
 	}
 	b.once("restore", "")
@@ -66,13 +66,13 @@ func (b *Rebuilder) restoreFromIndex(ctx context.Context) {
 	}
 	notes := append(r.notes, note)
 	b.cfg.Metrics.StoreUnplaced.Add(float64(len(unplaced)))
-	b.cfg.Log.Warn("IPAM store: the placement index's reservations restored", "entries", len(index), "restored", n,
+	b.cfg.Log.Warn("IPAM store: the NodeRecord's reservations restored", "entries", len(index), "restored", n,
 		"networks", totals(reports), "unplaced", len(unplaced))
 	for _, u := range append(unplaced, notes...) {
 		if u != "" {
 			b.cfg.Log.Warn("IPAM store restore", "note", u)
 		}
 	}
-	b.say(corev1.EventTypeNormal, EventRestored, fmt.Sprintf("the API server answers: %d reservations of the node's %d placement index entries restored into the rebuilt store (%s); new addresses are handed out again.%s",
+	b.say(corev1.EventTypeNormal, EventRestored, fmt.Sprintf("the API server answers: %d reservations of the node's %d NodeRecord entries restored into the rebuilt store (%s); new addresses are handed out again.%s",
 		n, len(index), totals(reports), unplacedSummary(unplaced)))
 }

@@ -4,13 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
-	"github.com/stickyip/stickyip/checkpointd/placement"
 	"github.com/stickyip/stickyip/contract"
 	"github.com/stickyip/stickyip/ipam"
 	"github.com/stickyip/stickyip/reservation/boltstore"
@@ -36,12 +36,12 @@ const lookedBy = "checkpointd looked at the cluster: "
 //     (no reservation can outlive that), as a store rebuilt without it
 //     waits; the API server answers but the Node is not known: the wait is
 //     left as it is (the plugin's own bound, ipam.newStoreWait);
-//   - the Node (the watch's: no read of its own) lists no shard
-//     (placement.ShardsAnnotation): a new node, or a Node deleted and
-//     registered again; the wait ends;
-//   - it lists shards: the node's entries there are read, and a new store
-//     is made (Store.Rebuild) with what the node's own sources show and the
-//     reservations decide takes back, which ends the wait.
+//   - the node's NodeRecord (one read) holds no entry written under its
+//     Node's UID: a new node, or a Node deleted and registered again; the
+//     wait ends;
+//   - it holds entries: a new store is made (Store.Rebuild) with what the
+//     node's own sources show and the reservations decide takes back,
+//     which ends the wait.
 //
 // It reports whether a store was made.
 func (b *Rebuilder) newStore(ctx context.Context) bool {
@@ -60,7 +60,7 @@ func (b *Rebuilder) newStore(ctx context.Context) bool {
 	}
 	if b.cfg.Index == nil {
 		if waiting && w.Holds(now) {
-			b.endWait(since, "no placement index to read (--placement=false)")
+			b.endWait(since, "no NodeRecord to read (--placement=false)")
 		}
 		return false
 	}
@@ -74,19 +74,29 @@ func (b *Rebuilder) newStore(ctx context.Context) bool {
 		b.once("newstore", fmt.Sprintf("no store on this node, and its Node is not known to checkpointd yet (not registered, or --node-name is not the kubelet's): "+
 			"what the cluster holds for it is read once it is (ipam.newStoreWait bounds the wait meanwhile: %s)", waitState(w, waiting, now)))
 		return false
-	case !placement.Lists(node):
-		b.endWait(since, fmt.Sprintf("Node %s (uid %s) lists no placement shard (%s): nothing to take back (a new node, or its Node registered again)",
-			node.Name, node.UID, placement.ShardsAnnotation))
+	}
+	entries, err := b.cfg.Index.ReadOwn(ctx, node)
+	var refused apierrors.APIStatus
+	switch {
+	case errors.As(err, &refused):
+		b.endWait(since, "the API server refused this node's NodeRecord ("+err.Error()+"): nothing can be taken back")
+		return false
+	case err != nil:
+		b.holdNew(since, "its NodeRecord could not be read: "+err.Error())
+		return false
+	case !slices.ContainsFunc(entries, func(e IndexEntry) bool { return !e.Disowned }):
+		b.endWait(since, fmt.Sprintf("Node %s (uid %s) has no NodeRecord entries of its own: nothing to take back (a new node, or its Node registered again)",
+			node.Name, node.UID))
 		return false
 	}
-	return b.reclaim(ctx, node, since)
+	return b.reclaim(ctx, node, entries, since)
 }
 
-// reclaim makes the new store of a node whose Node lists placement shards:
+// reclaim makes the new store of a node whose NodeRecord holds entries:
 // the node's own sources (MakePlan: on a re-installed node, what runs
 // already), and the reservations its entries give back (decide). What
 // stops it holds the wait and is tried again at the next pass.
-func (b *Rebuilder) reclaim(ctx context.Context, node *corev1.Node, since time.Time) bool {
+func (b *Rebuilder) reclaim(ctx context.Context, node *corev1.Node, entries []IndexEntry, since time.Time) bool {
 	now := b.cfg.Now()
 	confs, err := b.cfg.Store.Networks()
 	if err != nil {
@@ -101,16 +111,6 @@ func (b *Rebuilder) reclaim(ctx context.Context, node *corev1.Node, since time.T
 	plan := MakePlan(src, confs, now)
 	if plan.Wait != "" {
 		b.holdNew(since, plan.Wait)
-		return false
-	}
-	entries, err := b.cfg.Index.ReadOwn(ctx, node)
-	var refused apierrors.APIStatus
-	switch {
-	case errors.As(err, &refused):
-		b.endWait(since, "the API server refused this node's placement shards ("+err.Error()+"): nothing can be taken back")
-		return false
-	case err != nil:
-		b.holdNew(since, "its placement shards could not be read: "+err.Error())
 		return false
 	}
 	r := newRestorer(confs, runningOf(confs, plan), now)
@@ -190,7 +190,7 @@ func (b *Rebuilder) reportReclaimed(node *corev1.Node, entries []IndexEntry, rep
 		}
 	}
 	m.StoreUnplaced.Add(float64(len(unplaced)))
-	b.cfg.Log.Warn("IPAM store made from this node's placement entries (the node had no store: re-installed?)", "store", b.cfg.Store.Path(),
+	b.cfg.Log.Warn("IPAM store made from this node's NodeRecord entries (the node had no store: re-installed?)", "store", b.cfg.Store.Path(),
 		"node", node.Name, "entries", len(entries), "from", sourcesSummary(src, entries), "networks", totals(reports),
 		"unplaced", len(unplaced), "took", took.Round(time.Millisecond).String())
 	for _, u := range unplaced {
@@ -199,12 +199,12 @@ func (b *Rebuilder) reportReclaimed(node *corev1.Node, entries []IndexEntry, rep
 	var not []string
 	for _, n := range notes {
 		if n != "" {
-			b.cfg.Log.Info("IPAM store made from the placement index", "note", n)
+			b.cfg.Log.Info("IPAM store made from the NodeRecord", "note", n)
 			not = append(not, n)
 		}
 	}
-	msg := fmt.Sprintf("stickyip had no store on this node, whose Node lists placement shards (%s): made one from the node's %d entries there and %s, %s after the node's first look: %s.",
-		placement.ShardsAnnotation, len(entries), sourcesSummary(src, nil), took.Round(100*time.Millisecond), totals(reports))
+	msg := fmt.Sprintf("stickyip had no store on this node, whose NodeRecord holds entries: made one from the node's %d entries there and %s, %s after the node's first look: %s.",
+		len(entries), sourcesSummary(src, nil), took.Round(100*time.Millisecond), totals(reports))
 	if len(not) > 0 {
 		msg += fmt.Sprintf(" Not taken back (%d): %s.", len(not), strings.Join(not, "; "))
 	}

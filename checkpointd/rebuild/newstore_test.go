@@ -22,7 +22,7 @@ import (
 	"github.com/stickyip/stickyip/reservation/boltstore"
 )
 
-// reinstalled is issue 49's node: re-installed under the same name, nothing
+// reinstalled is a re-imaged node: re-installed under the same name, nothing
 // of stickyip on its disk, its Node (same UID, pod CIDR 10.9.0.0/25) listing
 // the shards of its entries: db-0 ran there (a StatefulSet pod, its entry
 // "-", on an address that is not the first free one), gone was deleted (its
@@ -41,14 +41,13 @@ func newReinstalled(t *testing.T) *reinstalled {
 	n.now = time.Now().UTC().Truncate(time.Millisecond)
 	r := &reinstalled{node: n, wait: 2 * time.Minute, ips: map[string]string{
 		"db-0": "10.9.0.5", "gone": "10.9.0.6", "web-1": "10.9.0.7", "old": "10.9.0.8", "far": "10.9.0.200", "over": "10.9.0.9"}}
-	n.events.node = &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node1", UID: "uid-node1",
-		Annotations: map[string]string{placement.ShardsAnnotation: "apps/0357"}},
+	n.events.node = &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node1", UID: "uid-node1"},
 		Spec: corev1.NodeSpec{PodCIDR: "10.9.0.0/25", PodCIDRs: []string{"10.9.0.0/25"}}} // 10.9.0.128/25 was the node's before
 	ip := func(name string) []netip.Addr { return []netip.Addr{netip.MustParseAddr(r.ips[name])} }
 	since := n.now.Add(-time.Hour)
 	n.index.entries = []IndexEntry{
-		{Namespace: "apps", Identity: "db-0", Pod: "db-0", IPs: ip("db-0"), Since: since},
-		{Namespace: "apps", Identity: "gone", Pod: "gone", IPs: ip("gone"), Since: since, Until: n.now.Add(25 * time.Minute)},
+		{Namespace: "apps", Identity: "db-0", Pod: "db-0", PodUID: "uid-db-0", IPs: ip("db-0"), Since: since},
+		{Namespace: "apps", Identity: "gone", Pod: "gone", PodUID: "uid-gone", IPs: ip("gone"), Since: since, Until: n.now.Add(25 * time.Minute)},
 		{Namespace: "apps", Identity: "web-1", Pod: "web-1", IPs: ip("web-1"), Since: since, LaterBy: "node2"},
 		{Namespace: "apps", Identity: "old", Pod: "old", IPs: ip("old"), Since: since, Until: n.now.Add(time.Hour), Disowned: true},
 		{Namespace: "apps", Identity: "far", Pod: "far", IPs: ip("far"), Since: since, Until: n.now.Add(time.Hour)},
@@ -82,6 +81,12 @@ func (r *reinstalled) requireTakenBack(t *testing.T, start time.Time) {
 	if len(got) != 2 {
 		t.Fatalf("the new store holds %d records, want db-0's and gone's: %+v", len(got), got)
 	}
+	// The pods' UIDs come back with them: the node applies the controller's
+	// later verdict on a claim (a StatefulSet's Release) only to the record
+	// of the claim's pod.
+	if got[r.ips["db-0"]].UID != "uid-db-0" || got[r.ips["gone"]].UID != "uid-gone" {
+		t.Fatalf("the records' pod UIDs: db-0 %q, gone %q; want the record's uid-db-0 and uid-gone", got[r.ips["db-0"]].UID, got[r.ips["gone"]].UID)
+	}
 	r.check()
 	for i := range 8 {
 		name := fmt.Sprintf("new-%d", i)
@@ -101,7 +106,7 @@ func (r *reinstalled) requireTakenBack(t *testing.T, start time.Time) {
 	r.check()
 }
 
-// Issue 49: the node gets back, before any new pod takes an address, every
+// A re-imaged node gets back, before any new pod takes an address, every
 // reservation its entries list and every address of a pod that ran there;
 // not an address outside its pod CIDR, nor one another node claimed later,
 // nor an earlier Node object's. The plugin's first ADD comes first here:
@@ -171,32 +176,38 @@ func TestReinstalledNodeWithTheAPIServerAway(t *testing.T) {
 	r.requireTakenBack(t, start)
 }
 
-// A truly new node (its Node lists no shard: never had entries, or a Node
-// deleted and registered again) starts as today: one look at the Node the
-// watch already has, no read of the index, and the plugin's first ADD does
-// not wait when checkpointd looked first.
+// A truly new node (no record of its own: never had entries, or a Node
+// deleted and registered again whose record names the earlier Node) starts
+// as today: one read of its record, and the plugin's first ADD does not
+// wait when checkpointd looked first.
 func TestNewNodeStartsAtOnce(t *testing.T) {
 	for _, tc := range []struct {
-		name string
-		node *corev1.Node
+		name    string
+		entries func(r *reinstalled) []IndexEntry
 	}{
-		{"never had entries", &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node1", UID: "uid-new"}}},
-		{"registered again (an empty list)", &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node1", UID: "uid-again",
-			Annotations: map[string]string{placement.ShardsAnnotation: ""}}}},
+		{"never had entries", func(*reinstalled) []IndexEntry { return nil }},
+		{"registered again (its record names the earlier Node)", func(r *reinstalled) []IndexEntry {
+			var out []IndexEntry
+			for _, e := range r.index.entries {
+				e.Disowned = true
+				out = append(out, e)
+			}
+			return out
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := newReinstalled(t)
-			r.events.node = tc.node
-			if r.b.Pass(context.Background()) || r.index.reads != 0 {
-				t.Fatalf("a new node: store made or index read (%d reads)", r.index.reads)
+			r.index.entries = tc.entries(r)
+			if r.b.Pass(context.Background()) || r.index.reads != 1 {
+				t.Fatalf("a new node: store made, or its record read %d times, want once", r.index.reads)
 			}
 			ip, err := r.plugin("c-a", "a", 0)
 			if err != nil || ip != "10.9.0.2" {
 				t.Fatalf("the first ADD on a new node: %s %v, want the first address at once", ip, err)
 			}
 			r.b.Pass(context.Background())
-			if r.index.reads != 0 || len(r.events.events) != 0 {
-				t.Fatalf("index reads %d, events %q", r.index.reads, r.events.events)
+			if r.index.reads != 1 || len(r.events.events) != 0 {
+				t.Fatalf("record reads %d, want 1 (the first look); events %q", r.index.reads, r.events.events)
 			}
 		})
 	}

@@ -8,65 +8,90 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/stickyip/stickyip/checkpointd/kube"
-	"github.com/stickyip/stickyip/checkpointd/placement"
+	"github.com/stickyip/stickyip/contract/placementv1"
+	"github.com/stickyip/stickyip/reservation"
 )
 
-// IndexEntry is one of the node's own lines in the placement index
-// (design: `<identity> <pod> <seq> <since> <until> <ip>[,<ip>…]` under the
-// node's key of a shard in the pod's namespace).
+// IndexEntry is one of the node's own entries in its NodeRecord, with the
+// controller's verdict on it.
 type IndexEntry struct {
 	Namespace string
 	// Identity is the reservation's identity: a pod name, or
 	// identity:<key> (what ipam.Config.Identity returns).
 	Identity string
-	Pod      string
-	IPs      []netip.Addr
-	Since    time.Time
-	// Until is the reservation's end; zero ("-") while a sandbox held the
-	// addresses when the line was written.
+	// Pod and PodUID name the pod whose ADD holds (or last held) it: the
+	// record put back keeps the UID, which the controller's verdicts name.
+	Pod    string
+	PodUID string
+	IPs    []netip.Addr
+	Since  time.Time
+	// Until is the reservation's end; zero while a sandbox held the
+	// addresses when the entry was written, or while its StatefulSet keeps
+	// it (Held).
 	Until time.Time
-	// Disowned: the shard does not count the entry as the node's (its
-	// reference to the node names an earlier Node of the same name, or
-	// there is none); LaterBy names a node that claimed the identity later.
+	// Held: a reservation its StatefulSet keeps (no time ends it);
+	// StatefulSet names it when the controller said which.
+	Held        bool
+	StatefulSet *reservation.StatefulSetRef
+	// Disowned: the record was written under an earlier Node of the
+	// node's name (deleted and registered again): its entries count for
+	// nothing. LaterBy is set when another node claimed the identity later
+	// (it ran the pod since).
 	Disowned bool
 	LaterBy  string
 }
 
-// Index reads the node's own entries of the placement index, in every
-// namespace (placement.ReadOwn): in the shards the node wrote to and those
-// its Node lists (node: as the watch last saw it; nil when unknown). An
-// error the API server answered with (it refused: no placement manifests,
-// no RBAC) is read as "no index"; any other (it is away) as "not yet".
+// Index reads the node's own entries (node: as the watch last saw it; nil
+// when unknown). An error the API server answered with (it refused: no
+// placement manifests, no RBAC) is read as "no index"; any other (it is
+// away) as "not yet".
 type Index interface {
 	ReadOwn(ctx context.Context, node *corev1.Node) ([]IndexEntry, error)
 }
 
-// OwnReader reads the node's own entries of the placement index
-// (placement.Publisher.ReadOwn).
-type OwnReader interface {
-	ReadOwn(ctx context.Context, node *corev1.Node) ([]placement.Own, error)
+// RecordReader reads the node's NodeRecord (placement.API).
+type RecordReader interface {
+	Get(ctx context.Context) (*placementv1.NodeRecord, error)
 }
 
-// PlacementIndex is the Index of the node's placement entries, read by
-// the publisher that writes them (from the shards it has written to).
-type PlacementIndex struct{ Reader OwnReader }
+// RecordIndex is the Index of the node's own NodeRecord: the one object
+// only the node writes, so what it takes back is what it said itself.
+type RecordIndex struct{ Reader RecordReader }
 
-// ReadOwn returns the node's entries. An address that does not parse is
-// left out (the publisher never writes one).
-func (x PlacementIndex) ReadOwn(ctx context.Context, node *corev1.Node) ([]IndexEntry, error) {
-	own, err := x.Reader.ReadOwn(ctx, node)
-	if err != nil {
+// ReadOwn returns the record's entries; none when there is no record. An
+// address that does not parse is left out (the publisher never writes
+// one).
+func (x RecordIndex) ReadOwn(ctx context.Context, node *corev1.Node) ([]IndexEntry, error) {
+	r, err := x.Reader.Get(ctx)
+	if err != nil || r == nil {
 		return nil, err
 	}
-	out := make([]IndexEntry, 0, len(own))
-	for _, o := range own {
-		e := IndexEntry{Namespace: o.Namespace, Identity: o.Identity, Pod: o.Pod, Since: o.Since, Until: o.Until, Disowned: !o.Owned, LaterBy: o.LaterBy}
-		for _, s := range o.IPs {
-			if ip, err := netip.ParseAddr(s); err == nil {
-				e.IPs = append(e.IPs, ip.Unmap())
+	verdict := map[[2]string]placementv1.Claim{}
+	if r.Status.NodeUID == r.Spec.NodeUID {
+		for _, c := range r.Status.Claims {
+			verdict[[2]string{c.Namespace, c.Identity}] = c
+		}
+	}
+	out := make([]IndexEntry, 0, len(r.Spec.Entries))
+	for _, e := range r.Spec.Entries {
+		ie := IndexEntry{Namespace: e.Namespace, Identity: e.Identity, Pod: e.Pod, PodUID: string(e.PodUID), Since: e.Since.Time, Held: e.Held,
+			Disowned: node != nil && r.Spec.NodeUID != node.UID}
+		if e.Until != nil {
+			ie.Until = e.Until.Time
+		}
+		c := verdict[[2]string{e.Namespace, e.Identity}]
+		if c.Accepted() && !c.Indexed {
+			ie.LaterBy = "another node"
+		}
+		if s := c.StatefulSet; s != nil {
+			ie.StatefulSet = &reservation.StatefulSetRef{Name: s.Name, UID: string(s.UID), Why: s.Why}
+		}
+		for _, a := range e.Addresses {
+			if ip, err := netip.ParseAddr(a); err == nil {
+				ie.IPs = append(ie.IPs, ip.Unmap())
 			}
 		}
-		out = append(out, e)
+		out = append(out, ie)
 	}
 	return out, nil
 }

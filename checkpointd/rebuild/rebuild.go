@@ -73,7 +73,7 @@ type Config struct {
 	ResultsDir string // the runtime's CNI result cache
 	// Checkpoints lists the saved pods (nil: none).
 	Checkpoints func() ([]*checkpoint.Record, error)
-	Index       Index // nil: no placement index
+	Index       Index // nil: no NodeRecord
 	API         API   // nil: the API server never answers (a one-shot rebuild)
 	Node        Node  // nil: no Events
 	Metrics     *metrics.Metrics
@@ -126,8 +126,8 @@ func (b *Rebuilder) Suspect(err error) {
 }
 
 // Pass checks the store once and, when no call can use it, rebuilds it;
-// when a rebuilt store waits for the placement index and the API server
-// answers, it restores the index's reservations; when the node has no
+// when a rebuilt store waits for the NodeRecord and the API server
+// answers, it restores the record's reservations; when the node has no
 // store at all, it looks at what the cluster holds for it first
 // (newStore). It never returns an error: what fails is logged and tried
 // again by the next pass. It reports whether a store was made.
@@ -229,12 +229,12 @@ func (b *Rebuilder) rebuild(ctx context.Context, why error) bool {
 }
 
 // readIndex reads the node's own placement entries when the API server
-// answers. It returns nil entries with an empty note when the index is to
+// answers. It returns nil entries with an empty note when the record is to
 // be read later (the API server is away: the rebuilt store waits for it),
 // and nil entries with a note when there is none to read.
 func (b *Rebuilder) readIndex(ctx context.Context) ([]IndexEntry, string) {
 	if b.cfg.Index == nil {
-		return nil, "no placement index read (placement off, or checkpointd rebuild-store): the reservations of deleted pods come from the checkpoints and the sandboxes the runtime still lists only"
+		return nil, "no NodeRecord read (placement off, or checkpointd rebuild-store): the reservations of deleted pods come from the checkpoints and the sandboxes the runtime still lists only"
 	}
 	if b.cfg.API == nil {
 		return nil, ""
@@ -251,9 +251,9 @@ func (b *Rebuilder) readIndex(ctx context.Context) ([]IndexEntry, string) {
 		}
 		return entries, ""
 	case errors.As(err, &refused):
-		return nil, "the API server refused to give the placement index (" + err.Error() + "): reservations only it held are lost"
+		return nil, "the API server refused to give this node's NodeRecord (" + err.Error() + "): reservations only it held are lost"
 	}
-	b.cfg.Log.Warn("placement index not read; the rebuilt store waits for it", "err", err)
+	b.cfg.Log.Warn("NodeRecord not read; the rebuilt store waits for it", "err", err)
 	return nil, ""
 }
 

@@ -16,7 +16,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/stickyip/stickyip/checkpointd/cri"
-	"github.com/stickyip/stickyip/checkpointd/placement/entry"
 	"github.com/stickyip/stickyip/contract"
 	"github.com/stickyip/stickyip/ipam"
 	"github.com/stickyip/stickyip/reservation"
@@ -440,24 +439,25 @@ func TestRebuildOfRunningSandboxesWithoutCreationTime(t *testing.T) {
 	}
 }
 
-// Issue 51: a reservation its StatefulSet kept (published with the end
-// entry.Retained) comes back from the index held, following the
-// StatefulSet its name gives, however long ago its own duration ended;
-// its own duration is the network's longest (no checkpoint gives it).
+// A reservation its StatefulSet kept (published held) comes back from the
+// record held, following the StatefulSet the controller named for it,
+// however long ago its own duration ended; its own duration is the
+// network's longest (no checkpoint gives it).
 func TestRebuildKeepsAHeldReservation(t *testing.T) {
 	s := newScenario(t)
 	ip, err := s.add("c-db-2", "apps", "db-2", 30*time.Minute)
 	must(t, err)
 	s.del("c-db-2")
 	s.index.entries = append(s.index.entries, IndexEntry{Namespace: "apps", Identity: "db-2", Pod: "db-2",
-		IPs: []netip.Addr{netip.MustParseAddr(ip)}, Since: s.now.Add(-30 * 24 * time.Hour), Until: entry.Retained})
+		IPs: []netip.Addr{netip.MustParseAddr(ip)}, Since: s.now.Add(-30 * 24 * time.Hour), Held: true,
+		StatefulSet: &reservation.StatefulSetRef{Name: "db", UID: "uid-db", Why: "kept while StatefulSet db keeps its claims"}})
 	s.damaged = s.damage()
 	if !s.b.Pass(context.Background()) {
 		t.Fatal("not rebuilt")
 	}
 	got := s.entries()[ip]
-	if !got.Held() || got.StatefulSet.Name != "db" || got.StatefulSet.UID != "" {
-		t.Fatalf("db-2's reservation after the rebuild: %+v (follows %+v), want held for StatefulSet db, its UID not known", got.Record, got.StatefulSet)
+	if !got.Held() || got.StatefulSet.Name != "db" || got.StatefulSet.UID != "uid-db" {
+		t.Fatalf("db-2's reservation after the rebuild: %+v (follows %+v), want held for StatefulSet db (uid-db), as before the damage", got.Record, got.StatefulSet)
 	}
 	if got.Duration != contract.DefaultMaxDuration {
 		t.Fatalf("its own duration %v, want the network's longest (%v)", got.Duration, contract.DefaultMaxDuration)

@@ -50,7 +50,7 @@ func (b *Rebuilder) reportRebuilt(why error, rep boltstore.Replaced, reports map
 	}
 	msg := fmt.Sprintf("stickyip's store %s could not be used (%v); %s. Rebuilt from %s: %s.", b.cfg.Store.Path(), why, kept, from, totals(reports))
 	if waiting {
-		msg += " The API server is away: the reservations only the placement index holds are restored when it answers; meanwhile no new address is handed out."
+		msg += " The API server is away: the reservations only the NodeRecord holds are restored when it answers; meanwhile no new address is handed out."
 	}
 	msg += unplacedSummary(unplaced)
 	b.say(corev1.EventTypeWarning, EventRebuilt, msg)
@@ -115,7 +115,7 @@ func sourcesSummary(src Sources, index []IndexEntry) string {
 		fmt.Sprintf("%d checkpoints", len(src.Checkpoints)),
 	}
 	if index != nil {
-		parts = append(parts, fmt.Sprintf("%d placement index entries", len(index)))
+		parts = append(parts, fmt.Sprintf("%d NodeRecord entries", len(index)))
 	}
 	return strings.Join(parts, ", ")
 }

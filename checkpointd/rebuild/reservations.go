@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/stickyip/stickyip/checkpointd/checkpoint"
-	"github.com/stickyip/stickyip/checkpointd/placement/entry"
 	"github.com/stickyip/stickyip/contract"
 	"github.com/stickyip/stickyip/ipam"
 	"github.com/stickyip/stickyip/reservation"
@@ -44,7 +43,7 @@ func newRestorer(confs map[string]*ipam.Config, h holders, now time.Time) *resto
 }
 
 // holders are the identities sandboxes hold, and each network's most used
-// interface (the one a restored reservation is for: the index and the
+// interface (the one a restored reservation is for: the record and the
 // checkpoints do not name it).
 type holders struct {
 	running map[reservation.Identity]bool
@@ -147,25 +146,33 @@ func (r *restorer) fromCheckpoint(rec *checkpoint.Record) map[string][]ipam.Rest
 		if err != nil || d <= 0 {
 			continue // not sticky: nothing to keep
 		}
-		out[n] = append(out[n], ipam.Restored{Identity: id, PodName: p.Name, IPs: []netip.Addr{ip}, Until: r.now.Add(d),
+		out[n] = append(out[n], ipam.Restored{Identity: id, PodName: p.Name, UID: string(p.UID), IPs: []netip.Addr{ip}, Until: r.now.Add(d),
 			From: "checkpoint " + rec.ID().String()})
 	}
 	return out
 }
 
+// heldUntil stands for "no end" in the decision of a held entry: it is
+// taken back by the same rules as any reservation that has not ended.
+var heldUntil = time.Date(9999, 12, 31, 23, 59, 59, 0, time.UTC)
+
 // fromIndex reserves the addresses of an index entry that decide takes
 // back (every rule is there), for its identity, until the end it gives,
 // with the entry's own ADD time (the publisher then sees the same claim).
 // dur holds the durations checkpoints give. An entry its StatefulSet kept
-// (entry.Retained) is put back held: its StatefulSet, which checkpointd
-// reads again, decides its end.
+// (Held) is put back held, following the StatefulSet the controller
+// named for it (or the one its name gives): the controller decides its end.
 func (r *restorer) fromIndex(e IndexEntry, dur map[reservation.Identity]time.Duration) map[string][]ipam.Restored {
 	out := map[string][]ipam.Restored{}
 	for _, ip := range e.IPs {
 		n := r.networkOf(ip)
 		id := reservation.Identity{Namespace: e.Namespace, Name: e.Identity, IfName: r.ifnames[n]}
+		until := e.Until
+		if e.Held {
+			until = heldUntil
+		}
 		in := takeBack{Running: n != "" && r.running[id], Disowned: e.Disowned, LaterBy: e.LaterBy, InRanges: n != "",
-			InPodCIDR: n == "" || r.inPodCIDR(n, ip), Until: e.Until, Known: dur[reservation.Identity{Namespace: e.Namespace, Name: e.Identity}],
+			InPodCIDR: n == "" || r.inPodCIDR(n, ip), Until: until, Known: dur[reservation.Identity{Namespace: e.Namespace, Name: e.Identity}],
 			Reinstalled: r.reinstalled, Start: r.start, Now: r.now}
 		if n != "" {
 			in.MaxDuration = r.confs[n].Reservation.MaxDuration
@@ -177,19 +184,19 @@ func (r *restorer) fromIndex(e IndexEntry, dur map[reservation.Identity]time.Dur
 			}
 			continue
 		}
-		if e.Until.Equal(entry.Retained) {
+		if e.Held {
 			// Kept by its StatefulSet: back as held, its own duration the
 			// pod's (from a checkpoint) or the longest the network allows.
 			d := dur[reservation.Identity{Namespace: e.Namespace, Name: e.Identity}]
 			if d <= 0 {
 				d = r.confs[n].Reservation.MaxDuration
 			}
-			out[n] = append(out[n], ipam.Restored{Identity: id, PodName: e.Pod, IPs: []netip.Addr{ip}, Retained: true, Duration: d, Since: e.Since,
-				From: "placement index, kept by its StatefulSet"})
+			out[n] = append(out[n], ipam.Restored{Identity: id, PodName: e.Pod, UID: e.PodUID, IPs: []netip.Addr{ip}, Retained: true, Duration: d, Since: e.Since,
+				StatefulSet: e.StatefulSet, From: "NodeRecord, kept by its StatefulSet"})
 			continue
 		}
-		out[n] = append(out[n], ipam.Restored{Identity: id, PodName: e.Pod, IPs: []netip.Addr{ip}, Until: until, Since: e.Since,
-			From: "placement index"})
+		out[n] = append(out[n], ipam.Restored{Identity: id, PodName: e.Pod, UID: e.PodUID, IPs: []netip.Addr{ip}, Until: until, Since: e.Since,
+			From: "NodeRecord"})
 	}
 	return out
 }

@@ -6,16 +6,14 @@ import (
 )
 
 // takeBack is what is known of one address of one of the node's own
-// placement index entries, when a store is made again: rebuilt after
+// NodeRecord entries, when a store is made again: rebuilt after
 // damage, or made anew on a node re-installed under the same name.
 type takeBack struct {
 	// Running: a sandbox on the node holds the identity now (it keeps its
 	// address: nothing to reserve).
 	Running bool
-	// Disowned: the shard does not count the entry as this node's: its
-	// reference to the node carries the UID of an earlier Node of the same
-	// name (deleted and registered again: the garbage collector dropped it),
-	// or there is none.
+	// Disowned: the record was written under an earlier Node of the same
+	// name (deleted and registered again): its entries are not this Node's.
 	Disowned bool
 	// LaterBy names another node that claimed the identity later (it ran
 	// the pod since); "" when none did.
@@ -67,7 +65,7 @@ func decide(in takeBack) (until time.Time, why string) {
 	case in.Running:
 		return time.Time{}, ""
 	case in.Disowned:
-		return time.Time{}, "the shard counts it as an earlier Node's of this name (deleted and registered again): not this Node's"
+		return time.Time{}, "written under an earlier Node of this name (deleted and registered again): not this Node's"
 	case in.LaterBy != "":
 		return time.Time{}, fmt.Sprintf("node %s claimed the identity later (it ran the pod since)", in.LaterBy)
 	case !in.InRanges:

@@ -43,7 +43,8 @@ func (in takeBack) String() string {
 		in.Running, in.Disowned, in.LaterBy, in.InRanges, in.InPodCIDR, until, in.Known, in.Reinstalled, in.Now.Sub(in.Start))
 }
 
-// wantTakeBack is issue 49's rule, written from its text rather than from
+// wantTakeBack is the re-imaged node's rule, written from the guide
+// (docs/guides/node-lost.md) rather than from
 // decide: an entry of the node is taken back (to its until; a pod that ran
 // there, for its own duration where known, else the network's
 // reservation.maxDuration on a re-installed node) unless a sandbox holds
@@ -137,7 +138,7 @@ func TestDecideSafety(t *testing.T) {
 	}
 }
 
-// TestDecideSituations names issue 49's situations in decide's terms.
+// TestDecideSituations names a re-imaged node's situations in decide's terms.
 func TestDecideSituations(t *testing.T) {
 	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
 	max := 7 * 24 * time.Hour

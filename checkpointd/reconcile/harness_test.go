@@ -27,7 +27,6 @@ import (
 	"github.com/stickyip/stickyip/checkpointd/boot"
 	"github.com/stickyip/stickyip/checkpointd/checkpoint"
 	"github.com/stickyip/stickyip/checkpointd/cri"
-	"github.com/stickyip/stickyip/checkpointd/lastcontact"
 	"github.com/stickyip/stickyip/checkpointd/metrics"
 	"github.com/stickyip/stickyip/checkpointd/policy"
 	"github.com/stickyip/stickyip/contract"
@@ -263,7 +262,7 @@ func (h *harness) start() {
 	}
 	h.cfg.Boot = tr
 	// The last API contact is read from the checkpoint directory, as the daemon does.
-	if h.cfg.Contact, err = lastcontact.Open(h.store.Dir()); err != nil {
+	if h.cfg.Contact, err = boot.OpenClock(h.store.Dir()); err != nil {
 		h.t.Fatal(err)
 	}
 	h.r = New(h.cfg)

@@ -12,9 +12,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/stickyip/stickyip/checkpointd/boot"
 	"github.com/stickyip/stickyip/checkpointd/checkpoint"
 	"github.com/stickyip/stickyip/checkpointd/cri"
-	"github.com/stickyip/stickyip/checkpointd/lastcontact"
 	"github.com/stickyip/stickyip/checkpointd/state"
 )
 
@@ -57,7 +57,7 @@ func partitioned(t *testing.T, d time.Duration) (*harness, map[string]checkpoint
 	return h, ids
 }
 
-// TestLongPartitionRestoresOnlyWhatNothingReplaced (issue 17 finding 1): a
+// TestLongPartitionRestoresOnlyWhatNothingReplaced: a
 // ReplicaSet pod is restored after a partition shorter than its toleration,
 // not after a longer one (its replacement may run elsewhere); StatefulSet
 // and bare pods are restored after any partition.
@@ -88,7 +88,7 @@ func TestUnknownLastContactIsForever(t *testing.T) {
 	h := newHarness(t)
 	p := owned(pod("rs", "uid-rs", "nginx", true), "apps/v1", "ReplicaSet", 300)
 	h.running(p)
-	if err := os.Remove(filepath.Join(h.store.Dir(), lastcontact.FileName)); err != nil {
+	if err := os.Remove(filepath.Join(h.store.Dir(), boot.ContactFileName)); err != nil {
 		t.Fatalf("the API contact was not recorded: %v", err)
 	}
 	h.reboot()
@@ -99,7 +99,7 @@ func TestUnknownLastContactIsForever(t *testing.T) {
 	}
 }
 
-// TestRestartDuringOutageKeepsTheCopy (issue 17 finding 2): checkpointd
+// TestRestartDuringOutageKeepsTheCopy: checkpointd
 // stops during the outage (its own exit and the unit's `cleanup` remove the
 // manifest) and starts again: the running copy keeps its files, untouched,
 // and gets the very same manifest back; the hand-back still follows.

@@ -17,7 +17,7 @@ import (
 	"github.com/stickyip/stickyip/reservation/boltstore"
 )
 
-// A pass reads each of its inputs at most once (issue 48: on a small node
+// A pass reads each of its inputs at most once (on a small node
 // the re-reads were most of checkpointd's cost): the runtime's sandboxes
 // one ListPodSandbox, the CNI config directory one read, the IPAM store one
 // open, whatever the pass asks of them (leaks, the pools' gauges, the

@@ -43,7 +43,6 @@ import (
 	"github.com/stickyip/stickyip/checkpointd/cri"
 	"github.com/stickyip/stickyip/checkpointd/flannel"
 	"github.com/stickyip/stickyip/checkpointd/ipamstore"
-	"github.com/stickyip/stickyip/checkpointd/lastcontact"
 	"github.com/stickyip/stickyip/checkpointd/metrics"
 	"github.com/stickyip/stickyip/checkpointd/policy"
 )
@@ -101,11 +100,11 @@ type Config struct {
 	API       API
 	Boot      *boot.Tracker
 	Policy    policy.Policy
-	IPAM      IPAM               // optional
-	Repair    Repairer           // optional: rebuilds a damaged or lost IPAM store
-	Events    Events             // optional
-	Lease     *flannel.Keeper    // optional
-	Contact   *lastcontact.Clock // the last API contact; nil: unknown (only never-replaced pods are restored)
+	IPAM      IPAM            // optional
+	Repair    Repairer        // optional: rebuilds a damaged or lost IPAM store
+	Events    Events          // optional
+	Lease     *flannel.Keeper // optional
+	Contact   *boot.Clock     // the last API contact; nil: unknown (only never-replaced pods are restored)
 	Metrics   *metrics.Metrics
 	Log       *slog.Logger
 

@@ -1,226 +1,206 @@
 package retention
 
 import (
-	"fmt"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/testutil"
-	"slices"
-	"strings"
+	"context"
+	"errors"
+	"net/netip"
+	"sync"
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
-
-	"github.com/stickyip/stickyip/checkpointd/apiclient"
-	"github.com/stickyip/stickyip/checkpointd/ipamstore"
-	"github.com/stickyip/stickyip/checkpointd/placement"
+	"github.com/stickyip/stickyip/contract/placementv1"
 	"github.com/stickyip/stickyip/ipam"
 	"github.com/stickyip/stickyip/reservation"
-	"github.com/stickyip/stickyip/reservation/boltstore"
+	"github.com/stickyip/stickyip/reservation/fake"
 )
 
-// fakeAPI is the watches' caches as the Follower reads them.
-type fakeAPI struct {
-	pods        []*corev1.Pod
-	podsSynced  bool
-	sets        map[string]*apiclient.StatefulSet
-	setsSynced  bool
-	claimedNode map[placement.Key]string
+// store is the node's IPAM store on the in-memory one, the engine's
+// Retain applying the changes as ipamstore.Store does.
+type store struct{ s *fake.Store }
+
+func (s store) Entries() ([]reservation.Entry, error) {
+	var out []reservation.Entry
+	err := s.s.View("cbr0", func(tx reservation.Txn) error {
+		return tx.ForEach(func(r *reservation.Record) error {
+			out = append(out, reservation.Entry{Network: "cbr0", Record: r})
+			return nil
+		})
+	})
+	return out, err
 }
 
-func (a *fakeAPI) Pods() ([]*corev1.Pod, bool) { return a.pods, a.podsSynced }
-func (a *fakeAPI) StatefulSet(ns, name string) (*apiclient.StatefulSet, bool) {
-	return a.sets[ns+"/"+name], a.setsSynced
-}
-func (a *fakeAPI) StatefulSetsSynced() bool { return a.setsSynced }
-
-// node is a node's IPAM store (a real bbolt file), its engine and clock,
-// the Follower over them, and the pods of StatefulSet prod/db it runs.
-type node struct {
-	t     *testing.T
-	dir   string
-	eng   *ipam.Engine
-	now   time.Time
-	api   *fakeAPI
-	f     *Follower
-	m     *prometheus.Registry
-	ips   map[string]string
-	boot  string
-	store *ipamstore.Store
-}
-
-func newNode(t *testing.T) *node {
-	conf, err := ipam.LoadConfig([]byte(`{"cniVersion":"1.0.0","name":"cbr0","ipam":{"type":"stickyip","subnet":"10.9.0.0/28","hostLocalDataDir":""}}`), "")
-	if err != nil {
-		t.Fatal(err)
+func (s store) Retain(network string, cs []ipam.RetentionChange) (n int, err error) {
+	err = s.s.Update(network, func(tx reservation.Txn) error {
+		n, err = ipam.Retain(tx, cs, nil)
+		return err
+	})
+	if errors.Is(err, reservation.ErrNoChange) {
+		err = nil
 	}
-	n := &node{t: t, dir: t.TempDir(), now: t0, boot: "b1", ips: map[string]string{}, m: prometheus.NewRegistry(),
-		api: &fakeAPI{podsSynced: true, setsSynced: true, sets: map[string]*apiclient.StatefulSet{}}}
-	env := ipam.Env{Now: func() time.Time { return n.now }, BootID: "b1"}
-	n.eng = ipam.NewEngine(conf, env)
-	n.store = ipamstore.NewWithEnv(n.dir, time.Second, env)
-	n.f = New(Options{API: n.api, Store: n.store, Interval: time.Second, Registry: n.m, Now: func() time.Time { return n.now },
-		ClaimedLater: func() map[placement.Key]string { return n.api.claimedNode }})
-	return n
+	return n, err
 }
 
-// run adds pod name of StatefulSet set (uid "u-"+name) with a 10-minute
-// reservation, as its ADD does, and lists it running.
-func (n *node) run(name, set string) {
-	n.t.Helper()
-	req := ipam.AddRequest{ContainerID: "c-" + name, IfName: "eth0", Netns: "/run/netns/" + name, UID: "u-" + name, PodName: name,
-		Identity: reservation.Identity{Namespace: "prod", Name: name, IfName: "eth0"}, Duration: 10 * time.Minute}
-	err := boltstore.New(n.dir, time.Second).Update("cbr0", func(tx reservation.Txn) error {
-		recs, err := n.eng.Add(tx, req)
-		if err == nil {
-			n.ips[name] = recs[0].IP.String()
-		}
+func (s store) get(t *testing.T, ip string) *reservation.Record {
+	t.Helper()
+	var r *reservation.Record
+	err := s.s.View("cbr0", func(tx reservation.Txn) (err error) {
+		r, err = tx.Get(netip.MustParseAddr(ip))
 		return err
 	})
 	if err != nil {
-		n.t.Fatal(err)
+		t.Fatal(err)
 	}
-	yes := true
-	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "prod", UID: types.UID("u-" + name)}}
-	if set != "" {
-		p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "StatefulSet", Name: set, UID: n.api.sets["prod/"+set].UID, Controller: &yes}}
-	}
-	n.api.pods = append(n.api.pods, p)
+	return r
 }
 
-// del runs pod name's DEL and forgets the pod.
-func (n *node) del(name string) {
-	n.t.Helper()
-	err := boltstore.New(n.dir, time.Second).Update("cbr0", func(tx reservation.Txn) error { return n.eng.Del(tx, "c-"+name, "eth0") })
-	if err != nil {
-		n.t.Fatal(err)
-	}
-	n.api.pods = slices.DeleteFunc(n.api.pods, func(p *corev1.Pod) bool { return p.Name == name })
+type verdicts struct {
+	rec       *placementv1.NodeRecord
+	ok, known bool
+	listed    bool
 }
 
-func (n *node) record(name string) *reservation.Record {
-	n.t.Helper()
-	es, err := n.store.Entries()
-	if err != nil {
-		n.t.Fatal(err)
-	}
-	for _, e := range es {
-		if e.IP.String() == n.ips[name] {
-			return e.Record
+func (v *verdicts) Record() (*placementv1.NodeRecord, bool) { return v.rec, v.listed }
+func (v *verdicts) Served() (bool, bool)                    { return v.ok, v.known }
+func (v *verdicts) Changed() <-chan struct{}                { return nil }
+
+// watched is a record a watch delivers: set changes it and says so.
+type watched struct {
+	mu      sync.Mutex
+	rec     *placementv1.NodeRecord
+	changed chan struct{}
+}
+
+func (w *watched) Record() (*placementv1.NodeRecord, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.rec, true
+}
+func (w *watched) Served() (bool, bool)     { return true, true }
+func (w *watched) Changed() <-chan struct{} { return w.changed }
+func (w *watched) set(rec *placementv1.NodeRecord) {
+	w.mu.Lock()
+	w.rec = rec
+	w.mu.Unlock()
+	w.changed <- struct{}{}
+}
+
+// A held reservation (db-2's, its pod deleted) and a running StatefulSet
+// pod's allocation (db-0's) on a store, and the follower as the daemon
+// runs it.
+func newFollower(t *testing.T, v Verdicts) (*Follower, store) {
+	t.Helper()
+	s := store{fake.New()}
+	err := s.s.Update("cbr0", func(tx reservation.Txn) error {
+		for _, e := range []reservation.Entry{entry("10.0.0.2", "db-2", "p2", reservation.Reserved, followed),
+			entry("10.0.0.3", "db-0", "p0", reservation.Allocated, nil)} {
+			if err := tx.Put(e.Record); err != nil {
+				return err
+			}
 		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
-	return nil
+	return New(Options{Verdicts: v, Store: s, Interval: time.Second, Now: func() time.Time { return now }}), s
 }
 
-// pass runs a pass and fails unless it applied the actions want (in any
-// order: records are read in address order).
-func (n *node) pass(want string) {
-	n.t.Helper()
-	got := strings.Split(actions(n.f.Pass()), ",")
-	w := strings.Split(want, ",")
-	slices.Sort(got)
-	slices.Sort(w)
-	if !slices.Equal(got, w) {
-		n.t.Fatalf("pass: %q, want %q", got, want)
-	}
-}
-
-// The life of StatefulSet db on one node: its pods' allocations follow it
-// once seen; scaled down with whenScaled Retain the deleted members' hold
-// outlives any duration; the policy changed to Delete releases them; the
-// StatefulSet deleted with whenDeleted Delete releases the rest. Nothing is
-// written when nothing changes, and nothing is decided before both
-// watches have synced (a checkpointd started with the API server away).
-func TestFollowerLifecycle(t *testing.T) {
-	n := newNode(t)
-	n.api.sets["prod/db"] = statefulSet(3, 0, nil)
-	for i := range 3 {
-		n.run(fmt.Sprintf("db-%d", i), "db")
-	}
-	n.run("web", "") // a bare sticky pod: nothing to record (none yet)
-	n.api.setsSynced = false
-	n.pass("")
-	n.api.setsSynced = true
-	n.pass("follow,follow,follow")
-	n.pass("")
-	if r := n.record("db-2"); r.StatefulSet == nil || r.StatefulSet.UID != "u1" || r.StatefulSet.WhenScaled != "Retain" {
-		t.Fatalf("db-2's allocation: %+v", r.StatefulSet)
-	}
-
-	// Scaled to 1, whenScaled Retain: db-1 and db-2 held, a week later.
-	n.api.sets["prod/db"] = statefulSet(1, 0, nil)
-	n.del("db-2")
-	n.del("db-1")
-	n.now = n.now.Add(7 * 24 * time.Hour)
-	n.pass("")
-	n.run("other", "")
-	for _, name := range []string{"db-1", "db-2"} {
-		if r := n.record(name); r == nil || !r.Held() {
-			t.Fatalf("%s a week after the scale-down: %+v, want held", name, r)
+// What a user notices of each state of the API: the held address stays
+// held while nothing is known; it lasts its own duration from now when
+// following is off or refused; it is freed when the controller says its
+// volume claim is gone; a running StatefulSet pod is followed.
+func TestFollower(t *testing.T) {
+	t.Run("API not heard yet: nothing changes", func(t *testing.T) {
+		f, s := newFollower(t, &verdicts{})
+		if got := f.Pass(); len(got) != 0 || !s.get(t, "10.0.0.2").Held() {
+			t.Fatalf("changes %+v; db-2 %+v, want still held", got, s.get(t, "10.0.0.2"))
 		}
+	})
+	for name, v := range map[string]Verdicts{"following off (the flag)": nil, "the API refuses the record": &verdicts{known: true}} {
+		t.Run(name+": held lasts its own duration from now", func(t *testing.T) {
+			f, s := newFollower(t, v)
+			f.Pass()
+			r := s.get(t, "10.0.0.2")
+			if r == nil || r.Held() || !r.ExpiresAt.Equal(now.Add(r.Duration)) {
+				t.Fatalf("db-2 after the pass: %+v, want a reservation until %v", r, now.Add(10*time.Minute))
+			}
+			if r := s.get(t, "10.0.0.3"); r.StatefulSet != nil {
+				t.Fatalf("db-0 followed %+v with following off", r.StatefulSet)
+			}
+		})
 	}
-	if v := testutil.ToFloat64(n.f.held); v != 2 {
-		t.Fatalf("checkpointd_retention_held %v, want 2", v)
-	}
+	t.Run("the controller's verdicts applied", func(t *testing.T) {
+		v := &verdicts{ok: true, known: true, listed: true, rec: record(
+			claim("db-2", "p2", true, release("its volume claim was deleted with the pod")),
+			claim("db-0", "p0", true, hold("kept while StatefulSet db exists")))}
+		f, s := newFollower(t, v)
+		f.Pass()
+		if r := s.get(t, "10.0.0.2"); r != nil {
+			t.Fatalf("db-2 after Release: %+v, want its address free", r)
+		}
+		if r := s.get(t, "10.0.0.3"); r.StatefulSet == nil || r.StatefulSet.UID != "s1" || r.StatefulSet.Why != "kept while StatefulSet db exists" {
+			t.Fatalf("db-0 after the pass: follows %+v, want StatefulSet db (s1) with the controller's account", r.StatefulSet)
+		}
+		if got := f.Pass(); len(got) != 0 {
+			t.Fatalf("a second pass changed %+v, want nothing", got)
+		}
+	})
+}
 
-	// The policy is changed to whenScaled Delete: released at once.
-	n.api.sets["prod/db"] = statefulSet(1, 0, pvc("Delete", "Delete"))
-	n.pass("refresh,release,refresh,release,follow")
-	if n.record("db-1") != nil || n.record("db-2") != nil {
-		t.Fatal("db-1 and db-2 still reserved after the policy became whenScaled Delete")
+// A verdict reaches the store as soon as the record brings it, not at the
+// next tick: a running pod whose StatefulSet was deleted (its volume
+// claims with it) must lose its reservation before its DEL, which may come
+// within a second, or a pod of the name created again right after takes
+// the held address.
+func TestFollowerAppliesAVerdictAtOnce(t *testing.T) {
+	w := &watched{rec: record(claim("db-0", "p0", true, hold("kept while StatefulSet db exists"))), changed: make(chan struct{}, 1)}
+	f, st := newFollower(t, w)
+	s := &locked{s: st} // read here while the follower writes
+	f.opts.Store, f.opts.Interval = s, time.Hour
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { f.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	deadline := time.Now().Add(5 * time.Second)
+	for s.get(t, "10.0.0.3").StatefulSet == nil { // the first pass
+		if time.Now().After(deadline) {
+			t.Fatal("the follower's first pass did not follow db-0")
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
-	if r := n.record("db-0"); r.StatefulSet.WhenDeleted != "Delete" {
-		t.Fatalf("db-0's allocation still records %+v", r.StatefulSet)
-	}
-
-	// Deleted with whenDeleted Delete: db-0, deleted by the garbage
-	// collector after it, is released at the next pass.
-	delete(n.api.sets, "prod/db")
-	n.del("db-0")
-	n.pass("release")
-	if n.record("db-0") != nil {
-		t.Fatal("db-0 still reserved after its StatefulSet's deletion (whenDeleted Delete)")
-	}
-	if got := testutil.ToFloat64(n.f.changes.WithLabelValues("release")); got != 3 {
-		t.Fatalf("checkpointd_retention_changes_total{action=release} %v, want 3", got)
+	w.set(record(claim("db-0", "p0", true, release("StatefulSet db was deleted"))))
+	for {
+		if r := s.get(t, "10.0.0.3"); r.Duration == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("db-0 %+v 5 s after the Release verdict came (the tick is an hour): want its reservation given up", s.get(t, "10.0.0.3"))
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 
-// With the API server away the watches keep their last view, and a
-// restarted checkpointd has none: held reservations stay held (nothing is
-// released on a guess); a later claim by another node ends the hold, the
-// reservation then lasting its duration.
-func TestFollowerKeepsWhatItKnew(t *testing.T) {
-	n := newNode(t)
-	n.api.sets["prod/db"] = statefulSet(2, 0, pvc("Delete", "Delete"))
-	n.run("db-0", "db")
-	n.run("db-1", "db")
-	n.pass("follow,follow")
-	n.del("db-0")
-	n.del("db-1")
+// locked is a store the test reads while the follower runs.
+type locked struct {
+	mu sync.Mutex
+	s  store
+}
 
-	// A restarted checkpointd, the API server away: nothing synced.
-	n.api = &fakeAPI{}
-	n.f = New(Options{API: n.api, Store: n.store, Interval: time.Second, Now: func() time.Time { return n.now }})
-	n.now = n.now.Add(time.Hour)
-	n.pass("")
-	if !n.record("db-0").Held() || !n.record("db-1").Held() {
-		t.Fatal("held reservations changed with nothing known")
-	}
-	// The watch syncs: db still there with 2 replicas; node2 runs db-1 now.
-	n.api.setsSynced, n.api.podsSynced = true, true
-	n.api.sets = map[string]*apiclient.StatefulSet{"prod/db": statefulSet(2, 0, pvc("Delete", "Delete"))}
-	n.f.opts.ClaimedLater = func() map[placement.Key]string {
-		return map[placement.Key]string{{Namespace: "prod", Identity: "db-1"}: "node2"}
-	}
-	n.pass("expire")
-	r := n.record("db-1")
-	if r.Held() || r.StatefulSet.MovedTo != "node2" || !r.ExpiresAt.Equal(n.now.Add(10*time.Minute)) {
-		t.Fatalf("db-1 claimed by node2: %+v (%+v), want its 10 minutes from now", r, r.StatefulSet)
-	}
-	if !n.record("db-0").Held() {
-		t.Fatal("db-0 is no longer held")
-	}
+func (l *locked) Entries() ([]reservation.Entry, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.s.Entries()
+}
+
+func (l *locked) Retain(network string, cs []ipam.RetentionChange) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.s.Retain(network, cs)
+}
+
+func (l *locked) get(t *testing.T, ip string) reservation.Record {
+	t.Helper()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return *l.s.get(t, ip)
 }

@@ -4,7 +4,7 @@
 // reconcile loop observes the inputs once per pass, calls it, and carries out
 // the actions.
 //
-// The table, in words (docs/checkpointd.md has it as a table):
+// The table, in words (docs/DESIGN.md, "checkpointd: how it decides", has it as a table):
 //
 //   - Save: the API server answers, the parent pod is bound to this node, opted
 //     in, allowed by the operator's policy, and runs locally.

@@ -31,7 +31,7 @@ func TestInputSpace(t *testing.T) {
 	}
 }
 
-// spec is the decision table of docs/checkpointd.md, one predicate per
+// spec is the decision table of docs/DESIGN.md ("checkpointd: how it decides"), one predicate per
 // action, written from the documentation rather than from Decide. Decide must
 // take each action exactly when its predicate holds.
 var spec = []struct {
@@ -133,7 +133,7 @@ func TestDecideSafety(t *testing.T) {
 	}
 }
 
-// TestSituations names the situations of issue 9 in the table's terms.
+// TestSituations names checkpointd's situations (docs/DESIGN.md) in the table's terms.
 func TestSituations(t *testing.T) {
 	base := Input{Allowed: true, Checkpoint: true}
 	with := func(f func(*Input)) Input { in := base; f(&in); return in }

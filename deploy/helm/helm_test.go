@@ -116,6 +116,7 @@ func TestLint(t *testing.T) {
 		nil,
 		{"--set", "placement.enabled=true"},
 		{"--set", "placement.enabled=true,placement.statefulSets=10m"},
+		{"--set", "placement.enabled=true,placement.grantNodes=always,placement.upgradeFromShards=true"},
 		{"--set", "uninstall=true"},
 		{"-f", filepath.Join(chart, "values-k3s.yaml")},
 	} {
@@ -145,80 +146,134 @@ func TestInstallManifestIsTheChart(t *testing.T) {
 }
 
 // TestPlacementIsDeployPlacement: the chart's files/placement/ are the files
-// deploy/placement's Kustomization and deploy/placement/nodes' list, byte for
-// byte and nothing else; every YAML file of both is listed (kubectl apply -f
-// and -k apply the same); and the chart with placement.enabled renders
-// exactly their objects besides the DaemonSet (placement off: none of them;
-// the nodes' RBAC only with placement.grantNodes).
+// the Kustomizations of deploy/placement, deploy/placement/nodes and
+// deploy/placement/upgrade, former and former/nodes list (but the
+// controller's Deployment, which the chart renders from its template), byte
+// for byte and nothing else; every YAML file of those directories is listed
+// (kubectl apply -k applies it), but the probes; deploy/placement/controller.yaml
+// is the chart's template rendered (make chart); and the chart with
+// placement.enabled renders exactly deploy/placement's objects besides the
+// DaemonSet (placement off: none of them; the nodes' RBAC only with
+// placement.grantNodes; the upgrade's and the former release's in place of
+// the hint's only with placement.upgradeFromShards).
 func TestPlacementIsDeployPlacement(t *testing.T) {
 	root := repoRoot(t)
 	files, err := PlacementFiles(root)
 	if err != nil {
 		t.Fatal(err)
 	}
-	yamls, err := filepath.Glob(filepath.Join(root, PlacementDir, "*.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	nodes, err := filepath.Glob(filepath.Join(root, NodesDir, "*.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, p := range append(yamls, nodes...) {
-		rel, _ := filepath.Rel(filepath.Join(root, PlacementDir), p)
-		if !slices.Contains(files, rel) {
-			t.Errorf("%s is not in its Kustomization: kubectl apply -k would skip it, and so would the chart", p)
+	for _, dir := range []string{PlacementDir, NodesDir, UpgradeDir, FormerDir, FormerNodesDir} {
+		yamls, err := filepath.Glob(filepath.Join(root, dir, "*.yaml"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range yamls {
+			rel, _ := filepath.Rel(filepath.Join(root, PlacementDir), p)
+			if listed := slices.Contains(files, rel); listed == (filepath.Base(rel) == "probe.yaml") {
+				t.Errorf("%s: in its Kustomization %v, want %v (kubectl apply -k applies what it lists, and so does the chart)", p, listed, !listed)
+			}
 		}
 	}
-	var bases []string
-	for _, f := range files {
-		bases = append(bases, filepath.Base(f))
-	}
-	copies, err := filepath.Glob(filepath.Join(root, ChartPlacementDir, "*"))
+	copies, err := chartCopies(root)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var names []string
-	for _, p := range copies {
-		names = append(names, filepath.Base(p))
+	var held []string
+	err = filepath.WalkDir(filepath.Join(root, ChartPlacementDir), func(p string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			rel, _ := filepath.Rel(filepath.Join(root, ChartPlacementDir), p)
+			held = append(held, rel)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
-	if a, b := slices.Sorted(slices.Values(names)), slices.Sorted(slices.Values(bases)); !slices.Equal(a, b) {
-		t.Errorf("the chart's %s holds %v, %s lists %v: run make chart", ChartPlacementDir, a, Kustomization, b)
+	if a, b := slices.Sorted(slices.Values(held)), slices.Sorted(slices.Values(copies)); !slices.Equal(a, b) {
+		t.Errorf("the chart's %s holds %v, the Kustomizations list %v: run make chart", ChartPlacementDir, a, b)
 	}
-	var want, policies []string
+	rendered, err := RenderController(helmBin(t), filepath.Join(root, ChartDir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := ControllerFrom(rendered)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := os.ReadFile(filepath.Join(root, ControllerManifest)); err != nil || !bytes.Equal(got, want) {
+		t.Errorf("%s is not the chart's %s rendered (%v): run make chart. It should read:\n%s", ControllerManifest, ControllerTemplate, err, want)
+	}
+	// Each file's objects, by its directory: "." (deploy/placement),
+	// nodes, upgrade, former, former/nodes.
+	byDir := map[string][]string{}
+	formerNames := map[string]bool{}
+	var replaced []string // deploy/placement's files former/ has one of the same name of
 	for _, f := range files {
 		src, err := os.ReadFile(filepath.Join(root, PlacementDir, f))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if cp, err := os.ReadFile(filepath.Join(root, ChartPlacementDir, filepath.Base(f))); err != nil || !bytes.Equal(cp, src) {
-			t.Errorf("%s/%s differs from %s/%s (%v): run make chart", ChartPlacementDir, f, PlacementDir, f, err)
-		}
-		for _, m := range documents(t, src) {
-			want = append(want, canonical(t, m))
-			if !strings.HasPrefix(filepath.Dir(f), "nodes") { // the nodes' RBAC: deploy/placement/nodes
-				policies = append(policies, canonical(t, m))
+		if slices.Contains(copies, f) {
+			if cp, err := os.ReadFile(filepath.Join(root, ChartPlacementDir, f)); err != nil || !bytes.Equal(cp, src) {
+				t.Errorf("%s/%s differs from %s/%s (%v): run make chart", ChartPlacementDir, f, PlacementDir, f, err)
 			}
 		}
+		if filepath.Dir(f) == "former" {
+			formerNames[filepath.Base(f)] = true
+		}
+		for _, m := range documents(t, src) {
+			byDir[filepath.Dir(f)] = append(byDir[filepath.Dir(f)], canonical(t, m))
+		}
 	}
-	slices.Sort(want)
-	slices.Sort(policies)
-	// The RBAC that lets nodes write the index only once the index policy
-	// is in the API server: helm template has no API server, so "auto"
-	// renders the policies alone.
+	var policies, kept []string // kept: the policies but those former/ replaces
+	for _, f := range files {
+		if filepath.Dir(f) != "." {
+			continue
+		}
+		src, _ := os.ReadFile(filepath.Join(root, PlacementDir, f))
+		for _, m := range documents(t, src) {
+			policies = append(policies, canonical(t, m))
+			if !formerNames[f] {
+				kept = append(kept, canonical(t, m))
+			}
+		}
+		if formerNames[f] {
+			replaced = append(replaced, f)
+		}
+	}
+	if len(replaced) == 0 {
+		t.Fatalf("former/ replaces none of deploy/placement's files: %v", formerNames)
+	}
+	join := func(parts ...[]string) []string { return slices.Concat(parts...) }
+	nodes, upgrade, former, formerNodes := byDir["nodes"], byDir["upgrade"], byDir["former"], byDir["former/nodes"]
+	// The RBAC that lets nodes write their records only once the
+	// stickyip-node-records policy is in the API server: helm template has
+	// no API server, so "auto" renders the policies alone. While upgrading
+	// from the shards, the former hint, opt-in and pod policies in place of
+	// the new ones of the same files' names (replaced), and the nodes'
+	// former grant only with "always" (or the former index policy in the
+	// API server).
+	t.Logf("while upgrading from the shards, former/ stands for %v", replaced)
 	for _, c := range []struct {
-		grant string
-		want  []string
-	}{{"always", want}, {"auto", policies}, {"never", policies}} {
-		_, rest := daemonSet(t, render(t, "--set", "placement.enabled=true", "--set", "placement.grantNodes="+c.grant))
+		args []string
+		want []string
+	}{
+		{[]string{"--set", "placement.grantNodes=always,placement.upgradeFromShards=true"}, join(kept, nodes, upgrade, former, formerNodes)},
+		{[]string{"--set", "placement.grantNodes=always"}, join(policies, nodes)},
+		{[]string{"--set", "placement.grantNodes=auto"}, policies},
+		{[]string{"--set", "placement.grantNodes=auto,placement.upgradeFromShards=true"}, join(kept, upgrade, former)},
+		{[]string{"--set", "placement.grantNodes=never,placement.upgradeFromShards=true"}, join(kept, upgrade, former)},
+	} {
+		_, rest := daemonSet(t, render(t, append([]string{"--set", "placement.enabled=true"}, c.args...)...))
 		var got []string
 		for _, m := range rest {
 			got = append(got, canonical(t, m))
 		}
 		slices.Sort(got)
-		if !slices.Equal(got, c.want) {
-			t.Errorf("placement.enabled, grantNodes %s: renders %d objects besides the DaemonSet, want %d of deploy/placement, or they differ:\n%s\nwant:\n%s",
-				c.grant, len(got), len(c.want), strings.Join(got, "\n"), strings.Join(c.want, "\n"))
+		want := slices.Sorted(slices.Values(c.want))
+		if !slices.Equal(got, want) {
+			t.Errorf("placement.enabled, %v: renders %d objects besides the DaemonSet, want %d of deploy/placement, or they differ:\n%s\nwant:\n%s",
+				c.args, len(got), len(want), strings.Join(got, "\n"), strings.Join(want, "\n"))
 		}
 	}
 	if _, rest := daemonSet(t, render(t)); len(rest) != 0 {
@@ -245,19 +300,26 @@ func TestGenerateWrites(t *testing.T) {
 	}
 	// A stale copy the Kustomization no longer lists goes.
 	stale := filepath.Join(tmp, ChartPlacementDir, "gone.yaml")
-	if err := os.WriteFile(stale, []byte("kind: ConfigMap\n"), 0o644); err != nil {
-		t.Fatal(err)
+	staleNodes := filepath.Join(tmp, ChartPlacementDir, "nodes", "gone.yaml")
+	for _, p := range []string{stale, staleNodes} {
+		if err := os.WriteFile(p, []byte("kind: ConfigMap\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if err := os.WriteFile(filepath.Join(tmp, InstallManifest), []byte("edited by hand\n"), 0o644); err != nil {
-		t.Fatal(err)
+	for _, f := range []string{InstallManifest, ControllerManifest} {
+		if err := os.WriteFile(filepath.Join(tmp, f), []byte("edited by hand\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if err := Generate(helmBin(t), tmp); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := os.Stat(stale); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("a copy the Kustomization does not list was left: %v", err)
+	for _, p := range []string{stale, staleNodes} {
+		if _, err := os.Stat(p); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("a copy no Kustomization lists was left: %v", err)
+		}
 	}
-	for _, f := range []string{InstallManifest} {
+	for _, f := range []string{InstallManifest, ControllerManifest} {
 		got, _ := os.ReadFile(filepath.Join(tmp, f))
 		want, _ := os.ReadFile(filepath.Join(root, f))
 		if !bytes.Equal(got, want) {

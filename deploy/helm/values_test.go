@@ -132,6 +132,48 @@ func TestValues(t *testing.T) {
 	}
 }
 
+// TestControllerValues: the controller's values reach its Deployment (and
+// nothing else changes there), the image is the nodes' unless set; without
+// placement there is no controller.
+func TestControllerValues(t *testing.T) {
+	deployment := func(args ...string) *appsv1.Deployment {
+		t.Helper()
+		var d *appsv1.Deployment
+		_, rest := daemonSet(t, render(t, append([]string{"--set", "placement.enabled=true"}, args...)...))
+		for _, m := range rest {
+			if m["kind"] == "Deployment" {
+				j, _ := json.Marshal(m)
+				d = &appsv1.Deployment{}
+				if err := yaml.UnmarshalStrict(j, d); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		if d == nil {
+			t.Fatalf("%v: no Deployment rendered", args)
+		}
+		return d
+	}
+	d := deployment("--set", "image.repository=registry.example/stickyip,image.tag=v9")
+	if c := d.Spec.Template.Spec.Containers[0]; c.Image != "registry.example/stickyip:v9" {
+		t.Errorf("controller image %s, want the nodes' registry.example/stickyip:v9", c.Image)
+	}
+	d = deployment("--set", "controller.replicas=3,controller.image=registry.example/ctl:v2",
+		"--set-string", "controller.nodeSelector.role=infra",
+		"--set", "controller.tolerations[0].key=infra,controller.tolerations[0].operator=Exists",
+		"--set", "controller.resources.requests.cpu=1,controller.resources.limits.memory=2Gi")
+	spec := d.Spec.Template.Spec
+	c := spec.Containers[0]
+	if *d.Spec.Replicas != 3 || c.Image != "registry.example/ctl:v2" || spec.NodeSelector["role"] != "infra" ||
+		spec.NodeSelector["node-role.kubernetes.io/control-plane"] != "" || len(spec.Tolerations) != 1 || spec.Tolerations[0].Key != "infra" ||
+		!c.Resources.Requests.Cpu().Equal(resource.MustParse("1")) || !c.Resources.Limits.Memory().Equal(resource.MustParse("2Gi")) {
+		t.Errorf("replicas %d, image %s, node selector %v, tolerations %+v, resources %+v", *d.Spec.Replicas, c.Image, spec.NodeSelector, spec.Tolerations, c.Resources)
+	}
+	if d.Namespace != "kube-system" || spec.ServiceAccountName != "stickyip-controller" {
+		t.Errorf("Deployment in %s with %s: its RBAC names kube-system/stickyip-controller", d.Namespace, spec.ServiceAccountName)
+	}
+}
+
 // TestK3sValues: values-k3s.yaml puts the plugin, the static pod and
 // checkpointd's view of the node on k3s's paths.
 func TestK3sValues(t *testing.T) {
@@ -177,6 +219,10 @@ func TestValuesRefused(t *testing.T) {
 		{"placement.enabled=yes", "enabled"},
 		{"unknownKey=1", "unknownKey"},
 		{"maxUnavailable=0", "maxUnavailable"},
+		{"controller.replicas=0", "replicas"},
+		{"controller.image=stickyip:v1 --privileged", "image"},
+		{"controller.nodeSelector.edge=true", "nodeSelector"},
+		{"placement.upgradeFromShards=yes", "upgradeFromShards"},
 	} {
 		_, err := Render(helmBin(t), chart, InstallNamespace, "--set", tc.set)
 		if err == nil {

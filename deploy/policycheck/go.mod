@@ -10,9 +10,11 @@ require (
 	github.com/google/cel-go v0.29.2
 	github.com/stickyip/stickyip v0.0.0
 	k8s.io/api v0.37.2
+	k8s.io/apiextensions-apiserver v0.37.2
 	k8s.io/apimachinery v0.37.2
 	k8s.io/apiserver v0.37.2
 	k8s.io/client-go v0.37.2
+	sigs.k8s.io/yaml v1.6.0
 )
 
 require (
@@ -92,7 +94,6 @@ require (
 	sigs.k8s.io/json v0.0.0-20250730193827-2d320260d730 // indirect
 	sigs.k8s.io/randfill v1.0.0 // indirect
 	sigs.k8s.io/structured-merge-diff/v6 v6.4.2 // indirect
-	sigs.k8s.io/yaml v1.6.0 // indirect
 )
 
 replace github.com/stickyip/stickyip => ../..

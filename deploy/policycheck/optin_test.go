@@ -7,16 +7,13 @@ import (
 	"github.com/stickyip/stickyip/contract"
 )
 
-// Issue 51: the namespace opt-in's setting ends in "-fixed" to make its
+// The namespace opt-in's setting ends in "-fixed" to make its
 // StatefulSet pods' reservations fixed (stickyip.io/retention: fixed)
 // rather than following their StatefulSet; its placement mode stays what
 // it was. The policy's variables, evaluated with the API server's CEL,
 // read each value as Go reads it here.
 func TestOptInSettingReadsAsGo(t *testing.T) {
-	p := load(t).mutating["stickyip-statefulsets"]
-	if p == nil {
-		t.Fatal("no stickyip-statefulsets")
-	}
+	p := mutatingPolicy(t, "stickyip-statefulsets")
 	progs := map[string]func(string) any{}
 	for _, name := range []string{"duration", "mode", "fixed"} {
 		prg := program(t, variable(t, p.Spec.Variables, name))

@@ -1,14 +1,15 @@
-// Package policycheck evaluates deploy/placement's CEL with the API
-// server's own CEL environment and libraries (k8s.io/apiserver) and
-// compares it with what checkpointd computes in Go: the shard of an
-// identity, the form of an index line, which lines the hint counts. The
-// policies and checkpointd must agree to the character; the e2e tier runs
-// them on a real API server, this runs them on every identity and line the
-// tests and the fuzzer make up, in the unit tier.
+// Package policycheck evaluates deploy/placement's admission policies with
+// the API server's own code and CEL libraries (k8s.io/apiserver): every
+// expression compiled as kube-apiserver compiles it, and every case of
+// testdata/cases.json (written here from cases_test.go, with the contract's
+// names and the largest inputs the API server and the controller let
+// exist) run through the API server's matcher, compilers, patcher and
+// validator, its cost checked against the API server's CEL limits. This
+// module builds with Kubernetes 1.37's libraries; k136/ runs the same
+// cases with 1.36's. The e2e tier runs the policies on a real API server.
 package policycheck
 
 import (
-	"strings"
 	"testing"
 
 	"github.com/google/cel-go/cel"
@@ -18,28 +19,18 @@ import (
 	"github.com/stickyip/stickyip/deploy"
 )
 
-// policies are the admission policies of deploy/placement by kind/name.
-type policies struct {
-	validating map[string]*admissionv1.ValidatingAdmissionPolicy
-	mutating   map[string]*admissionv1.MutatingAdmissionPolicy
-}
-
-func load(t testing.TB) policies {
+// mutatingPolicy is the MutatingAdmissionPolicy name of deploy/placement.
+func mutatingPolicy(t testing.TB, name string) *admissionv1.MutatingAdmissionPolicy {
 	t.Helper()
 	docs, err := deploy.PlacementObjects()
 	if err != nil {
 		t.Fatal(err)
 	}
-	ps := policies{validating: map[string]*admissionv1.ValidatingAdmissionPolicy{}, mutating: map[string]*admissionv1.MutatingAdmissionPolicy{}}
-	for _, obj := range docs {
-		switch p := obj.(type) {
-		case *admissionv1.ValidatingAdmissionPolicy:
-			ps.validating[p.Name] = p
-		case *admissionv1.MutatingAdmissionPolicy:
-			ps.mutating[p.Name] = p
-		}
+	p, ok := docs["MutatingAdmissionPolicy/"+name].(*admissionv1.MutatingAdmissionPolicy)
+	if !ok {
+		t.Fatalf("deploy/placement has no MutatingAdmissionPolicy %s", name)
 	}
-	return ps
+	return p
 }
 
 // program compiles expr in the API server's CEL environment, with object,
@@ -87,24 +78,4 @@ func variable(t testing.TB, vars []admissionv1.Variable, name string) string {
 	}
 	t.Fatalf("no variable %s", name)
 	return ""
-}
-
-// validation returns the expression of the validation whose message
-// contains msg.
-func validation(t testing.TB, p *admissionv1.ValidatingAdmissionPolicy, msg string) string {
-	t.Helper()
-	for _, v := range p.Spec.Validations {
-		if strings.Contains(v.MessageExpression, msg) || strings.Contains(v.Message, msg) {
-			return v.Expression
-		}
-	}
-	t.Fatalf("%s: no validation saying %q", p.Name, msg)
-	return ""
-}
-
-func clip(s string) string {
-	if len(s) > 120 {
-		return s[:120] + "…"
-	}
-	return s
 }

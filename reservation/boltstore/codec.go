@@ -132,6 +132,7 @@ func appendStatefulSet(b []byte, key string, w *reservation.StatefulSetRef) ([]b
 		}
 	}
 	b = appendField(b, "movedTo", w.MovedTo)
+	b = appendField(b, "why", w.Why)
 	return append(b, '}'), nil
 }
 
@@ -274,6 +275,8 @@ func (d *recordReader) statefulSet(w *reservation.StatefulSetRef) bool {
 			return d.timeTo(&w.EndedAt)
 		case "movedTo":
 			return d.strTo(&w.MovedTo)
+		case "why":
+			return d.strTo(&w.Why)
 		}
 		return false
 	})

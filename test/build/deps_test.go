@@ -8,13 +8,13 @@ import (
 	"github.com/stickyip/stickyip/test/harness"
 )
 
-// checkpointd stays the size of a node agent (issue 40: 62 MB with the typed
+// checkpointd stays the size of a node agent (62 MB with the typed
 // clientset of every API group, 19 MB without): it links the core/v1 API
 // types and client-go's REST client, never the clientset, the informers of
 // every group, the OpenAPI models, or html/template (whose reflection keeps
 // every exported method; gRPC's golang.org/x/net/trace brings it unless
 // built with -tags grpcnotrace, as make build builds). The maintained libraries it uses instead of code
-// of its own (issue 48: the Prometheus client, gRPC with the CRI's types)
+// of its own (the Prometheus client, gRPC with the CRI's types)
 // are measured within its budget (docs/DESIGN.md, "Libraries").
 func TestCheckpointdLinksCoreV1Only(t *testing.T) {
 	root, err := harness.RepoRoot()
@@ -38,7 +38,7 @@ func TestCheckpointdLinksCoreV1Only(t *testing.T) {
 		}
 	}
 	if len(bad) > 0 {
-		t.Errorf("checkpointd links %d packages it should not (use checkpointd/apiclient, not the typed clientset): %s",
+		t.Errorf("checkpointd links %d packages it should not (use checkpointd/kube, not the typed clientset): %s",
 			len(bad), strings.Join(bad, " "))
 	}
 }

@@ -1,7 +1,9 @@
 // Package docs checks the project's documentation: every relative link of
-// README.md and docs/*.md names a file that exists and, with a #fragment, a
-// heading of that file (as GitHub renders it). It has no build tag, so the
-// unit tier (`make test`, `go test ./...`) runs it.
+// README.md, docs/ and the test tiers' reports (test/*/README.md) names a
+// file that exists and, with a #fragment, a heading of that file (as GitHub
+// renders it); and the user's path (path_test.go) stays within its budget,
+// free of project history. It has no build tag, so the unit tier (`make
+// test`, `go test ./...`) runs it.
 package docs
 
 import (
@@ -18,14 +20,11 @@ import (
 // root is the repository's top directory, seen from this package's.
 const root = "../.."
 
-// TestLinksResolve walks README.md and docs/*.md and fails for each relative
-// link whose file is missing or whose anchor matches no heading of the file.
+// TestLinksResolve walks the documentation (docFiles) and fails for each
+// relative link whose file is missing or whose anchor matches no heading of
+// the file.
 func TestLinksResolve(t *testing.T) {
-	files, err := filepath.Glob(filepath.Join(root, "docs", "*.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	files = append([]string{filepath.Join(root, "README.md")}, files...)
+	files := docFiles(t)
 	anchors := map[string]map[string]bool{} // markdown file → its anchors
 	anchorsOf := func(path string) (map[string]bool, error) {
 		if a, ok := anchors[path]; ok {
@@ -57,6 +56,27 @@ func TestLinksResolve(t *testing.T) {
 		t.Fatal("no links found: the walk is broken")
 	}
 	t.Logf("%d files, %d relative links checked", len(files), checked)
+}
+
+// docFiles returns README.md, every markdown file under docs/ and the test
+// tiers' reports (test/*/README.md), as paths under root.
+func docFiles(t *testing.T) []string {
+	t.Helper()
+	files := []string{filepath.Join(root, "README.md")}
+	err := filepath.WalkDir(filepath.Join(root, "docs"), func(p string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && strings.HasSuffix(p, ".md") {
+			files = append(files, p)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reports, err := filepath.Glob(filepath.Join(root, "test", "*", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return append(files, reports...)
 }
 
 // resolve checks one link target written in file.

@@ -53,7 +53,7 @@ func (n *node) reads(ctx context.Context, containerID, file string) error {
 	return nil
 }
 
-// TestCheckpointdOutage is issue 17 findings 1-3 on real components:
+// TestCheckpointdOutage is checkpointd through a long API outage, on real components:
 //
 //   - a partition longer than a ReplicaSet pod's toleration, then a reboot:
 //     the ReplicaSet pod is not restored (its controller may run it
@@ -171,7 +171,7 @@ func TestCheckpointdOutage(t *testing.T) {
 		back := time.Since(started)
 		// The kubelet sees the manifests again (its file source: "SyncLoop
 		// ADD"), then syncs each copy in a periodic resync, where it would
-		// restart one it took for another pod (issue 50: a 5 s sleep).
+		// restart one it took for another pod (not a fixed sleep).
 		pods := make([]kubeletPod, 0, 2)
 		for _, name := range []string{"sts", "bare"} {
 			pods = append(pods, n.sandboxPod(ctx, sandboxes[name]))
@@ -203,7 +203,7 @@ func TestCheckpointdOutage(t *testing.T) {
 	n.startCheckpointd("CHECKPOINTD_ALLOW_NAMESPACES=kube-sytem")
 	// What checkpointd decides is timed from its start (the API server
 	// away for its grace period, twice over); then passes that saw it all
-	// (issue 50: a sleep of that length, and no proof of a pass).
+	// (a sleep of that length alone proves no pass).
 	time.Sleep(time.Until(narrowed.Add(2 * checkpointdGrace)))
 	n.waitPasses(3, fmt.Sprintf("%s after checkpointd started with the narrowed policy", 2*checkpointdGrace))
 	for _, name := range []string{"rs", "sts", "bare"} {

@@ -194,7 +194,7 @@ func (n *node) checkpointdPasses() (int, error) {
 // the call (after: what they come after, for the message): its pass counter
 // grows by k+1, since the pass under way at the call may have observed the
 // node before. A test that decides "nothing happened" waits for it first,
-// the proof that checkpointd had its chance to act (issue 50); the
+// the proof that checkpointd had its chance to act; the
 // interval is 1 s here, the bound leaves room for a loaded machine.
 func (n *node) waitPasses(k int, after string) {
 	t := n.t
@@ -331,7 +331,7 @@ func podSpec(ns, name string, annotations map[string]string, args ...string) *co
 	return p
 }
 
-// TestCheckpointd is issues 9 and 11 on real components: a kube-apiserver
+// TestCheckpointd is checkpoint and restore on real components: a kube-apiserver
 // with Node and RBAC authorization and NodeRestriction, checkpointd with the
 // node's own credentials, the flannel lease on a tmpfs a power cut clears.
 //
@@ -457,7 +457,7 @@ func TestCheckpointd(t *testing.T) {
 	}
 	// One processor, unless the environment checkpointd inherits sets
 	// GOMAXPROCS: the runtime's wakeups of idle processors were a fifth of
-	// the daemon's CPU (issue 48).
+	// the daemon's CPU.
 	if v, err := n.metric("go_sched_gomaxprocs_threads"); os.Getenv("GOMAXPROCS") == "" && (err != nil || v != "1") {
 		t.Errorf("go_sched_gomaxprocs_threads = %q, %v; want 1", v, err)
 	}
@@ -479,7 +479,7 @@ func TestCheckpointd(t *testing.T) {
 	}
 	t.Log("node1's credentials: own pod's Secret readable, node2's pod's Secret Forbidden")
 
-	// ---- One long-lived pod watch (issue 9 row 10), over at least 2 minutes.
+	// ---- One long-lived pod watch, over at least 2 minutes.
 	if rest := 2*time.Minute - time.Since(watchFrom); rest > 0 {
 		time.Sleep(rest)
 	}

@@ -40,6 +40,7 @@ func (c *cluster) etcdSticky() {
 		}
 	}
 	c.applyPlacement()
+	c.ensurePlacementController() // it alone writes the index the table waits for
 	a := c.newEtcdApp(etcdNamespace, true)
 	a.optIn(etcdOptInLabel)
 	a.table()
@@ -49,7 +50,7 @@ func (c *cluster) etcdSticky() {
 }
 
 // release releases the members' reservations on every node and waits
-// until no entry of the namespace is left in the placement index.
+// until no entry of the namespace is left in any node's record.
 func (a *etcdApp) release() {
 	c := a.c
 	for _, n := range c.nodes {
@@ -57,9 +58,9 @@ func (a *etcdApp) release() {
 			n.stickyipRelease(a.ns + "/" + name)
 		}
 	}
-	eventually(c.t, "no entry of "+a.ns+" left in the placement index", time.Minute, time.Second, func() (bool, string) {
+	eventually(c.t, "no entry of "+a.ns+" left in the nodes' records", time.Minute, time.Second, func() (bool, string) {
 		for _, n := range c.nodes {
-			for key := range c.heldBy(n.name) {
+			for key := range c.entriesOf(n.name) {
 				if strings.HasPrefix(key, a.ns+"/") {
 					return false, fmt.Sprintf("%s holds %s", n.name, key)
 				}
@@ -73,7 +74,7 @@ func (a *etcdApp) release() {
 // step of TestClusterInstall, on the nodes the uninstall leaves: flannel's
 // own conflist, whose flannel plugin delegates to host-local; no plugin,
 // no checkpointd, no placement). Each row is asserted to show what
-// docs/e2e.md says host-local costs (etcdDisruption: every restarted member
+// test/e2e/README.md says host-local costs (etcdDisruption: every restarted member
 // at another IP; the quorum lost on delete-all and drain; the restarts that
 // leave the sandboxes alone free), and to have disrupted as it says; after
 // each, the cluster is repaired or founded anew as an operator would (the

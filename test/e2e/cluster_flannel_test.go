@@ -25,7 +25,7 @@ import (
 // echoPort is where the test pods answer pings (the harness image's -serve).
 const echoPort = "7070"
 
-// Real flannel on the two-node cluster (issue 26), as steps of TestCluster:
+// Real flannel on the two-node cluster, as steps of TestCluster:
 //
 //  1. kubeFlannelInstalled: the nodes are NotReady until kube-flannel's pods
 //     have installed the CNI plugin and config (newFlannelCluster), then

@@ -33,7 +33,7 @@ const (
 	stickyipRelease = "stickyip"
 )
 
-// helmJourney is issue 34 on the install step's cluster, which that step
+// helmJourney is the Helm install on the install step's cluster, which that step
 // left as docs/install.md's uninstall does (kube-flannel.yml's flannel on
 // host-local, nothing of stickyip on the nodes): the way Helm users run
 // flannel and stickyip, with the pinned Helm 4.

@@ -33,7 +33,7 @@ const shippedCheckpointdAddr = "127.0.0.1:9469"
 // and the kubelet's default look for it; bindNodePaths binds the node's there.
 const shippedCRISocket = "/run/containerd/containerd.sock"
 
-// installJourney is issue 18 the way an operator does it, on the two-node
+// installJourney is the install the way an operator does it, on the two-node
 // cluster running kube-flannel as kube-flannel.yml installed it, with no
 // stickyip on the nodes yet (kube-controller-manager rolls the DaemonSet
 // out, the scheduler places the pods), as docs/install.md says:

@@ -18,9 +18,12 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/stickyip/stickyip/checkpointd/placement"
 	"github.com/stickyip/stickyip/contract"
+	"github.com/stickyip/stickyip/contract/placementv1"
 )
 
 const (
@@ -35,12 +38,16 @@ const (
 	// placementBindingName is the MutatingAdmissionPolicyBinding of
 	// deploy/placement/placement-policy.yaml.
 	placementBindingName = "stickyip-placement"
+	// nodeForgottenWithin is how soon a deleted Node's entries must leave
+	// the index: "within seconds", the controller's next sync.
+	nodeForgottenWithin = 10 * time.Second
 )
 
-// placement is issues 19, 25, 31 and 32 on the two-node cluster
-// (kube-scheduler, kube-controller-manager, each node's kubelet,
-// containerd, CNI chain and checkpointd with its placement publisher), with
-// deploy/placement applied by kubectl (a step of TestCluster):
+// placement is the placement hint on the two-node cluster (kube-scheduler,
+// kube-controller-manager, each node's kubelet, containerd, CNI chain and
+// checkpointd publishing its NodeRecord), with deploy/placement applied by
+// kubectl and stickyip-controller beside the control plane (a step of
+// TestCluster):
 //
 //  1. A StatefulSet pod (io.kubernetes.cri/reserved-ip-duration) and then a
 //     Deployment pod with stickyip.io/identity, each deleted 10 times, come
@@ -48,21 +55,25 @@ const (
 //     with the hint's term in their spec, although a CPU-hungry pod on that
 //     node makes the other node the scheduler's own choice. Before the
 //     StatefulSet pod's deletes, every attack on its entry is refused: the
-//     other node's credentials on every write path, a namespace user's, a
-//     mirror pod the other node makes up, and a pod author's bare pod with
-//     stickyip.io/identity: db-0 bound to the other node.
+//     other node's credentials on every write path of the holder's record,
+//     its claims for pods that do not back them (a mirror pod it makes up
+//     among them), a namespace administrator's writes of the index, and a
+//     pod author's bare pod with stickyip.io/identity: db-0 bound to the
+//     other node.
 //  2. The control, on the same cluster: with the policy's binding removed,
 //     one more delete of each moves the pod to the other node and another
 //     IP.
-//  3. The tie: both nodes now hold the identity; the hint names the node
-//     that claimed it last, and the next delete brings the pod back there.
+//  3. The tie: both nodes now hold the identity; the index names the node
+//     whose pod is the later, and the next delete brings the pod back there.
 //  4. Strict placement (issue 32): a StatefulSet annotated
 //     stickyip.io/placement: required, with a required node affinity term of
 //     its own, deleted 5 times with the CPU-hungry pod on its node: back
 //     there with its IP every time, its own term kept and ANDed; drained
-//     (cordon and the Eviction API): Pending while its node is cordoned,
-//     back there with its IP after uncordon; the preferred StatefulSet
-//     drained the same way moves to the other node.
+//     (cordon and the Eviction API): its replacement, its own term ANDed
+//     with the node, unbound and refused by the scheduler itself (its
+//     FailedScheduling event: the node unschedulable, the other not
+//     matching its affinity), back there with its IP after uncordon; the
+//     preferred StatefulSet drained the same way moves to the other node.
 //  5. A deleted Node's entries stop counting, and a pod required onto it
 //     is named by `checkpointd stranded`: TestCluster's last step,
 //     nodeDeleted.
@@ -74,6 +85,7 @@ func (c *cluster) placement() *placementRun {
 	t := c.t
 	ctx := context.Background()
 	c.applyPlacement()
+	c.ensurePlacementController()
 	writesBefore := map[string]int{}
 	for _, n := range c.nodes {
 		c.waitPublisherSettled(n)
@@ -177,18 +189,21 @@ type placementRun struct {
 }
 
 // nodeDeleted is TestCluster's last step: a Node deleted (placement's step
-// 4, with the workloads' step 4 when w is not nil).
+// 5, with the workloads' step 4 when w is not nil).
 //
 // The node that ran the cache pod last stops (checkpointd, kubelet) and its
-// Node is deleted. Placement: the garbage collector drops its owner
-// reference from every shard, so its entries no longer count (the hint for
-// them is gone), the other node's stay. Workloads: the deleted Node's pods
-// leave the API (pod GC), a ConfigMap it owned is garbage-collected, and the
-// workloads' pods on the other node keep their UID, IP and readiness.
+// Node is deleted. Placement: stickyip-controller takes its entries out of
+// the index within seconds (nodeForgottenWithin) and, a minute later,
+// deletes its record; the other node's stay; `checkpointd stranded` names
+// the pod required onto the gone node, and one created after is free.
+// Workloads: the deleted Node's pods leave the API (pod GC), a ConfigMap it
+// owned is garbage-collected, and the workloads' pods on the other node
+// keep their UID, IP and readiness.
 func (c *cluster) nodeDeleted(p *placementRun, w *workloadsRun) {
 	t := c.t
 	ctx := context.Background()
 	ns := p.ns
+	c.ensurePlacementController()
 	// cache's Deployment goes first (its pod would be re-created on the
 	// remaining node, which would claim it anew), and a sticky pod bound to
 	// the remaining node gives that node an entry to keep.
@@ -231,16 +246,16 @@ func (c *cluster) nodeDeleted(p *placementRun, w *workloadsRun) {
 	}
 	// The remaining node's entries that must outlive the deletion: those
 	// of this step's namespace that last past the step. Other steps'
-	// namespaces are being deleted meanwhile (their shards with them), and
-	// their short reservations end (the reimage step's 30 s one).
+	// namespaces are being deleted meanwhile, and their short reservations
+	// end (the reimage step's 30 s one).
 	lasting := time.Now().Add(5 * time.Minute)
-	goneHeld, stayHeld := c.heldBy(gone.name), c.heldIn(stay.name, ns, lasting)
+	goneHeld, stayHeld := c.entriesOf(gone.name), c.lastingIn(stay.name, ns, lasting)
 	// The earlier steps' sticky pods have entries too: this step's own
 	// must be among them.
 	if _, ok := goneHeld[ns+"/identity:cache"]; !ok {
-		t.Fatalf("entries before the Node's deletion: %s %v, want %s/identity:cache among them", gone.name, goneHeld, ns)
+		t.Fatalf("entries before the Node's deletion: %s %v, want %s/identity:cache among them", gone.name, slices.Sorted(maps.Keys(goneHeld)), ns)
 	}
-	if _, ok := stayHeld[ns+"/keep"]; !ok {
+	if !slices.Contains(stayHeld, ns+"/keep") {
 		t.Fatalf("entries before the Node's deletion: %s %v, want %s/keep among them", stay.name, stayHeld, ns)
 	}
 	if w != nil {
@@ -252,26 +267,24 @@ func (c *cluster) nodeDeleted(p *placementRun, w *workloadsRun) {
 	if err := c.client.CoreV1().Nodes().Delete(ctx, gone.name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "shards no longer owned by deleted Node "+gone.name, 2*time.Minute, 500*time.Millisecond, func() (bool, string) {
-		held := c.heldBy(gone.name)
-		for _, owned := range held {
-			if owned {
-				return false, fmt.Sprintf("%s still owns the shards of %v", gone.name, held)
+	// Within seconds: the controller's next sync after the Node's deletion.
+	eventually(t, "the index naming the deleted Node "+gone.name+" nowhere", nodeForgottenWithin, 100*time.Millisecond, func() (bool, string) {
+		for key := range goneHeld {
+			kns, id, _ := strings.Cut(key, "/")
+			if c.hinted(kns, id) == gone.name {
+				return false, fmt.Sprintf("%s still gives %s to %s", kns, id, gone.name)
 			}
 		}
 		return true, ""
 	})
-	t.Logf("Node %s deleted → its owner references garbage-collected in %s; its entries %v no longer count",
-		gone.name, time.Since(deleted).Round(100*time.Millisecond), slices.Sorted(maps.Keys(goneHeld)))
+	t.Logf("Node %s deleted → its entries %v out of the index in %s",
+		gone.name, slices.Sorted(maps.Keys(goneHeld)), time.Since(deleted).Round(100*time.Millisecond))
 	// Each of its identities is now the remaining node's, if that node
 	// still lists it (an older claim: its reservation has not expired), or
 	// nobody's.
 	for key := range goneHeld {
 		kns, id, _ := strings.Cut(key, "/")
 		h := c.hinted(kns, id)
-		if h == gone.name {
-			t.Errorf("%s/%s: the index still names the deleted Node %s", kns, id, gone.name)
-		}
 		if k, keyed := contract.IdentityKey(id); keyed && kns == ns {
 			var want []string
 			if h != "" {
@@ -281,7 +294,7 @@ func (c *cluster) nodeDeleted(p *placementRun, w *workloadsRun) {
 		}
 		t.Logf("%s/%s after %s's deletion: the hint names %q", kns, id, gone.name, h)
 	}
-	if held := c.heldIn(stay.name, ns, lasting); fmt.Sprint(held) != fmt.Sprint(stayHeld) {
+	if held := c.lastingIn(stay.name, ns, lasting); fmt.Sprint(held) != fmt.Sprint(stayHeld) {
 		t.Errorf("%s's entries: %v, were %v before %s's deletion", stay.name, held, stayHeld, gone.name)
 	}
 	if c.hinted(ns, "keep") != stay.name {
@@ -318,16 +331,20 @@ func (c *cluster) nodeDeleted(p *placementRun, w *workloadsRun) {
 	} else {
 		t.Log("the workloads step did not pass: its Node deletion checks are left out")
 	}
-	// The namespace controller deletes a deleted namespace's index, which
-	// the index policy lets it do (and nobody else but administrators and
-	// the garbage collector).
-	shards := len(c.shardsIn(ns))
+	// The namespace controller deletes a deleted namespace's index with it.
+	shards := len(c.indexIn(ns))
 	start := time.Now()
 	c.kubectl("delete", "namespace", ns, "--wait=true", "--timeout=3m")
-	if left := c.shardsIn(ns); len(left) != 0 {
-		t.Fatalf("namespace %s deleted, its index left: %v", ns, slices.Sorted(maps.Keys(left)))
+	if left := c.indexIn(ns); len(left) != 0 {
+		t.Fatalf("namespace %s deleted, its index left: %s", ns, identitiesIn(left))
 	}
-	t.Logf("namespace %s with %d index shards deleted by the namespace controller in %s", ns, shards, time.Since(start).Round(100*time.Millisecond))
+	t.Logf("namespace %s with %d indexed identities deleted with its index by the namespace controller in %s", ns, shards, time.Since(start).Round(100*time.Millisecond))
+	// Last: the controller waits a minute for a Node to come back before
+	// it deletes its record.
+	eventually(t, "the deleted Node's record deleted by the controller", 2*time.Minute, time.Second, func() (bool, string) {
+		return c.recordOf(gone.name) == nil, "still there"
+	})
+	t.Logf("Node %s deleted → its NodeRecord deleted by the controller %s later", gone.name, time.Since(deleted).Round(time.Second))
 }
 
 // createStickyDB creates StatefulSet db in ns: one replica of
@@ -393,7 +410,7 @@ func (c *cluster) stickyRounds(ns, selector, identity string, attack bool) stick
 	t.Logf("%s/%s runs on %s with %s; %s/%s (CPU %s) bound there makes %s the scheduler's own choice",
 		ns, first.Name, holder.name, first.IP, ns, steer, steerCPU, other.name)
 	if attack {
-		c.indexAttacks(other, holder, ns, identity, first)
+		c.recordAttacks(other, holder, ns, identity, first)
 	}
 
 	var took []time.Duration
@@ -432,10 +449,10 @@ func (c *cluster) stickyRounds(ns, selector, identity string, attack bool) stick
 	c.waitHintApplied(ns, true)
 	c.remove(ns, "pod", steer)
 
-	// 3. The tie: both nodes hold the identity now; the one that claimed it
-	// last wins.
+	// 3. The tie: both nodes hold the identity now; the one whose pod is
+	// the later wins.
 	c.waitIndexed(ns, identity, other.name, moved.Name)
-	if _, ok := c.lineOf(ns, identity, holder.name); !ok {
+	if _, ok := c.entriesOf(holder.name)[ns+"/"+identity]; !ok {
 		t.Fatalf("%s/%s: %s's entry gone while its reservation lasts", ns, identity, holder.name)
 	}
 	c.deletePod(ns, moved.Name)
@@ -446,30 +463,44 @@ func (c *cluster) stickyRounds(ns, selector, identity string, attack bool) stick
 			ns, identity, back.Node, back.IP, other.name, moved.IP)
 	}
 	c.requireHinted(ns, back.Name, other.name, false)
-	t.Logf("tie: %s and %s both hold %s/%s; the hint names %s, which claimed it last, and the replacement runs there with %s",
+	t.Logf("tie: %s and %s both hold %s/%s; the hint names %s, which ran the later pod, and the replacement runs there with %s",
 		holder.name, other.name, ns, identity, other.name, moved.IP)
 	run.lifecyclesOn[other.name]++ // the last pod's, ended by the caller or by the Node's deletion
 	return run
 }
 
-// waitIndexed waits until node's entry of identity in ns names pod and the
-// hint, as the policy reads the index, names node; for a keyed identity it
-// also asks the API server (a dry run: the name of a pod-name identity's
-// pod is taken while it runs).
+// waitIndexed waits until node's record holds identity in ns for pod and
+// the index gives the identity to node; for a keyed identity it also asks
+// the API server (a dry run: the name of a pod-name identity's pod is
+// taken while it runs).
 func (c *cluster) waitIndexed(ns, identity, node, pod string) {
 	t := c.t
 	t.Helper()
 	if _, keyed := contract.IdentityKey(identity); !keyed {
 		pod = identity
 	}
-	eventually(t, fmt.Sprintf("%s publishes %s/%s", node, ns, identity), time.Minute, 500*time.Millisecond, func() (bool, string) {
-		l, ok := c.lineOf(ns, identity, node)
+	eventually(t, fmt.Sprintf("%s publishes %s/%s, indexed", node, ns, identity), time.Minute, 500*time.Millisecond, func() (bool, string) {
+		e, ok := c.entriesOf(node)[ns+"/"+identity]
 		h := c.hinted(ns, identity)
-		return ok && l.Pod == pod && h == node, fmt.Sprintf("entry %+v, hint %q", l, h)
+		return ok && e.Pod == pod && h == node, fmt.Sprintf("entry %+v, index %q", e, h)
 	})
 	if key, keyed := contract.IdentityKey(identity); keyed {
 		c.waitHint(ns, key, []string{node})
 	}
+}
+
+// lastingIn returns node's entries of namespace ns that last past beyond
+// (running, held, or reserved until after it): what nothing but a change
+// to the node's own entries can remove before then.
+func (cp *controlPlane) lastingIn(node, ns string, beyond time.Time) []string {
+	var out []string
+	for key, e := range cp.entriesOf(node) {
+		if strings.HasPrefix(key, ns+"/") && (e.Running() || e.Held || e.Until.After(beyond)) {
+			out = append(out, key)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // requireHinted fails the test unless pod ns/name carries the hint for
@@ -514,22 +545,22 @@ func hasPreferred(p *corev1.Pod, node string) bool {
 	})
 }
 
-// indexAttacks tries, before the deletes that show the pod still comes back
-// to holder, every way issue 31 found to make the entry of identity (held by
-// holder for pod first) stop counting or attract the pod elsewhere: with
-// node other's credentials on every write path, its made-up mirror pod, a
-// namespace user's ConfigMap rights, and a pod author's bare pod annotated
-// stickyip.io/identity with the identity's name, bound to other (whose
-// honest checkpointd publishes it). Each is refused or publishes another
-// identity; the entry and the hint are unchanged.
-func (c *cluster) indexAttacks(other, holder *node, ns, identity string, first placedPod) {
+// recordAttacks tries, before the deletes that show the pod still comes
+// back to holder, every way to make holder's entry of identity (for pod
+// first) stop counting or attract the pod elsewhere: with node other's
+// credentials, every write path of holder's record and claims of its own
+// no pod bound to it backs (a mirror pod it makes up among them); a
+// namespace administrator's writes of the index; and a pod author's bare
+// pod annotated stickyip.io/identity with the identity's name, bound to
+// other (whose honest checkpointd publishes it as another identity). Each
+// is refused or names another identity; the entry and the index are
+// unchanged.
+func (c *cluster) recordAttacks(other, holder *node, ns, identity string, first placedPod) {
 	t := c.t
 	t.Helper()
 	ctx := context.Background()
-	before, _ := c.lineOf(ns, identity, holder.name)
-	shard := placement.ShardOf(identity)
-	co := c.clientAs(c.tokens[nodeUser(other.name)])
-	w := c.indexWriterFor(other.name)
+	before := c.entriesOf(holder.name)[ns+"/"+identity]
+	tok := c.tokens[nodeUser(other.name)]
 	// The pod author: a bare pod mimic, annotated stickyip.io/identity with
 	// the identity's name, bound to other.
 	mimic := testPod("mimic", map[string]string{annReservation: "10m", annIdentity: identity})
@@ -538,38 +569,88 @@ func (c *cluster) indexAttacks(other, holder *node, ns, identity string, first p
 		t.Fatal(err)
 	}
 	mimicIP := other.waitPodRunningIn(ns, "mimic", 2*time.Minute)
-	eventually(t, other.name+" publishes the mimic pod as identity:"+identity, time.Minute, 500*time.Millisecond, func() (bool, string) {
-		l, ok := c.lineOf(ns, contract.KeyedIdentity(identity), other.name)
-		return ok && l.Pod == "mimic", fmt.Sprintf("%+v", l)
-	})
+	c.waitIndexed(ns, contract.KeyedIdentity(identity), other.name, "mimic")
 	if mimicIP == first.IP {
 		t.Fatalf("the mimic pod got %s/%s's address %s", ns, identity, first.IP)
 	}
-	requireRefused(t, other.name+" claiming "+identity+" for its pod mimic", w.claim(ns, entryLine(identity, "mimic", "10.244.9.9")),
-		"the entry of a pod-name identity names that pod")
-	requireRefused(t, other.name+" claiming "+identity+", bound to "+holder.name, w.claim(ns, entryLine(identity, identity, "10.244.9.9")), "claim refused:")
-	requireRefused(t, other.name+" claiming "+identity+"-never-ran", w.claim(ns, entryLine(identity+"-never-ran", identity+"-never-ran", "10.244.9.9")), "claim refused:")
-	c.refusedEverywhere(other.name, co, ns, shard, "rewrite "+holder.name+"'s entry", func(cm *corev1.ConfigMap) {
-		cm.Data[holder.name] = strings.Replace(cm.Data[holder.name], first.IP, "10.244.9.9", 1)
-	})
-	c.refusedEverywhere(other.name, co, ns, shard, "remove "+holder.name+"'s entry", func(cm *corev1.ConfigMap) { delete(cm.Data, holder.name) })
-	c.refusedEverywhere(other.name, co, ns, shard, "drop "+holder.name+"'s owner reference", func(cm *corev1.ConfigMap) {
-		cm.OwnerReferences = slices.DeleteFunc(cm.OwnerReferences, func(r metav1.OwnerReference) bool { return r.Name == holder.name })
-	})
-	made := testPod(identity+"x", map[string]string{"kubernetes.io/config.mirror": "x"})
+	// The other node's writes of the holder's record, on every path.
+	admin, ro := c.recordsAs(c.adminToken), c.recordsAs(tok)
+	const notOwn = "may write only its own NodeRecord"
+	refusedEverywhere(t, other.name, "empty "+holder.name+"'s record", ro, admin, holder.name, func(u *unstructured.Unstructured) {
+		unstructured.RemoveNestedField(u.Object, "spec", "entries")
+	}, notOwn)
+	refusedEverywhere(t, other.name, "delete "+holder.name+"'s record", ro, admin, holder.name, nil, notOwn)
+	// Its own claims that no pod bound to it backs: refused by the
+	// controller. An attacker with the node's credentials need not run its
+	// honest checkpointd, which would put back what the store holds at its
+	// next pass (within a second), often before the controller has judged
+	// the forged entry: it is held (SIGSTOP) while the claims are judged.
+	other.holdCheckpointd(t)
 	yes := true
+	made := testPod(identity+"-"+other.name, map[string]string{"kubernetes.io/config.mirror": "x"})
 	made.Namespace, made.Spec.NodeName = ns, other.name
 	made.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: other.name, UID: c.nodeUID(other.name), Controller: &yes}}
-	_, err := co.CoreV1().Pods(ns).Create(ctx, made, metav1.CreateOptions{})
-	requireRefused(t, other.name+" making up a mirror pod "+made.Name, err, "may create only mirror pods named")
-	editor := c.namespaceEditor(ns)
-	requireRefused(t, "a namespace user deleting the shard", editor.CoreV1().ConfigMaps(ns).Delete(ctx, shard, metav1.DeleteOptions{}), "is written by the nodes")
-	c.refusedEverywhere("a namespace user", editor, ns, shard, "unlabel the shard", func(cm *corev1.ConfigMap) { cm.Labels = nil })
-	if after, ok := c.lineOf(ns, identity, holder.name); !ok || !after.Equal(before) || c.hinted(ns, identity) != holder.name {
-		t.Fatalf("%s/%s after the attacks: %+v (%v), hint %q; want %s's %+v", ns, identity, after, ok, c.hinted(ns, identity), holder.name, before)
+	// The kubelet deletes a mirror pod it has no static pod for, maybe
+	// before the claim is judged (the controller keeps a deleted pod's
+	// facts): the entry takes its UID from the creation.
+	mirror, err := c.clientAs(tok).CoreV1().Pods(ns).Create(ctx, made, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("%s making up a mirror pod (NodeRestriction lets a kubelet): %v", other.name, err)
+	}
+	mirrorEntry := recordEntry(ns, identity, made.Name, string(mirror.UID), "10.244.9.9")
+	for _, a := range []struct {
+		what string
+		e    placementv1.Entry
+		why  string // what the controller's refusal says
+	}{
+		{identity + " for its pod mimic", c.podEntry(ns, identity, "mimic", "10.244.9.9"), "its identity is " + contract.KeyedIdentity(identity) + ", not " + identity},
+		{identity + ", bound to " + holder.name, c.podEntry(ns, identity, first.Name, "10.244.9.9"), "bound to node " + holder.name + ", not " + other.name},
+		{identity + " for its mirror pod " + made.Name, mirrorEntry, "a mirror pod (kubernetes.io/config.mirror)"},
+	} {
+		if why := c.claimRefused(other.name, a.e); !strings.Contains(why, a.why) {
+			t.Errorf("%s claiming %s: refused with %q, want the controller's refusal: %s", other.name, a.what, why, a.why)
+		}
+	}
+	other.releaseCheckpointd(t)
+	c.kubectl("delete", "-n", ns, "pod", made.Name, "--ignore-not-found", "--wait=true", "--timeout=2m")
+	// A namespace administrator writes no index.
+	_, err = c.indexAs(c.namespaceAdminToken(ns), ns).Patch(ctx, placementv1.ShardName(0), types.MergePatchType,
+		[]byte(`{"spec":{"nodes":{"`+identity+`":"`+other.name+`"}}}`), metav1.PatchOptions{})
+	requireRefused(t, "a namespace administrator pointing "+identity+" at "+other.name, err, rbacRefusal("patch", "placementindexes"))
+	c.waitIndexed(ns, identity, holder.name, first.Name)
+	if after := c.entriesOf(holder.name)[ns+"/"+identity]; after.PodUID != before.PodUID || fmt.Sprint(after.Addresses) != fmt.Sprint(before.Addresses) {
+		t.Fatalf("%s/%s after the attacks: %+v; want %s's %+v", ns, identity, after, holder.name, before)
 	}
 	c.remove(ns, "pod", "mimic")
-	t.Logf("attacks on %s/%s: the other node's writes (every path), claims, made-up mirror pod, a namespace user's and a pod author's mimic: refused or another identity; the entry unchanged", ns, identity)
+	t.Logf("attacks on %s/%s: the other node's writes of the holder's record (every path), its claims no pod backs, a namespace administrator's index write, a pod author's mimic: refused or another identity; the entry and the index unchanged", ns, identity)
+}
+
+// claimRefused adds entry e to node's record with the node's credentials
+// and waits until the controller refuses it, naming e's pod (a refusal of
+// an earlier claim of the identity names another), and returns the
+// refusal; the claim accepted fails the test.
+func (c *cluster) claimRefused(node string, e placementv1.Entry) string {
+	t := c.t
+	t.Helper()
+	if err := c.writeEntriesAs(node, nil, e); err != nil {
+		t.Fatalf("%s writing its claim of %s/%s: %v", node, e.Namespace, e.Identity, err)
+	}
+	of := fmt.Sprintf("pod %s/%s (uid %s): ", e.Namespace, e.Pod, e.PodUID)
+	var why string
+	eventually(t, fmt.Sprintf("the controller's verdict on %s's claim of %s/%s for %s", node, e.Namespace, e.Identity, e.Pod), 2*time.Minute, 100*time.Millisecond, func() (bool, string) {
+		cl := c.claimOf(node, e.Namespace, e.Identity)
+		switch {
+		case cl == nil:
+			return false, "none yet"
+		case cl.Refused == "" && cl.PodUID == e.PodUID:
+			t.Fatalf("%s's claim of %s/%s for %s accepted: %+v", node, e.Namespace, e.Identity, e.Pod, *cl)
+		case strings.HasPrefix(cl.Refused, of):
+			why = cl.Refused
+			return true, ""
+		}
+		return false, fmt.Sprintf("%+v", *cl)
+	})
+	return why
 }
 
 // requiredRounds is strict placement (issue 32): StatefulSet rdb, annotated
@@ -577,8 +658,9 @@ func (c *cluster) indexAttacks(other, holder *node, ns, identity string, first p
 // its own (kubernetes.io/os In [linux]). Its pod, deleted 5 times with a
 // CPU-hungry pod on its node, comes back there with its IP, its own term
 // kept and the node ANDed into it; drained (cordon, then the Eviction API,
-// as kubectl drain does), it stays Pending while its node is cordoned and
-// runs there with its IP once uncordoned.
+// as kubectl drain does), its replacement is refused by the scheduler
+// while its node is cordoned (waitUnschedulable) and runs there with its
+// IP once uncordoned.
 func (c *cluster) requiredRounds(ns string) stickyRun {
 	t := c.t
 	t.Helper()
@@ -615,14 +697,16 @@ func (c *cluster) requiredRounds(ns string) stickyRun {
 	c.kubectl("cordon", holder.name)
 	c.evict(ns, last.Name)
 	run.lifecyclesOn[holder.name]++
-	pending := c.waitPendingFor(ns, "app=rdb", last.UID, 20*time.Second)
+	evicted := time.Now()
+	pending, why := c.waitUnschedulable(ns, "app=rdb", last.UID, holder.name, []corev1.NodeSelectorRequirement{linux})
+	refusedIn := time.Since(evicted)
 	c.kubectl("uncordon", holder.name)
 	back := c.waitSticky(ns, "app=rdb", last.UID, 2*time.Minute)
 	if back.Node != holder.name || back.IP != first.IP {
 		t.Fatalf("required, after uncordon: rdb-0 runs on %s with %s, want %s with %s", back.Node, back.IP, holder.name, first.IP)
 	}
-	t.Logf("required: %s drained (cordon + eviction): %s/%s Pending %s while cordoned; after uncordon back on %s with %s",
-		holder.name, ns, pending, "≥20s", holder.name, first.IP)
+	t.Logf("required: %s drained (cordon + eviction): %s/%s unbound, its own term ANDed with %s, refused by the scheduler %s after the eviction (%q); after uncordon back on %s with %s",
+		holder.name, ns, pending, holder.name, refusedIn.Round(100*time.Millisecond), why, holder.name, first.IP)
 	run.lifecyclesOn[holder.name]++
 	return run
 }
@@ -653,39 +737,60 @@ func (c *cluster) evict(ns, name string) {
 	}
 }
 
-// waitPendingFor waits until the pod matching selector that replaces the
-// pod with UID old exists, and checks it stays Pending and unbound for d;
-// it returns its name.
-func (c *cluster) waitPendingFor(ns, selector, old string, d time.Duration) string {
+// waitUnschedulable waits until the pod matching selector that replaces
+// the pod with UID old is refused by the scheduler itself: a
+// FailedScheduling event for that pod saying that of the two nodes, holder
+// is unschedulable (cordoned) and the other does not match the pod's node
+// affinity. The pod must be unbound then, and carry the hint's required
+// term for holder ANDed into its own (want, the template's); it returns
+// the pod's name and the event's message.
+func (c *cluster) waitUnschedulable(ns, selector, old, holder string, want []corev1.NodeSelectorRequirement) (string, string) {
 	t := c.t
 	t.Helper()
 	ctx := context.Background()
-	var name string
-	deadline := time.Now().Add(2*time.Minute + d)
-	var since time.Time
-	for time.Now().Before(deadline) {
+	var pod corev1.Pod
+	eventually(t, fmt.Sprintf("the replacement of %s in %s created", selector, ns), 2*time.Minute, 200*time.Millisecond, func() (bool, string) {
 		pods, err := c.client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: selector})
 		if err != nil {
-			t.Fatal(err)
+			return false, err.Error()
 		}
 		for _, p := range pods.Items {
-			if string(p.UID) == old || p.DeletionTimestamp != nil {
-				continue
-			}
-			if p.Spec.NodeName != "" {
-				t.Fatalf("%s/%s was bound to %s while its node was cordoned", ns, p.Name, p.Spec.NodeName)
-			}
-			if name == "" {
-				name, since = p.Name, time.Now()
+			if string(p.UID) != old && p.DeletionTimestamp == nil {
+				pod = p
+				return true, ""
 			}
 		}
-		if name != "" && time.Since(since) >= d {
-			return name
-		}
-		time.Sleep(time.Second)
+		return false, fmt.Sprintf("%d pods, none new", len(pods.Items))
+	})
+	c.requireHinted(ns, pod.Name, holder, true)
+	if terms := requiredOf(pod.Spec.Affinity).NodeSelectorTerms; len(terms) != 1 || fmt.Sprint(terms[0].MatchExpressions) != fmt.Sprint(want) {
+		t.Fatalf("%s/%s while %s is cordoned: required terms %v, want the template's own %v ANDed with %s", ns, pod.Name, holder, terms, want, holder)
 	}
-	t.Fatalf("no Pending replacement of %s in %s", selector, ns)
-	return ""
+	var msg string
+	eventually(t, fmt.Sprintf("the scheduler's FailedScheduling event for %s/%s", ns, pod.Name), 2*time.Minute, 500*time.Millisecond, func() (bool, string) {
+		evs, err := c.client.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.uid=" + string(pod.UID) + ",reason=FailedScheduling"})
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, e := range evs.Items {
+			msg = e.Message
+			// 1.37 names the plugin; earlier minors said "didn't match
+			// Pod's node affinity/selector".
+			if strings.Contains(msg, "0/2 nodes are available") && strings.Contains(msg, "1 node(s) were unschedulable") &&
+				(strings.Contains(msg, "1 node(s) didn't satisfy plugin(s) [NodeAffinity]") || strings.Contains(msg, "1 node(s) didn't match Pod's node affinity/selector")) {
+				return true, ""
+			}
+		}
+		return false, fmt.Sprintf("%d FailedScheduling events, the last %q", len(evs.Items), msg)
+	})
+	p, err := c.client.CoreV1().Pods(ns).Get(ctx, pod.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.UID != pod.UID || p.Spec.NodeName != "" {
+		t.Fatalf("%s/%s (uid %s) after the scheduler's FailedScheduling: uid %s bound to %q while %s is cordoned", ns, pod.Name, pod.UID, p.UID, p.Spec.NodeName, holder)
+	}
+	return pod.Name, msg
 }
 
 // waitSticky waits until exactly one pod of ns matching selector, other
@@ -781,23 +886,18 @@ func (c *cluster) waitHint(ns, key string, nodes []string) {
 }
 
 // waitHintApplied waits until the API server applies the hint (on) or no
-// longer does (its binding removed): a keyed identity some node holds in
-// ns gets the term for the node the index names, or none.
+// longer does (its binding removed): a keyed identity the index of ns
+// holds gets the term for the node it names, or none.
 func (c *cluster) waitHintApplied(ns string, on bool) {
 	c.t.Helper()
-	for _, s := range c.shardsIn(ns) {
-		for n := range s.Values {
-			lines, _ := s.Lines(n)
-			for _, l := range lines {
-				if key, keyed := contract.IdentityKey(l.Identity); keyed && s.OwnedBy(n) {
-					var want []string
-					if on {
-						want = []string{c.hinted(ns, l.Identity)}
-					}
-					c.waitHint(ns, key, want)
-					return
-				}
+	for id, node := range c.indexIn(ns) {
+		if key, keyed := contract.IdentityKey(id); keyed {
+			var want []string
+			if on {
+				want = []string{node}
 			}
+			c.waitHint(ns, key, want)
+			return
 		}
 	}
 	c.t.Fatalf("no keyed identity in %s's index to check the hint with", ns)

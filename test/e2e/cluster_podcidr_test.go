@@ -21,7 +21,7 @@ import (
 	"github.com/stickyip/stickyip/plugins/ipam/stickyip/admin"
 )
 
-// TestClusterPodCIDRChange is issue 26's node whose pod subnet changes, on
+// TestClusterPodCIDRChange is a node whose pod subnet changes, on
 // real flanneld: a Node deleted and registered again gets another podCIDR,
 // flanneld gets another lease when it restarts, and in between nothing
 // hands out, keeps or publishes an address of the old subnet.
@@ -160,8 +160,8 @@ func (c *cluster) podCIDRChange() {
 		t.Errorf("PodCIDRChanged event %q does not name db-0's address %s and the new range", ev, first.IP)
 	}
 	eventually(t, "no entry of node1 for db-0", time.Minute, time.Second, func() (bool, string) {
-		l, ok := c.lineOf(ns, "db-0", n1.name)
-		return !ok, fmt.Sprintf("entry %+v", l)
+		e, ok := c.entriesOf(n1.name)[ns+"/db-0"]
+		return !ok, fmt.Sprintf("entry %+v", e)
 	})
 	t.Logf("checkpointd: %s retired, db-0's reservation dropped, its entry released; event: %s", oldCIDR, ev)
 
@@ -219,14 +219,11 @@ func (c *cluster) podCIDRChange() {
 	if again.Node != n2.name {
 		t.Errorf("db-0 re-created runs on %s with %s; want node2, the scheduler's own choice (node1 holds nothing of it)", again.Node, again.IP)
 	}
-	for key, s := range c.shardsIn("") {
-		for n := range s.Values {
-			lines, _ := s.Lines(n)
-			for _, l := range lines {
-				for _, a := range l.IPs {
-					if oldCIDR.Contains(netip.MustParseAddr(a)) {
-						t.Errorf("%s: %s's entry of %s names %s of the old range %s", key, n, l.Identity, a, oldCIDR)
-					}
+	for _, n := range c.nodes {
+		for key, e := range c.entriesOf(n.name) {
+			for _, a := range e.Addresses {
+				if oldCIDR.Contains(netip.MustParseAddr(a)) {
+					t.Errorf("%s's record: its entry of %s names %s of the old range %s", n.name, key, a, oldCIDR)
 				}
 			}
 		}

@@ -22,7 +22,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
-// powerCut is issue 26's power cut on real flannel (a step of TestCluster):
+// powerCut is a power cut on real flannel (a step of TestCluster):
 // node2 runs kube-system/keeper (opted in to checkpoints, a 30-minute
 // reservation, serving pings) and node1 default/probe; then:
 //

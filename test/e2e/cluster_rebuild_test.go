@@ -40,7 +40,7 @@ type rebuildNode struct {
 	more  []string
 }
 
-// storeRebuild is TestCluster's store-rebuild step (issue 33): on node2, a
+// storeRebuild is TestCluster's store-rebuild step: on node2, a
 // StatefulSet pod db-0, the reservation of a deleted sticky pod gone and
 // three plain pods; then node2's store is damaged, three times, and with
 // no operator step checkpointd rebuilds it:
@@ -112,12 +112,11 @@ func (c *cluster) rebuildSetup(n *node) *rebuildNode {
 // users must see.
 //
 // The round's calls meet the damaged store, shown by the plugin's own log
-// (issue 50: nothing checked they did; a rebuild done before they came
-// would have passed): checkpointd is held (SIGSTOP, as a slow checkpointd
+// (a rebuild done before they came would pass otherwise): checkpointd is held (SIGSTOP, as a slow checkpointd
 // would be) from the damage until at least one ADD (the round's new pods)
 // and one DEL (the pods deleted at the damage) have been refused by the
 // damaged store, and no DEL of theirs has succeeded on it
-// (docs/reliability.md: every call fails on a damaged or lost store); then
+// (test/reliability/README.md: every call fails on a damaged or lost store); then
 // let go, it rebuilds with no operator step. With the API server away the
 // pods deleted at the damage are static pods of the round, their manifests
 // removed (the kubelet deletes them without the API server).
@@ -503,13 +502,13 @@ func (c *cluster) createPinned(n *node, name string, ann map[string]string) {
 	c.createOn(n, rebuildNS, name, ann)
 }
 
-// goneReserved deletes pod gone and waits until its node's entry in the
-// index says when its reservation ends.
+// goneReserved deletes pod gone and waits until its node's record says
+// when its reservation ends.
 func (c *cluster) goneReserved(r *rebuildNode) {
 	r.n.deletePodGracefullyIn(rebuildNS, "gone", 2*time.Minute)
-	eventually(c.t, "gone's reservation in the index", time.Minute, time.Second, func() (bool, string) {
-		l, ok := c.lineOf(rebuildNS, "gone", r.n.name)
-		return ok && !l.Running(), fmt.Sprintf("entry %+v", l)
+	eventually(c.t, "gone's reservation in its node's record", time.Minute, time.Second, func() (bool, string) {
+		e, ok := c.entriesOf(r.n.name)[rebuildNS+"/gone"]
+		return ok && !e.Running(), fmt.Sprintf("entry %+v", e)
 	})
 }
 

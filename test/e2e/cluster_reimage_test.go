@@ -17,7 +17,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/stickyip/stickyip/checkpointd/placement"
 	"github.com/stickyip/stickyip/checkpointd/rebuild"
 	"github.com/stickyip/stickyip/reservation/boltstore"
 	"github.com/stickyip/stickyip/test/harness"
@@ -27,7 +26,7 @@ import (
 const reimageNS = "reimage"
 
 // reimaged is what the re-imaged-node step keeps: its node, the addresses
-// the index lists for it (db-0's, gone's) and the plain pods'.
+// its record lists (db-0's, gone's) and the plain pods'.
 type reimaged struct {
 	n   *node
 	ips map[string]string
@@ -36,24 +35,28 @@ type reimaged struct {
 // reimage is issue 49's scenario, a step of TestCluster: on node2, three
 // plain pods, then a StatefulSet db (reserved-ip-duration 30, placement
 // required) whose db-0 gets an address that is not the node's first free
-// one, and a sticky pod gone deleted (its reservation in the index); their
-// entries published, and the Node listing their shards. Then node2 is
+// one, and a sticky pod gone deleted (its reservation in its record); their
+// entries published in node2's NodeRecord (its own object: nothing of
+// stickyip is on its Node). Then node2 is
 // re-imaged (kubelet, checkpointd and kube-proxy killed, containerd with
 // every pod of the node, its network and /run gone, as a power cut takes
 // them: powerOff; stickyip's data directory, checkpointd's directories, the
 // CNI result cache, the conflist and host-local's and flannel's state
 // wiped), the plain pods and db-0 deleted from the API meanwhile (the
 // StatefulSet creates db-0 again, which waits for node2), and started again
-// with the same configuration: db-0 comes back on node2 with its address, a
-// new plain pod gets none of the addresses the index lists, gone re-created
-// gets its own back. The same again with the API server away at node2's
-// start (checkpointd holds the new store back), then back.
+// with the same configuration: checkpointd reads node2's NodeRecord (its
+// spec.nodeUID is the Node's) before any ADD is served, so db-0 comes back
+// on node2 with its address, a new plain pod gets none of the addresses the
+// record lists, gone re-created gets its own back. The same again with the
+// API server away at node2's start (checkpointd holds the new store back
+// until it can read the record), then back.
 //
 // The workloads' pods on node2 restart with the node (the sticky one with
 // its address: its entry is taken back too); what the Node deletion
 // compares them with is updated (w, when the workloads step ran).
 func (c *cluster) reimage(w *workloadsRun) {
 	c.applyPlacement() // as the placement step left it, or for this step alone
+	c.ensurePlacementController()
 	r := c.reimageSetup(c.nodes[1])
 	for _, apiAway := range []bool{false, true} {
 		c.reimageRound(r, apiAway)
@@ -62,8 +65,9 @@ func (c *cluster) reimage(w *workloadsRun) {
 	c.kubectl("delete", "namespace", reimageNS, "--wait=false")
 }
 
-// reimageSetup creates the step's pods on n and waits until the index
-// lists db-0 running and gone reserved, and n's Node lists their shards.
+// reimageSetup creates the step's pods on n and waits until its record
+// lists db-0 running and gone reserved; n's Node carries nothing of
+// stickyip (what a re-imaged node takes back is in its record alone).
 func (c *cluster) reimageSetup(n *node) *reimaged {
 	t := c.t
 	ctx := context.Background()
@@ -91,27 +95,35 @@ func (c *cluster) reimageSetup(n *node) *reimaged {
 	c.waitIndexed(reimageNS, "gone", n.name, "gone")
 	n.deletePodGracefullyIn(reimageNS, "gone", 2*time.Minute)
 	c.waitListed(r)
-	t.Logf("%s: plain pods %s %s %s, db-0 %s (not the first free address %s), gone %s (deleted, reserved); the index lists db-0 and gone, the Node %s=%q",
-		n.name, r.ips["plain-1"], r.ips["plain-2"], r.ips["plain-3"], r.ips["db-0"], firstPodAddr(n), r.ips["gone"],
-		placement.ShardsAnnotation, c.listedOn(n))
+	node, err := c.client.CoreV1().Nodes().Get(ctx, n.name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k := range node.Annotations {
+		if strings.Contains(k, "stickyip") {
+			t.Fatalf("Node %s carries annotation %s=%q: a re-imaged node takes back from its own NodeRecord only", n.name, k, node.Annotations[k])
+		}
+	}
+	t.Logf("%s: plain pods %s %s %s, db-0 %s (not the first free address %s), gone %s (deleted, reserved); the node's record lists db-0 and gone",
+		n.name, r.ips["plain-1"], r.ips["plain-2"], r.ips["plain-3"], r.ips["db-0"], firstPodAddr(n), r.ips["gone"])
 	return r
 }
 
-// waitListed waits until the index lists db-0 running and gone reserved
-// under r's node, with their addresses, and the node's Node lists both
-// shards.
+// waitListed waits until r's node's record lists db-0 running and gone
+// reserved, with their addresses, under its Node's UID.
 func (c *cluster) waitListed(r *reimaged) {
 	n := r.n
-	eventually(c.t, n.name+": db-0 and gone in the index, their shards on the Node", 2*time.Minute, time.Second, func() (bool, string) {
-		db, ok1 := c.lineOf(reimageNS, "db-0", n.name)
-		gone, ok2 := c.lineOf(reimageNS, "gone", n.name)
-		listed := c.listedOn(n)
-		ok := ok1 && ok2 && db.Running() && !gone.Running() && strings.Join(db.IPs, ",") == r.ips["db-0"] &&
-			strings.Join(gone.IPs, ",") == r.ips["gone"] && strings.Contains(listed, reimageNS+"/")
-		for _, id := range []string{"db-0", "gone"} {
-			ok = ok && shardListed(listed, reimageNS, placement.ShardOf(id))
+	eventually(c.t, n.name+": db-0 and gone in its record", 2*time.Minute, time.Second, func() (bool, string) {
+		rec := c.recordOf(n.name)
+		if rec == nil || rec.Spec.NodeUID != c.nodeUID(n.name) {
+			return false, "no record under the Node's UID"
 		}
-		return ok, fmt.Sprintf("db-0 %+v, gone %+v, Node lists %q", db, gone, listed)
+		es := c.entriesOf(n.name)
+		db, ok1 := es[reimageNS+"/db-0"]
+		gone, ok2 := es[reimageNS+"/gone"]
+		ok := ok1 && ok2 && db.Running() && !gone.Running() && strings.Join(db.Addresses, ",") == r.ips["db-0"] &&
+			strings.Join(gone.Addresses, ",") == r.ips["gone"]
+		return ok, fmt.Sprintf("db-0 %+v, gone %+v", db, gone)
 	})
 }
 
@@ -140,10 +152,13 @@ func (c *cluster) reimageRound(r *reimaged, apiAway bool) {
 		}
 		return string(p.UID) != dbUID, fmt.Sprintf("uid %s node %q", p.UID, p.Spec.NodeName)
 	})
-	if l, ok := c.lineOf(reimageNS, "db-0", n.name); !ok || strings.Join(l.IPs, ",") != r.ips["db-0"] {
-		t.Fatalf("%s re-imaged: the index lists db-0 as %+v (%t), want %s under the node's name", n.name, l, ok, r.ips["db-0"])
+	if e, ok := c.entriesOf(n.name)[reimageNS+"/db-0"]; !ok || strings.Join(e.Addresses, ",") != r.ips["db-0"] {
+		t.Fatalf("%s re-imaged: its record lists db-0 as %+v (%t), want %s", n.name, e, ok, r.ips["db-0"])
 	}
 	if apiAway {
+		// The control plane away, stickyip-controller with it (it ends its
+		// term when it cannot renew its Lease; its Deployment restarts it).
+		c.stopPlacementController()
 		c.stopAPIServer()
 	}
 	start := time.Now()
@@ -152,6 +167,7 @@ func (c *cluster) reimageRound(r *reimaged, apiAway bool) {
 		c.whileAwayAtStart(r)
 		start = time.Now()
 		c.startControlPlane()
+		c.startPlacementController()
 	}
 	ip := n.waitPodRunningIn(reimageNS, "db-0", 4*time.Minute)
 	took := time.Since(start)
@@ -166,7 +182,7 @@ func (c *cluster) reimageRound(r *reimaged, apiAway bool) {
 	c.createOn(n, reimageNS, "fresh", nil)
 	got := n.waitPodRunningIn(reimageNS, "fresh", 3*time.Minute)
 	if got == r.ips["db-0"] || got == r.ips["gone"] {
-		t.Fatalf("%s re-imaged (%s): a new pod got %s, which the index lists for the node", n.name, how, got)
+		t.Fatalf("%s re-imaged (%s): a new pod got %s, which the node's record lists", n.name, how, got)
 	}
 	c.createOn(n, reimageNS, "gone", map[string]string{annReservation: "30"})
 	if ip := n.waitPodRunningIn(reimageNS, "gone", 3*time.Minute); ip != r.ips["gone"] {
@@ -174,6 +190,9 @@ func (c *cluster) reimageRound(r *reimaged, apiAway bool) {
 	}
 	n.requireDistinct("re-imaged (" + how + "), db-0, gone and a new pod running")
 	ev := c.nodeEvent(n.name, rebuild.EventReclaimed)
+	if !strings.Contains(ev, "NodeRecord") {
+		t.Fatalf("%s re-imaged (%s): the %s Event does not say the store was made from the node's NodeRecord: %q", n.name, how, rebuild.EventReclaimed, ev)
+	}
 	t.Logf("%s re-imaged (%s): a new pod got %s; gone got its %s back; Event: %s", n.name, how, got, r.ips["gone"], ev)
 	c.kubectl("delete", "pod", "-n", reimageNS, "fresh", "--wait=true", "--timeout=2m")
 	n.deletePodGracefullyIn(reimageNS, "gone", 2*time.Minute)
@@ -191,7 +210,9 @@ func (c *cluster) whileAwayAtStart(r *reimaged) {
 		v := n.metricInt("checkpointd_ipam_store_reclaim_waiting")
 		return ok && w.Holds(time.Now()) && v == 1, fmt.Sprintf("wait %+v %t, checkpointd_ipam_store_reclaim_waiting %d", w, ok, v)
 	})
-	time.Sleep(5 * time.Second) // some passes with the API server away: nothing changes
+	// checkpointd has its chances to act with the API server away (its
+	// passes run, each asking for the record): nothing changes.
+	n.waitPasses(3, "with the API server away at the node's start")
 	// An ADD (a static pod's, delegated by flannel once it has a lease: the
 	// IPAM config flannel hands over, its range the node's subnet) is
 	// refused with error 11 saying why.
@@ -254,25 +275,6 @@ func (c *cluster) podsOn(n *node, ns string) []string {
 		out = append(out, p.Name)
 	}
 	return out
-}
-
-// listedOn is n's Node's placement.ShardsAnnotation.
-func (c *cluster) listedOn(n *node) string {
-	no, err := c.client.CoreV1().Nodes().Get(context.Background(), n.name, metav1.GetOptions{})
-	if err != nil {
-		c.t.Fatal(err)
-	}
-	return no.Annotations[placement.ShardsAnnotation]
-}
-
-// shardListed reports whether listed (a ShardsAnnotation) names shard of ns.
-func shardListed(listed, ns, shard string) bool {
-	for _, tok := range strings.Fields(listed) {
-		if nums, ok := strings.CutPrefix(tok, ns+"/"); ok && strings.Contains(nums, strings.TrimPrefix(shard, placement.ShardPrefix)) {
-			return true
-		}
-	}
-	return false
 }
 
 // firstPodAddr is the first address a new store hands out on n: the one

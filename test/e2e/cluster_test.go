@@ -38,22 +38,34 @@ import (
 //     that knows its members by pod IP (etcdSticky).
 //  7. workloads: a Deployment and a StatefulSet through the scheduler and
 //     the controllers (workloads).
-//  8. placement: deploy/placement with sticky pods deleted again and again,
-//     the control, the tie, the forged claims (placement).
-//  9. retention: StatefulSets whose pods' reservations follow them (issue
-//     51): scaled down with whenScaled Retain past any fixed duration and
-//     back, with Delete, deleted with whenDeleted Delete; the nodes' API
-//     requests with 100 StatefulSets in the cluster (retention).
+//  8. placement: deploy/placement applied and stickyip-controller beside
+//     the control plane: a StatefulSet pod and a keyed Deployment pod
+//     deleted 10 times each come back to the node that holds their IP,
+//     with a CPU-hungry pod there; every attack on the holder's record
+//     refused first; the control without the hint's binding moves them;
+//     the tie (the later pod wins); strict placement through a drain (the
+//     scheduler's own FailedScheduling while cordoned); each node's record
+//     writes per sticky pod lifecycle (placement).
+//  9. retention: StatefulSet retention as stickyip-controller decides it
+//     and the nodes apply it, judged by the addresses the members get back
+//     and `stickyip list`: whenScaled Retain held past the pods' own
+//     duration and back, whenScaled and whenDeleted Delete released within
+//     seconds, the orphan cascade, re-creation within a second, a policy
+//     edited after the scale-down, following off (the flag, the nodes'
+//     grant removed); no node reads a StatefulSet (retention).
 //  10. store-rebuild: node2's store overwritten, deleted, then overwritten
 //     with the API server away; checkpointd rebuilds it each time, no pod
 //     loses its address, no drain (storeRebuild).
 //  11. reimage: node2 re-installed under the same name (its disk wiped of
 //     stickyip, checkpointd, the CNI cache and the conflist) with its pods
-//     deleted meanwhile: db-0 back with its address from the placement
-//     index, no new pod given an address the index lists; again with the
-//     API server away at the node's start (reimage, issue 49).
+//     deleted meanwhile: db-0 and a deleted pod's reservation back from the
+//     node's own NodeRecord before any new pod gets an address; again with
+//     the API server away at the node's start (reimage).
 //  12. node-deleted: the node that ran the cache pod last goes and its Node
-//     is deleted: placement's and the workloads' last checks (nodeDeleted).
+//     is deleted: its entries out of the index within seconds, its record
+//     deleted by the controller, a pod required onto it named by
+//     `checkpointd stranded`, one created after free; the workloads' last
+//     checks (nodeDeleted).
 //
 // The install journey is TestClusterInstall, on a cluster of its own: it
 // ends with stickyip uninstalled, so it shares nothing with these steps,

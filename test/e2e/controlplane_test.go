@@ -69,11 +69,17 @@ type controlPlane struct {
 	client     *kubernetes.Clientset // as admin
 
 	etcd, apiserver, scheduler, controllerManager *proc
+	placementController                           *proc // stickyip-controller, once started
 
 	// clusterCIDR, when set, makes the controller-manager allocate each
 	// Node's spec.podCIDR from it (--allocate-node-cidrs), as flanneld with
 	// --kube-subnet-mgr needs.
 	clusterCIDR string
+
+	// auditRules, when set before the API server starts, are audit policy
+	// rules put before the policy's last (level None): for a test that
+	// counts requests the others do not log.
+	auditRules string
 }
 
 // newControlPlane prepares a control plane in the namespace n (handle h),
@@ -104,6 +110,8 @@ func newControlPlane(t testing.TB, b bins, dir, logDir string, n *harness.Netns,
 	line(schedulerUser, "")
 	line(controllerManagerUser, "")
 	line(kubeProxyUser, "")
+	line(placementControllerUser, "system:serviceaccounts,system:serviceaccounts:kube-system")
+	line(nodesGroupUser, "system:nodes")
 	writeFile(t, filepath.Join(pki, "tokens.csv"), []byte(lines.String()), 0o600)
 	cp.adminToken = cp.tokens[adminUser]
 	cs, err := kubernetes.NewForConfig(cp.apiClientConfig(cp.adminToken))
@@ -121,7 +129,7 @@ func (cp *controlPlane) apiAddr() string { return net.JoinHostPort(cp.host, apiP
 // test failed.
 func (cp *controlPlane) printLogsOnFailure() {
 	if cp.t.Failed() {
-		printTails(cp.t, cp.controllerManager, cp.scheduler, cp.apiserver, cp.etcd)
+		printTails(cp.t, cp.placementController, cp.controllerManager, cp.scheduler, cp.apiserver, cp.etcd)
 	}
 }
 
@@ -340,11 +348,13 @@ func (cp *controlPlane) ensureNamespace(ns string) {
 }
 
 // auditPolicy writes the API server's audit policy: pod lists and watches,
-// and every request of a node on StatefulSets, when received, so a test can
-// count the watches and requests a client makes; and the garbage
-// collector's writes of ConfigMaps, with their body and answer, so a test
-// can see what the collector did to an object and whether it was let
-// (gcWrites).
+// and every request of a node or of stickyip-controller on StatefulSets,
+// when received, so a test can count the watches and requests a client
+// makes; the garbage collector's writes of ConfigMaps, with their body and
+// answer, so a test can see what the collector did to an object and
+// whether it was let (gcWrites); and stickyip-controller's writes of the
+// placement index, with their body, so a test can see that the controller
+// acted on a change (controllerShardWrites).
 func (cp *controlPlane) auditPolicy() string {
 	p := filepath.Join(cp.pki(), "audit-policy.yaml")
 	writeFile(cp.t, p, []byte(`apiVersion: audit.k8s.io/v1
@@ -358,12 +368,21 @@ rules:
   userGroups: ["system:nodes"]
   resources: [{group: "apps", resources: ["statefulsets", "statefulsets/scale"]}]
   omitStages: ["ResponseStarted", "ResponseComplete", "Panic"]
+- level: Metadata
+  users: ["`+placementControllerUser+`"]
+  resources: [{group: "apps", resources: ["statefulsets"]}]
+  omitStages: ["ResponseStarted", "ResponseComplete", "Panic"]
 - level: Request
   users: ["system:serviceaccount:kube-system:generic-garbage-collector", "system:kube-controller-manager"]
   verbs: ["patch", "update", "delete"]
   resources: [{group: "", resources: ["configmaps"]}]
   omitStages: ["RequestReceived", "ResponseStarted"]
-- level: None
+- level: Request
+  users: ["system:serviceaccount:kube-system:stickyip-controller"]
+  verbs: ["create", "patch", "update", "delete"]
+  resources: [{group: "stickyip.io", resources: ["placementindexes"]}]
+  omitStages: ["RequestReceived", "ResponseStarted"]
+`+cp.auditRules+`- level: None
 `), 0o644)
 	return p
 }

@@ -21,7 +21,7 @@ import (
 )
 
 // An etcd cluster whose members know each other by pod IP, run as a
-// StatefulSet on the two-node cluster (issue 32's disruption table,
+// StatefulSet on the two-node cluster (the disruption table's
 // etcd_table_test.go).
 const (
 	etcdName     = "etcd" // the StatefulSet, its pods' app label and their container

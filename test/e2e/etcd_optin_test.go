@@ -13,7 +13,7 @@ import (
 	"github.com/stickyip/stickyip/contract"
 )
 
-// Issue 39 on the disruption table: the etcd StatefulSet's template carries
+// The namespace opt-in on the disruption table: the etcd StatefulSet's template carries
 // no stickyip annotation; its namespace's opt-in makes it sticky, and the
 // same manifest in a namespace without the label is the control.
 const (

@@ -21,7 +21,7 @@ import (
 	"github.com/stickyip/stickyip/test/harness"
 )
 
-// Issue 32's disruption table: what each disruption costs a 3-member etcd
+// The disruption table: what each disruption costs a 3-member etcd
 // cluster whose members know each other by pod IP (etcd_app_test.go), as
 // its users would check it: the pods' IPs, `etcdctl member list` (the
 // addresses the members are listed at), `etcdctl endpoint health` of the
@@ -41,8 +41,8 @@ import (
 // periodic resync of its node's kubelet after it was seen running, and
 // etcdLooksAfterResync looks more: a resync is where the kubelet re-creates
 // a sandbox or restarts a container, so what it would undo shows in the
-// window (issue 50: the window ended 1.5 × kubeletSyncFrequency after the
-// disruption ended, for delete-all about 3 s after the members were back,
+// window (a window ending 1.5 × kubeletSyncFrequency after the disruption
+// ended would, for delete-all, end about 3 s after the members were back,
 // before their first resync). Every restart seen in the window counts.
 const (
 	etcdRowLimit         = 3 * time.Minute
@@ -141,18 +141,17 @@ func (a *etcdApp) table() []etcdRow {
 }
 
 // etcdDocPath is the page whose tables this step prints (from test/e2e).
-const etcdDocPath = "../../docs/e2e.md"
+const etcdDocPath = "README.md"
 
 // docTableDiffers compares the table a run printed (md) with the one
-// docs/e2e.md shows under the line "<!-- <marker> -->", in the columns no
+// test/e2e/README.md shows under the line "<!-- <marker> -->", in the columns no
 // run changes: the rows, in order; each row not run ("n/a"); whether it came
 // back ("back in": a time, or "not back"); the members restarted, but for
 // the rows that restart the node's members (how many it runs depends on
 // where the scheduler put them); and with stickyip, where every row must
 // be back as it was, the IPs kept, the member list, the endpoints' health
 // and the key. The times and the "how" move from run to run. It returns
-// what differs (issue 50: nothing compared the page with the runs it was
-// pasted from).
+// what differs (the page must say what the runs measured).
 func docTableDiffers(doc, marker, md string, sticky bool) []string {
 	page, err := os.ReadFile(doc)
 	if err != nil {
@@ -782,7 +781,7 @@ func (r etcdRow) String() string {
 	return s
 }
 
-// formatEtcdTable is the table in Markdown, as docs/e2e.md shows it.
+// formatEtcdTable is the table in Markdown, as test/e2e/README.md shows it.
 func formatEtcdTable(rows []etcdRow) string {
 	var b strings.Builder
 	b.WriteString("| disruption | members restarted | IP kept | member list | endpoint health | key written before | back in | how |\n")

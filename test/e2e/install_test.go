@@ -26,7 +26,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// TestInstaller is issue 18 on a real node: the image built by
+// TestInstaller is the installer on a real node: the image built by
 // deploy/image/cmd/mkimage and imported into the node's containerd, the installer
 // pod of deploy/install (the DaemonSet's own pod template, bound to the node:
 // no kube-controller-manager runs here to create the DaemonSet's pods),

@@ -6,9 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"math/rand/v2"
 	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -19,113 +17,117 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/uuid"
-	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 
-	"github.com/stickyip/stickyip/checkpointd/placement"
-	"github.com/stickyip/stickyip/reservation"
+	"github.com/stickyip/stickyip/contract/placementv1"
 	"github.com/stickyip/stickyip/test/harness"
 )
 
-// The adversary of issues 38 and 47, against a real kube-apiserver
-// (Node,RBAC, NodeRestriction) with deploy/placement and a
-// kube-controller-manager (whose garbage collector answers every reference
-// a write leaves): two honest nodes publish their StatefulSet pods'
-// reservations with the real publisher; a compromised node ("evil", running
-// pods of its own in the namespace), a namespace user with every ConfigMap
-// right and a member of system:nodes that is no node then write at random,
-// on every write path, every field they can reach, while other nodes own
-// shards and are deleted (background and orphan). After each accepted write
-// (and the collector's answer to it, seen in the audit log when the write
-// gave it something to do) every honest entry must still count, the
-// placement hint itself (a dry run of the pod's creation) must still name
-// its node, no two references share a UID and no shard outgrows its
-// entries; at the end the honest nodes' writes must still land. The random
-// writes are a function of the seed alone (advPlan): a seed replays them.
-const (
-	advNS      = "adv"
-	advFirstNS = "adv-first" // where victim-1 writes for the first time while evil holds its UID
-	advEvil    = "evil"
-	advFake    = "mallory" // in system:nodes, not system:node:<name>
-	advWrites  = 1500      // E2E_ADVERSARY_WRITES overrides
-)
-
-var (
-	advVictims = []string{"victim-1", "victim-2"}
-	// advGone are the nodes deleted during the run: each owns shards
-	// (spawn), then its Node is deleted (deleteNode).
-	advGone = []string{"gone-0", "gone-1", "gone-2", "gone-3"}
-	// advT0 is the ADD time of every line the adversary writes: no clock in
-	// what a seed replays.
-	advT0 = time.Date(2026, 11, 25, 0, 0, 0, 0, time.UTC)
-)
-
+// TestPlacementAdversary replays, against the placement design of one
+// writer per object, every attack of the rounds of the shared index shards
+// and the ones found against it, on a real kube-apiserver (Node,RBAC,
+// NodeRestriction) with deploy/placement applied as its README says,
+// stickyip-controller beside it with its own credentials and a
+// kube-controller-manager (its garbage collector finishes the orphaning
+// and foreground deletions of Nodes). Honest nodes publish their pods'
+// entries with their own credentials; "evil", a compromised node with pods
+// of its own, a member of system:nodes that is no node, a namespace's
+// administrator and a token evil mints for a pod bound to it then write
+// everything they can reach:
+//   - records: another node's record on every write path and field,
+//     evil's own record's ownerReferences and finalizers, its bounds, a
+//     its largest record (advRecords, advOwnRecord);
+//   - the controller's objects: the records' status and the index shards
+//     (advRBAC), each refusal beside a grant that lets the same write in;
+//   - claims the controller must refuse (advClaims), a minted token
+//     (advMintedToken);
+//   - time: a flood of evil's commits while honest nodes claim, update
+//     and release (advStarvation); Nodes deleted while evil floods, with
+//     what evil can hang on a Node (advDeletions); an honest namespace of
+//     1 MiB of index with 253-character identities (advLongIdentities);
+//   - a seeded random sequence of those writes (advRandom).
+//
+// Every refusal must name what refused it (the policy's message, RBAC's,
+// the schema's), and comes with a control: the same body taken on an object
+// the writer may change, or the same write taken with the rule removed.
+// After every step the honest entries are indexed for their nodes and the
+// hint itself (a dry-run creation of the re-created pod) names them.
 func TestPlacementAdversary(t *testing.T) {
 	bins := findBins(t)
 	bins.require(t, "kube-controller-manager")
 	netns, h := newNetns(t, "adv")
-	cp := newControlPlane(t, bins, harness.ShortTempDir(t), testLogDir(t), netns, h, "127.0.0.1", slices.Concat(advVictims, []string{advEvil}, advGone)...)
-	cp.addUser(advFake, "system:nodes")
+	nodes := slices.Concat(advVictims, []string{advEvil}, advGone, longNodes)
+	cp := newControlPlane(t, bins, harness.ShortTempDir(t), testLogDir(t), netns, h, "127.0.0.1", nodes...)
+	start := time.Now()
 	cp.startControlPlane()
 	cp.startControllerManager()
 	cp.applyPlacement()
+	cp.startPlacementController()
 	a := newAdversary(t, cp)
 	a.publishHonestly()
-	for _, rc := range slices.Concat(advRegressions, advRegressions47) {
-		t.Run(rc.name, func(t *testing.T) { a.t = t; rc.run(a); a.check(rc.name, nil) })
+	t.Logf("adversary: cluster, deploy/placement, the controller and the honest index ready in %v", time.Since(start).Round(time.Second))
+	for _, p := range []struct {
+		name string
+		run  func()
+	}{
+		{"records", a.advRecords},
+		{"own-record", a.advOwnRecord},
+		{"rule-removed", a.advRuleRemoved},
+		{"rbac", a.advRBAC},
+		{"claims", a.advClaims},
+		{"minted-token", a.advMintedToken},
+		{"starvation", a.advStarvation},
+		{"deletions", a.advDeletions},
+		{"long-identities", a.advLongIdentities},
+		{"random", a.advRandom},
+	} {
+		a.phase(p.name, p.run)
 	}
-	a.t = t
-	seed := uint64(time.Now().UnixNano())
-	if s := os.Getenv("E2E_ADVERSARY_SEED"); s != "" {
-		seed, _ = strconv.ParseUint(s, 10, 64)
-	}
-	n := advWrites
-	if s := os.Getenv("E2E_ADVERSARY_WRITES"); s != "" {
-		n, _ = strconv.Atoi(s)
-	}
-	a.random(seed, n)
-	a.honestStillWrite()
+	t.Logf("adversary: %v in all", time.Since(start).Round(time.Second))
 }
 
-// addUser adds a token-file user with groups (comma-separated) before the
-// API server starts.
-func (cp *controlPlane) addUser(user, groups string) {
-	tok := randomToken(cp.t)
-	cp.tokens[user] = tok
-	path := filepath.Join(cp.pki(), "tokens.csv")
-	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
-	if err != nil {
-		cp.t.Fatal(err)
-	}
-	defer f.Close()
-	if _, err := fmt.Fprintf(f, "%s,%s,%s,\"%s\"\n", tok, user, user, groups); err != nil {
-		cp.t.Fatal(err)
-	}
-}
+const (
+	advNS     = "adv"      // the honest nodes' and evil's pods
+	advLongNS = "adv-long" // an honest namespace of 1 MiB of index, 253-character identities
+	advCtlNS  = "adv-ctl"  // what the controls write
+	advEvil   = "evil"
+)
 
+var (
+	advVictims = []string{"victim-1", "victim-2", "victim-3"}
+	// advGone are the Nodes deleted during the run.
+	advGone = []string{"gone-0", "gone-1", "gone-2", "gone-3"}
+)
+
+// adversary is the cluster under attack and what the test knows of it.
 type adversary struct {
-	t         *testing.T
-	cp        *controlPlane
-	uids      map[string]types.UID // Node UIDs
-	evil      kubernetes.Interface
-	editor    kubernetes.Interface
-	fake      kubernetes.Interface
-	stores    map[string]*burstStore
-	want      map[string]string            // each honest identity's node
-	evilPods  []string                     // pods bound to evil: one per shard
-	evilIn    map[string]map[string]string // namespace → shard → a pod bound to evil there
-	cancel    context.CancelFunc
-	accepted  []string // what the adversary got through, for the report
-	probes    int
-	spawned   int // nodes spawned
-	deletions int
+	root, t *testing.T
+	cp      *controlPlane
+	uids    map[string]types.UID // Node UIDs
+	// want is each honest identity of advNS and the node the index must
+	// give it to.
+	want map[string]string
+	// evilBase is evil's record as it publishes it honestly: one entry per
+	// pod of its own.
+	evilBase []placementv1.Entry
+	evilPods []string
+	admin    dynamic.NamespaceableResourceInterface // records, as admin
+	nsAdmin  string                                 // the token of advNS's administrator, once made
+}
+
+// nsAdminToken is the token of advNS's administrator (the default admin
+// role bound there).
+func (a *adversary) nsAdminToken() string {
+	if a.nsAdmin == "" {
+		a.nsAdmin = a.cp.namespaceAdminToken(advNS)
+	}
+	return a.nsAdmin
 }
 
 func newAdversary(t *testing.T, cp *controlPlane) *adversary {
 	ctx := context.Background()
-	a := &adversary{t: t, cp: cp, uids: map[string]types.UID{}, stores: map[string]*burstStore{}, want: map[string]string{},
-		evilIn: map[string]map[string]string{}}
+	a := &adversary{root: t, t: t, cp: cp, uids: map[string]types.UID{}, want: map[string]string{}, admin: cp.recordsAs(cp.adminToken)}
 	for _, n := range append(slices.Clone(advVictims), advEvil) {
 		nd, err := cp.client.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n}}, metav1.CreateOptions{})
 		if err != nil {
@@ -133,258 +135,288 @@ func newAdversary(t *testing.T, cp *controlPlane) *adversary {
 		}
 		a.uids[n] = nd.UID
 	}
-	cp.ensureNamespace(advNS)
-	cp.ensureNamespace(advFirstNS)
-	quiet := func(token string) kubernetes.Interface { // the adversary's duplicate references draw a warning each
-		cfg := cp.apiClientConfig(token)
-		cfg.WarningHandler = rest.NoWarnings{}
-		c, err := kubernetes.NewForConfig(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return c
+	for _, ns := range []string{advNS, advLongNS, advCtlNS} {
+		cp.ensureNamespace(ns)
 	}
-	a.evil = quiet(cp.tokens[nodeUser(advEvil)])
-	a.fake = quiet(cp.tokens[advFake])
-	a.editor = cp.namespaceEditor(advNS)
 	return a
 }
 
-// publishHonestly has each honest node's publisher claim its pods (bound to
-// it), then the pods deleted, their IPs reserved: the moment the hint
-// matters. evil claims a pod of its own in every shard.
+// phase runs f as subtest name, with the cluster's helpers failing that
+// subtest. Each phase leaves the cluster as it found it (what it changes
+// put back, by a cleanup when it fails): a failed phase does not stop the
+// next.
+func (a *adversary) phase(name string, f func()) {
+	a.root.Run(name, func(t *testing.T) {
+		a.t, a.cp.t = t, t
+		defer func() { a.t, a.cp.t = a.root, a.root }()
+		start := time.Now()
+		f()
+		a.check(name)
+		t.Logf("%s: %v", name, time.Since(start).Round(100*time.Millisecond))
+	})
+}
+
+// token is the bearer token of user.
+func (a *adversary) token(user string) string { return a.cp.tokens[user] }
+
+// recordsOf is the NodeRecords resource as user.
+func (a *adversary) recordsOf(user string) dynamic.NamespaceableResourceInterface {
+	return a.cp.recordsAs(a.token(user))
+}
+
+// quietClient is a dynamic client with token's identity that prints no
+// warnings (a managedFields write draws one each).
+func (a *adversary) quietClient(token string) dynamic.Interface {
+	cfg := a.cp.apiClientConfig(token)
+	cfg.WarningHandler = rest.NoWarnings{}
+	c, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		a.t.Fatal(err)
+	}
+	return c
+}
+
+// publishHonestly has each honest node claim its pods with its own
+// credentials, and evil its own; then the honest pods with a name identity
+// are deleted, their entries now reservations: the moment the hint
+// matters (a pod of that name is created again). The keyed identities'
+// pods keep running (a new pod with the key is not one of that name).
 func (a *adversary) publishHonestly() {
 	t, cp := a.t, a.cp
-	ctx, cancel := context.WithCancel(context.Background())
-	a.cancel = cancel
-	t.Cleanup(cancel)
-	now := time.Now().UTC().Truncate(time.Millisecond)
-	for i, v := range advVictims {
-		st := &burstStore{}
-		for k := range 8 {
+	ips := 2
+	for i, v := range advVictims[:2] {
+		var entries []placementv1.Entry
+		for k := range 3 {
 			pod := fmt.Sprintf("db%d-%d", i, k)
-			p := testPod(pod, nil)
-			p.Namespace, p.Spec.NodeName = advNS, v
-			if _, err := cp.client.CoreV1().Pods(advNS).Create(ctx, p, metav1.CreateOptions{}); err != nil {
-				t.Fatal(err)
-			}
+			a.createPod(advNS, pod, v, nil)
+			entries = append(entries, cp.podEntry(advNS, pod, pod, fmt.Sprintf("10.244.%d.%d", i+1, ips)))
 			a.want[pod] = v
-			st.entries = append(st.entries, advEntry(pod, fmt.Sprintf("10.244.%d.%d", i+1, k+2), now, time.Time{}))
+			ips++
 		}
-		a.stores[v] = st
-		p, err := placement.New(cp.apiClientConfig(cp.tokens[nodeUser(v)]), placement.Options{Node: v, Store: st, Interval: time.Second})
-		if err != nil {
+		key := []string{"queue", "cache"}[i]
+		pod := key + "-7d9f8-" + strconv.Itoa(i)
+		a.createPod(advNS, pod, v, map[string]string{annIdentity: key})
+		entries = append(entries, cp.podEntry(advNS, "identity:"+key, pod, fmt.Sprintf("10.244.%d.%d", i+1, ips)))
+		a.want["identity:"+key] = v
+		if err := cp.writeEntriesAs(v, nil, entries...); err != nil {
+			t.Fatalf("%s publishing its entries: %v", v, err)
+		}
+	}
+	for k := range 4 {
+		pod := fmt.Sprintf("ev-%d", k)
+		a.createPod(advNS, pod, advEvil, nil)
+		a.evilPods = append(a.evilPods, pod)
+		a.evilBase = append(a.evilBase, cp.podEntry(advNS, pod, pod, fmt.Sprintf("10.244.9.%d", k+2)))
+	}
+	if err := cp.writeEntriesAs(advEvil, nil, a.evilBase...); err != nil {
+		t.Fatalf("evil publishing its own pods: %v", err)
+	}
+	a.evilBase = cp.recordOf(advEvil).Spec.Entries
+	eventually(t, "the honest and evil's entries indexed", time.Minute, 100*time.Millisecond, func() (bool, string) {
+		if bad := a.intact(); bad != "" {
+			return false, bad
+		}
+		return a.evilIndexed(), "evil's pods not indexed yet"
+	})
+	// The pods of name identities go; their entries become reservations.
+	until := metav1.NewTime(time.Now().Add(time.Hour).Truncate(time.Second))
+	for _, v := range advVictims[:2] {
+		var entries []placementv1.Entry
+		for _, e := range cp.recordOf(v).Spec.Entries {
+			if !strings.HasPrefix(e.Identity, "identity:") {
+				a.deletePod(advNS, e.Pod)
+				e.Until = &until
+			}
+			entries = append(entries, e)
+		}
+		if err := cp.writeEntriesAs(v, nil, entries...); err != nil {
 			t.Fatal(err)
 		}
-		go p.Run(ctx)
 	}
-	for _, ns := range []string{advNS, advFirstNS} {
-		a.evilIn[ns] = map[string]string{}
-		for i := 0; len(a.evilIn[ns]) < placement.ShardCount; i++ {
-			pod := fmt.Sprintf("ev-%d", i)
-			if a.evilIn[ns][placement.ShardOf(pod)] != "" {
-				continue
-			}
-			a.evilIn[ns][placement.ShardOf(pod)] = pod
-			p := testPod(pod, nil)
-			p.Namespace, p.Spec.NodeName = ns, advEvil
-			if _, err := cp.client.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
-				t.Fatal(err)
-			}
-			if ns == advNS {
-				a.evilPods = append(a.evilPods, pod)
-			}
-		}
-	}
-	eventually(t, "honest entries published", time.Minute, 200*time.Millisecond, func() (bool, string) { return a.intact() == "", a.intact() })
-	w := cp.indexWriterFor(advEvil)
-	for _, pod := range a.evilPods {
-		if err := w.claim(advNS, entryLine(pod, pod, "10.244.9.9")); err != nil {
-			t.Fatalf("evil claiming its own pod %s: %v", pod, err)
-		}
-	}
-	zero := int64(0)
-	for pod := range a.want {
-		if err := cp.client.CoreV1().Pods(advNS).Delete(ctx, pod, metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	until := now.Add(time.Hour)
-	for _, st := range a.stores {
-		st.set(func(e *reservation.Entry) { e.State, e.ExpiresAt, e.ContainerID = reservation.Reserved, until, "" })
-	}
-	eventually(t, "honest reservations published", time.Minute, 200*time.Millisecond, func() (bool, string) {
-		for pod, v := range a.want {
-			if l, ok := cp.lineOf(advNS, pod, v); !ok || l.Running() {
-				return false, pod + " still running"
-			}
-			if _, err := cp.client.CoreV1().Pods(advNS).Get(ctx, pod, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
-				return false, pod + " not gone"
+	eventually(t, "the honest reservations judged", time.Minute, 100*time.Millisecond, func() (bool, string) {
+		for _, v := range advVictims[:2] {
+			if r := cp.recordOf(v); r.Status.ObservedGeneration != r.Generation {
+				return false, v + "'s record not judged yet"
 			}
 		}
 		return true, ""
 	})
-	a.check("baseline", nil)
+	a.check("the honest nodes' reservations")
+	t.Logf("adversary: honest index %s; evil's pods %v", identitiesIn(cp.indexIn(advNS)), a.evilPods)
 }
 
-func advEntry(pod, ip string, at, until time.Time) reservation.Entry {
-	e := reservation.Entry{Network: "cbr0", Record: &reservation.Record{
-		IP: mustAddr(ip), State: reservation.Allocated, ContainerID: "sb-" + pod, IfName: "eth0",
-		Identity: reservation.Identity{Namespace: advNS, Name: pod, IfName: "eth0"}, PodName: pod,
-		Duration: time.Hour, AllocatedAt: at}}
-	if !until.IsZero() {
-		e.State, e.ExpiresAt, e.ContainerID = reservation.Reserved, until, ""
+// createPod creates pod ns/name bound to node (nothing runs it).
+func (a *adversary) createPod(ns, name, node string, annotations map[string]string) *corev1.Pod {
+	a.t.Helper()
+	p := testPod(name, annotations)
+	p.Namespace, p.Spec.NodeName = ns, node
+	got, err := a.cp.client.CoreV1().Pods(ns).Create(context.Background(), p, metav1.CreateOptions{})
+	if err != nil {
+		a.t.Fatalf("create pod %s/%s: %v", ns, name, err)
 	}
-	return e
+	return got
 }
 
-// advOverhead bounds what a shard holds beyond its values: metadata (its
-// references, label, the collector's record of what it removed) and what
-// an administrator's write left in managedFields.
-const advOverhead = 16 << 10
+// deletePod deletes pod ns/name at once and waits until it is gone.
+func (a *adversary) deletePod(ns, name string) {
+	a.t.Helper()
+	ctx := context.Background()
+	zero := int64(0)
+	if err := a.cp.client.CoreV1().Pods(ns).Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil && !apierrors.IsNotFound(err) {
+		a.t.Fatal(err)
+	}
+	eventually(a.t, "pod "+ns+"/"+name+" gone", time.Minute, 100*time.Millisecond, func() (bool, string) {
+		_, err := a.cp.client.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+		return apierrors.IsNotFound(err), fmt.Sprint(err)
+	})
+}
 
 // intact says what of the honest index is not as published ("" when all
-// is): each honest identity listed by its node, which owns the shard under
-// its own Node's UID, and named by the hint (read as the hint reads the
-// index); in every shard, no two references sharing a UID (the garbage
-// collector removes references by UID) and nothing beyond its values but
-// advOverhead.
+// is): each honest identity indexed for its node, the node's claim
+// accepted and indexed.
 func (a *adversary) intact() string {
-	for _, ns := range []string{advNS, advFirstNS} {
-		l, err := a.cp.client.CoreV1().ConfigMaps(ns).List(context.Background(), metav1.ListOptions{LabelSelector: placement.IndexLabel})
-		if err != nil {
-			return err.Error()
+	index := a.cp.indexIn(advNS)
+	for _, id := range slices.Sorted(mapsKeys(a.want)) {
+		v := a.want[id]
+		if index[id] != v {
+			return fmt.Sprintf("%s: the index gives it to %q, want %s (index %s)", id, index[id], v, identitiesIn(index))
 		}
-		for _, cm := range l.Items {
-			uids := map[types.UID]string{}
-			for _, r := range cm.OwnerReferences {
-				if o, dup := uids[r.UID]; dup {
-					return fmt.Sprintf("%s/%s: the references of %s and %s share the UID %s", ns, cm.Name, o, r.Name, r.UID)
-				}
-				uids[r.UID] = r.Name
-			}
-			if size, values := shardSize(&cm); size > values+advOverhead {
-				return fmt.Sprintf("%s/%s: %d bytes for %d bytes of values (managedFields %d bytes)", ns, cm.Name, size, values, managedSize(&cm))
-			}
-		}
-	}
-	shards := a.cp.shardsIn(advNS)
-	for pod, v := range a.want {
-		s := shards[advNS+"/"+placement.ShardOf(pod)]
-		if s == nil {
-			return pod + ": its shard is gone"
-		}
-		lines, _ := s.Lines(v)
-		if !slices.ContainsFunc(lines, func(l placement.Line) bool { return l.Identity == pod }) {
-			return fmt.Sprintf("%s: %s's entry is gone", pod, v)
-		}
-		if !slices.ContainsFunc(s.Refs, func(r metav1.OwnerReference) bool {
-			return r.Kind == "Node" && r.APIVersion == "v1" && r.Name == v && r.UID == a.uids[v]
-		}) {
-			return fmt.Sprintf("%s: %s's reference is gone", pod, v)
-		}
-		if got := hintedIn(s, pod); got != v {
-			return fmt.Sprintf("%s: the index names %q, want %s", pod, got, v)
+		if c := a.cp.claimOf(v, advNS, id); c == nil || !c.Accepted() || !c.Indexed {
+			return fmt.Sprintf("%s: %s's claim %+v, want accepted and indexed", id, v, c)
 		}
 	}
 	return ""
 }
 
-// check fails the test unless the honest index is intact, after the
-// garbage collector has answered (settle), and unless the placement
-// policy's own answer (a server-side dry run of the pod's creation) names
-// the honest node of every honest identity in shards (nil: every shard).
-func (a *adversary) check(after string, shards []string) {
+// evilIndexed reports whether evil's own pods are indexed for it.
+func (a *adversary) evilIndexed() bool {
+	index := a.cp.indexIn(advNS)
+	for _, p := range a.evilPods {
+		if index[p] != advEvil {
+			return false
+		}
+	}
+	return true
+}
+
+// check fails the test unless the honest index is intact and the hint
+// itself — a server-side dry run of each honest identity's pod created
+// again — names the honest node (but for the identities except, whose
+// name a pod holds).
+func (a *adversary) check(after string, except ...string) {
 	a.t.Helper()
-	a.settle()
 	if bad := a.intact(); bad != "" {
-		a.t.Fatalf("after %s: %s\naccepted adversary writes so far:\n%s", after, bad, strings.Join(a.accepted, "\n"))
+		a.t.Fatalf("after %s: %s", after, bad)
 	}
-	for _, pod := range slices.Sorted(mapsKeys(a.want)) {
-		v := a.want[pod]
-		if shards != nil && !slices.Contains(shards, placement.ShardOf(pod)) {
+	for _, id := range slices.Sorted(mapsKeys(a.want)) {
+		if slices.Contains(except, id) {
 			continue
 		}
-		p := unboundPod(advNS, pod, map[string]string{annReservation: "10"})
-		got, err := a.cp.client.CoreV1().Pods(advNS).Create(context.Background(), p, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
-		if err != nil {
-			a.t.Fatalf("after %s: dry-run creation of %s: %v", after, pod, err)
-		}
-		if !hasOnly(got, v, false) {
-			a.t.Fatalf("after %s: a re-created %s gets %v, want the hint for %s\naccepted adversary writes:\n%s", after, pod,
-				got.Spec.Affinity, v, strings.Join(a.accepted, "\n"))
+		if got := a.hinted(advNS, id); got != a.want[id] {
+			a.t.Fatalf("after %s: a re-created pod of %s is sent to %q, want %s", after, id, got, a.want[id])
 		}
 	}
 }
 
-// settle waits until the garbage collector has processed what came before:
-// a ConfigMap owned by a Node that does not exist, made now, is deleted by
-// it after the events before it.
-func (a *adversary) settle() {
-	a.probes++
-	ctx := context.Background()
-	name := fmt.Sprintf("gc-probe-%d", a.probes)
-	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default",
-		OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: "no-such-node-" + name, UID: uuid.NewUUID()}}}}
-	if _, err := a.cp.client.CoreV1().ConfigMaps("default").Create(ctx, cm, metav1.CreateOptions{}); err != nil {
-		a.t.Fatal(err)
-	}
-	eventually(a.t, "the garbage collector's answer", time.Minute, 100*time.Millisecond, func() (bool, string) {
-		_, err := a.cp.client.CoreV1().ConfigMaps("default").Get(ctx, name, metav1.GetOptions{})
-		return apierrors.IsNotFound(err), fmt.Sprint(err)
-	})
-}
-
-// write tries mutate of shard name by every path in paths, as c; it
-// returns which paths were accepted and changed the shard.
-func (a *adversary) write(c kubernetes.Interface, name string, mutate func(*corev1.ConfigMap), paths []string) []string {
-	ctx := context.Background()
-	cur, err := a.cp.client.CoreV1().ConfigMaps(advNS).Get(ctx, name, metav1.GetOptions{})
-	if err != nil {
-		a.t.Fatal(err)
-	}
-	all := writePaths(c, cur, mutate)
-	var changed []string
-	for _, p := range paths {
-		before, _ := a.cp.client.CoreV1().ConfigMaps(advNS).Get(ctx, name, metav1.GetOptions{})
-		if err := all[p](); err != nil {
-			continue
-		}
-		after, _ := a.cp.client.CoreV1().ConfigMaps(advNS).Get(ctx, name, metav1.GetOptions{})
-		if before.ResourceVersion != after.ResourceVersion {
-			changed = append(changed, p)
-		}
-	}
-	return changed
-}
-
-// honestStillWrite: every honest node's next change lands (no write of the
-// adversary froze it).
-func (a *adversary) honestStillWrite() {
+// hinted names the node the hint gives a new pod of identity in ns: a
+// server-side dry-run creation, nothing stored ("" for none).
+func (a *adversary) hinted(ns, identity string) string {
 	a.t.Helper()
-	until := time.Now().UTC().Add(2 * time.Hour).Add(time.Duration(a.probes) * time.Second).Truncate(time.Millisecond)
-	for _, st := range a.stores {
-		st.set(func(e *reservation.Entry) { e.ExpiresAt = until })
+	p := unboundPod(ns, identity, map[string]string{annReservation: "10m"})
+	if key, ok := strings.CutPrefix(identity, "identity:"); ok {
+		p = unboundPod(ns, "", map[string]string{annReservation: "10m", annIdentity: key})
 	}
-	eventually(a.t, "the honest nodes' next writes", time.Minute, 200*time.Millisecond, func() (bool, string) {
-		for pod, v := range a.want {
-			if l, ok := a.cp.lineOf(advNS, pod, v); !ok || !l.Until.Equal(until) {
-				return false, fmt.Sprintf("%s of %s: %+v", pod, v, l)
-			}
+	got, err := a.cp.client.CoreV1().Pods(ns).Create(context.Background(), p, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+	if err != nil {
+		a.t.Fatalf("dry-run creation of a pod of %s/%s: %v", ns, identity, err)
+	}
+	for _, node := range slices.Concat(advVictims, []string{advEvil}, advGone, longNodes) {
+		if hasOnly(got, node, false) {
+			return node
 		}
-		return true, ""
+	}
+	if got.Spec.Affinity != nil {
+		return fmt.Sprintf("an affinity of no node's: %v", got.Spec.Affinity)
+	}
+	return ""
+}
+
+// settleEvil waits until the controller has judged evil's record as it is
+// now: its verdicts answer the record's generation, or, under a Node UID
+// that is not evil's, none of its pods is indexed.
+func (a *adversary) settleEvil() {
+	a.t.Helper()
+	eventually(a.t, "the controller's judgement of evil's record", time.Minute, 50*time.Millisecond, func() (bool, string) {
+		r := a.cp.recordOf(advEvil)
+		switch {
+		case r == nil:
+			return !slices.ContainsFunc(a.evilPods, func(p string) bool { return a.cp.hinted(advNS, p) == advEvil }), "no record, its pods still indexed"
+		case r.Spec.NodeUID != a.uids[advEvil]:
+			return !slices.ContainsFunc(a.evilPods, func(p string) bool { return a.cp.hinted(advNS, p) == advEvil }),
+				"its record under another Node UID, its pods still indexed"
+		}
+		return r.Status.ObservedGeneration == r.Generation && r.Status.NodeUID == r.Spec.NodeUID,
+			fmt.Sprintf("generation %d judged %d", r.Generation, r.Status.ObservedGeneration)
 	})
-	a.check("the honest nodes' last writes", nil)
 }
 
-// shardOf returns the shard of an honest identity picked by r.
-func (a *adversary) pickShard(r *rand.Rand) (string, string) {
-	ids := slices.Sorted(mapsKeys(a.want))
-	id := ids[r.IntN(len(ids))]
-	return placement.ShardOf(id), id
+// restoreEvil makes evil's record its honest one again, with its own
+// credentials (creating it when it is gone): its base entries, no labels,
+// annotations, references, finalizers, and no managedFields beyond its
+// write's; and waits until its pods are indexed again.
+func (a *adversary) restoreEvil() {
+	a.t.Helper()
+	a.resetEvil()
+	a.settleEvil()
+	eventually(a.t, "evil's pods indexed again", time.Minute, 100*time.Millisecond, func() (bool, string) {
+		return a.evilIndexed(), identitiesIn(a.cp.indexIn(advNS))
+	})
 }
 
-func mapsKeys(m map[string]string) func(func(string) bool) {
+// resetEvil is restoreEvil without waiting for the controller: between the
+// paths of a control, which the controller's answer does not change.
+func (a *adversary) resetEvil() {
+	a.t.Helper()
+	ctx := context.Background()
+	r := a.recordsOf(nodeUser(advEvil))
+	base := recordObject(advEvil, string(a.uids[advEvil]), a.evilBase...)
+	eventually(a.t, "evil's record restored", time.Minute, 100*time.Millisecond, func() (bool, string) {
+		cur, err := a.admin.Get(ctx, advEvil, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			_, err = r.Create(ctx, base, metav1.CreateOptions{})
+			return false, fmt.Sprint("created: ", err)
+		}
+		if err != nil {
+			return false, err.Error()
+		}
+		if cur.GetDeletionTimestamp() != nil {
+			return false, "being deleted"
+		}
+		mf, _ := json.Marshal(cur.GetManagedFields())
+		if string(bare(cur)) == string(bare(base)) && len(mf) < 4<<10 {
+			return true, ""
+		}
+		spec, _ := base.Object["spec"].(map[string]any)
+		patch := map[string]any{"metadata": map[string]any{"labels": nil, "annotations": nil, "ownerReferences": nil, "finalizers": nil,
+			"managedFields": []any{map[string]any{}}}, "spec": spec}
+		body, _ := json.Marshal(patch)
+		_, err = r.Patch(ctx, advEvil, types.MergePatchType, body, metav1.PatchOptions{})
+		return false, fmt.Sprint("patched: ", err)
+	})
+}
+
+// advSeed is the random phase's seed: E2E_ADVERSARY_SEED, else the clock.
+func advSeed() uint64 {
+	if s := os.Getenv("E2E_ADVERSARY_SEED"); s != "" {
+		if v, err := strconv.ParseUint(s, 10, 64); err == nil {
+			return v
+		}
+	}
+	return uint64(time.Now().UnixNano())
+}
+
+// mapsKeys ranges over m's keys.
+func mapsKeys[V any](m map[string]V) func(func(string) bool) {
 	return func(yield func(string) bool) {
 		for k := range m {
 			if !yield(k) {
@@ -392,37 +424,4 @@ func mapsKeys(m map[string]string) func(func(string) bool) {
 			}
 		}
 	}
-}
-
-// hintedIn names the node the hint picks for identity in shard s, read as
-// the hint reads it: of the owners listing it with a seq the index policy
-// could have checked (at most the shard's resourceVersion), the one with the
-// largest seq; "" when none.
-func hintedIn(s *placement.Shard, identity string) string {
-	best, seq := "", uint64(0)
-	for n, l := range s.Others("", identity) {
-		if best == "" || l.Seq > seq {
-			best, seq = n, l.Seq
-		}
-	}
-	return best
-}
-
-// jsonOf renders v for the report.
-func jsonOf(v any) string { b, _ := json.Marshal(v); return string(b) }
-
-// shardSize is the size of cm as the API server stores it (its JSON), and
-// that of its values.
-func shardSize(cm *corev1.ConfigMap) (size, values int) {
-	b, _ := json.Marshal(cm)
-	for k, v := range cm.Data {
-		values += len(k) + len(v)
-	}
-	return len(b), values
-}
-
-// managedSize is the size of cm's managedFields (their JSON).
-func managedSize(cm *corev1.ConfigMap) int {
-	b, _ := json.Marshal(cm.ManagedFields)
-	return len(b)
 }

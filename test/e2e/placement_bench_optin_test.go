@@ -16,20 +16,21 @@ import (
 	"github.com/stickyip/stickyip/contract"
 )
 
-// Issue 39's cells of the placement benchmark: StatefulSet pods without
-// stickyip annotations of their own, in namespace bench labelled with the
-// opt-in (each gets its duration from the label and the hint for its
-// entry's node) and unlabelled (nothing). Their identities are the held
-// pods' (stickyip.io/identity: db-<k>, no duration): the same lookup. The
-// opt-in's two bindings are in place and removed with the hint's, so
-// "policy off" is a cluster without stickyip's pod policies for every kind.
+// The namespace opt-in's cells of the placement benchmark: StatefulSet
+// pods without stickyip annotations of their own, in the measured
+// namespace labelled with the opt-in (each gets its duration from the label
+// and the hint for its identity's node) and unlabelled (nothing). Their
+// identities are the held pods' (stickyip.io/identity, no duration): the
+// same lookup. The opt-in's two bindings are in place and removed with the
+// hint's, so "policies off" is a cluster without stickyip's pod mutations
+// for every kind.
 const (
 	benchOptInMarked   = "statefulset, namespace default" // held through the opt-in
 	benchOptInUnmarked = "statefulset, unlabelled namespace"
 	// Held and plain pods of the unlabelled namespace, measured in one loop
 	// with the opt-in's bindings in place, then in the same loop with them
 	// removed (the hint's in place): what the opt-in costs the pods of
-	// other namespaces, beside today's cost, in the same run.
+	// other namespaces.
 	benchOptInBound   = "opt-in bound: "
 	benchOptInUnbound = "opt-in unbound: "
 	benchOptInLabel   = "10m"
@@ -44,8 +45,7 @@ type benchOptIn struct {
 // setOptIn puts the opt-in's bindings in place or removes them, as
 // setPolicy does the hint's, and waits until the API server acts
 // accordingly: a pod of a labelled namespace carrying the opt-in's mark,
-// which it did not set, loses it (the hint's binding is waited for by
-// label).
+// which it did not set, loses it.
 func (pb *placementBench) setOptIn(ctx context.Context, on bool) {
 	b := pb.b
 	bindings := pb.cs.AdmissionregistrationV1().MutatingAdmissionPolicyBindings()
@@ -78,8 +78,8 @@ func (pb *placementBench) setOptIn(ctx context.Context, on bool) {
 		}
 	}
 	eventually(b, fmt.Sprintf("the opt-in %s", map[bool]string{true: "on", false: "off"}[on]), time.Minute, 200*time.Millisecond, func() (bool, string) {
-		p := pb.pod("plain", "", true)
-		p.Namespace, p.Annotations = benchOptInProbe, map[string]string{contract.AnnotationDurationFrom: contract.DurationFromNamespace}
+		p := pb.pod(benchSpace{name: benchOptInProbe}, "plain", "", true)
+		p.Annotations = map[string]string{contract.AnnotationDurationFrom: contract.DurationFromNamespace}
 		got, err := pb.cs.CoreV1().Pods(benchOptInProbe).Create(ctx, p, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 		if err != nil {
 			return false, err.Error()
@@ -89,24 +89,24 @@ func (pb *placementBench) setOptIn(ctx context.Context, on bool) {
 	})
 }
 
-// label sets or removes the opt-in label of namespace bench; with the
-// policies on, it waits until a StatefulSet pod is admitted accordingly
-// (with n identities held: its hint too).
-func (pb *placementBench) label(ctx context.Context, marked, on bool, n int) {
+// label sets or removes the opt-in label of namespace s; with the policies
+// on, it waits until a StatefulSet pod there is admitted accordingly (with
+// n identities held: its hint too).
+func (pb *placementBench) label(ctx context.Context, s benchSpace, marked, on bool, n int) {
 	b := pb.b
 	value := "null"
 	if marked {
 		value = fmt.Sprintf("%q", benchOptInLabel)
 	}
 	patch := fmt.Sprintf(`{"metadata":{"labels":{%q:%s}}}`, contract.LabelStatefulSets, value)
-	if _, err := pb.cs.CoreV1().Namespaces().Patch(ctx, benchNamespace, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+	if _, err := pb.cs.CoreV1().Namespaces().Patch(ctx, s.name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
 		b.Fatal(err)
 	}
 	if !on {
 		return
 	}
-	eventually(b, fmt.Sprintf("namespace %s labelled %v", benchNamespace, marked), time.Minute, 200*time.Millisecond, func() (bool, string) {
-		got, err := pb.cs.CoreV1().Pods(benchNamespace).Create(ctx, pb.optInPod("db-0", true), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+	eventually(b, fmt.Sprintf("namespace %s labelled %v", s.name, marked), time.Minute, 200*time.Millisecond, func() (bool, string) {
+		got, err := pb.cs.CoreV1().Pods(s.name).Create(ctx, pb.optInPod(s, s.key(0, false), true), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 		if err != nil {
 			return false, err.Error()
 		}
@@ -115,40 +115,43 @@ func (pb *placementBench) label(ctx context.Context, marked, on bool, n int) {
 	})
 }
 
-// optInPod is a StatefulSet's pod for identity id, without a duration of
-// its own, unbound.
-func (pb *placementBench) optInPod(id string, dryRun bool) *corev1.Pod {
-	p := pb.pod("plain", id, dryRun)
-	p.Annotations = map[string]string{annIdentity: id}
+// optInPod is a StatefulSet's pod of s for stickyip.io/identity key,
+// without a duration of its own, unbound.
+func (pb *placementBench) optInPod(s benchSpace, key string, dryRun bool) *corev1.Pod {
+	p := pb.pod(s, "plain", key, dryRun)
+	p.Annotations = map[string]string{annIdentity: key}
 	yes := true
 	p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "StatefulSet", Name: "db", UID: "00000000-0000-0000-0000-0000000000db",
 		Controller: &yes}}
 	return p
 }
 
-// measureOptIn creates benchPods StatefulSet pods in namespace bench
-// unlabelled, then as many labelled, then held and plain pods with the
-// opt-in's bindings removed, adding the time each creation took to got;
-// with the policies on and n identities held, each labelled one must carry
-// the label's duration and exactly the preferred term of its entry's node,
-// each unlabelled one nothing, each held one its term (counted in wrong
+// measureOptIn creates benchPods StatefulSet pods in s unlabelled, then as
+// many labelled, then held and plain pods with the opt-in's bindings
+// removed, adding the time each creation took to got; with the policies
+// on and n identities held, each labelled one must carry the label's
+// duration and exactly the preferred term of its identity's node, each
+// unlabelled one nothing, each held one its term (counted in wrong
 // otherwise).
-func (pb *placementBench) measureOptIn(ctx context.Context, n int, on bool, got map[string][]time.Duration, wrong *int) {
+func (pb *placementBench) measureOptIn(ctx context.Context, s benchSpace, n int, on bool, got map[string][]time.Duration, wrong *int) {
 	b := pb.b
-	pods := pb.cs.CoreV1().Pods(benchNamespace)
+	pods := pb.cs.CoreV1().Pods(s.name)
+	create := func(kind string, p *corev1.Pod) *corev1.Pod {
+		start := time.Now()
+		created, err := pods.Create(ctx, p, metav1.CreateOptions{})
+		d := time.Since(start)
+		if err != nil {
+			b.Fatalf("create %s/%s: %v", s.name, p.Name, err)
+		}
+		got[cellKey(s, kind)] = append(got[cellKey(s, kind)], d)
+		return created
+	}
 	for _, marked := range []bool{false, true} {
-		pb.label(ctx, marked, on, n)
+		pb.label(ctx, s, marked, on, n)
 		kind := map[bool]string{true: benchOptInMarked, false: benchOptInUnmarked}[marked]
 		for i := range benchPods {
 			k := (i*7919 + pb.serial) % max(n, 1)
-			p := pb.optInPod(fmt.Sprintf("db-%d", k), false)
-			start := time.Now()
-			created, err := pods.Create(ctx, p, metav1.CreateOptions{})
-			d := time.Since(start)
-			if err != nil {
-				b.Fatalf("create %s: %v", p.Name, err)
-			}
-			got[kind] = append(got[kind], d)
+			created := create(kind, pb.optInPod(s, s.key(k, false), false))
 			if !on || n == 0 {
 				continue
 			}
@@ -158,12 +161,12 @@ func (pb *placementBench) measureOptIn(ctx context.Context, n int, on bool, got 
 			}
 			if !ok {
 				*wrong++
-				b.Logf("%s pod of db-%d: annotations %v, affinity %v", kind, k, created.Annotations, created.Spec.Affinity)
+				b.Logf("%s pod %s/%s (identity %d): annotations %v, affinity %v", kind, s.name, created.Name, k, created.Annotations, created.Spec.Affinity)
 			}
 		}
 	}
-	pb.label(ctx, false, on, n)
-	// The kinds of today with the opt-in's bindings, then without (with the
+	pb.label(ctx, s, false, on, n)
+	// Today's kinds with the opt-in's bindings, then without (with the
 	// policies off they are removed already).
 	for _, prefix := range []string{benchOptInBound, benchOptInUnbound} {
 		if on && prefix == benchOptInUnbound {
@@ -175,17 +178,10 @@ func (pb *placementBench) measureOptIn(ctx context.Context, n int, on bool, got 
 					continue
 				}
 				k := (i*7919 + pb.serial) % max(n, 1)
-				p := pb.pod(kind, fmt.Sprintf("db-%d", k), false)
-				start := time.Now()
-				created, err := pods.Create(ctx, p, metav1.CreateOptions{})
-				d := time.Since(start)
-				if err != nil {
-					b.Fatalf("create %s: %v", p.Name, err)
-				}
-				got[prefix+kind] = append(got[prefix+kind], d)
+				created := create(prefix+kind, pb.pod(s, kind, s.key(k, false), false))
 				if on && kind == "held" && !hasOnly(created, benchNode(holderOf(k)), false) {
 					*wrong++
-					b.Logf("%s pod of db-%d: affinity %v", prefix+kind, k, created.Spec.Affinity)
+					b.Logf("%s pod %s/%s (identity %d): affinity %v", prefix+kind, s.name, created.Name, k, created.Spec.Affinity)
 				}
 			}
 		}
@@ -193,9 +189,5 @@ func (pb *placementBench) measureOptIn(ctx context.Context, n int, on bool, got 
 	if on {
 		pb.setOptIn(ctx, true)
 	}
-	zero := int64(0)
-	if err := pods.DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: &zero},
-		metav1.ListOptions{LabelSelector: benchPodLabel}); err != nil {
-		b.Fatal(err)
-	}
+	pb.deletePods(ctx, s.name)
 }

@@ -6,7 +6,10 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"os"
+	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -15,86 +18,161 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
-	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
-	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/stickyip/stickyip/checkpointd/placement"
-	"github.com/stickyip/stickyip/checkpointd/placement/entry"
+	"github.com/stickyip/stickyip/contract/placementv1"
+	"github.com/stickyip/stickyip/controller/api"
+	"github.com/stickyip/stickyip/controller/index"
 	"github.com/stickyip/stickyip/test/harness"
-	"path/filepath"
 )
 
-// Placement benchmark (make bench-placement): what the placement policy adds
+// Placement benchmark (make bench-placement): what the placement hint adds
 // to a pod creation as the placement index grows, on a real kube-apiserver
 // (Node,RBAC, NodeRestriction) with deploy/placement applied.
 const (
-	benchNamespace  = "bench"     // the namespace measured; it holds the identities db-0 … db-<n-1>
-	benchNamespaces = 100         // namespaces holding identities at the last level
-	benchNodes      = 100         // Node objects the entries name
-	benchRounds     = 3           // alternations of policy on and off per level
-	benchPods       = 40          // pod creations per kind, round and setting
+	benchNamespaces = 100         // namespaces holding identities at the last levels: the two measured, and 98 more
+	benchNodes      = 100         // Node objects the index names
+	benchRounds     = 3           // alternations of the policies on and off per level
 	benchPodLabel   = "bench=pod" // every pod the benchmark creates
+	// benchIdentityLen is the longest stickyip.io/identity the plugin
+	// accepts (a DNS subdomain): the index holds "identity:" and it, 262
+	// characters, the most its schema allows.
+	benchIdentityLen = 253
 )
 
-// benchLevels are the index sizes measured: identities in the measured
-// namespace and in the whole cluster.
-var benchLevels = []struct{ inNamespace, total int }{{0, 0}, {1000, 1000}, {10000, 10000}, {10000, 50000}, {30000, 70000}}
+// benchSpaces are the measured namespaces: one whose identities are
+// short (db-<k>, as a StatefulSet's pods), one whose identities are the
+// longest the plugin accepts. Each holds as many identities as the level
+// says.
+var benchSpaces = []benchSpace{{name: "bench"}, {name: "bench-long", long: true}}
 
-// benchKinds are the pods measured: a pod whose identity the index holds
-// (the preferred hint, and with stickyip.io/placement: required the required
-// one), one that reserves its IP without an entry, one without any stickyip
-// annotation; then the namespace opt-in's (placement_bench_optin_test.go).
-var benchKinds = append(benchTodayKinds[:len(benchTodayKinds):len(benchTodayKinds)], benchPlainFields, benchOptInMarked, benchOptInUnmarked,
-	benchOptInBound+"held", benchOptInUnbound+"held", benchOptInBound+"plain", benchOptInUnbound+"plain")
+// benchSpace is a measured namespace and the form of its identities.
+type benchSpace struct {
+	name string
+	long bool
+}
 
-// benchPlainFields is a plain pod created while the namespace's shards
-// carry managedFields (a field manager's entry naming every node's key and
-// reference), as every shard did before issue 47; since, no node's write
-// leaves any (stickyip-placement-fields), and the other kinds are measured
-// so. kube-apiserver 1.36 converts each shard for each of the hint's
-// invocations (one per shard) before its match condition, for every pod of
-// the namespace; its informers drop managedFields (issue 47: this row shows
-// they are not where a plain pod's time goes; BenchmarkShardConversion in
-// deploy/policycheck shows where it does).
-const benchPlainFields = "plain, shards with managedFields"
+// label is how a table names the space's identities.
+func (s benchSpace) label() string {
+	if s.long {
+		return fmt.Sprintf("%d chars", benchIdentityLen)
+	}
+	return "short"
+}
 
-// benchTodayKinds are the pods measure creates.
+// key is the stickyip.io/identity of the space's k-th identity (gone: one
+// the index does not hold). The long form shares its first 240-odd
+// characters with every other: a lookup compares whole strings.
+func (s benchSpace) key(k int, gone bool) string {
+	tail := fmt.Sprintf("db-%d", k)
+	if gone {
+		tail = fmt.Sprintf("gone-%d", k)
+	}
+	if !s.long {
+		return tail
+	}
+	return strings.Repeat("x", benchIdentityLen-len(tail)-1) + "-" + tail
+}
+
+// benchLevels are the index sizes measured: identities in each measured
+// namespace, and in the whole cluster (both measured namespaces, and
+// 30,000 spread over 98 more at the last two).
+var benchLevels = []struct{ inNamespace, total int }{{0, 0}, {1000, 2000}, {10000, 20000}, {10000, 50000}, {30000, 90000}}
+
+// benchPods is how many pods of each kind are created per round and
+// setting.
+var benchPods = 40
+
+// benchQuick, with BENCH_PLACEMENT_QUICK=1, shrinks the benchmark to try
+// it: 4 pods a cell, and a hundredth of the identities unless
+// BENCH_PLACEMENT_LEVELS (n/total,...) names the levels.
+func benchQuick(t testing.TB) {
+	if v := os.Getenv("BENCH_PLACEMENT_LEVELS"); v != "" {
+		benchLevels = benchLevels[:0]
+		for _, lv := range strings.Split(v, ",") {
+			var n, total int
+			if _, err := fmt.Sscanf(lv, "%d/%d", &n, &total); err != nil {
+				t.Fatalf("BENCH_PLACEMENT_LEVELS %q: want n/total,...: %v", v, err)
+			}
+			benchLevels = append(benchLevels, struct{ inNamespace, total int }{n, total})
+		}
+	}
+	if os.Getenv("BENCH_PLACEMENT_QUICK") != "1" || benchPods != 40 {
+		return
+	}
+	benchPods = 4
+	for i := range benchLevels {
+		if os.Getenv("BENCH_PLACEMENT_LEVELS") != "" {
+			break
+		}
+		benchLevels[i].inNamespace /= 100
+		benchLevels[i].total /= 100
+	}
+}
+
+// benchTodayKinds: a pod whose identity the index holds (the preferred
+// hint, and with stickyip.io/placement: required the required one), one
+// that reserves its IP with no identity in the index, one without any
+// stickyip annotation.
 var benchTodayKinds = []string{"held", "held, required", "not held", "plain"}
 
+// benchKinds are the rows of a level: today's kinds, then the namespace
+// opt-in's (placement_bench_optin_test.go).
+var benchKinds = append(slices.Clip(benchTodayKinds), benchOptInMarked, benchOptInUnmarked,
+	benchOptInBound+"held", benchOptInUnbound+"held", benchOptInBound+"plain", benchOptInUnbound+"plain")
+
 // BenchmarkPlacementAdmission prints the median time of a pod creation
-// (POST, from the client) with the placement policy's binding in place and
-// removed, on the same API server in the same run, for each of benchKinds,
-// at 0, 1,000, 10,000 and 30,000 identities in the measured namespace and
-// up to 70,000 across 100 namespaces, on each supported minor (1.37, 1.36:
-// one table, side by side). Every held pod created with the policy on must
-// get exactly the term (preferred, or required) for its entry's node, and
-// every other pod none: the benchmark fails otherwise (a fast wrong answer
-// is no answer).
+// (POST, from the client) with the placement policies' bindings in place
+// and removed, on the same API server in the same run, for each of
+// benchKinds, with short identities and with the longest the plugin
+// accepts, at 0, 1,000, 10,000 and 30,000 identities in the measured
+// namespace and up to 90,000 in the cluster, on each supported minor
+// (1.37, 1.36: one table, side by side). The index is written as
+// stickyip-controller writes it (controller/index's packing, its API
+// client's creations and merge patches), by the administrator. Every held
+// pod created with the policies on must get exactly the term (preferred,
+// or required) for its identity's node, and every other pod none: the
+// benchmark fails otherwise (a fast wrong answer is no answer).
 func BenchmarkPlacementAdmission(b *testing.B) {
+	benchQuick(b)
 	results := map[string][]admissionRow{}
-	for _, release := range []string{defaultK8sRelease, "1.36"} {
+	releases := []string{defaultK8sRelease, "1.36"}
+	for _, release := range releases {
 		b.Run(release, func(b *testing.B) { results[release] = measureAdmission(b, binsOf(b, release), release) })
 	}
 	var out strings.Builder
-	fmt.Fprintf(&out, "\nPod creation (POST, client round trip), median of %d per cell; policy off = its binding removed, same server, same run\n\n", benchRounds*benchPods)
-	fmt.Fprintf(&out, "| identities (namespace / cluster) | pod | 1.37: off | on | added | 1.36: off | on | added |\n|---|---|---|---|---|---|---|---|\n")
-	r37, r36 := results[defaultK8sRelease], results["1.36"]
-	for i, r := range r37 {
-		for _, kind := range benchKinds {
-			if len(r.on[kind]) == 0 {
-				continue // no identity held yet
+	fmt.Fprintf(&out, "\nPod creation (POST, client round trip), median of %d per cell; policies off = their bindings removed, same server, same run\n\n", benchRounds*benchPods)
+	fmt.Fprintf(&out, "| identities (namespace / cluster) | identity | pod | 1.37: off | on | added | 1.36: off | on | added |\n|---|---|---|---|---|---|---|---|---|\n")
+	rows := max(len(results[defaultK8sRelease]), len(results["1.36"])) // a run of one minor leaves the other's cells empty
+	for i := range rows {
+		for _, s := range benchSpaces {
+			for _, kind := range benchKinds {
+				c := cellKey(s, kind)
+				var cells []string
+				level := ""
+				for _, release := range releases {
+					if i >= len(results[release]) {
+						cells = append(cells, "— | — | —")
+						continue
+					}
+					r := results[release][i]
+					if len(r.on[c]) == 0 {
+						continue // no identity held yet
+					}
+					level = fmt.Sprintf("%d / %d", r.level, r.total)
+					cells = append(cells, r.cells(c))
+				}
+				if level != "" {
+					fmt.Fprintf(&out, "| %s | %s | %s | %s |\n", level, s.label(), kind, strings.Join(cells, " | "))
+				}
 			}
-			fmt.Fprintf(&out, "| %d / %d | %s | %s |", r.level, r.total, kind, r.cells(kind))
-			if i < len(r36) {
-				fmt.Fprintf(&out, " %s |", r36[i].cells(kind))
-			}
-			out.WriteString("\n")
 		}
 	}
 	b.Log(out.String())
 }
+
+// cellKey names a cell's creations in an admissionRow.
+func cellKey(s benchSpace, kind string) string { return s.name + "/" + kind }
 
 // binsOf are the binaries of a Kubernetes release (scripts/build-k8s.sh).
 func binsOf(t testing.TB, release string) bins {
@@ -107,16 +185,16 @@ func binsOf(t testing.TB, release string) bins {
 }
 
 // admissionRow is one level of the index: the creations measured with the
-// policy off and on, by kind.
+// policies off and on, by cellKey.
 type admissionRow struct {
 	level, total int
 	off, on      map[string][]time.Duration
 }
 
-// cells are "off | on | added" of kind, in milliseconds.
-func (r admissionRow) cells(kind string) string {
-	off, on := median(r.off[kind]), median(r.on[kind])
-	return fmt.Sprintf("%.2f ms | %.2f ms | **%+.2f ms**", ms(off), ms(on), ms(on-off))
+// cells are "off | on | added" of a cell, in milliseconds.
+func (r admissionRow) cells(c string) string {
+	off, on := durMedian(r.off[c]), durMedian(r.on[c])
+	return fmt.Sprintf("%.2f ms | %.2f ms | **%+.2f ms**", msOf(off), msOf(on), msOf(on-off))
 }
 
 // measureAdmission runs the levels on one API server of release.
@@ -133,15 +211,19 @@ func measureAdmission(b *testing.B, bins bins, release string) []admissionRow {
 	if err != nil {
 		b.Fatal(err)
 	}
-	nodes := make([]types.UID, benchNodes)
-	for i := range nodes {
-		n, err := cs.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: benchNode(i)}}, metav1.CreateOptions{})
-		if err != nil {
+	writer, err := api.New(cfg) // the controller's client, with the administrator's credentials
+	if err != nil {
+		b.Fatal(err)
+	}
+	for i := range benchNodes {
+		if _, err := cs.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: benchNode(i)}}, metav1.CreateOptions{}); err != nil {
 			b.Fatal(err)
 		}
-		nodes[i] = n.UID
 	}
-	for i := range benchNamespaces {
+	for _, s := range benchSpaces {
+		cp.ensureNamespace(s.name)
+	}
+	for i := len(benchSpaces); i < benchNamespaces; i++ {
 		cp.ensureNamespace(benchNS(i))
 	}
 	cp.ensureNamespace(benchProbeNS)
@@ -149,179 +231,196 @@ func measureAdmission(b *testing.B, bins bins, release string) []admissionRow {
 	if err != nil {
 		b.Fatal(err)
 	}
-	bench := &placementBench{b: b, cs: cs, nodes: nodes, binding: binding}
-	bench.fill(ctx, -1, 1, map[int]int{}) // the probe: one identity the policy's state is seen by
+	pb := &placementBench{b: b, cs: cs, writer: writer, binding: binding, shards: map[string][]index.Shard{}}
+	pb.fill(ctx, benchProbeNS, benchSpace{}, 1) // the probe: one identity the policy's state is seen by
 	var rows []admissionRow
 	wrong := 0
-	filled := map[int]int{} // namespace index → identities written
 	for _, lv := range benchLevels {
 		start := time.Now()
-		bench.fill(ctx, 0, lv.inNamespace, filled)
-		for i := 1; lv.total > lv.inNamespace && i < benchNamespaces; i++ {
-			rest := lv.total - lv.inNamespace
-			bench.fill(ctx, i, rest/(benchNamespaces-1)+min(1, max(0, rest%(benchNamespaces-1)-i+1)), filled)
+		for _, s := range benchSpaces {
+			pb.fill(ctx, s.name, s, lv.inNamespace)
+		}
+		if rest := lv.total - len(benchSpaces)*lv.inNamespace; rest > 0 {
+			others := benchNamespaces - len(benchSpaces)
+			for i := range others {
+				pb.fill(ctx, benchNS(len(benchSpaces)+i), benchSpace{}, rest/others+min(1, max(0, rest%others-i)))
+			}
 		}
 		total := 0
-		for _, k := range filled {
-			total += k
+		for ns, n := range pb.filled {
+			if ns != benchProbeNS {
+				total += n
+			}
 		}
-		b.Logf("%s: index: %d identities in %s, %d in the cluster (written in %s)", release, lv.inNamespace, benchNamespace, total,
-			time.Since(start).Round(time.Millisecond))
+		b.Logf("%s: index: %d identities in each of %s, %d in the cluster (written in %s); %s", release, lv.inNamespace,
+			strings.Join(spaceNames(), " and "), total, time.Since(start).Round(time.Millisecond), pb.shardSizes(ctx))
+		pb.setPolicy(ctx, true)
+		pb.waitIndexed(ctx, lv.inNamespace)
 		r := admissionRow{level: lv.inNamespace, total: total, off: map[string][]time.Duration{}, on: map[string][]time.Duration{}}
-		bench.setFields(ctx, false) // as the nodes leave them
 		for round := range benchRounds {
 			for _, on := range []bool{round%2 == 0, round%2 != 0} {
-				bench.setPolicy(ctx, on)
+				pb.setPolicy(ctx, on)
 				got := r.off
 				if on {
 					got = r.on
 				}
-				for kind, d := range bench.measure(ctx, lv.inNamespace, on, &wrong, benchTodayKinds) {
-					got[kind] = append(got[kind], d...)
-				}
-				bench.measureOptIn(ctx, lv.inNamespace, on, got, &wrong) // issue 39
-			}
-		}
-		if lv.inNamespace > 0 { // issue 47: where a plain pod's time went on 1.36
-			bench.setFields(ctx, true)
-			for round := range benchRounds {
-				for _, on := range []bool{round%2 == 0, round%2 != 0} {
-					bench.setPolicy(ctx, on)
-					got := r.off
-					if on {
-						got = r.on
+				for _, s := range benchSpaces {
+					for kind, d := range pb.measure(ctx, s, lv.inNamespace, on, &wrong, benchTodayKinds) {
+						got[cellKey(s, kind)] = append(got[cellKey(s, kind)], d...)
 					}
-					got[benchPlainFields] = append(got[benchPlainFields], bench.measure(ctx, lv.inNamespace, on, &wrong, []string{"plain"})["plain"]...)
+					pb.measureOptIn(ctx, s, lv.inNamespace, on, got, &wrong)
 				}
 			}
 		}
-		bench.setPolicy(ctx, true)
+		pb.setPolicy(ctx, true)
 		rows = append(rows, r)
-		for _, kind := range benchKinds {
-			if len(r.on[kind]) > 0 {
-				b.ReportMetric(ms(median(r.on[kind])-median(r.off[kind])),
-					fmt.Sprintf("ms-added-%s-%d-%d", strings.NewReplacer(" ", "", ",", "").Replace(kind), r.level, r.total))
+		for _, s := range benchSpaces {
+			for _, kind := range benchKinds {
+				if c := cellKey(s, kind); len(r.on[c]) > 0 {
+					b.ReportMetric(msOf(durMedian(r.on[c])-durMedian(r.off[c])),
+						fmt.Sprintf("ms-added-%s-%s-%d-%d", strings.ReplaceAll(s.label(), " ", ""), strings.NewReplacer(" ", "", ",", "", ":", "").Replace(kind), r.level, r.total))
+				}
 			}
 		}
 	}
 	if wrong > 0 {
-		b.Errorf("kube-apiserver %s: %d pods did not get exactly the hint they should (the term of their entry's node, or none)", release, wrong)
+		b.Errorf("kube-apiserver %s: %d pods did not get exactly the hint they should (the term of their identity's node, or none)", release, wrong)
 	}
 	return rows
 }
 
+func spaceNames() []string {
+	var out []string
+	for _, s := range benchSpaces {
+		out = append(out, s.name)
+	}
+	return out
+}
+
 // benchProbeNS holds one identity, identity:db-0, whose hint shows whether
-// the policy is in force (levels with no identity in the measured namespace
-// show nothing).
+// the policy is in force (levels with no identity in the measured
+// namespaces show nothing).
 const benchProbeNS = "bench-probe"
 
 type placementBench struct {
 	b       *testing.B
 	cs      *kubernetes.Clientset
-	nodes   []types.UID
+	writer  *api.Client // the index's writes, as stickyip-controller makes them
 	binding *admissionv1.MutatingAdmissionPolicyBinding
 	serial  int
-	optIn   benchOptIn // issue 39: placement_bench_optin_test.go
-	// applied are the measured namespace's shards as last applied (with
-	// managedFields: setFields).
-	applied map[string]*corev1ac.ConfigMapApplyConfiguration
+	optIn   benchOptIn // placement_bench_optin_test.go
+	// shards are each namespace's shards as last written; filled, how many
+	// identities each holds.
+	shards map[string][]index.Shard
+	filled map[string]int
 }
 
 func benchNode(i int) string { return fmt.Sprintf("bnode-%02d", i) }
 
-// benchSince is the entries' claim time.
-var benchSince = time.Date(2026, 11, 25, 0, 0, 0, 0, time.UTC)
+// benchNS is the i-th namespace past the measured ones.
+func benchNS(i int) string { return fmt.Sprintf("bench-%02d", i) }
 
-func benchNS(i int) string {
-	switch i {
-	case -1:
-		return benchProbeNS
-	case 0:
-		return benchNamespace
+// holderOf is the node that holds the k-th identity of a namespace: spread
+// so that each shard names every node, as a StatefulSet's pods spread over
+// a cluster's nodes put them.
+func holderOf(k int) int { return (k + k/benchNodes) % benchNodes }
+
+// fill makes namespace ns's index hold the first n identities of form s
+// (each on its holderOf's node), as stickyip-controller writes it:
+// controller/index packs them (an identity stays in its shard, a new one
+// goes into the lowest-numbered shard with room under
+// placementv1.ShardBytes), and its API client creates a shard or patches
+// it with the keys that changed (a JSON merge patch).
+func (pb *placementBench) fill(ctx context.Context, ns string, s benchSpace, n int) {
+	if pb.filled == nil {
+		pb.filled = map[string]int{}
 	}
-	return fmt.Sprintf("%s-%02d", benchNamespace, i)
-}
-
-// holderOf is the node that holds identity:db-<i>: spread so that each
-// shard holds entries of every node, as a StatefulSet's pods spread over a
-// cluster's nodes put them (issue 47: the shard of identity:db-<i> follows
-// the last two digits of i, and a holder that did too put about 12 nodes in
-// each shard, whose 1.36 cost grows with its nodes).
-func holderOf(i int) int { return (i + i/benchNodes) % benchNodes }
-
-// fill gives namespace i the identities identity:db-0 … identity:db-<n-1>
-// as the nodes would (each node's entries under its own key of each shard,
-// each shard owned by the nodes with entries there), written as admin,
-// one write per shard.
-func (pb *placementBench) fill(ctx context.Context, i, n int, filled map[int]int) {
-	if filled[i] >= n {
+	if pb.filled[ns] >= n {
 		return
 	}
-	ns := benchNS(i)
-	lines := map[string]map[int][]placement.Line{} // shard → node → entries
+	want := make(map[string]string, n)
 	for k := range n {
-		id := fmt.Sprintf("identity:db-%d", k)
-		s := placement.ShardOf(id)
-		if lines[s] == nil {
-			lines[s] = map[int][]placement.Line{}
-		}
-		lines[s][holderOf(k)] = append(lines[s][holderOf(k)], placement.Line{Identity: id, Pod: fmt.Sprintf("db-%d-x", k),
-			Seq: 1, Since: benchSince, IPs: []string{fmt.Sprintf("10.%d.%d.%d", 100+i%100, k/250, k%250+1)}})
+		want["identity:"+s.key(k, false)] = benchNode(holderOf(k))
 	}
-	for _, s := range slices.Sorted(maps.Keys(lines)) {
-		cm := corev1ac.ConfigMap(s, ns).WithLabels(map[string]string{placement.IndexLabel: strings.TrimPrefix(s, placement.ShardPrefix)})
-		data := map[string]string{}
-		for _, o := range slices.Sorted(maps.Keys(lines[s])) {
-			data[benchNode(o)] = entry.FormatValue(lines[s][o])
-			cm.WithOwnerReferences(metav1ac.OwnerReference().WithAPIVersion("v1").WithKind("Node").WithName(benchNode(o)).WithUID(pb.nodes[o]))
-		}
-		cm.WithData(data)
-		if _, err := pb.cs.CoreV1().ConfigMaps(ns).Apply(ctx, cm, metav1.ApplyOptions{FieldManager: "bench", Force: true}); err != nil {
-			pb.b.Fatalf("write %s/%s: %v", ns, s, err)
-		}
-		if i == 0 {
-			if pb.applied == nil {
-				pb.applied = map[string]*corev1ac.ConfigMapApplyConfiguration{}
-			}
-			pb.applied[s] = cm
-		}
-	}
-	filled[i] = n
-}
-
-// setFields gives the measured namespace's shards the managedFields of the
-// administrator's server-side apply that wrote them (keep), as every
-// node's write left a shard before issue 47, or none, as since.
-func (pb *placementBench) setFields(ctx context.Context, keep bool) {
-	cms := pb.cs.CoreV1().ConfigMaps(benchNamespace)
-	for _, s := range slices.Sorted(maps.Keys(pb.applied)) {
+	have := pb.shards[ns]
+	packed := index.Pack(have, want, placementv1.ShardBytes)
+	for _, w := range index.Diff(have, packed) {
+		name := placementv1.ShardName(w.Number)
 		var err error
-		if keep {
-			_, err = cms.Apply(ctx, pb.applied[s], metav1.ApplyOptions{FieldManager: "bench", Force: true})
-		} else {
-			_, err = cms.Patch(ctx, s, types.MergePatchType, []byte(`{"metadata":{"managedFields":[{}]}}`), metav1.PatchOptions{})
+		switch w.Op {
+		case index.Create:
+			_, err = pb.writer.CreateIndex(ctx, &placementv1.PlacementIndex{
+				ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{placementv1.IndexLabel: strconv.Itoa(w.Number)}},
+				Spec:       placementv1.PlacementIndexSpec{Nodes: w.Nodes}})
+		case index.Patch:
+			var body []byte
+			if body, err = w.MergePatch(); err == nil {
+				_, err = pb.writer.PatchIndex(ctx, ns, name, body)
+			}
+		default:
+			err = fmt.Errorf("unexpected %s", w.Op)
 		}
 		if err != nil {
-			pb.b.Fatalf("managedFields of %s/%s (keep %v): %v", benchNamespace, s, keep, err)
+			pb.b.Fatalf("write %s/%s (%s, %d identities in the namespace): %v", ns, name, w.Op, n, err)
 		}
 	}
-	var size int
-	for s := range pb.applied {
-		cm, err := cms.Get(ctx, s, metav1.GetOptions{})
-		if err != nil {
-			pb.b.Fatal(err)
-		}
-		size += managedSize(cm)
+	pb.shards[ns] = nil
+	for _, num := range slices.Sorted(maps.Keys(packed)) {
+		pb.shards[ns] = append(pb.shards[ns], index.Shard{Number: num, Nodes: packed[num]})
 	}
-	pb.b.Logf("%s: managedFields of its %d shards: %d bytes", benchNamespace, len(pb.applied), size)
+	pb.filled[ns] = n
 }
 
-// setPolicy puts the placement policy's binding in place or removes it, and
-// waits until the API server acts accordingly: the probe namespace's held
-// pod gets the hint, or not.
+// shardSizes says how many shards each measured namespace has and how
+// large they are as stored (managedFields included).
+func (pb *placementBench) shardSizes(ctx context.Context) string {
+	var out []string
+	for _, s := range benchSpaces {
+		var bytes, fields int
+		for _, sh := range pb.shards[s.name] {
+			raw, err := pb.cs.RESTClient().Get().AbsPath("/apis", placementv1.Group, placementv1.Version, "namespaces", s.name,
+				placementv1.PlacementIndexResource, placementv1.ShardName(sh.Number)).DoRaw(ctx)
+			if err != nil {
+				pb.b.Fatal(err)
+			}
+			bytes += len(raw)
+			if i := strings.Index(string(raw), `"managedFields"`); i >= 0 {
+				fields += len(raw) - i // managedFields come last in metadata, before spec: an upper bound
+				if j := strings.Index(string(raw[i:]), `"spec"`); j >= 0 {
+					fields -= len(raw) - i - j
+				}
+			}
+		}
+		out = append(out, fmt.Sprintf("%s: %d shards, %d bytes as read (managedFields %d)", s.name, len(pb.shards[s.name]), bytes, fields))
+	}
+	return strings.Join(out, "; ")
+}
+
+// waitIndexed waits until the API server's hint sees the last identity
+// written in each measured namespace (its parameter informer lags the
+// writes).
+func (pb *placementBench) waitIndexed(ctx context.Context, n int) {
+	if n == 0 {
+		return
+	}
+	for _, s := range benchSpaces {
+		eventually(pb.b, fmt.Sprintf("the hint seeing %s's identity %d", s.name, n-1), time.Minute, 200*time.Millisecond, func() (bool, string) {
+			p := pb.pod(s, "held", s.key(n-1, false), true)
+			got, err := pb.cs.CoreV1().Pods(s.name).Create(ctx, p, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+			if err != nil {
+				return false, err.Error()
+			}
+			return hasOnly(got, benchNode(holderOf(n-1)), false), fmt.Sprint(got.Spec.Affinity)
+		})
+	}
+}
+
+// setPolicy puts the placement hint's binding (and the opt-in's) in place
+// or removes it, and waits until the API server acts accordingly: the
+// probe namespace's held pod gets the hint, or not.
 func (pb *placementBench) setPolicy(ctx context.Context, on bool) {
 	b := pb.b
-	pb.setOptIn(ctx, on) // issue 39: the namespace opt-in's binding with the hint's
+	pb.setOptIn(ctx, on)
 	bindings := pb.cs.AdmissionregistrationV1().MutatingAdmissionPolicyBindings()
 	if on {
 		nb := pb.binding.DeepCopy()
@@ -333,7 +432,7 @@ func (pb *placementBench) setPolicy(ctx context.Context, on bool) {
 		b.Fatal(err)
 	}
 	eventually(b, fmt.Sprintf("placement policy %s", map[bool]string{true: "on", false: "off"}[on]), time.Minute, 200*time.Millisecond, func() (bool, string) {
-		p := pb.pod("held", "db-0", true)
+		p := pb.pod(benchSpace{}, "held", "db-0", true)
 		p.Namespace = benchProbeNS
 		got, err := pb.cs.CoreV1().Pods(benchProbeNS).Create(ctx, p, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 		if err != nil {
@@ -344,18 +443,18 @@ func (pb *placementBench) setPolicy(ctx context.Context, on bool) {
 	})
 }
 
-// pod is a pod of kind (held, not held, plain) for identity id, unbound,
-// created under a unique name.
-func (pb *placementBench) pod(kind, id string, dryRun bool) *corev1.Pod {
+// pod is a pod of kind (held, held-required, not held, plain) of namespace
+// s with stickyip.io/identity key, unbound, created under a unique name.
+func (pb *placementBench) pod(s benchSpace, kind, key string, dryRun bool) *corev1.Pod {
 	pb.serial++
 	p := testPod(fmt.Sprintf("p-%d", pb.serial), nil)
-	p.Namespace, p.Spec.NodeName = benchNamespace, ""
+	p.Namespace, p.Spec.NodeName = s.name, ""
 	p.Labels = map[string]string{"bench": "pod"}
 	switch kind {
 	case "held", "not held":
-		p.Annotations = map[string]string{annReservation: "10m", annIdentity: id}
+		p.Annotations = map[string]string{annReservation: "10m", annIdentity: key}
 	case "held, required":
-		p.Annotations = map[string]string{annReservation: "10m", annIdentity: id, annPlacement: "required"}
+		p.Annotations = map[string]string{annReservation: "10m", annIdentity: key, annPlacement: "required"}
 	}
 	if dryRun {
 		p.Name = ""
@@ -364,70 +463,56 @@ func (pb *placementBench) pod(kind, id string, dryRun bool) *corev1.Pod {
 	return p
 }
 
-// measure creates benchPods pods of each of kinds and returns the time
-// each creation took; with the policy on, each held pod must carry exactly
-// the term of its entry's node (counted in wrong otherwise).
-func (pb *placementBench) measure(ctx context.Context, n int, on bool, wrong *int, kinds []string) map[string][]time.Duration {
+// measure creates benchPods pods of each of kinds in s and returns the
+// time each creation took; with the policy on, each held pod must carry
+// exactly the term of its identity's node, every other pod none (counted
+// in wrong otherwise).
+func (pb *placementBench) measure(ctx context.Context, s benchSpace, n int, on bool, wrong *int, kinds []string) map[string][]time.Duration {
 	b := pb.b
 	out := map[string][]time.Duration{}
-	pods := pb.cs.CoreV1().Pods(benchNamespace)
+	pods := pb.cs.CoreV1().Pods(s.name)
 	for i := range benchPods {
 		for _, kind := range kinds {
 			if strings.HasPrefix(kind, "held") && n == 0 {
 				continue
 			}
 			k := (i*7919 + pb.serial) % max(n, 1)
-			id := fmt.Sprintf("db-%d", k)
-			if kind == "not held" {
-				id = fmt.Sprintf("gone-%d", k)
-			}
-			p := pb.pod(kind, id, false)
+			key := s.key(k, kind == "not held")
+			p := pb.pod(s, kind, key, false)
 			start := time.Now()
 			got, err := pods.Create(ctx, p, metav1.CreateOptions{})
 			d := time.Since(start)
 			if err != nil {
-				b.Fatalf("create %s: %v", p.Name, err)
+				b.Fatalf("create %s/%s: %v", s.name, p.Name, err)
 			}
 			out[kind] = append(out[kind], d)
 			switch {
 			case !on || !strings.HasPrefix(kind, "held"):
 				if got.Spec.Affinity != nil { // a pod the index holds nothing for, or the policy off: untouched
 					*wrong++
-					b.Logf("%s pod of %s, policy on %v: affinity %v, want none", kind, id, on, got.Spec.Affinity)
+					b.Logf("%s pod %s/%s (identity %d), policy on %v: affinity %v, want none", kind, s.name, p.Name, k, on, got.Spec.Affinity)
 				}
 			case !hasOnly(got, benchNode(holderOf(k)), kind == "held, required"):
 				*wrong++
-				b.Logf("%s pod of %s: affinity %v, want exactly the term for %s", kind, id, got.Spec.Affinity, benchNode(holderOf(k)))
+				b.Logf("%s pod %s/%s (identity %d): affinity %v, want exactly the term for %s", kind, s.name, p.Name, k, got.Spec.Affinity, benchNode(holderOf(k)))
 			}
 		}
 	}
-	zero := int64(0)
-	if err := pods.DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: &zero},
-		metav1.ListOptions{LabelSelector: benchPodLabel}); err != nil {
-		b.Fatal(err)
-	}
+	pb.deletePods(ctx, s.name)
 	return out
 }
 
-// hasOnly reports whether p's node affinity is exactly the hint's term for
-// node: the preferred one, or with required a required term of it alone.
-func hasOnly(p *corev1.Pod, node string, required bool) bool {
-	a := p.Spec.Affinity
-	if a == nil || a.NodeAffinity == nil {
-		return false
+// deletePods deletes the pods the benchmark made in ns.
+func (pb *placementBench) deletePods(ctx context.Context, ns string) {
+	zero := int64(0)
+	if err := pb.cs.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: &zero},
+		metav1.ListOptions{LabelSelector: benchPodLabel}); err != nil {
+		pb.b.Fatal(err)
 	}
-	want := []corev1.NodeSelectorRequirement{{Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: []string{node}}}
-	if required {
-		r := a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution
-		return a.NodeAffinity.PreferredDuringSchedulingIgnoredDuringExecution == nil && r != nil && len(r.NodeSelectorTerms) == 1 &&
-			fmt.Sprint(r.NodeSelectorTerms[0].MatchFields) == fmt.Sprint(want) && len(r.NodeSelectorTerms[0].MatchExpressions) == 0
-	}
-	terms := a.NodeAffinity.PreferredDuringSchedulingIgnoredDuringExecution
-	return a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution == nil && len(terms) == 1 && terms[0].Weight == placementWeight &&
-		fmt.Sprint(terms[0].Preference.MatchFields) == fmt.Sprint(want)
 }
 
-func median(ds []time.Duration) time.Duration {
+// durMedian is the median of ds (0 when empty).
+func durMedian(ds []time.Duration) time.Duration {
 	if len(ds) == 0 {
 		return 0
 	}
@@ -436,4 +521,4 @@ func median(ds []time.Duration) time.Duration {
 	return s[len(s)/2]
 }
 
-func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+func msOf(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

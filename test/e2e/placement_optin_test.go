@@ -21,13 +21,12 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/yaml"
 
-	"github.com/stickyip/stickyip/checkpointd/placement"
 	"github.com/stickyip/stickyip/contract"
 	"github.com/stickyip/stickyip/deploy"
 	"github.com/stickyip/stickyip/test/harness"
 )
 
-// Issue 39, the namespace opt-in (deploy/placement/optin-policy.yaml),
+// The namespace opt-in (deploy/placement/optin-policy.yaml),
 // on the one-node cluster of TestPlacement.
 const (
 	optInNamespace  = "sts"                   // labelled contract.LabelStatefulSets=optInLabel
@@ -177,6 +176,12 @@ func (cp *controlPlane) namespaceRoleOf(ns, name string, rule rbacv1.PolicyRule)
 // boundServiceAccount creates service account ns/ns-<name> bound to ref in
 // ns and returns a client with its token.
 func (cp *controlPlane) boundServiceAccount(ns, name string, ref rbacv1.RoleRef) kubernetes.Interface {
+	return cp.clientAs(cp.boundServiceAccountToken(ns, name, ref))
+}
+
+// boundServiceAccountToken creates service account ns/ns-<name> bound to
+// ref in ns and returns a token of it.
+func (cp *controlPlane) boundServiceAccountToken(ns, name string, ref rbacv1.RoleRef) string {
 	t := cp.t
 	ctx := context.Background()
 	sa, err := cp.client.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "ns-" + name}}, metav1.CreateOptions{})
@@ -192,7 +197,7 @@ func (cp *controlPlane) boundServiceAccount(ns, name string, ref rbacv1.RoleRef)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return cp.clientAs(tok.Status.Token)
+	return tok.Status.Token
 }
 
 // optInAdmission: with namespace sts labelled 10-required, what each pod
@@ -252,7 +257,7 @@ func (n *node) optInAdmission(sts *appsv1.StatefulSet) {
 	}
 }
 
-// optInFixed (issue 51): the namespace labelled 10-required-fixed gives
+// optInFixed: the namespace labelled 10-required-fixed gives
 // its StatefulSet pods stickyip.io/retention: fixed with the rest, unless
 // they carry their own; a pod with its own duration gets nothing of it.
 // The label is put back as it was.
@@ -314,7 +319,7 @@ func (n *node) optInClusterDefault(sts *appsv1.StatefulSet) {
 	if _, err := n.client.CoreV1().Pods("default").Create(ctx, held, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if err := n.indexWriterFor(node2Name).claim("default", entryLine("web-7", "web-7", "10.244.2.27")); err != nil {
+	if err := n.claimAs(node2Name, n.podEntry("default", "web-7", "web-7", "10.244.2.27")); err != nil {
 		t.Fatalf("node2 claiming default/web-7, bound to it: %v", err)
 	}
 	n.deletePodNowIn("default", "web-7")
@@ -366,11 +371,11 @@ func (n *node) optInClusterDefault(sts *appsv1.StatefulSet) {
 		return got == "- - -", got
 	})
 	hinted("the cluster default removed, its own 5m", stsPod("default", "web-7", sts, map[string]string{annReservation: "5m"}), "5m - -", true)
-	n.adminDeleteShard("default", placement.ShardOf("web-7"))
+	n.releaseAs(node2Name, "default", "web-7")
 }
 
 // setClusterDefault sets the cluster's default for StatefulSet pods the
-// way docs/placement.md says for kubectl users: an overlay of
+// way docs/guides/placement.md says for kubectl users: an overlay of
 // deploy/placement with the component cluster-default and a patch of the
 // policy's first variable, applied with kubectl apply -k (without kubectl,
 // the same patches through the API).
@@ -401,16 +406,21 @@ patches:
 	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(overlay), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	// The overlay holds the policies only: the RBAC that lets nodes write
-	// the index is deploy/placement/nodes, applied apart once the index
-	// policy is in effect (issue 47), whatever order kustomize builds.
+	// The overlay grants the nodes nothing: the RBAC that lets nodes write
+	// their records is deploy/placement/nodes, applied apart once the
+	// NodeRecord policy is in effect, whatever order kustomize builds.
 	for _, doc := range strings.Split(cp.kubectl("kustomize", dir), "\n---\n") {
-		var head struct{ Kind string }
+		var head struct {
+			Kind     string
+			Subjects []struct{ Kind, Name string }
+		}
 		if err := yaml.Unmarshal([]byte(doc), &head); err != nil {
 			t.Fatal(err)
 		}
-		if !strings.Contains(head.Kind, "AdmissionPolicy") {
-			t.Fatalf("the documented overlay builds a %s: the nodes' RBAC is deploy/placement/nodes", head.Kind)
+		for _, s := range head.Subjects {
+			if s.Kind == "Group" && s.Name == "system:nodes" {
+				t.Fatalf("the documented overlay builds a %s granting system:nodes: the nodes' RBAC is deploy/placement/nodes", head.Kind)
+			}
 		}
 	}
 	out := cp.kubectl("apply", "-k", dir)
@@ -535,7 +545,7 @@ func (n *node) optInHintOrder(sts *appsv1.StatefulSet) {
 	if _, err := n.client.CoreV1().Pods(optInNamespace).Create(ctx, held, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if err := n.indexWriterFor(node2Name).claim(optInNamespace, entryLine("web-0", "web-0", "10.244.2.20")); err != nil {
+	if err := n.claimAs(node2Name, n.podEntry(optInNamespace, "web-0", "web-0", "10.244.2.20")); err != nil {
 		t.Fatalf("node2 claiming %s/web-0, bound to it: %v", optInNamespace, err)
 	}
 	n.deletePodNowIn(optInNamespace, "web-0")
@@ -566,7 +576,7 @@ func (n *node) optInHintOrder(sts *appsv1.StatefulSet) {
 		}
 	}
 	t.Logf("opt-in: web-0 (no annotation of its own) required onto node2, which holds its IP, in %d of %d policy orders", tries, tries)
-	n.adminDeleteShard(optInNamespace, placement.ShardOf("web-0"))
+	n.releaseAs(node2Name, optInNamespace, "web-0")
 }
 
 // setOrderPolicy creates, or changes to value i, the test policy that
@@ -628,8 +638,8 @@ func (n *node) optInRealPod(sts *appsv1.StatefulSet) {
 		t.Fatalf("stickyip list: %s/web-1 %s, want %s", optInNamespace, got, want)
 	}
 	eventually(t, "checkpointd publishing "+optInNamespace+"/web-1", 30*time.Second, 200*time.Millisecond, func() (bool, string) {
-		l, ok := n.lineOf(optInNamespace, "web-1", nodeName)
-		return ok && l.Pod == "web-1" && fmt.Sprint(l.IPs) == "["+ip+"]" && l.Running(), fmt.Sprintf("%+v %v", l, ok)
+		e, ok := n.entriesOf(nodeName)[optInNamespace+"/web-1"]
+		return ok && e.Pod == "web-1" && fmt.Sprint(e.Addresses) == "["+ip+"]" && e.Running(), fmt.Sprintf("%+v %v", e, ok)
 	})
 	n.deletePodGracefullyIn(optInNamespace, "web-1", time.Minute)
 	if got, want := entryOf(), ip+" reserved 10m0s namespace"; got != want {

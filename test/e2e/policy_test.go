@@ -15,7 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
-// TestCheckpointdPolicy is issue 17's findings 4 and 5 on real components:
+// TestCheckpointdPolicy is the node operator's policy on real components:
 // an API server with Node,RBAC authorization, the kubelet, checkpointd with
 // the node's identity allowing kube-system (no namespace allowed privileged
 // pods). One opted-in pod per Pod Security Standards baseline control the

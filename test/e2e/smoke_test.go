@@ -72,7 +72,7 @@ func TestAPIPodRecreatedKeepsIP(t *testing.T) {
 	t.Logf("pod default/db re-created through the API kept %s", ip)
 }
 
-// TestIdentityReplacementNoNeedlessWait (issue 19, "No needless wait"): a
+// TestIdentityReplacementNoNeedlessWait (no needless wait): a
 // Deployment-style pod with stickyip.io/identity is replaced before the old
 // one is gone. The replacement's ADD waits for the old sandbox's DEL
 // (ipam.holderWait, the store unlocked meanwhile) instead of failing with

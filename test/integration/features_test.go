@@ -88,7 +88,7 @@ func TestIdentityAnnotation(t *testing.T) {
 	n.check(t)
 }
 
-// TestIdentityIsNotAPodName (issue 31): a pod author's
+// TestIdentityIsNotAPodName: a pod author's
 // stickyip.io/identity: db-0 is not the StatefulSet pod db-0. While db-0's
 // address is reserved, the pod mimic annotated with that key gets another
 // address on its eth0, db-0's stays reserved for db-0, and db-0 re-created

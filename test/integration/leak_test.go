@@ -11,7 +11,7 @@ import (
 	"github.com/stickyip/stickyip/test/harness"
 )
 
-// Issue 16, finding 5: checkpointd's leak release, on the real store and a
+// checkpointd's leak release, on the real store and a
 // real network namespace. A cnitool sandbox is unknown to any CRI; while its
 // namespace exists its allocation is kept, however often checkpointd asks;
 // once the namespace is deleted (no DEL ever came) it is released and cools

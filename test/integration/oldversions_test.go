@@ -13,7 +13,7 @@ import (
 	"github.com/stickyip/stickyip/test/harness"
 )
 
-// Issue 16, finding 6: conflists with cniVersion 0.1.0 and 0.2.0 work through
+// Conflists with cniVersion 0.1.0 and 0.2.0 work through
 // bridge and cnitool as host-local's do: the same result shape, converted by
 // the CNI library, and a re-created pod gets its addresses back.
 func TestOldCNIVersions(t *testing.T) {

@@ -108,9 +108,9 @@ func storeRebuild(t *testing.T, n *node, cri *harness.CRIClient, endpoint, damag
 	// its CNI result; the kubelet would retry. Whether the runtime reports
 	// the failure is its own choice (CRI-O gives the DEL up), but stickyip
 	// must refuse it: on a damaged or lost store every call fails
-	// (docs/reliability.md, "A damaged store is never overwritten"); a DEL
+	// (test/reliability/README.md, "A damaged store is never overwritten"); a DEL
 	// answered with success there would be forgotten by the rebuilt store
-	// (issue 50: this was only logged).
+	// (logging it is not enough).
 	mark := logSize(t, n.logFile)
 	if err := cri.StopPod(ctx, ids["db"]); err == nil {
 		t.Logf("StopPodSandbox of db with the store %s succeeded (the runtime gave up its DEL)", damage)

@@ -292,7 +292,7 @@ func TestInputEdges(t *testing.T) {
 		if n != 5 {
 			t.Fatalf("a /29 with a gateway handed out %d addresses, want 5", n)
 		}
-		// Issue 10: a failing STATUS makes containerd ≥ 2.0.1 report the
+		// A failing STATUS makes containerd ≥ 2.0.1 report the
 		// node's network not ready; a full pool is a per-pod condition.
 		if o := status(); !o.OK() {
 			t.Errorf("STATUS on a full pool: want success, got %s", o.Describe())

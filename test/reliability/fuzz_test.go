@@ -12,7 +12,7 @@ import (
 	"unicode/utf8"
 )
 
-// knownCodes are the CNI error codes the plugin may return (docs/plugin.md,
+// knownCodes are the CNI error codes the plugin may return (docs/troubleshooting.md,
 // "CNI errors", plus the CNI library's own 1, 4, 6 and 7). 999 (internal error) is not in
 // it: an error the plugin did not classify is a finding.
 var knownCodes = map[uint]bool{1: true, 4: true, 5: true, 6: true, 7: true, 11: true, 100: true, 101: true, 102: true}

@@ -1,7 +1,7 @@
 // Command checkpointd saves opted-in pods of its node and restores them as
 // static pods when the API server is away. It only wires flags (each with an
 // environment fallback, CHECKPOINTD_<FLAG_NAME>) to daemon.Run, or, as
-// `checkpointd cleanup [--all]`, to cleanup.Remove, or, as `checkpointd
+// `checkpointd cleanup [--all]`, to install.Cleanup, or, as `checkpointd
 // install` and `checkpointd uninstall` (what the DaemonSet of deploy/install
 // runs on every node; `checkpointd ready` is its readiness probe), to
 // package install, or, as `checkpointd stranded`, lists the pods that wait
@@ -18,10 +18,10 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/stickyip/stickyip/checkpointd/cleanup"
 	"github.com/stickyip/stickyip/checkpointd/config"
 	"github.com/stickyip/stickyip/checkpointd/daemon"
 	"github.com/stickyip/stickyip/checkpointd/flannel"
+	"github.com/stickyip/stickyip/checkpointd/install"
 	"github.com/stickyip/stickyip/contract"
 )
 
@@ -92,7 +92,7 @@ Every flag can also be set with the environment variable CHECKPOINTD_<FLAG>, e.g
 	}
 
 	if clean {
-		removed, err := cleanup.Remove(cfg, all)
+		removed, err := install.Cleanup(cfg, all)
 		for _, p := range removed {
 			fmt.Println("removed", p)
 		}
@@ -152,8 +152,8 @@ func daemonFlags(fs *flag.FlagSet, cfg *config.Config) *string {
 	fs.StringVar(&cfg.ListenAddress, "listen-address", contract.DefaultListenAddress, `address for /healthz and /metrics ("": disabled)`)
 	fs.BoolVar(&cfg.RebuildStore, "rebuild-store", true, "rebuild the stickyip store when it is damaged, or missing on a node that had one, from what the node knows (the damaged file is kept aside); false: report it and leave the node NotReady for the operator (checkpointd rebuild-store)")
 	fs.StringVar(&cfg.CNIResultsDir, "cni-results-dir", contract.DefaultCNIResultsDir, "the container runtime's CNI result cache (libcni's), a source of a store rebuild")
-	fs.BoolVar(&cfg.FollowStatefulSets, "follow-statefulsets", true, "make the reservations of StatefulSet pods follow their StatefulSet's persistentVolumeClaimRetentionPolicy, as their volumes do (watches the cluster's StatefulSets: deploy/placement's RBAC; needs --data-dir); false: every reservation lasts its duration after the pod's deletion")
-	fs.BoolVar(&cfg.Placement, "placement", true, "publish this node's sticky identities in the placement index (ConfigMaps stickyip-placement-*) for the placement policy (deploy/placement; needs --data-dir and the node's own credentials)")
+	fs.BoolVar(&cfg.FollowStatefulSets, "follow-statefulsets", true, "make the reservations of StatefulSet pods end as their volume claims do, as stickyip-controller says in this node's NodeRecord (deploy/placement; needs --placement and --data-dir); false: every reservation lasts its duration after the pod's deletion, held ones from now")
+	fs.BoolVar(&cfg.Placement, "placement", true, "publish this node's sticky identities in its NodeRecord (stickyip.io/v1, named after the node), from which stickyip-controller builds the placement index (deploy/placement; needs --data-dir and the node's own credentials)")
 	return fs.String("log-level", "info", "debug, info, warn or error")
 }
 

@@ -12,7 +12,7 @@ import (
 
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/stickyip/stickyip/checkpointd/apiclient"
+	"github.com/stickyip/stickyip/checkpointd/kube"
 	"github.com/stickyip/stickyip/checkpointd/placement"
 )
 
@@ -45,7 +45,7 @@ count). Exit status: 0 none, 1 some, 2 the API server could not tell.
 		fmt.Fprintln(os.Stderr, "checkpointd stranded:", err)
 		return 2
 	}
-	c, err := apiclient.New(cfg)
+	c, err := kube.NewREST(cfg)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "checkpointd stranded:", err)
 		return 2

@@ -75,7 +75,7 @@ func allocate(c *cni.Call, req ipam.AddRequest) ([]*reservation.Record, error) {
 }
 
 // cmdDel releases the sandbox's addresses through the store's journal: no
-// disk sync (docs/reliability.md, "What a DEL guarantees"). A DEL lost to a
+// disk sync (test/reliability/README.md, "What a DEL guarantees"). A DEL lost to a
 // power cut is redone by the next boot's first call, which releases the
 // previous boot's allocations as DELs.
 func cmdDel(args *skel.CmdArgs) error {
@@ -126,7 +126,7 @@ func cmdGC(args *skel.CmdArgs) error {
 // cmdStatus answers whether stickyip can serve ADDs on this node at all. A
 // full pool is a per-pod condition (ADD error 100), never a STATUS failure:
 // containerd turns a failing STATUS into NetworkReady=false and the node goes
-// NotReady (docs/plugin.md, "Runtimes and the CNI verbs", STATUS).
+// NotReady (docs/DESIGN.md, "Runtimes and the CNI verbs", STATUS).
 func cmdStatus(args *skel.CmdArgs) error {
 	return cni.Run(args, func(c *cni.Call) error {
 		return c.Health()

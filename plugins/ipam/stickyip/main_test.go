@@ -335,7 +335,7 @@ func TestLostStoreServesNoCall(t *testing.T) {
 	}
 }
 
-// ipam.newStoreWait (issue 49): on a node without a store, the first ADD
+// ipam.newStoreWait: on a node without a store, the first ADD
 // does not create one but starts the wait and fails with error 11 saying
 // why and until when, as does every ADD until checkpointd has looked; DEL
 // and GC of a sandbox on such a node succeed (nothing was ever recorded);

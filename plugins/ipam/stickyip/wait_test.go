@@ -53,7 +53,7 @@ func holderOf(t *testing.T, dataDir, ip string) string {
 	return cid
 }
 
-// Issue 19, "No needless wait": a Deployment pod with stickyip.io/identity is
+// No needless wait: a Deployment pod with stickyip.io/identity is
 // replaced before its old sandbox is gone. The replacement's ADD waits (the
 // store unlocked: other pods' calls go on) and gets the address within about
 // 2 s of the old sandbox's DEL, instead of failing with error 11 and being
@@ -75,8 +75,8 @@ func TestAddWaitsForPreviousHolder(t *testing.T) {
 	}
 	// Each time the replacement finds the holder alive (and is about to
 	// sleep, the store unlocked), it says so: the verdicts below wait for
-	// that, not for a sleep (issue 50: 500 ms was assumed enough for the
-	// goroutine to be waiting).
+	// that, not for a sleep (no fixed time is enough for the goroutine to be
+	// waiting on a loaded machine).
 	polls := make(chan struct{}, 64)
 	holderAlive = func() {
 		select {

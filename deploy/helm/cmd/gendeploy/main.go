@@ -1,6 +1,7 @@
 // Command gendeploy writes what `make chart` writes (package
 // deploy/helm): the chart's verbatim copy of deploy/placement, and
-// deploy/install/stickyip.yaml rendered from the chart at its defaults.
+// deploy/install/stickyip.yaml and deploy/placement/controller.yaml rendered
+// from the chart.
 //
 //	go run ./deploy/helm/cmd/gendeploy -helm _output/tools/helm
 package main
@@ -21,5 +22,5 @@ func main() {
 		fmt.Fprintln(os.Stderr, "gendeploy:", err)
 		os.Exit(1)
 	}
-	fmt.Printf("wrote %s/ and %s\n", helm.ChartPlacementDir, helm.InstallManifest)
+	fmt.Printf("wrote %s/, %s and %s\n", helm.ChartPlacementDir, helm.InstallManifest, helm.ControllerManifest)
 }

@@ -1,7 +1,7 @@
 // Command mkimage builds the stickyip image archive offline (make image):
 //
 //	mkimage -o stickyip-image.tar -ref stickyip/stickyip:v1 -version v1 \
-//	    stickyip=bin/stickyip checkpointd=bin/checkpointd
+//	    stickyip=bin/stickyip checkpointd=bin/checkpointd stickyip-controller=bin/stickyip-controller
 //
 // Every timestamp is SOURCE_DATE_EPOCH (or -epoch), so the same binaries give
 // the same archive and digest. It prints the reference and the manifest

@@ -78,7 +78,7 @@ func TestListReleaseGCCheck(t *testing.T) {
 		t.Fatalf("10.0.0.4 is %q after a skipped gc, want allocated", got)
 	}
 	// With it, the dead sandbox's address cools by the configured reuse delay
-	// (issue 16, finding 4: the plugin's DEL would make it cool too).
+	// (the plugin's DEL would make it cool too).
 	confDir := writeConf(t, dir, `"reservation":{"reuseDelay":"10m"}`)
 	before := time.Now()
 	out, _, code = run(t, "--data-dir", dir, "gc", "--cni-conf-dir", confDir)
@@ -360,43 +360,46 @@ func TestStatusShowsRetiredNodeRange(t *testing.T) {
 	}
 }
 
-// Issue 51: `stickyip list` says where each reservation's end comes from,
-// in the table's KEEP column and in --json (retention, statefulSet, keep):
-// a StatefulSet's retention (with no expiry, its own duration's end said
-// apart), a StatefulSet seen deleted, a fixed reservation.
-func TestListShowsWhereTheEndComesFrom(t *testing.T) {
+// `stickyip list` says what would end each reservation, in the table's
+// KEEP column and in --json (retention, statefulSet, keep): one its
+// StatefulSet holds (stickyip-controller's account, no expiry, its own
+// duration's end said apart), one whose hold ended (following stopped,
+// the pod ran on another node since), a fixed one.
+func TestListShowsWhatWouldEndIt(t *testing.T) {
 	dir := t.TempDir()
-	now := time.Now()
+	now := time.Now().UTC().Truncate(time.Second)
 	id := func(name string) reservation.Identity {
 		return reservation.Identity{Namespace: "prod", Name: name, IfName: "eth0"}
 	}
+	held := "held while StatefulSet db (uid u) exists: its volume claim belongs to it (whenDeleted: Delete)"
 	recs := []*reservation.Record{
 		{IP: netip.MustParseAddr("10.0.0.2"), State: reservation.Reserved, Identity: id("db-2"), Duration: 10 * time.Minute,
-			StatefulSet: &reservation.StatefulSetRef{Name: "db", UID: "u", WhenScaled: "Retain", WhenDeleted: "Delete"},
+			StatefulSet: &reservation.StatefulSetRef{Name: "db", UID: "u", Why: held},
 			AllocatedAt: now, ReleasedAt: now.Add(-time.Hour), ExpiresAt: now.Add(-50 * time.Minute)},
 		{IP: netip.MustParseAddr("10.0.0.3"), State: reservation.Reserved, Identity: id("db-3"), Duration: 10 * time.Minute,
-			StatefulSet: &reservation.StatefulSetRef{Name: "db", WhenDeleted: "Retain", EndedAt: now},
+			StatefulSet: &reservation.StatefulSetRef{Name: "db", EndedAt: now, Why: "following StatefulSets is off"},
 			AllocatedAt: now, ReleasedAt: now, ExpiresAt: now.Add(10 * time.Minute)},
 		{IP: netip.MustParseAddr("10.0.0.4"), State: reservation.Reserved, Identity: id("web"), Duration: 10 * time.Minute,
 			Retention: "fixed", DurationFrom: "namespace", AllocatedAt: now, ReleasedAt: now, ExpiresAt: now.Add(10 * time.Minute)},
 		{IP: netip.MustParseAddr("10.0.0.6"), State: reservation.Reserved, Identity: id("db-6"), Duration: 10 * time.Minute,
-			StatefulSet: &reservation.StatefulSetRef{Name: "db", EndedAt: now, MovedTo: "node2"},
+			StatefulSet: &reservation.StatefulSetRef{Name: "db", EndedAt: now, MovedTo: "another node", Why: "another node ran the pod since"},
 			AllocatedAt: now, ReleasedAt: now, ExpiresAt: now.Add(10 * time.Minute)},
 		{IP: netip.MustParseAddr("10.0.0.5"), State: reservation.Allocated, ContainerID: "c5", Identity: id("db-0"), Duration: time.Hour,
-			StatefulSet: &reservation.StatefulSetRef{Name: "db", UID: "u", WhenScaled: "Delete"}, AllocatedAt: now},
+			StatefulSet: &reservation.StatefulSetRef{Name: "db", UID: "u"}, AllocatedAt: now},
 	}
 	if err := boltstore.New(dir, 0).Update("cbr0", func(tx reservation.Txn) error { return tx.PutAll(recs) }); err != nil {
 		t.Fatal(err)
 	}
+	from := now.Format(time.RFC3339)
 	for _, tc := range []struct {
 		ip, retention, keep string
 		expires, ends       bool
 	}{
-		{"10.0.0.2", "statefulset", "while StatefulSet db retains it (whenScaled: Retain, whenDeleted: Delete; 10m0s)", false, true},
-		{"10.0.0.3", "fixed", "10m0s after StatefulSet db was deleted (whenDeleted: Retain)", true, false},
+		{"10.0.0.2", "statefulset", "StatefulSet db: " + held + " (10m0s once following stops)", false, true},
+		{"10.0.0.3", "fixed", "10m0s from " + from + ": following StatefulSets is off (StatefulSet db)", true, false},
 		{"10.0.0.4", "fixed", "10m0s (fixed)", true, false},
-		{"10.0.0.6", "fixed", "10m0s after db-6 was claimed by node node2 (StatefulSet db)", true, false},
-		{"10.0.0.5", "statefulset", "while StatefulSet db retains it (whenScaled: Delete, whenDeleted: Retain (not known); 1h0m0s)", false, false},
+		{"10.0.0.6", "fixed", "10m0s from " + from + ": another node ran the pod since (StatefulSet db)", true, false},
+		{"10.0.0.5", "statefulset", "while StatefulSet db keeps the pod's volume claim, as stickyip-controller says (1h0m0s once following stops)", false, false},
 	} {
 		e := listed(t, dir, tc.ip)
 		if e.Retention != tc.retention || e.Keep != tc.keep || (e.ExpiresAt != nil) != tc.expires || (e.DurationEndsAt != nil) != tc.ends {
@@ -404,13 +407,13 @@ func TestListShowsWhereTheEndComesFrom(t *testing.T) {
 				tc.ip, e.Retention, e.Keep, e.ExpiresAt, e.DurationEndsAt, tc.retention, tc.keep, tc.expires, tc.ends)
 		}
 	}
-	if e := listed(t, dir, "10.0.0.2"); e.StatefulSet == nil || e.StatefulSet.UID != "u" {
-		t.Errorf("list --json: statefulSet %+v, want StatefulSet db with its UID", e.StatefulSet)
+	if e := listed(t, dir, "10.0.0.2"); e.StatefulSet == nil || e.StatefulSet.UID != "u" || e.StatefulSet.Why != held {
+		t.Errorf("list --json: statefulSet %+v, want StatefulSet db with its UID and the controller's account", e.StatefulSet)
 	}
 	out, _, _ := run(t, "list", "--data-dir", dir)
 	for _, want := range []string{
-		"while StatefulSet db retains it (whenScaled: Retain, whenDeleted: Delete; 10m0s)", "not while retained (its duration ends",
-		"10m0s after StatefulSet db was deleted (whenDeleted: Retain)",
+		"StatefulSet db: " + held, "not while retained (its duration ends",
+		"following StatefulSets is off (StatefulSet db)",
 		"10m0s (fixed) (namespace default)",
 	} {
 		if !strings.Contains(out, want) {

@@ -38,13 +38,12 @@ type Entry struct {
 	// its namespace asked for it, or no StatefulSet is known for it).
 	Retention string `json:"retention,omitempty"`
 	// StatefulSet is the StatefulSet the reservation follows, as
-	// checkpointd last saw it.
+	// stickyip-controller last described it (why: what keeps it, and
+	// what would end it).
 	StatefulSet *reservation.StatefulSetRef `json:"statefulSet,omitempty"`
-	// Keep says where the reservation's end comes from, as the table's
-	// KEEP column: "10m0s", "while StatefulSet db retains it (whenScaled:
-	// Retain, whenDeleted: Delete; 10m0s)", "10m0s after StatefulSet db was
-	// deleted (whenDeleted: Retain)", "10m0s after db-0 was claimed by node
-	// node2 (StatefulSet db)".
+	// Keep says what would end the reservation, as the table's KEEP
+	// column: "10m0s", "StatefulSet db: <the controller's account> (10m0s
+	// once following stops)", "10m0s from <time>: <why> (StatefulSet db)".
 	Keep        string     `json:"keep,omitempty"`
 	Imported    bool       `json:"imported,omitempty"`
 	AllocatedAt time.Time  `json:"allocatedAt"`
@@ -198,27 +197,23 @@ func entryOf(dataDir, network string, r *reservation.Record) Entry {
 }
 
 // retentionOf says how a record's reservation ends: "statefulset" or
-// "fixed", and where its end comes from, in words.
+// "fixed", and what would end it, in words: stickyip-controller's account
+// for one its StatefulSet keeps.
 func retentionOf(r *reservation.Record) (retention, keep string) {
 	w := r.StatefulSet
 	switch {
+	case r.Follows() && w.Why != "":
+		return "statefulset", fmt.Sprintf("StatefulSet %s: %s (%s once following stops)", w.Name, w.Why, r.Duration)
 	case r.Follows():
-		return "statefulset", fmt.Sprintf("while StatefulSet %s retains it (whenScaled: %s, whenDeleted: %s; %s)",
-			w.Name, policy(w.WhenScaled), policy(w.WhenDeleted), r.Duration)
-	case w != nil && !w.EndedAt.IsZero() && w.MovedTo != "" && r.Retention != contract.RetentionFixed:
-		return "fixed", fmt.Sprintf("%s after %s was claimed by node %s (StatefulSet %s)", r.Duration, r.Identity.Name, w.MovedTo, w.Name)
+		return "statefulset", fmt.Sprintf("while StatefulSet %s keeps the pod's volume claim, as stickyip-controller says (%s once following stops)", w.Name, r.Duration)
 	case w != nil && !w.EndedAt.IsZero() && r.Retention != contract.RetentionFixed:
-		return "fixed", fmt.Sprintf("%s after StatefulSet %s was deleted (whenDeleted: %s)", r.Duration, w.Name, policy(w.WhenDeleted))
+		why := w.Why
+		if why == "" {
+			why = "its StatefulSet no longer keeps it"
+		}
+		return "fixed", fmt.Sprintf("%s from %s: %s (StatefulSet %s)", r.Duration, w.EndedAt.UTC().Format(time.RFC3339), why, w.Name)
 	case r.Retention == contract.RetentionFixed:
 		return "fixed", r.Duration.String() + " (fixed)"
 	}
 	return "fixed", r.Duration.String()
-}
-
-// policy names a recorded retention policy; not known reads as Retain.
-func policy(p string) string {
-	if p == "" {
-		return contract.PolicyRetain + " (not known)"
-	}
-	return p
 }

@@ -29,7 +29,7 @@ import (
 	"github.com/stickyip/stickyip/reservation/boltstore"
 )
 
-// CNI error codes stickyip uses beyond the spec's own (the table: docs/plugin.md,
+// CNI error codes stickyip uses beyond the spec's own (the table: docs/troubleshooting.md,
 // "CNI errors").
 const (
 	CodePoolExhausted   uint = 100
@@ -217,7 +217,7 @@ func ToCNIError(err error) *types.Error {
 		code, hint = types.ErrTryAgainLater, "the kubelet retries; checkpointd reads the placement index as soon as the API server answers"
 	case errors.Is(err, reservation.ErrAwaiting):
 		code, hint = types.ErrTryAgainLater, "the kubelet retries; checkpointd reads this node's placement entries as soon as the API server answers, "+
-			"then the store is created with the reservations they list; on a node without checkpointd, set ipam.newStoreWait to 0s (docs/checkpointd.md, \"A re-installed node\")"
+			"then the store is created with the reservations they list; on a node without checkpointd, set ipam.newStoreWait to 0s (docs/troubleshooting.md, \"Error 11\")"
 	case errors.Is(err, ipam.ErrRangeRetired):
 		code, hint = types.ErrTryAgainLater, "the node's pod CIDR changed; the kubelet retries until the network's configuration has the new range"
 	case errors.Is(err, reservation.ErrLocked):

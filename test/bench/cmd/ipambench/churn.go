@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -10,12 +9,9 @@ import (
 	"sync"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/stickyip/stickyip/checkpointd/checkpoint"
-	"github.com/stickyip/stickyip/checkpointd/placement"
-	"github.com/stickyip/stickyip/checkpointd/placement/entry"
 	"github.com/stickyip/stickyip/test/harness"
 )
 
@@ -163,22 +159,6 @@ func (w *churnWatch) times() (saved, published []time.Duration, err error) {
 		published = append(published, d)
 	}
 	return saved, published, w.err
-}
-
-// publishedPods returns the pods the node's placement entries name.
-func publishedPods(c *kubernetes.Clientset) (map[string]bool, error) {
-	cms, err := c.CoreV1().ConfigMaps(memNamespace).List(context.Background(), metav1.ListOptions{LabelSelector: placement.IndexLabel})
-	if err != nil {
-		return nil, err
-	}
-	out := map[string]bool{}
-	for _, cm := range cms.Items {
-		lines, _ := entry.ParseValue(cm.Data[memNode])
-		for _, l := range lines {
-			out[l.Pod] = true
-		}
-	}
-	return out, nil
 }
 
 // durations prints the median and the largest of sorted ds.

@@ -99,7 +99,7 @@ func (b *bench) workloadEmpty() error {
 			fmtDur(cniAdd.median()), fmtDur(cniDel.median()), len(cniDel), ratioTo(cniAdd, hlAdd), ratioTo(cniDel, hlDel),
 			diffTo(hlAdd, cniAdd, hlAdd), diffTo(hlDel, cniDel, hlDel), diffTo(add[kindStickyIP], cniAdd, hlAdd), diffTo(del[kindStickyIP], cniDel, hlDel)))
 	}
-	b.report.note("Workload 1: a DEL of stickyip is journaled, not synced (docs/reliability.md, \"What a DEL guarantees\"); the next ADD commits it with its own change, synced. " +
+	b.report.note("Workload 1: a DEL of stickyip is journaled, not synced (test/reliability/README.md, \"What a DEL guarantees\"); the next ADD commits it with its own change, synced. " +
 		"Every ADD of stickyip commits, with two fdatasyncs (host-local syncs nothing): the ADD target (≤ 0.90 of host-local's ADD) moves with the disk's sync latency. " +
 		"The VERSION row is each binary's process start alone: no call of that plugin can be faster.")
 	return nil

@@ -47,6 +47,8 @@ type config struct {
 	output                    string // the component builds (etcd, kube-apiserver, flanneld)
 	memSeconds                int
 	churnPods                 int
+	controllerBin             string
+	statefulSets              int
 }
 
 func (c config) has(kind string) bool {
@@ -76,7 +78,7 @@ func run() error {
 	flag.StringVar(&cfg.work, "work", ".cache/bench/work", "scratch directory for data dirs (emptied first, removed after unless -keep)")
 	flag.BoolVar(&cfg.keep, "keep", false, "keep the scratch directory")
 	flag.StringVar(&cfg.results, "results", "results", "directory for results/bench-<timestamp>.md (\"\" = do not write)")
-	flag.StringVar(&workloads, "workloads", "1,2,3,4,5,6,7,8", "workloads to run (comma-separated numbers)")
+	flag.StringVar(&workloads, "workloads", "1,2,3,4,5,6,7,8", "workloads to run (comma-separated numbers; 9, the StatefulSets no node runs, only when named: make bench-statefulsets)")
 	flag.IntVar(&cfg.nEmpty, "n-empty", 300, "workload 1: ADD+DEL pairs per plugin")
 	flag.IntVar(&cfg.nFull, "n-full", 10, "workload 2: ADDs into the 99.98%-full /16 per plugin")
 	flag.IntVar(&cfg.nDel, "n-del", 10, "workload 2: DELs of an unknown container with 60,000 allocations")
@@ -94,6 +96,8 @@ func run() error {
 	flag.StringVar(&cfg.output, "output", harness.OutputDir(), "workload 8: where make e2e-deps put etcd, kube-apiserver (k8s/bin) and flanneld (flannel/bin)")
 	flag.IntVar(&cfg.memSeconds, "mem-seconds", 60, "workload 8: seconds of resident memory and CPU samples of the settled node, once a second (and the shortest span of the churn's CPU)")
 	flag.IntVar(&cfg.churnPods, "churn-pods", 20, "workload 8: pods replaced at once in the burst of churn (at most 110)")
+	flag.StringVar(&cfg.controllerBin, "controller", "bin/stickyip-controller", "workload 9: stickyip-controller binary")
+	flag.IntVar(&cfg.statefulSets, "statefulsets", 20000, "workload 9: StatefulSets no node runs, their status patched for -mem-seconds (one write each a minute at most)")
 	flag.Parse()
 
 	for _, p := range strings.Split(plugins, ",") {
@@ -108,12 +112,12 @@ func run() error {
 	cfg.workloads = map[int]bool{}
 	for _, w := range strings.Split(workloads, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(w))
-		if err != nil || n < 1 || n > 8 {
-			return fmt.Errorf("-workloads: %q is not a workload number 1..8", w)
+		if err != nil || n < 1 || n > 9 {
+			return fmt.Errorf("-workloads: %q is not a workload number 1..9", w)
 		}
 		cfg.workloads[n] = true
 	}
-	for _, p := range []*string{&cfg.stickyipBin, &cfg.hostLocalBin, &cfg.checkpointdBin, &cfg.cniFloorBin, &cfg.work, &cfg.output} {
+	for _, p := range []*string{&cfg.stickyipBin, &cfg.hostLocalBin, &cfg.checkpointdBin, &cfg.cniFloorBin, &cfg.controllerBin, &cfg.work, &cfg.output} {
 		abs, err := filepath.Abs(*p)
 		if err != nil {
 			return err
@@ -164,6 +168,7 @@ func run() error {
 		{6, "switching a full /16 from host-local", b.workloadSwitch},
 		{7, "damaged store on a 110-pod node", b.workloadRebuild},
 		{8, "checkpointd's and flanneld's memory at 110 pods", b.workloadMemory},
+		{9, "checkpointd beside StatefulSets it runs no pod of", b.workloadStatefulSets},
 	}
 	var failed []string
 	for _, s := range steps {

@@ -18,7 +18,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/stickyip/stickyip/checkpointd/checkpoint"
-	"github.com/stickyip/stickyip/checkpointd/placement"
 	"github.com/stickyip/stickyip/checkpointd/reconcile"
 	"github.com/stickyip/stickyip/contract"
 	"github.com/stickyip/stickyip/test/harness"
@@ -186,6 +185,9 @@ func (b *bench) memNode(c *kubernetes.Clientset, t *target, cri *harness.FakeCRI
 	if _, err := c.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: memNamespace}}, metav1.CreateOptions{}); err != nil {
 		return err
 	}
+	if err := installPlacementAPI(c); err != nil {
+		return err
+	}
 	if _, err := c.CoreV1().ServiceAccounts(memNamespace).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{}); err != nil {
 		return err
 	}
@@ -303,18 +305,11 @@ func settled(c *kubernetes.Clientset, checkpoints string) error {
 			saved++
 		}
 	}
-	cms, err := c.CoreV1().ConfigMaps(memNamespace).List(context.Background(), metav1.ListOptions{LabelSelector: placement.IndexLabel})
+	pods, err := publishedPods(c)
 	if err != nil {
 		return err
 	}
-	published := 0
-	for _, cm := range cms.Items {
-		for _, line := range strings.Split(cm.Data[memNode], "\n") {
-			if strings.TrimSpace(line) != "" {
-				published++
-			}
-		}
-	}
+	published := len(pods)
 	if saved < maxPods || published < maxPods {
 		return fmt.Errorf("%d checkpoints saved, %d placement entries published, want %d each", saved, published, maxPods)
 	}

@@ -20,6 +20,8 @@ type report struct {
 	micro    string
 	memory   []memSample
 	churn    *churnResult
+	// statefulSets is workload 9's.
+	statefulSets *stsResult
 }
 
 type latencyRow struct {
@@ -211,6 +213,10 @@ func (r *report) render(w io.Writer) {
 		fmt.Fprintln(w)
 		fmt.Fprintf(w, "From a new pod's Running status to its checkpoint: %s; to its placement entry: %s.\n", durations(c.toSaved), durations(c.toPublished))
 		fmt.Fprintln(w)
+	}
+
+	if r.statefulSets != nil {
+		r.statefulSets.render(w)
 	}
 
 	fmt.Fprintln(w, "## Targets")
