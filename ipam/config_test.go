@@ -259,3 +259,22 @@ func TestPerNamespaceConfig(t *testing.T) {
 		}
 	}
 }
+
+// TestWaitDefaultsAndLimits: the defaults the documentation promises
+// (reservation.reuseDelay 30 s, holderWait 10 s), and holderWait accepted
+// up to a minute, refused beyond it naming the key.
+func TestWaitDefaultsAndLimits(t *testing.T) {
+	load := func(ipam string) (*Config, error) {
+		return LoadConfig([]byte(`{"cniVersion":"1.0.0","name":"n","ipam":{"subnet":"10.2.0.0/24"`+ipam+`}}`), "")
+	}
+	c, err := load("")
+	if err != nil || c.Reservation.ReuseDelay != 30*time.Second || c.HolderWait != 10*time.Second {
+		t.Fatalf("defaults: reuseDelay %v, holderWait %v (%v); want 30s and 10s", c.Reservation.ReuseDelay, c.HolderWait, err)
+	}
+	if c, err := load(`,"holderWait":"1m"`); err != nil || c.HolderWait != time.Minute {
+		t.Fatalf("holderWait 1m: %v (%v)", c.HolderWait, err)
+	}
+	if _, err := load(`,"holderWait":"61s"`); !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), "ipam.holderWait 1m1s is more than 1m0s") {
+		t.Fatalf("holderWait 61s: %v, want a config error naming ipam.holderWait and the limit", err)
+	}
+}

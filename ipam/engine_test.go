@@ -154,6 +154,20 @@ func TestRetriedAddReturnsSameAddress(t *testing.T) {
 	}
 }
 
+// A retried ADD of a dual-stack sandbox returns its addresses in the order
+// of the range sets, as the first ADD did: the runtime takes the first as
+// the pod's primary IP.
+func TestRetriedDualStackAddKeepsRangeSetOrder(t *testing.T) {
+	w := newWorld(t, `{"type":"stickyip","ranges":[[{"subnet":"fd00:1::/64"}],[{"subnet":"10.1.0.0/24"}]]}`)
+	first := w.mustAdd("c1", web)
+	if len(first) != 2 || !strings.Contains(first[0], ":") {
+		t.Fatalf("dual-stack ADD got %v, want the IPv6 range set's address first", first)
+	}
+	if again := w.mustAdd("c1", web); !slices.Equal(again, first) {
+		t.Fatalf("retried ADD got %v, want %v", again, first)
+	}
+}
+
 func TestRequestedIPs(t *testing.T) {
 	w := newWorld(t, v4Small)
 	if ips := w.mustAdd("c1", anon(1), "10.1.0.5"); ips[0] != "10.1.0.5" {

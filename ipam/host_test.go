@@ -3,10 +3,13 @@ package ipam
 import (
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stickyip/stickyip/reservation"
+	"github.com/stickyip/stickyip/test/harness/strict"
 )
 
 func TestNetnsGoneIsConservative(t *testing.T) {
@@ -68,9 +71,28 @@ func TestImportedAllocationReleasedWhenHostLocalFreesIt(t *testing.T) {
 func TestBootID(t *testing.T) {
 	b, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
 	if err != nil {
-		t.Skip(err)
+		strict.Missing(t, "%v", err)
 	}
 	if got, want := bootID(), strings.TrimSpace(string(b)); got != want || len(got) != 36 {
 		t.Fatalf("bootID() = %q, want %q", got, want)
+	}
+}
+
+// TestBootTime: the boot's start is /proc/stat's btime, in UTC.
+func TestBootTime(t *testing.T) {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		strict.Missing(t, "%v", err)
+	}
+	var want int64 = -1
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "btime "); ok {
+			if want, err = strconv.ParseInt(v, 10, 64); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if got := bootTime(); got.Unix() != want || got.Location() != time.UTC {
+		t.Fatalf("bootTime() = %v, want btime %d in UTC", got, want)
 	}
 }

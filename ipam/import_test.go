@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/stickyip/stickyip/reservation"
 	"github.com/stickyip/stickyip/reservation/fake"
+	"github.com/stickyip/stickyip/test/harness/strict"
 )
 
 // roomy is a Txn with or without room for a bulk load.
@@ -186,11 +188,7 @@ func TestImportFilesOfAnotherOwner(t *testing.T) {
 		return
 	}
 	if os.Geteuid() != 0 {
-		// harness.Missing, which this package cannot import (harness imports it).
-		if os.Getenv("STICKYIP_STRICT") != "" {
-			t.Fatal("needs root: the files belong to root, the import runs as nobody")
-		}
-		t.Skip("needs root: the files belong to root, the import runs as nobody (CI runs as root)")
+		strict.Missing(t, "needs root: the files belong to root, the import runs as nobody")
 	}
 	dir := hostLocalDir(t, 8)
 	for _, p := range []string{dir, filepath.Dir(dir)} {
@@ -214,5 +212,75 @@ func TestImportFilesOfAnotherOwner(t *testing.T) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
 	if out, err := cmd.CombinedOutput(); err != nil || !strings.Contains(string(out), "PASS") {
 		t.Fatalf("import as nobody of root's files: %v\n%s", err, out)
+	}
+}
+
+// An address host-local lists that stickyip already records keeps
+// stickyip's record; when another container holds it there, the log says
+// so, naming both, and when the same container does, it says nothing.
+func TestImportKeepsStickyipsRecord(t *testing.T) {
+	dir := hostLocalDir(t, 2) // 10.100.0.2 and .3
+	hostLocal := map[string]string{}
+	for _, ip := range []string{"10.100.0.2", "10.100.0.3"} {
+		b, err := os.ReadFile(filepath.Join(dir, ip))
+		if err != nil {
+			t.Fatal(err)
+		}
+		hostLocal[ip], _, _ = strings.Cut(string(b), "\r\n")
+	}
+	st := fake.New()
+	if err := st.Update("n", func(tx reservation.Txn) error {
+		for ip, cid := range map[string]string{"10.100.0.2": "stickyip-pod", "10.100.0.3": hostLocal["10.100.0.3"]} {
+			if err := tx.Put(&reservation.Record{IP: netip.MustParseAddr(ip), State: reservation.Allocated, ContainerID: cid, IfName: "eth0"}); err != nil {
+				return err
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	var log strings.Builder
+	if err := st.Update("n", func(tx reservation.Txn) error {
+		_, err := (&HostLocal{Dir: dir}).Import(tx, nil, "b", time.Now(), slog.New(slog.NewTextHandler(&log, &slog.HandlerOptions{Level: slog.LevelWarn})))
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	_ = st.View("n", func(tx reservation.Txn) error {
+		if r, _ := tx.Get(netip.MustParseAddr("10.100.0.2")); r == nil || r.ContainerID != "stickyip-pod" || r.Imported {
+			t.Errorf("10.100.0.2: %+v, want stickyip's record kept", r)
+		}
+		return nil
+	})
+	lines := strings.Split(strings.TrimSpace(log.String()), "\n")
+	if len(lines) != 1 || !strings.Contains(lines[0], "ip=10.100.0.2") || !strings.Contains(lines[0], "hostLocalContainer="+hostLocal["10.100.0.2"]) ||
+		!strings.Contains(lines[0], "kept stickyip's record") {
+		t.Errorf("warnings:\n%s\nwant one, on 10.100.0.2, naming host-local's container", log.String())
+	}
+}
+
+// Until host-local's allocations are imported, housekeeping is due (a DEL,
+// the node's first call after the switch, runs it); once they are, it is
+// not.
+func TestHousekeepingDueUntilImported(t *testing.T) {
+	w := newWorld(t, `{"type":"stickyip","subnet":"10.100.0.0/24"}`)
+	w.eng.hostLocalDir = hostLocalDir(t, 2)
+	due := func() bool {
+		t.Helper()
+		var due bool
+		if err := w.store.View("net1", func(tx reservation.Txn) (err error) { due, err = w.eng.housekeepingDue(tx, w.now); return err }); err != nil {
+			t.Fatal(err)
+		}
+		return due
+	}
+	if !due() {
+		t.Fatal("housekeeping not due before host-local's allocations are imported")
+	}
+	w.del("no-such-container")
+	if w.stateOf("10.100.0.2") != reservation.Allocated {
+		t.Fatalf("after the first DEL: %+v, want host-local's allocations imported", w.records())
+	}
+	if due() {
+		t.Fatal("housekeeping still due after the import")
 	}
 }

@@ -117,3 +117,18 @@ func TestNodeRangesUnchanged(t *testing.T) {
 		t.Errorf("no pod CIDR: %v, want ErrInvalidArgs", err)
 	}
 }
+
+// NodeHolds: an address is the node's while it is in the network's ranges
+// and in no pod CIDR the node has lost; only those get a placement record.
+func TestNodeHolds(t *testing.T) {
+	w := newWorld(t, `{"type":"stickyip","ranges":[[{"subnet":"10.211.1.0/24"}],[{"subnet":"10.212.1.0/24"}]]}`)
+	n := NodeRanges{Current: []netip.Prefix{netip.MustParsePrefix("10.212.1.0/24")}, Retired: []netip.Prefix{netip.MustParsePrefix("10.211.1.0/24")}}
+	for ip, want := range map[string]bool{"10.212.1.5": true, "10.211.1.5": false, "10.213.1.5": false} {
+		if got := w.eng.NodeHolds(n, netip.MustParseAddr(ip)); got != want {
+			t.Errorf("NodeHolds(%s) = %v, want %v", ip, got, want)
+		}
+	}
+	if !w.eng.NodeHolds(NodeRanges{}, netip.MustParseAddr("10.211.1.5")) {
+		t.Error("no pod CIDR recorded: an address of the ranges is not the node's")
+	}
+}

@@ -255,3 +255,45 @@ func TestRebuildOnlyIntoAnEmptyNetwork(t *testing.T) {
 		t.Fatal("Rebuild into a network with records succeeded")
 	}
 }
+
+// An index entry its StatefulSet kept, restored onto the reservation a
+// checkpoint already gave back, makes that reservation follow the
+// StatefulSet (held); an allocation of the same pod stays as it is.
+func TestRestoreKeptByStatefulSet(t *testing.T) {
+	w := newWorld(t, v4Rebuild)
+	web0 := reservation.Identity{Namespace: "apps", Name: "web-0", IfName: "eth0"}
+	web1 := reservation.Identity{Namespace: "apps", Name: "web-1", IfName: "eth0"}
+	w.putRecord(&reservation.Record{IP: netip.MustParseAddr("10.1.0.3"), State: reservation.Reserved, Identity: web0, Duration: time.Hour,
+		ReleasedAt: w.now, ExpiresAt: w.now.Add(time.Hour)})
+	w.putRecord(&reservation.Record{IP: netip.MustParseAddr("10.1.0.4"), State: reservation.Allocated, Identity: web1, ContainerID: "c-web-1",
+		IfName: "eth0", Duration: time.Hour, BootID: "boot-1"})
+	err := w.store.Update("net1", func(tx reservation.Txn) error {
+		_, err := w.eng.RestoreReservations(tx, []Restored{
+			{Identity: web0, IPs: []netip.Addr{netip.MustParseAddr("10.1.0.3")}, Retained: true, Duration: time.Hour, From: "index"},
+			{Identity: web1, IPs: []netip.Addr{netip.MustParseAddr("10.1.0.4")}, Retained: true, Duration: time.Hour, From: "index"},
+		})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := w.record("10.1.0.3"); r.State != reservation.Reserved || r.StatefulSet == nil || r.StatefulSet.Name != "web" {
+		t.Fatalf("apps/web-0's reservation %+v, want it following StatefulSet web", r)
+	}
+	if r := w.record("10.1.0.4"); r.State != reservation.Allocated || r.StatefulSet != nil || r.ContainerID != "c-web-1" {
+		t.Fatalf("apps/web-1's allocation %+v, want it unchanged", r)
+	}
+}
+
+// A rebuild with a reuse delay leaves the address of a plain sandbox that
+// is gone cooling, and its report counts it.
+func TestRebuildCountsCooling(t *testing.T) {
+	w := newWorld(t, v4Rebuild)
+	w.eng.reuseDelay = time.Minute
+	gone := attachment("c-gone", "apps", "plain", "u2", "10.1.0.4", nil)
+	w.dead[gone.Netns] = true
+	rep := w.rebuild([]Attachment{gone, attachment("c-live", "apps", "live", "u3", "10.1.0.5", nil)}, nil, time.Time{})
+	if rep.Cooling != 1 || rep.Allocated != 1 || w.stateOf("10.1.0.4") != reservation.Cooling {
+		t.Fatalf("report %+v, records %+v; want the gone sandbox's address cooling and counted", rep, w.records())
+	}
+}

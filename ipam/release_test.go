@@ -80,8 +80,17 @@ func TestNetworkEngine(t *testing.T) {
 		{"other", dataDir, "other is not configured in " + confDir},
 		{"net1", t.TempDir(), "keeps its records in " + dataDir},
 	} {
-		if _, err := NetworkEngine(confDir, tc.network, tc.dataDir, Env{}); !errors.Is(err, ErrNoNetworkConfig) || !strings.Contains(err.Error(), tc.mention) {
-			t.Errorf("NetworkEngine(%s, %s): %v; want ErrNoNetworkConfig mentioning %q", tc.network, tc.dataDir, err, tc.mention)
+		if _, err := NetworkEngine(confDir, tc.network, tc.dataDir, Env{}); !errors.Is(err, ErrNoNetworkConfig) || !strings.Contains(err.Error(), tc.mention) ||
+			strings.Contains(err.Error(), "skipped files") {
+			t.Errorf("NetworkEngine(%s, %s): %v; want ErrNoNetworkConfig mentioning %q, and no skipped file", tc.network, tc.dataDir, err, tc.mention)
 		}
+	}
+	// A file skipped may have configured the network: the error names it.
+	broken := filepath.Join(confDir, "20-other.conflist")
+	if err := os.WriteFile(broken, []byte(`{"name":`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := NetworkEngine(confDir, "other", dataDir, Env{}); !errors.Is(err, ErrNoNetworkConfig) || !strings.Contains(err.Error(), "(skipped files: "+broken) {
+		t.Errorf("network other with a file skipped: %v, want the skipped file named", err)
 	}
 }

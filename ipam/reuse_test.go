@@ -217,4 +217,10 @@ func TestSummary(t *testing.T) {
 	if got := summary(); got != want {
 		t.Fatalf("after the delay: %+v, want %+v", got, want)
 	}
+	// A record in no range set (the range changed) counts as outside.
+	w.putRecord(&reservation.Record{IP: netip.MustParseAddr("10.2.0.9"), State: reservation.Allocated, ContainerID: "old", IfName: "eth0", BootID: "boot-1"})
+	var outside int
+	if err := w.store.View("net1", func(tx reservation.Txn) (err error) { _, outside, err = w.eng.Summary(tx, w.now); return err }); err != nil || outside != 1 {
+		t.Fatalf("a record outside the ranges: outside %d (%v), want 1", outside, err)
+	}
 }

@@ -146,6 +146,25 @@ func TestEarlierVersionsGatewayRecords(t *testing.T) {
 			}
 		}
 	})
+	t.Run("stickyip check names each record on an unassignable address and what becomes of it", func(t *testing.T) {
+		w := newWorld(t, v4Small)
+		w.putRecord(&reservation.Record{IP: gw, State: reservation.Reserved, Identity: attacker, Duration: time.Hour,
+			ReleasedAt: w.now, ExpiresAt: w.now.Add(time.Hour)})
+		w.putRecord(&reservation.Record{IP: netip.MustParseAddr("10.1.0.7"), State: reservation.Allocated, ContainerID: "c-bc", IfName: "eth0", BootID: "boot-1"})
+		w.putRecord(&reservation.Record{IP: netip.MustParseAddr("10.1.0.0"), State: reservation.Cooling, LastIdentity: attacker,
+			ReleasedAt: w.now, ExpiresAt: w.now.Add(time.Minute)})
+		w.mustAdd("c1", anon(1))
+		var got []string
+		if err := w.store.View("net1", func(tx reservation.Txn) (err error) { got, err = w.eng.UnassignableRecords(tx); return err }); err != nil {
+			t.Fatal(err)
+		}
+		all := strings.Join(got, "\n")
+		if len(got) != 3 || !strings.Contains(all, "10.1.0.1 is the gateway") || !strings.Contains(all, "`stickyip release tenant/x` drops it") ||
+			!strings.Contains(all, "10.1.0.7 is the broadcast address") || !strings.Contains(all, "delete that pod") ||
+			!strings.Contains(all, "10.1.0.0 is the network address") || !strings.Contains(all, "dropped when its delay ends") {
+			t.Fatalf("UnassignableRecords:\n%s\nwant the gateway, broadcast and network records, each with its fate", all)
+		}
+	})
 	t.Run("a retried ADD of the sandbox holding the gateway gets another address", func(t *testing.T) {
 		w := newWorld(t, v4Small)
 		w.putRecord(&reservation.Record{IP: gw, State: reservation.Allocated, ContainerID: "c-gw", IfName: "eth0", Identity: attacker, BootID: "boot-1"})

@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stickyip/stickyip/contract"
 )
@@ -83,4 +84,61 @@ func FuzzNetworkStores(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestStoreMaxDuration: no reservation in a store outlives the longest
+// reservation.maxDuration of the networks that keep their records there
+// (the default when none says); a network of another store does not count,
+// and a reservation block that does not load is an error naming its file.
+func TestStoreMaxDuration(t *testing.T) {
+	dir := t.TempDir()
+	writeConfFile(t, dir, "10-a.conflist", `{"name":"a","plugins":[{"type":"bridge","ipam":{"type":"stickyip","dataDir":"/var/lib/s","reservation":{"maxDuration":"2h"}}}]}`)
+	writeConfFile(t, dir, "20-b.conflist", `{"name":"b","plugins":[{"type":"bridge","ipam":{"type":"stickyip","dataDir":"/var/lib/s/","reservation":{"maxDuration":"6h"}}}]}`)
+	writeConfFile(t, dir, "30-c.conflist", `{"name":"c","plugins":[{"type":"bridge","ipam":{"type":"stickyip","dataDir":"/var/lib/other","reservation":{"maxDuration":"48h"}}}]}`)
+	writeConfFile(t, dir, "40-d.conflist", `{"name":"d","plugins":[{"type":"bridge","ipam":{"type":"host-local","dataDir":"/var/lib/s"}}]}`)
+	if d, err := StoreMaxDuration(dir, "/var/lib/s"); err != nil || d != 6*time.Hour {
+		t.Fatalf("two networks in /var/lib/s: %v (%v), want 6h", d, err)
+	}
+	if d, err := StoreMaxDuration(dir, "/var/lib/none"); err != nil || d != contract.DefaultMaxDuration {
+		t.Fatalf("no network in the store: %v (%v), want the default %v", d, err, contract.DefaultMaxDuration)
+	}
+	bad := writeConfFile(t, dir, "50-e.conflist", `{"name":"e","plugins":[{"type":"bridge","ipam":{"type":"stickyip","dataDir":"/var/lib/s","reservation":{"maxDuration":"forever"}}}]}`)
+	if _, err := StoreMaxDuration(dir, "/var/lib/s"); err == nil || !strings.Contains(err.Error(), bad) || !strings.Contains(err.Error(), "ipam.reservation.maxDuration") {
+		t.Fatalf("a maxDuration that does not parse: %v, want an error naming %s and the key", err, bad)
+	}
+	if _, err := StoreMaxDuration(filepath.Join(dir, "["), "/var/lib/s"); err == nil {
+		t.Fatal("a directory the glob cannot read: no error")
+	}
+}
+
+// TestStickyipNetworks: the stickyip networks of a conf dir, parsed as a
+// call would be; a flannel network without ranges takes its node subnet
+// from the subnet file, and one whose subnet file cannot be read is a
+// problem naming it.
+func TestStickyipNetworks(t *testing.T) {
+	dir := t.TempDir()
+	subnet := writeConfFile(t, dir, "subnet.env", "FLANNEL_NETWORK=10.244.0.0/16\nFLANNEL_SUBNET=10.244.3.1/24\nFLANNEL_MTU=1450\nFLANNEL_IPMASQ=true\n")
+	writeConfFile(t, dir, "10-flannel.conflist", `{"name":"cbr0","cniVersion":"0.3.1","plugins":[{"type":"flannel","subnetFile":"`+subnet+`","ipam":{"type":"stickyip"}}]}`)
+	writeConfFile(t, dir, "20-gone.conflist", `{"name":"gone","plugins":[{"type":"flannel","subnetFile":"/nonexistent/subnet.env","ipam":{"type":"stickyip"}}]}`)
+	writeConfFile(t, dir, "30-edge.conflist", `{"name":"edge","cniVersion":"1.0.0","plugins":[{"type":"macvlan","ipam":{"type":"stickyip","subnet":"192.168.5.0/24"}}]}`)
+	writeConfFile(t, dir, "40-plain.conf", `{"name":"plain","type":"bridge","ipam":{"type":"host-local","subnet":"10.9.0.0/24"}}`)
+	nets, problems, err := StickyipNetworks(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, name := range []string{"cbr0", "edge", "gone", "plain"} {
+		if n, ok := nets[name]; ok {
+			got = append(got, name+" "+n.Ranges[0].String())
+		}
+	}
+	if want := []string{"cbr0 10.244.3.1-10.244.3.254", "edge 192.168.5.1-192.168.5.254"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("stickyip networks %v, want %v", got, want)
+	}
+	if all := strings.Join(problems, "\n"); len(problems) != 1 || !strings.Contains(all, "network gone: flannel's subnet file") {
+		t.Errorf("problems %q, want the network whose subnet file cannot be read", problems)
+	}
+	if _, _, err := StickyipNetworks(filepath.Join(dir, "[")); err == nil {
+		t.Error("a directory the glob cannot read: no error")
+	}
 }

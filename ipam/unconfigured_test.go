@@ -50,6 +50,12 @@ func TestUnconfiguredNetworks(t *testing.T) {
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("UnconfiguredNetworks:\n got %+v\nwant %+v", got, want)
 	}
+	// The only stickyip network of a conf dir, moved to another store.
+	alone := t.TempDir()
+	movedAlone := writeConfFile(t, alone, "20-moved.conflist", `{"name":"moved","plugins":[{"type":"bridge","ipam":{"type":"stickyip","subnet":"10.3.0.0/24","dataDir":"/elsewhere"}}]}`)
+	if got, err := UnconfiguredNetworks(alone, dataDir, entries[5:6], now); err != nil || len(got) != 1 || got[0].Now != movedAlone+" keeps its records in /elsewhere" {
+		t.Errorf("UnconfiguredNetworks of a dir configuring moved alone: %+v (%v)", got, err)
+	}
 	// The same records, seen from /elsewhere: only "moved" is configured there.
 	if got, _ := UnconfiguredNetworks(dir, "/elsewhere/", entries[5:6], now); len(got) != 0 {
 		t.Errorf("moved's record in its configured store reported: %+v", got)

@@ -71,6 +71,7 @@ type parts struct {
 	rec     *reconcile.Reconciler
 	pub     *placement.Publisher // nil: placement off
 	watcher *placement.Watcher   // the node's NodeRecord; nil: placement off
+	records placement.API        // the publisher's client of the record (its own rate limit); nil: placement off
 	follow  *retention.Follower  // nil: no IPAM store
 	m       *metrics.Metrics
 	memory  *memoryReleaser
@@ -84,6 +85,9 @@ func (p *parts) close(log *slog.Logger) {
 	}
 }
 
+// restConfig is config.RestConfig (a test lowers its rate limit).
+var restConfig = config.RestConfig
+
 // build connects checkpointd's parts: API and CRI clients, the checkpoint,
 // contact, boot and IPAM stores, the flannel lease keeper, the placement
 // publisher and the reconciler.
@@ -91,7 +95,7 @@ func build(cfg config.Config, pol policy.Policy) (*parts, error) {
 	log := cfg.Log
 	// client-go logs through klog: send it to the same structured log.
 	klog.SetSlogLogger(log.With("component", "client-go"))
-	rc, err := config.RestConfig(cfg.Kubeconfig, cfg.Timeout)
+	rc, err := restConfig(cfg.Kubeconfig, cfg.Timeout)
 	if err != nil {
 		return nil, err
 	}
@@ -188,6 +192,7 @@ func (p *parts) buildStoreParts(cfg config.Config, cs *kube.REST, store *ipamsto
 		}
 		plog := log.With("component", "placement")
 		records := placement.NewAPI(pc, cfg.NodeName)
+		p.records = records
 		p.watcher = placement.NewWatcher(cs, cfg.NodeName, plog)
 		p.pub = placement.New(records, placement.Options{Node: cfg.NodeName,
 			Store: rebuild.Published{Store: o}, Holds: o.holds, NodeObject: p.api.Node, Record: p.watcher.Record,

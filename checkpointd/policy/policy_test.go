@@ -90,4 +90,11 @@ func TestParse(t *testing.T) {
 	if none.Evaluate(basePod("kube-system")).Allowed {
 		t.Error("an empty allowlist allowed a pod")
 	}
+	// What the start-up log says.
+	if got := p.String(); got != "namespaces=infra,kube-system privileged=infra" {
+		t.Errorf("String() = %q", got)
+	}
+	if got := none.String(); got != "namespaces=none privileged=none" {
+		t.Errorf("String() of the empty policy = %q", got)
+	}
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/stickyip/stickyip/contract"
 	"github.com/stickyip/stickyip/ipam"
 	"github.com/stickyip/stickyip/reservation"
+	testharness "github.com/stickyip/stickyip/test/harness"
 )
 
 // TestRestoreAndHandBack walks the main scenario: save, an outage without a
@@ -371,7 +372,7 @@ func TestUnsupportedPodReadsNothing(t *testing.T) {
 // reaches them.
 func TestFilesReadableByThePodsUser(t *testing.T) {
 	if os.Geteuid() != 0 {
-		t.Skip("needs root to give files the pod's fsGroup")
+		testharness.Missing(t, "needs root to give files the pod's fsGroup")
 	}
 	old := syscall.Umask(0o077)
 	defer syscall.Umask(old)

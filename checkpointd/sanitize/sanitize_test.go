@@ -187,6 +187,10 @@ func TestManifestIsAStaticPod(t *testing.T) {
 	if pod.Name != "db-0" || pod.Namespace != "prod" {
 		t.Errorf("identity %s/%s, want prod/db-0", pod.Namespace, pod.Name)
 	}
+	// Services and NetworkPolicies select the copy by them.
+	if len(pod.Labels) != 1 || pod.Labels["app"] != "db" {
+		t.Errorf("labels %v, want the parent's app=db", pod.Labels)
+	}
 	wantAnn := map[string]string{
 		contract.AnnotationCheckpointOf:     "prod/db-0",
 		contract.AnnotationCheckpointUID:    "1111-2222",
@@ -263,6 +267,12 @@ func TestManifestVolumes(t *testing.T) {
 	if len(res.Files) != len(want) {
 		t.Errorf("%d files, want %d: %+v", len(res.Files), len(want), res.Files)
 	}
+	// In path order: the same checkpoint gives the same files, in the same order.
+	for i := 1; i < len(res.Files); i++ {
+		if res.Files[i-1].Path > res.Files[i].Path {
+			t.Errorf("files out of order: %s before %s", res.Files[i-1].Path, res.Files[i].Path)
+		}
+	}
 	for _, f := range res.Files {
 		w, ok := want[f.Path]
 		if !ok {
@@ -334,6 +344,13 @@ func TestManifestEnv(t *testing.T) {
 	data, _ := Marshal(res.Pod)
 	if strings.Contains(string(data), "KEY") || strings.Contains(string(data), "CRT") {
 		t.Error("secret data appears in the manifest")
+	}
+
+	// Nothing to drop, nothing said.
+	rec := apiRecord()
+	rec.Pod.Spec.ImagePullSecrets = []corev1.LocalObjectReference{}
+	if res, err := Manifest(rec, Options{VolumeDir: "/run/ckd"}); err != nil || strings.Contains(strings.Join(res.Warnings, "\n"), "imagePullSecrets") {
+		t.Errorf("a pod without imagePullSecrets: warnings %q (%v)", res.Warnings, err)
 	}
 }
 
@@ -485,6 +502,22 @@ func TestValidate(t *testing.T) {
 	if err := Validate(res.Pod, "node1"); err != nil {
 		t.Fatalf("valid copy rejected: %v", err)
 	}
+	noSubdomain := res.Pod.DeepCopy()
+	noSubdomain.Spec.Subdomain = ""
+	if err := Validate(noSubdomain, "node1"); err != nil {
+		t.Fatalf("valid copy without a subdomain rejected: %v", err)
+	}
+	// The annotations' keys and values together may fill the API's limit
+	// exactly.
+	atLimit := res.Pod.DeepCopy()
+	size := 0
+	for k, v := range atLimit.Annotations {
+		size += len(k) + len(v)
+	}
+	atLimit.Annotations["example.com/big"] = strings.Repeat("x", maxAnnotationsSize-size-len("example.com/big"))
+	if err := Validate(atLimit, "node1"); err != nil {
+		t.Fatalf("annotations of exactly %d bytes rejected: %v", maxAnnotationsSize, err)
+	}
 	for name, tc := range map[string]struct {
 		mut  func(*corev1.Pod)
 		node string
@@ -497,8 +530,12 @@ func TestValidate(t *testing.T) {
 		"bad env name": {func(p *corev1.Pod) {
 			p.Spec.Containers[0].Env = append(p.Spec.Containers[0].Env, corev1.EnvVar{Name: "A=B"})
 		}, "node1", "env"},
-		"no image":                    {func(p *corev1.Pod) { p.Spec.Containers[0].Image = "" }, "node1", "image"},
-		"bad annotation key":          {func(p *corev1.Pod) { p.Annotations["bad key!"] = "x" }, "node1", "annotations"},
+		"no image":           {func(p *corev1.Pod) { p.Spec.Containers[0].Image = "" }, "node1", "image"},
+		"bad annotation key": {func(p *corev1.Pod) { p.Annotations["bad key!"] = "x" }, "node1", "annotations"},
+		"annotations too large": {func(p *corev1.Pod) {
+			p.Annotations["example.com/big"] = strings.Repeat("x", maxAnnotationsSize)
+		}, "node1", "metadata.annotations: Too long"},
+		"subdomain with a dot":        {func(p *corev1.Pod) { p.Spec.Subdomain = "a.b" }, "node1", "spec.subdomain"},
 		"node name makes it too long": {func(p *corev1.Pod) {}, strings.Repeat("n", 250), "metadata.name"},
 	} {
 		p := res.Pod.DeepCopy()

@@ -36,6 +36,11 @@ func TestReplacementOf(t *testing.T) {
 		{"ReplicaSet, admission defaults", rs, defaults, false, 300 * time.Second},
 		{"ReplicaSet, no toleration: replaced at once", rs, nil, false, 0},
 		{"ReplicaSet, only unreachable tolerated: not-ready evicts at once", rs, defaults[1:], false, 0},
+		{"ReplicaSet, only not-ready tolerated: unreachable evicts at once", rs, defaults[:1], false, 0},
+		{"a toleration of another taint (Exists) does not count", rs, []corev1.Toleration{
+			{Key: "example.com/other", Operator: corev1.TolerationOpExists, TolerationSeconds: secs(600)}}, false, 0},
+		{"a toleration of another taint (Equal) does not count", rs, []corev1.Toleration{
+			{Key: "example.com/other", Operator: corev1.TolerationOpEqual, TolerationSeconds: secs(600)}}, false, 0},
 		{"ReplicaSet, shorter not-ready wins", rs, []corev1.Toleration{
 			{Key: TaintNotReady, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute, TolerationSeconds: secs(20)},
 			defaults[1]}, false, 20 * time.Second},

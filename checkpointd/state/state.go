@@ -180,9 +180,6 @@ type Actions struct {
 	DropCheckpoint bool
 }
 
-// None reports whether no action is needed.
-func (a Actions) None() bool { return a == Actions{} }
-
 func (a Actions) String() string {
 	var s []string
 	for _, f := range []struct {

@@ -93,6 +93,45 @@ func TestRecordCodec(t *testing.T) {
 	}
 }
 
+// TestAppendString: a string is written as json.Marshal writes it, every
+// byte alone and between plain ones (the plain ones straight, the others
+// as encoding/json escapes them).
+func TestAppendString(t *testing.T) {
+	for c := range 256 {
+		for _, s := range []string{string([]byte{byte(c)}), "a" + string([]byte{byte(c)}) + "b"} {
+			want, _ := json.Marshal(s)
+			if got := appendString([]byte("x"), s); !bytes.Equal(got, append([]byte("x"), want...)) {
+				t.Fatalf("appendString(%q) = %s, json.Marshal %s", s, got[1:], want)
+			}
+		}
+	}
+}
+
+// TestFastPathReads: what the fast path must read itself (the point of
+// the codec: no encoding/json on a store's every read), as json.Unmarshal
+// reads it: numbers with every digit, signs, strings with spaces or none
+// at all, either boolean; and values cut short it must refuse, without
+// reading past the end.
+func TestFastPathReads(t *testing.T) {
+	for _, v := range []string{
+		`{"rangeSet":9}`, `{"rangeSet":-19}`, `{"rangeSet":0}`, `{"duration":1234567890}`, `{"requestedDuration":-5}`,
+		`{"clamped":false}`, `{"clamped":true}`, `{"identity":{"legacy":false,"name":"a"}}`,
+		`{"containerID":""}`, `{"containerID":"a b ~"}`, `{"podName":"é"}`,
+	} {
+		var fast, want reservation.Record
+		if err := json.Unmarshal([]byte(v), &want); err != nil {
+			t.Fatal(err)
+		}
+		if !(&recordReader{p: []byte(v)}).record(&fast) || !reflect.DeepEqual(fast, want) {
+			t.Errorf("fast path on %s: %+v, want it read as %+v", v, fast, want)
+		}
+	}
+	for _, v := range []string{`{"rangeSet":1`, `{"rangeSet":-`, `{"rangeSet":`, `{"duration":12`, `{"clamped":tru`, `{"clamped":fals`,
+		`{"ip":"10.0.0.1`, `{"state":"`, `{"identity":{"name":"a"`, `{"ip":"10.0.0.1",`, `{`} {
+		checkDecode(t, []byte(v))
+	}
+}
+
 // TestRecordCodecEveryField fails when Record, or a struct it holds
 // (Identity, as Identity and LastIdentity), gains a field the codec does
 // not write or read: each field at every depth is set in turn, alone, and

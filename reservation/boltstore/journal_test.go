@@ -16,6 +16,7 @@ import (
 
 	"github.com/stickyip/stickyip/reservation"
 	"github.com/stickyip/stickyip/reservation/storetest"
+	"github.com/stickyip/stickyip/test/harness/strict"
 )
 
 // The Txn contract holds when every change goes through the journal: each
@@ -208,6 +209,18 @@ func TestJournalBounds(t *testing.T) {
 	if journalHead(s.Dir()) {
 		t.Fatalf("a change of %d records was journaled", maxJournalOps+1)
 	}
+	db := fileBytes(t, s.Path())
+	must(t, s.UpdateJournaled("n", func(tx reservation.Txn) error {
+		for i := range maxJournalOps {
+			if err := tx.Delete(netip.AddrFrom4([4]byte{10, 0, 3, byte(i)})); err != nil {
+				return err
+			}
+		}
+		return nil
+	}))
+	if !journalHead(s.Dir()) || !bytes.Equal(fileBytes(t, s.Path()), db) {
+		t.Fatalf("a change of %d records, the most one entry holds, was not journaled", maxJournalOps)
+	}
 	// Changes that fill the file: the one that does not fit is committed.
 	big := func(third byte) error {
 		return s.UpdateJournaled("n", func(tx reservation.Txn) error {
@@ -265,6 +278,14 @@ func TestJournalEntryEncoding(t *testing.T) {
 			t.Fatalf("a payload cut to %d of %d bytes decoded", n, len(p))
 		}
 	}
+	// The shortest entries: no op, and one whose last field is empty (a
+	// bookkeeping value set to nothing).
+	for _, e := range []journalEntry{{Base: e.Base, Seq: 1}, {Base: e.Base, Seq: 2, Ops: []journalOp{{Net: "n", Meta: &[2]string{"k", ""}}}}} {
+		got, err := decodeEntry(e.encode())
+		if err != nil || got.Seq != e.Seq || len(got.Ops) != len(e.Ops) || len(e.Ops) == 1 && *got.Ops[0].Meta != *e.Ops[0].Meta {
+			t.Fatalf("entry %+v decoded as %+v, %v", e, got, err)
+		}
+	}
 }
 
 // rewriteFirstEntry replaces the payload of s's first journal entry with
@@ -305,4 +326,164 @@ func TestJournalEntryWithABadRecord(t *testing.T) {
 		t.Fatalf("a call sees %v, want [10.0.0.2] (the bad entry ignored)", got)
 	}
 	put(t, s, "10.0.0.4")
+}
+
+// A journal's entries of an earlier database state (a crash between a
+// commit and the voiding of the journal) are ignored, and the next commit
+// voids them: readers then see at once that there are none.
+func TestStaleJournalVoidedByTheNextCommit(t *testing.T) {
+	s := newStore(t)
+	put(t, s, "10.0.0.2")
+	putJournaled(t, s, "10.0.0.3")
+	journal := filepath.Join(s.Dir(), JournalFile)
+	stale := fileBytes(t, journal)
+	put(t, s, "10.0.0.4") // commits 10.0.0.3
+	must(t, s.Update("n", func(tx reservation.Txn) error { return tx.Delete(netip.MustParseAddr("10.0.0.3")) }))
+	must(t, os.WriteFile(journal, stale, 0o600)) // as if the voiding was lost
+	if got := held(t, s); !slices.Equal(got, []string{"10.0.0.2", "10.0.0.4"}) {
+		t.Fatalf("with a stale journal a call sees %v, want [10.0.0.2 10.0.0.4]", got)
+	}
+	put(t, s, "10.0.0.5")
+	if journalHead(s.Dir()) {
+		t.Fatal("a stale journal still heads an entry after a commit")
+	}
+}
+
+// An entry longer than the journal's first page is read whole: every
+// change of a call of maxJournalOps records is seen by the next calls.
+func TestJournalEntryBeyondAPage(t *testing.T) {
+	s := newStore(t)
+	put(t, s, "10.0.9.9")
+	var want []string
+	must(t, s.UpdateJournaled("n", func(tx reservation.Txn) error {
+		for i := range maxJournalOps {
+			ip := netip.AddrFrom4([4]byte{10, 1, 0, byte(i)})
+			want = append(want, ip.String())
+			if err := tx.Put(&reservation.Record{IP: ip, State: reservation.Allocated, ContainerID: fmt.Sprintf("%064d", i), IfName: "eth0",
+				Netns: "/var/run/netns/" + strings.Repeat("n", 100)}); err != nil {
+				return err
+			}
+		}
+		return nil
+	}))
+	if ends := frameEnds(fileBytes(t, filepath.Join(s.Dir(), JournalFile))); len(ends) != 1 || ends[0] <= 4096 {
+		t.Fatalf("journal frames end at %v, want one entry past the first page", ends)
+	}
+	putJournaled(t, s, "10.0.9.8")
+	want = append(want, "10.0.9.8", "10.0.9.9")
+	got := held(t, s)
+	slices.SortFunc(want, func(a, b string) int { return netip.MustParseAddr(a).Compare(netip.MustParseAddr(b)) })
+	slices.SortFunc(got, func(a, b string) int { return netip.MustParseAddr(a).Compare(netip.MustParseAddr(b)) })
+	if !slices.Equal(got, want) {
+		t.Fatalf("after a journaled change of %d records a call sees %d addresses, want %d", maxJournalOps, len(got), len(want))
+	}
+}
+
+// A journal cut short (a crash while it was made) is written whole again
+// by the next entry: the file is journalSize bytes, never more.
+func TestJournalCutFileMadeWhole(t *testing.T) {
+	s := newStore(t)
+	put(t, s, "10.0.0.2")
+	putJournaled(t, s, "10.0.0.3")
+	journal := filepath.Join(s.Dir(), JournalFile)
+	put(t, s, "10.0.0.4")
+	must(t, os.Truncate(journal, 100))
+	putJournaled(t, s, "10.0.0.5")
+	if n := len(fileBytes(t, journal)); n != journalSize {
+		t.Fatalf("journal of %d bytes after a change on one cut to 100, want %d", n, journalSize)
+	}
+	if got := held(t, s); len(got) != 4 {
+		t.Fatalf("a call sees %v, want the four addresses", got)
+	}
+}
+
+// The journal's base is the database's last committed transaction: a
+// binary that reads another's journal agrees on which entries count.
+func TestJournalBaseIsTheLastCommit(t *testing.T) {
+	s := newStore(t)
+	put(t, s, "10.0.0.2")
+	db, err := bolt.Open(s.Path(), 0o600, nil)
+	must(t, err)
+	defer db.Close()
+	var last uint64
+	must(t, db.View(func(tx *bolt.Tx) error { last = uint64(tx.ID()); return nil }))
+	tx, err := db.Begin(true)
+	must(t, err)
+	defer func() { _ = tx.Rollback() }()
+	if b, err := baseOf(tx); err != nil || b.Txid != last {
+		t.Fatalf("base %+v (%v), want transaction %d, the last committed", b, err, last)
+	}
+}
+
+// The journal's file is closed after each call: a daemon that calls the
+// store every pass holds no more descriptors after many of them.
+func TestJournalClosedAfterEachCall(t *testing.T) {
+	s := newStore(t)
+	put(t, s, "10.0.0.2")
+	fds := func() int {
+		t.Helper()
+		ents, err := os.ReadDir("/proc/self/fd")
+		if err != nil {
+			strict.Missing(t, "%v", err)
+		}
+		return len(ents)
+	}
+	before := fds()
+	for i := range 20 {
+		putJournaled(t, s, netip.AddrFrom4([4]byte{10, 0, 1, byte(i)}).String())
+		held(t, s)
+	}
+	put(t, s, "10.0.0.3")
+	if after := fds(); after > before {
+		t.Fatalf("%d descriptors open after 20 journaled calls and reads, %d before", after, before)
+	}
+}
+
+// An entry that ends just past a page of the file is read whole, wherever
+// its end falls in the frame header's length after it: the journal reads
+// whole pages, and a frame's last bytes must be among them.
+func TestJournalEntryEndingPastAPage(t *testing.T) {
+	// entry journals one record whose container ID is pad bytes long and
+	// returns the store and where the entry's frame ends.
+	entry := func(pad int) (*Store, int) {
+		s := New(t.TempDir(), time.Second)
+		put(t, s, "10.0.0.2")
+		must(t, s.UpdateJournaled("n", func(tx reservation.Txn) error {
+			return tx.Put(&reservation.Record{IP: netip.MustParseAddr("10.0.0.3"), State: reservation.Allocated,
+				ContainerID: strings.Repeat("c", pad), IfName: "eth0"})
+		}))
+		ends := frameEnds(fileBytes(t, filepath.Join(s.Dir(), JournalFile)))
+		if len(ends) != 1 {
+			t.Fatalf("pad %d: journal frames end at %v, want one entry", pad, ends)
+		}
+		return s, ends[0]
+	}
+	_, end := entry(1000)
+	for past := 1; past <= frameHeader; past++ {
+		s, end := entry(1000 + 4096 + past - end)
+		if end != 4096+past {
+			t.Fatalf("an entry meant to end at byte %d ends at %d", 4096+past, end)
+		}
+		if got := held(t, s); !slices.Equal(got, []string{"10.0.0.2", "10.0.0.3"}) {
+			t.Fatalf("an entry ending at byte %d: a call sees %v, want [10.0.0.2 10.0.0.3]", end, got)
+		}
+	}
+}
+
+// A journaled PutAll journals every record it puts: the next call sees all.
+func TestJournaledPutAll(t *testing.T) {
+	s := newStore(t)
+	put(t, s, "10.0.0.2")
+	must(t, s.UpdateJournaled("n", func(tx reservation.Txn) error {
+		return tx.PutAll([]*reservation.Record{
+			{IP: netip.MustParseAddr("10.0.0.3"), State: reservation.Allocated, ContainerID: "c3", IfName: "eth0"},
+			{IP: netip.MustParseAddr("10.0.0.4"), State: reservation.Allocated, ContainerID: "c4", IfName: "eth0"},
+		})
+	}))
+	if !journalHead(s.Dir()) {
+		t.Fatal("the PutAll was not journaled: the test shows nothing")
+	}
+	if got := held(t, s); !slices.Equal(got, []string{"10.0.0.2", "10.0.0.3", "10.0.0.4"}) {
+		t.Fatalf("after a journaled PutAll a call sees %v, want [10.0.0.2 10.0.0.3 10.0.0.4]", got)
+	}
 }

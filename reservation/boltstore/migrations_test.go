@@ -1,10 +1,14 @@
 package boltstore
 
 import (
+	"bytes"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -16,33 +20,46 @@ import (
 // writeSchema1 writes a database as stickyip with schema 1 did: top-level
 // meta (schema 1), one network with a record, its index entry and a
 // per-network "meta" bucket.
-func writeSchema1(t *testing.T, dir string) {
+func writeSchema1(t *testing.T, dir string) { writeSchema1Networks(t, dir, 1, "cbr0") }
+
+// writeSchema1Networks writes a schema-1 database of the networks nets,
+// each with records of n identities (default/web, default/web-1, ...).
+func writeSchema1Networks(t *testing.T, dir string, n int, nets ...string) {
 	t.Helper()
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	db, err := bolt.Open(filepath.Join(dir, DBFile), 0o600, nil)
 	must(t, err)
-	rec := &reservation.Record{IP: netip.MustParseAddr("10.0.0.2"), State: reservation.Allocated, ContainerID: "c1", IfName: "eth0",
-		Identity: reservation.Identity{Namespace: "default", Name: "web", IfName: "eth0"}, AllocatedAt: time.Now().UTC()}
-	v, err := json.Marshal(rec)
-	must(t, err)
 	must(t, db.Update(func(tx *bolt.Tx) error {
 		m, err := tx.CreateBucket([]byte("meta"))
 		must(t, err)
 		must(t, m.Put([]byte("schema"), u64(1)))
-		nets, err := tx.CreateBucket([]byte("networks"))
+		networks, err := tx.CreateBucket([]byte("networks"))
 		must(t, err)
-		nb, err := nets.CreateBucket([]byte("cbr0"))
-		must(t, err)
-		for _, name := range []string{"ips", "containers", "identities", "expiry", "meta"} {
-			_, err := nb.CreateBucket([]byte(name))
+		for _, net := range nets {
+			nb, err := networks.CreateBucket([]byte(net))
 			must(t, err)
+			for _, name := range []string{"ips", "containers", "identities", "expiry", "meta"} {
+				_, err := nb.CreateBucket([]byte(name))
+				must(t, err)
+			}
+			for i := range n {
+				name, cid := "web", "c1"
+				if i > 0 {
+					name, cid = fmt.Sprintf("web-%d", i), fmt.Sprintf("c%d", i+1)
+				}
+				rec := &reservation.Record{IP: netip.AddrFrom4([4]byte{10, 0, 0, byte(2 + i)}), State: reservation.Allocated, ContainerID: cid, IfName: "eth0",
+					Identity: reservation.Identity{Namespace: "default", Name: name, IfName: "eth0"}, AllocatedAt: time.Now().UTC()}
+				v, err := json.Marshal(rec)
+				must(t, err)
+				must(t, nb.Bucket([]byte("ips")).Put(addrKey(rec.IP), v))
+				must(t, nb.Bucket([]byte("containers")).Put(append(containerPrefix(cid, "eth0"), addrKey(rec.IP)...), nil))
+				must(t, nb.Bucket([]byte("identities")).Put(append(identityPrefix(rec.Identity), addrKey(rec.IP)...), nil))
+			}
+			must(t, nb.Bucket([]byte("meta")).Put([]byte("bootID"), []byte("boot-1")))
 		}
-		must(t, nb.Bucket([]byte("ips")).Put(addrKey(rec.IP), v))
-		must(t, nb.Bucket([]byte("containers")).Put(append(containerPrefix("c1", "eth0"), addrKey(rec.IP)...), nil))
-		must(t, nb.Bucket([]byte("identities")).Put(append(identityPrefix(rec.Identity), addrKey(rec.IP)...), nil))
-		return nb.Bucket([]byte("meta")).Put([]byte("bootID"), []byte("boot-1"))
+		return nil
 	}))
 	must(t, db.Close())
 }
@@ -185,6 +202,72 @@ func TestMarkLegacyIdentitiesStep(t *testing.T) {
 	}))
 	if v, _ := schemaOf(t, s.Path()); v != 3 {
 		t.Fatalf("schema %d after the read, want 3", v)
+	}
+	if problems, err := s.Check(); err != nil || len(problems) > 0 {
+		t.Fatalf("migrated store: %v %v", err, problems)
+	}
+}
+
+// A migration that fails leaves the store as it found it: one step's
+// change (the renamed bucket) is not kept when a later step fails, the
+// schema stays, and the error names the step. A record of the old store
+// that does not decode fails it.
+func TestFailedMigrationChangesNothing(t *testing.T) {
+	dir := t.TempDir()
+	writeSchema1(t, dir)
+	path := filepath.Join(dir, DBFile)
+	db, err := bolt.Open(path, 0o600, nil)
+	must(t, err)
+	must(t, db.Update(func(tx *bolt.Tx) error {
+		return tx.Bucket([]byte("networks")).Bucket([]byte("cbr0")).Bucket([]byte("ips")).Put(addrKey(netip.MustParseAddr("10.0.0.3")), []byte(`{"ip":`))
+	}))
+	must(t, db.Close())
+	before, err := os.ReadFile(path)
+	must(t, err)
+
+	s := New(dir, time.Second)
+	for name, call := range map[string]func() error{
+		"write": func() error { return s.Update("cbr0", func(reservation.Txn) error { return nil }) },
+		"read":  func() error { return s.View("cbr0", func(reservation.Txn) error { return nil }) },
+	} {
+		err := call()
+		if !errors.Is(err, reservation.ErrCorrupt) || !strings.Contains(err.Error(), "migrating to schema 3") {
+			t.Errorf("%s of a store whose migration fails: %v, want ErrCorrupt naming the step", name, err)
+		}
+		after, _ := os.ReadFile(path)
+		if !bytes.Equal(before, after) {
+			t.Fatalf("%s: the store changed although its migration failed", name)
+		}
+		if v, old := schemaOf(t, path); v != 1 || !old {
+			t.Fatalf("%s: schema %d, old meta bucket %t; want schema 1 as it was", name, v, old)
+		}
+	}
+}
+
+// Every network of a schema-1 store is migrated, and every record of each:
+// each keeps its bookkeeping, each identity on record becomes legacy.
+func TestMigrateEveryNetworkAndRecord(t *testing.T) {
+	dir := t.TempDir()
+	writeSchema1Networks(t, dir, 2, "cbr0", "edge")
+	s := New(dir, time.Second)
+	for _, net := range []string{"cbr0", "edge"} {
+		must(t, s.View(net, func(tx reservation.Txn) error {
+			if boot, err := tx.Meta("bootID"); err != nil || boot != "boot-1" {
+				t.Errorf("%s: bookkeeping bootID %q (%v), want boot-1", net, boot, err)
+			}
+			n := 0
+			err := tx.ForEach(func(r *reservation.Record) error {
+				n++
+				if !r.Identity.Legacy {
+					t.Errorf("%s: %s's identity %+v not marked legacy", net, r.IP, r.Identity)
+				}
+				return nil
+			})
+			if err != nil || n != 2 {
+				t.Errorf("%s: %d records (%v), want 2", net, n, err)
+			}
+			return nil
+		}))
 	}
 	if problems, err := s.Check(); err != nil || len(problems) > 0 {
 		t.Fatalf("migrated store: %v %v", err, problems)

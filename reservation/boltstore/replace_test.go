@@ -3,6 +3,7 @@ package boltstore
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -37,8 +38,8 @@ func TestLostStoreIsNeverStartedOverEmpty(t *testing.T) {
 		},
 	} {
 		err := call()
-		if !errors.Is(err, reservation.ErrLost) || !strings.Contains(err.Error(), s.Path()) {
-			t.Errorf("%s on a lost store: %v, want ErrLost naming %s", name, err, s.Path())
+		if !errors.Is(err, reservation.ErrLost) || !strings.Contains(err.Error(), s.Path()) || !strings.Contains(err.Error(), "(created ") {
+			t.Errorf("%s on a lost store: %v, want ErrLost naming %s and when it was created", name, err, s.Path())
 		}
 	}
 	if _, err := os.Stat(s.Path()); !os.IsNotExist(err) {
@@ -245,5 +246,45 @@ func TestDirectoryRemovedWhole(t *testing.T) {
 	put(t, s, "10.0.0.4")
 	if asked != 0 {
 		t.Fatalf("witness asked %d times after the rebuild (the new store has its mark)", asked)
+	}
+}
+
+// A store whose pages are whole but one of whose records does not decode
+// is damaged: a call would fail on it, so Damage says so, naming the
+// network, and the first network's record counts as much as the last's.
+func TestDamageOfAnUndecodableRecord(t *testing.T) {
+	for _, bad := range []string{"a", "z"} {
+		s := New(t.TempDir(), time.Second)
+		for _, n := range []string{"a", "m", "z"} {
+			must(t, s.Update(n, func(tx reservation.Txn) error {
+				return tx.Put(&reservation.Record{IP: netip.MustParseAddr("10.0.0.2"), State: reservation.Allocated, ContainerID: "c", IfName: "eth0"})
+			}))
+		}
+		db, err := bolt.Open(s.Path(), 0o600, nil)
+		must(t, err)
+		must(t, db.Update(func(tx *bolt.Tx) error {
+			return tx.Bucket(bucketNetworks).Bucket([]byte(bad)).Bucket(bucketIPs).Put(addrKey(netip.MustParseAddr("10.0.0.3")), []byte(`{"ip":`))
+		}))
+		must(t, db.Close())
+		if err := s.Damage(); !errors.Is(err, reservation.ErrCorrupt) || !strings.Contains(err.Error(), `network "`+bad+`"`) {
+			t.Errorf("a record of network %s that does not decode: Damage = %v, want ErrCorrupt naming the network", bad, err)
+		}
+	}
+}
+
+// Damaged files kept in the same second get the same name with .2, .3...
+// after it, never overwriting one kept before.
+func TestDamagedFilesKeptInOneSecond(t *testing.T) {
+	s := New(t.TempDir(), time.Second)
+	now := time.Date(2026, 11, 27, 10, 15, 0, 0, time.UTC)
+	base := filepath.Join(s.Dir(), "stickyip.db.damaged-20261127T101500Z")
+	for i, want := range []string{base, base + ".2", base + ".3"} {
+		must(t, os.MkdirAll(s.Dir(), 0o755))
+		must(t, os.WriteFile(s.Path(), []byte(fmt.Sprint("damage ", i)), 0o600))
+		got, err := s.keepAside(now)
+		if err != nil || got != want {
+			t.Fatalf("damaged file %d kept as %q (%v), want %q", i+1, got, err, want)
+		}
+		must(t, os.Remove(s.Path()))
 	}
 }

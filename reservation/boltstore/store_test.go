@@ -312,3 +312,53 @@ func must(t *testing.T, err error) {
 		t.Fatal(err)
 	}
 }
+
+// TestCheckFindsDoubleHolders: a container, or an identity, holding two
+// addresses of one range set is reported, naming both; records outside
+// every range set (-1) are not compared.
+func TestCheckFindsDoubleHolders(t *testing.T) {
+	id := reservation.Identity{Namespace: "db", Name: "db-0", IfName: "eth0"}
+	for _, set := range []int{0, 1, -1} {
+		s := New(t.TempDir(), time.Second)
+		must(t, s.Update("n", func(tx reservation.Txn) error {
+			for _, ip := range []string{"10.0.0.2", "10.0.0.3"} {
+				if err := tx.Put(&reservation.Record{IP: netip.MustParseAddr(ip), RangeSet: set, State: reservation.Allocated,
+					ContainerID: "c1", IfName: "eth0", Identity: id}); err != nil {
+					return err
+				}
+			}
+			return nil
+		}))
+		problems, err := s.Check()
+		all := strings.Join(problems, "\n")
+		if set < 0 {
+			if err != nil || len(problems) != 0 {
+				t.Errorf("range set -1: %v %v, want nothing reported", problems, err)
+			}
+			continue
+		}
+		if err != nil || len(problems) != 2 ||
+			!strings.Contains(all, fmt.Sprintf("container c1/eth0 in range set %d holds both 10.0.0.2 and 10.0.0.3", set)) ||
+			!strings.Contains(all, fmt.Sprintf("identity %s in range set %d holds both", id, set)) {
+			t.Errorf("range set %d: %v %v, want the container and the identity reported", set, problems, err)
+		}
+	}
+}
+
+// A lock timeout of 0 is the store's default: a call waits for a writer
+// that holds the store briefly, rather than failing at once.
+func TestZeroLockTimeoutWaits(t *testing.T) {
+	s := newStore(t)
+	put(t, s, "10.0.0.2")
+	f, err := os.OpenFile(filepath.Join(s.Dir(), LockFile), os.O_RDWR, 0)
+	must(t, err)
+	defer f.Close()
+	must(t, unix.Flock(int(f.Fd()), unix.LOCK_EX))
+	go func() {
+		time.Sleep(300 * time.Millisecond)
+		_ = unix.Flock(int(f.Fd()), unix.LOCK_UN)
+	}()
+	if err := New(s.Dir(), 0).Update("n", func(reservation.Txn) error { return nil }); err != nil {
+		t.Fatalf("a write with lock timeout 0 behind a writer of 300 ms: %v", err)
+	}
+}

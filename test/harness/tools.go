@@ -11,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/stickyip/stickyip/test/harness/strict"
 )
 
 // cmdTimeout bounds every external command the harness runs.
@@ -73,26 +75,19 @@ func UpstreamBinDir() string { return filepath.Join(OutputDir(), "cni", "bin") }
 // CNIToolPath is the path of the pinned cnitool.
 func CNIToolPath() string { return filepath.Join(OutputDir(), "tools", "cnitool") }
 
-// StrictEnv names the environment variable of strict mode: set (to
-// anything), a dependency a test needs that is missing fails the test
-// instead of skipping it. make's test tiers set it (mk/*.mk,
-// scripts/run-e2e.sh): they install what the tests need first, so a missing
-// tool there is a broken install step, and a tier that skipped its tests
-// would pass having run none.
-const StrictEnv = "STICKYIP_STRICT"
+// StrictEnv names the environment variable of strict mode (strict.Env):
+// set, a dependency a test needs that is missing fails the test instead of
+// skipping it.
+const StrictEnv = strict.Env
 
 // Strict reports whether strict mode is on (StrictEnv).
-func Strict() bool { return os.Getenv(StrictEnv) != "" }
+func Strict() bool { return strict.On() }
 
 // Missing skips t for a missing dependency (why), or fails it in strict
 // mode.
 func Missing(t testing.TB, format string, args ...any) {
 	t.Helper()
-	msg := fmt.Sprintf(format, args...)
-	if Strict() {
-		t.Fatalf("%s (%s is set: a missing dependency fails the test)", msg, StrictEnv)
-	}
-	t.Skipf("skipping: %s", msg)
+	strict.Missing(t, format, args...)
 }
 
 // RequireRoot skips the test (fails it in strict mode) unless it runs as

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
@@ -14,6 +15,8 @@ import (
 	"time"
 
 	"github.com/stickyip/stickyip/plugins/ipam/stickyip/admin"
+	"github.com/stickyip/stickyip/reservation"
+	"github.com/stickyip/stickyip/reservation/boltstore"
 	"github.com/stickyip/stickyip/test/harness"
 )
 
@@ -208,6 +211,29 @@ func (n *node) list(t *testing.T) []entry {
 func (n *node) check(t *testing.T) {
 	t.Helper()
 	n.plugin(t).RequireCheckOK(t, n.dataDir, "stickyip check")
+}
+
+// expire moves the times of ip's record back until its reservation or
+// cooling ended a second ago, as the clock would: a test sees the end of a
+// long reservation at once, and asserts the refusals before it whatever
+// the host's speed.
+func (n *node) expire(t *testing.T, ip string) {
+	t.Helper()
+	err := boltstore.New(n.dataDir, 0).Update(n.net, func(tx reservation.Txn) error {
+		r, err := tx.Get(netip.MustParseAddr(ip))
+		if err != nil {
+			return err
+		}
+		if r == nil || !r.Timed() {
+			return fmt.Errorf("%s is not reserved or cooling: %+v", ip, r)
+		}
+		back := time.Until(r.ExpiresAt) + time.Second
+		r.AllocatedAt, r.ReleasedAt, r.ExpiresAt = r.AllocatedAt.Add(-back), r.ReleasedAt.Add(-back), r.ExpiresAt.Add(-back)
+		return tx.Put(r)
+	})
+	if err != nil {
+		t.Fatalf("expiring %s: %v", ip, err)
+	}
 }
 
 // entriesFor returns the list rows of namespace/name.

@@ -57,8 +57,18 @@ func TestPrintResult(t *testing.T) {
 	}
 	plain := &current.Result{CNIVersion: current.ImplementedSpecVersion, IPs: []*current.IPConfig{{Address: cidr("10.244.0.7/16"), Gateway: net.ParseIP("10.244.0.1").To4()}}, Routes: []*types.Route{}}
 	searchOnly := &current.Result{CNIVersion: current.ImplementedSpecVersion, IPs: plain.IPs, DNS: types.DNS{Search: []string{"a"}}}
+	noIPs := &current.Result{CNIVersion: current.ImplementedSpecVersion, DNS: dual.DNS}
+	// Every printable ASCII character but JSON's and HTML's special ones
+	// needs no escape.
+	var printable []byte
+	for c := byte(0x20); c <= 0x7e; c++ {
+		if !bytes.ContainsRune([]byte(`"\<>&`), rune(c)) {
+			printable = append(printable, c)
+		}
+	}
+	plainText := &current.Result{CNIVersion: current.ImplementedSpecVersion, IPs: plain.IPs, DNS: types.DNS{Domain: string(printable)}}
 	for _, version := range []string{"1.1.0", "1.0.0", "0.4.0", "0.3.1", "0.3.0"} {
-		for _, res := range []*current.Result{dual, plain, searchOnly} {
+		for _, res := range []*current.Result{dual, plain, searchOnly, noIPs, plainText} {
 			if !checkPrintResult(t, res, version) {
 				t.Errorf("version %s, %+v: not written by encodeResult", version, res)
 			}
@@ -76,6 +86,7 @@ func TestPrintResult(t *testing.T) {
 		{"1.0.0", &current.Result{IPs: plain.IPs, DNS: types.DNS{Domain: "<a&b>", Search: []string{"\xff", "é", "a\"b\\c\n"}}}},
 		{"1.0.0", &current.Result{IPs: plain.IPs, DNS: types.DNS{Domain: "a<b>&c"}}},
 		{"0.3.1", &current.Result{IPs: plain.IPs, DNS: types.DNS{Search: []string{"x&y"}}}},
+		{"1.0.0", &current.Result{IPs: plain.IPs, DNS: types.DNS{Search: []string{`x"y`}}}},
 		{"1.0.0", &current.Result{IPs: []*current.IPConfig{{Address: cidr("10.0.0.1/24"), Gateway: net.IP{1, 2, 3}}}}},
 	} {
 		if checkPrintResult(t, tc.res, tc.version) {
