@@ -82,6 +82,33 @@ func TestDecideFollowsTheTableForEveryInput(t *testing.T) {
 	}
 }
 
+// TestHandBackOnlyWhenTheParentIsHere: a copy removed while its parent is
+// bound here is a hand-back (reconcile posts the hand-back Event and counts
+// it); one removed because its parent is gone or elsewhere is not. Both
+// remove the copy, so only the reason tells them apart.
+func TestHandBackOnlyWhenTheParentIsHere(t *testing.T) {
+	handBacks, notHere := 0, 0
+	for _, in := range allInputs() {
+		a := Decide(in)
+		want := in.Static && in.Allowed && in.Checkpoint && !in.Running && in.API == APIReachable && in.Parent == ParentPresent
+		if got := a.Why == WhyHandBack; got != want {
+			t.Errorf("Decide(%s) = %s (why %q): hand-back %t, want %t", in, a, a.Why, got, want)
+		}
+		switch a.Why {
+		case WhyHandBack:
+			handBacks++
+		case WhyParentNotHere:
+			notHere++
+			if in.Parent == ParentPresent {
+				t.Errorf("Decide(%s): the parent is bound here, yet %q", in, a.Why)
+			}
+		}
+	}
+	if handBacks == 0 || notHere == 0 {
+		t.Fatalf("the input space gave %d hand-backs and %d parents not here: the test shows nothing", handBacks, notHere)
+	}
+}
+
 // TestDecideSafety checks the promises checkpointd makes, over every input,
 // each stated on its own (not as the table is).
 func TestDecideSafety(t *testing.T) {
