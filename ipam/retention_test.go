@@ -364,3 +364,28 @@ func TestHousekeepingLooksPastHeld(t *testing.T) {
 		t.Fatalf("housekeeping: web's expired %q, db-0's held %q", w.stateOf(timed), w.stateOf(held))
 	}
 }
+
+// A change that names no action (its zero value) is refused and changes
+// nothing, even on a held reservation whose account it would replace.
+func TestRetainRefusesNoAction(t *testing.T) {
+	w := newWorld(t, v4Small)
+	ip := w.mustAdd("c1", member(0))[0]
+	w.follow(member(0), &reservation.StatefulSetRef{Name: "db"})
+	w.del("c1")
+	if n, err := w.retain(RetentionChange{Namespace: "prod", Name: "db-0", StatefulSet: sts("Delete", "Delete")}); n != 0 || err == nil || errors.Is(err, reservation.ErrNoChange) {
+		t.Fatalf("a change of no action: %d changed, %v; want it refused", n, err)
+	}
+	if r := w.record(ip); r == nil || !r.Held() || r.StatefulSet.UID != "" {
+		t.Fatalf("the held reservation after a change of no action: %+v", r)
+	}
+}
+
+// Release of a running pod without a reservation duration changes
+// nothing: its DEL frees the address already.
+func TestReleaseRunningPodWithoutReservation(t *testing.T) {
+	w := newWorld(t, v4Small)
+	w.mustAdd("c1", pod{ns: "prod", name: "db-3", uid: "uid-db-3"})
+	if n, err := w.retain(RetentionChange{Action: Release, Namespace: "prod", Name: "db-3", UID: "uid-db-3", Why: "deleted"}); n != 0 || !errors.Is(err, reservation.ErrNoChange) {
+		t.Fatalf("Release of a pod without a reservation: %d changed, %v; want nothing", n, err)
+	}
+}

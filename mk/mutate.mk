@@ -12,16 +12,17 @@ GREMLINS_VERSION := v0.6.0
 GREMLINS         := $(CURDIR)/_output/tools/gremlins
 GREMLINS_STAMP   := $(CURDIR)/_output/tools/.gremlins-$(GREMLINS_VERSION)
 
-# checkpointd/retention and checkpointd/placement, and ipam's retention.go,
-# are being redesigned: add them (MUTATE_PACKAGES+=..., and drop the file
-# from MUTATE_SKIP) once they settle.
 MUTATE_PACKAGES ?= ./ipam ./reservation/boltstore ./checkpointd/state ./checkpointd/sanitize \
-	./checkpointd/policy ./checkpointd/rebuild ./plugins/ipam/stickyip/cni
+	./checkpointd/policy ./checkpointd/rebuild ./checkpointd/retention ./checkpointd/placement \
+	./controller/retention ./controller/claims ./controller/index ./plugins/ipam/stickyip/cni
 # Of checkpointd/rebuild, its decisions (plan, takeback, reservations, gate)
 # are mutated; the files that read its sources and say what it did are not.
-MUTATE_SKIP       ?= ipam/retention.go \
-	checkpointd/rebuild/rebuild.go checkpointd/rebuild/report.go checkpointd/rebuild/indexwait.go \
-	checkpointd/rebuild/newstore.go checkpointd/rebuild/netns.go checkpointd/rebuild/placement.go
+# Of checkpointd/placement, what the node publishes and how it reads the
+# controller's verdicts (desired, verdicts, publisher); not its API client,
+# its watch of the record or the administrator's listing of stranded pods.
+MUTATE_SKIP       ?= checkpointd/rebuild/rebuild.go checkpointd/rebuild/report.go checkpointd/rebuild/indexwait.go \
+	checkpointd/rebuild/newstore.go checkpointd/rebuild/netns.go checkpointd/rebuild/placement.go \
+	checkpointd/placement/api.go checkpointd/placement/watcher.go checkpointd/placement/stranded.go
 MUTATE_BASE       ?=
 MUTATE_EFFICACY   ?= 90
 MUTATE_COVERAGE   ?= 85

@@ -58,6 +58,8 @@ func TestDecide(t *testing.T) {
 	fixed := entry("10.0.0.9", "db-9", "p9", reservation.Allocated, nil)
 	fixed.Retention = contract.RetentionFixed
 	keyed := entry("10.0.0.8", "identity:cache", "p8", reservation.Allocated, nil)
+	unsticky := entry("10.0.0.7", "db-7", "p7", reservation.Allocated, nil)
+	unsticky.Duration = 0
 	for _, tc := range []struct {
 		name      string
 		entries   []reservation.Entry
@@ -85,6 +87,8 @@ func TestDecide(t *testing.T) {
 			record(claim("db-9", "p9", true, hold("kept"))), true, nil},
 		{"on: a keyed identity follows nothing", []reservation.Entry{keyed},
 			record(claim("identity:cache", "p8", true, hold("kept"))), true, nil},
+		{"on: an allocation without a reservation duration (another network's, say) is not followed", []reservation.Entry{unsticky},
+			record(claim("db-7", "p7", true, hold("kept"))), true, nil},
 		{"on: a pod without StatefulSet is left", []reservation.Entry{entry("10.0.0.2", "db-2", "p2", reservation.Allocated, nil)},
 			record(claim("db-2", "p2", true, nil)), true, nil},
 		{"on: Release for a running pod (its StatefulSet went with its claims): its DEL will free the address",

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/stickyip/stickyip/contract/placementv1"
 	"github.com/stickyip/stickyip/ipam"
 	"github.com/stickyip/stickyip/reservation"
@@ -203,4 +205,14 @@ func (l *locked) get(t *testing.T, ip string) reservation.Record {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return *l.s.get(t, ip)
+}
+
+// checkpointd_retention_held counts the reservations a StatefulSet keeps on
+// the node: db-2's, not the running db-0's.
+func TestFollowerCountsHeld(t *testing.T) {
+	f, _ := newFollower(t, &verdicts{ok: true, known: true, listed: true, rec: record()})
+	f.Pass()
+	if got := testutil.ToFloat64(f.held); got != 1 {
+		t.Fatalf("checkpointd_retention_held %v, want 1 (db-2's reservation)", got)
+	}
 }

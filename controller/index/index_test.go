@@ -162,3 +162,32 @@ func TestDiff(t *testing.T) {
 		t.Fatalf("merge patch %s does not remove c (null)", b)
 	}
 }
+
+// PairBytes counts what a pair adds to the shard's JSON: a shard packed to
+// exactly its JSON's size is one shard, and one byte less splits it (a
+// shard counted short would be over ShardBytes on the API server, one
+// counted long would split an index that fits).
+func TestPairBytesIsTheJSON(t *testing.T) {
+	want := map[string]string{"identity:web-0": "n1", "db-12": "node-with-a-long-name", "x": "n22"}
+	b, err := json.Marshal(want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	exact := len(b) - 1 // {…}: a comma after each pair, the braces one byte more
+	if got := Pack(nil, want, exact); len(got) != 1 {
+		t.Fatalf("packed under the JSON's own size, %d bytes: %d shards, want 1", exact, len(got))
+	}
+	if got := Pack(nil, want, exact-1); len(got) != 2 {
+		t.Fatalf("packed under one byte less than the JSON's size: %d shards, want 2", len(got))
+	}
+}
+
+// The shard numbers stop below 1<<20: a name past them is no shard's.
+func TestNumberLast(t *testing.T) {
+	if n, ok := Number(fmt.Sprintf("index-%d", 1<<20-1)); !ok || n != 1<<20-1 {
+		t.Errorf("the last shard number: %d, %v", n, ok)
+	}
+	if n, ok := Number(fmt.Sprintf("index-%d", 1<<20)); ok {
+		t.Errorf("Number(index-%d) = %d: past the last shard", 1<<20, n)
+	}
+}

@@ -192,3 +192,17 @@ func TestOrphans(t *testing.T) {
 		}
 	}
 }
+
+// A Why is cut to the schema's 512 characters (a longer one is refused by
+// the API server, and the whole status with it), and only a longer one:
+// one of exactly 512 is written whole.
+func TestWhyClippedToTheSchema(t *testing.T) {
+	whole := strings.Repeat("w", 512)
+	if got := clip(whole); got != whole {
+		t.Errorf("a why of 512 characters clipped to %d: %q", len(got), got[len(got)-5:])
+	}
+	got := clip(whole + "x")
+	if len(got) != 512 || !strings.HasSuffix(got, "...") || !strings.HasPrefix(got, whole[:509]) {
+		t.Errorf("a why of 513 characters became %d: …%q", len(got), got[max(0, len(got)-5):])
+	}
+}
