@@ -362,7 +362,9 @@ func (cp *controlPlane) controllerMetric(name string) int {
 }
 
 // auditCount counts the requests of the users who received between from
-// and to (the audit policy must log them: auditRules).
+// and to (the audit policy must log them: auditRules), each once by its
+// audit ID at the first stage logged: the base policy logs the
+// controller's index writes at ResponseComplete only.
 func (cp *controlPlane) auditCount(from, to time.Time, who func(user string) bool) requestCount {
 	cp.t.Helper()
 	f, err := os.Open(cp.auditLogPath())
@@ -371,13 +373,15 @@ func (cp *controlPlane) auditCount(from, to time.Time, who func(user string) boo
 	}
 	defer f.Close()
 	out := requestCount{byResource: map[string]int{}, byVerb: map[string]int{}}
+	seen := map[string]bool{}
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 64*1024), 4*1024*1024)
 	for sc.Scan() {
 		var ev struct {
-			Verb  string `json:"verb"`
-			Stage string `json:"stage"`
-			User  struct {
+			AuditID string `json:"auditID"`
+			Verb    string `json:"verb"`
+			Stage   string `json:"stage"`
+			User    struct {
 				Username string `json:"username"`
 			} `json:"user"`
 			ObjectRef struct {
@@ -397,8 +401,8 @@ func (cp *controlPlane) auditCount(from, to time.Time, who func(user string) boo
 			res += "/" + ev.ObjectRef.Subresource
 		}
 		read := ev.Verb == "get" || ev.Verb == "list" || ev.Verb == "watch"
-		switch ev.Stage {
-		case "RequestReceived":
+		if !seen[ev.AuditID] {
+			seen[ev.AuditID] = true
 			out.byVerb[ev.Verb+" "+res]++
 			if read {
 				out.reads++
@@ -406,10 +410,9 @@ func (cp *controlPlane) auditCount(from, to time.Time, who func(user string) boo
 				out.writes++
 				out.byResource[res]++
 			}
-		case "ResponseComplete":
-			if !read && ev.ResponseStatus.Code >= 300 {
-				out.failed++
-			}
+		}
+		if ev.Stage == "ResponseComplete" && !read && ev.ResponseStatus.Code >= 300 {
+			out.failed++
 		}
 	}
 	if err := sc.Err(); err != nil {
