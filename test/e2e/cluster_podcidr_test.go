@@ -29,6 +29,7 @@ func TestClusterPodCIDRChange(t *testing.T) {
 	c := newFlannelCluster(t, "stickyip")
 	c.useStickyip()
 	c.applyPlacement()
+	c.ensurePlacementController() // it alone writes the index the scenario reads
 	c.podCIDRChange()
 }
 
