@@ -171,6 +171,14 @@ func (a *adversary) acceptedEverywhere(who, what string, r dynamic.ResourceInter
 			continue
 		}
 		err := writePaths(t, r, cur, want)[path]()
+		// The controller writes the record's status meanwhile, which
+		// changes its resourceVersion: an update sent with the one read
+		// before is refused as a conflict. The control tries again on a
+		// fresh read; any other refusal fails it.
+		for try := 0; apierrors.IsConflict(err) && try < 5; try++ {
+			cur, want = probe()
+			err = writePaths(t, r, cur, want)[path]()
+		}
 		after, gerr := a.admin.Get(ctx, advEvil, metav1.GetOptions{})
 		if err != nil || gerr != nil || string(bare(after)) == string(bare(cur)) {
 			t.Fatalf("%s: %s by %s (the control): %v, want taken and the record changed (%v)", who, what, path, err, gerr)

@@ -20,6 +20,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 
@@ -200,8 +201,8 @@ func (a *adversary) advStarvation() {
 	}
 	size, _ := json.Marshal(u.Object)
 	t.Logf("evil's own record: %d entries, %d bytes", len(big)+len(a.evilBase), len(size))
-	if len(size) < 400<<10 {
-		t.Fatalf("evil's record is %d bytes, want the largest the schema takes (400 KiB or more)", len(size))
+	if got, _, _ := unstructured.NestedSlice(u.Object, "spec", "entries"); len(got) != placementv1.MaxEntries {
+		t.Fatalf("evil's record holds %d entries, want the largest the schema takes (%d)", len(got), placementv1.MaxEntries)
 	}
 	a.settleEvil()
 	with := a.lifecycles("with evil's largest record", n, n)
@@ -449,18 +450,19 @@ func (cp *controlPlane) controllerShardWrites(ns string, from time.Time) []shard
 // longNodes are honest nodes of advLongNS only. Their names are short: a
 // shard holds the more identities the shorter the node names, the worst
 // case of its size (its managedFields list every identity again).
-var longNodes = []string{"l1", "l2", "l3"}
+var longNodes = []string{"l1", "l2", "l3", "l4", "l5", "l6", "l7", "l8", "l9", "l10"}
 
 // advLongIdentities: an honest namespace of about 1 MiB of index, every
 // identity a stickyip.io/identity of 253 characters, its pods spread on
-// three nodes, each node's record holding 1,250 of them: the index holds
+// ten nodes, each node's record holding 375 of them (within a record's
+// bound, placementv1.MaxEntries): the index holds
 // them all (its time printed), and a new claim of such an identity
 // reaches the index and the hint (a dry-run creation of a pod with the
 // key names its node).
 func (a *adversary) advLongIdentities() {
 	t := a.t
 	ctx := context.Background()
-	const each = 1250
+	const each = 375
 	for _, n := range longNodes {
 		nd, err := a.cp.client.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n}}, metav1.CreateOptions{})
 		if err != nil {
