@@ -327,11 +327,21 @@ func (n *node) optInClusterDefault(sts *appsv1.StatefulSet) {
 		_, err := n.client.CoreV1().Pods("default").Get(ctx, "web-7", metav1.GetOptions{})
 		return apierrors.IsNotFound(err), fmt.Sprint(err)
 	})
+	// A binding kubectl apply changed is read again by the API server
+	// (its parameters too) within seconds: the verdict waits that long.
 	hinted := func(when string, p *corev1.Pod, want string, hint bool) {
 		t.Helper()
-		got, err := n.client.CoreV1().Pods(p.Namespace).Create(ctx, p, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
-		if err != nil {
-			t.Fatal(err)
+		var got *corev1.Pod
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(500 * time.Millisecond) {
+			var err error
+			got, err = n.client.CoreV1().Pods(p.Namespace).Create(ctx, p, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ok := optInOf(got) == want && hint == hasOnly(got, node2Name, false) && (hint || got.Spec.Affinity == nil)
+			if ok || time.Now().After(deadline) {
+				break
+			}
 		}
 		if optInOf(got) != want || hint != hasOnly(got, node2Name, false) || (!hint && got.Spec.Affinity != nil) {
 			t.Errorf("%s: default/web-7 %s, affinity %v; want %s and the preferred term for node2: %v", when, optInOf(got), got.Spec.Affinity, want, hint)
