@@ -32,29 +32,12 @@ func skipDir(rel string) bool {
 func TestNoHistoryInComments(t *testing.T) {
 	root := repoRoot(t)
 	var found int
-	err := filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
-		if err != nil {
-			return err
+	eachComment(t, root, func(rel string, c comment) {
+		for _, h := range harness.History(c.text, true) {
+			found++
+			t.Errorf("%s:%d: %q in a comment: history belongs to commit messages", rel, c.line, strings.TrimSpace(h))
 		}
-		rel, _ := filepath.Rel(root, p)
-		rel = filepath.ToSlash(rel)
-		if d.IsDir() {
-			if rel != "." && skipDir(rel) {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		for _, c := range comments(t, p, rel) {
-			for _, h := range harness.History(c.text, true) {
-				found++
-				t.Errorf("%s:%d: %q in a comment: history belongs to commit messages", rel, c.line, strings.TrimSpace(h))
-			}
-		}
-		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	if found == 0 && len(comments(t, filepath.Join(root, "Makefile"), "Makefile")) == 0 {
 		t.Fatal("read no comment of the Makefile: the walk proves nothing")
 	}
@@ -68,6 +51,23 @@ var mdRef = regexp.MustCompile(`\b(?:docs|test|deploy)/[A-Za-z0-9_./-]+\.md\b`)
 func TestCommentsNameExistingPages(t *testing.T) {
 	root := repoRoot(t)
 	seen := 0
+	eachComment(t, root, func(rel string, c comment) {
+		for _, page := range mdRef.FindAllString(c.text, -1) {
+			seen++
+			if _, err := os.Stat(filepath.Join(root, page)); err != nil {
+				t.Errorf("%s:%d: names %s, which is not there", rel, c.line, page)
+			}
+		}
+	})
+	if seen == 0 {
+		t.Fatal("no comment names a page: the walk proves nothing")
+	}
+}
+
+// eachComment calls fn for every comment of the files under root that the
+// checks read (skipDir leaves the rest out), with the file's path from root.
+func eachComment(t *testing.T, root string, fn func(rel string, c comment)) {
+	t.Helper()
 	err := filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -81,20 +81,12 @@ func TestCommentsNameExistingPages(t *testing.T) {
 			return nil
 		}
 		for _, c := range comments(t, p, rel) {
-			for _, page := range mdRef.FindAllString(c.text, -1) {
-				seen++
-				if _, err := os.Stat(filepath.Join(root, page)); err != nil {
-					t.Errorf("%s:%d: names %s, which is not there", rel, c.line, page)
-				}
-			}
+			fn(rel, c)
 		}
 		return nil
 	})
 	if err != nil {
 		t.Fatal(err)
-	}
-	if seen == 0 {
-		t.Fatal("no comment names a page: the walk proves nothing")
 	}
 }
 
