@@ -64,38 +64,3 @@ func (l *NodeRecordList) DeepCopyObject() runtime.Object {
 	}
 	return out
 }
-
-// DeepCopy returns a copy of x.
-func (x *PlacementIndex) DeepCopy() *PlacementIndex {
-	if x == nil {
-		return nil
-	}
-	out := &PlacementIndex{TypeMeta: x.TypeMeta}
-	x.ObjectMeta.DeepCopyInto(&out.ObjectMeta)
-	if x.Spec.Nodes != nil {
-		out.Spec.Nodes = make(map[string]string, len(x.Spec.Nodes))
-		for k, v := range x.Spec.Nodes {
-			out.Spec.Nodes[k] = v
-		}
-	}
-	return out
-}
-
-// DeepCopyObject implements runtime.Object.
-func (x *PlacementIndex) DeepCopyObject() runtime.Object { return x.DeepCopy() }
-
-// DeepCopyObject implements runtime.Object.
-func (l *PlacementIndexList) DeepCopyObject() runtime.Object {
-	if l == nil {
-		return nil
-	}
-	out := &PlacementIndexList{TypeMeta: l.TypeMeta}
-	l.ListMeta.DeepCopyInto(&out.ListMeta)
-	if l.Items != nil {
-		out.Items = make([]PlacementIndex, len(l.Items))
-		for i := range l.Items {
-			out.Items[i] = *l.Items[i].DeepCopy()
-		}
-	}
-	return out
-}

@@ -11,10 +11,8 @@ const (
 	Group   = "stickyip.io"
 	Version = "v1"
 
-	NodeRecordKind         = "NodeRecord"
-	NodeRecordResource     = "noderecords"
-	PlacementIndexKind     = "PlacementIndex"
-	PlacementIndexResource = "placementindexes"
+	NodeRecordKind     = "NodeRecord"
+	NodeRecordResource = "noderecords"
 )
 
 // SchemeGroupVersion is stickyip.io/v1.
@@ -22,7 +20,7 @@ var SchemeGroupVersion = schema.GroupVersion{Group: Group, Version: Version}
 
 // AddToScheme registers the API's types in a scheme.
 func AddToScheme(s *runtime.Scheme) error {
-	s.AddKnownTypes(SchemeGroupVersion, &NodeRecord{}, &NodeRecordList{}, &PlacementIndex{}, &PlacementIndexList{})
+	s.AddKnownTypes(SchemeGroupVersion, &NodeRecord{}, &NodeRecordList{})
 	metav1.AddToGroupVersion(s, SchemeGroupVersion)
 	return nil
 }

@@ -124,24 +124,3 @@ type NodeRecordList struct {
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []NodeRecord `json:"items"`
 }
-
-// PlacementIndex is one shard of a namespace's placement index.
-type PlacementIndex struct {
-	metav1.TypeMeta   `json:",inline"`
-	metav1.ObjectMeta `json:"metadata,omitempty"`
-
-	Spec PlacementIndexSpec `json:"spec,omitempty"`
-}
-
-// PlacementIndexSpec maps identities to nodes.
-type PlacementIndexSpec struct {
-	// Nodes maps each identity of the shard to the node that holds it.
-	Nodes map[string]string `json:"nodes,omitempty"`
-}
-
-// PlacementIndexList is a list of PlacementIndexes.
-type PlacementIndexList struct {
-	metav1.TypeMeta `json:",inline"`
-	metav1.ListMeta `json:"metadata,omitempty"`
-	Items           []PlacementIndex `json:"items"`
-}

@@ -2,8 +2,8 @@
 // (stickyip.io/v1, contract/placementv1): client-go's REST client with a
 // scheme that knows that group alone, in JSON (the only encoding the API
 // server serves custom resources in). The controller writes NodeRecord
-// status through the status subresource, never the spec (the node's), and
-// PlacementIndex shards with JSON merge patches of the keys that changed.
+// status through the status subresource, never the spec (the node's); the
+// index's shards are ConfigMaps, written through client-go.
 package api
 
 import (
@@ -35,7 +35,7 @@ func init() {
 	utilruntime.Must(placementv1.AddToScheme(Scheme))
 }
 
-// Client reaches NodeRecords and PlacementIndexes on one API server.
+// Client reaches NodeRecords on one API server.
 type Client struct {
 	req   *rest.RESTClient // every request, bounded by the config's Timeout
 	watch *rest.RESTClient // the informers' lists and watches: no request timeout
@@ -78,12 +78,6 @@ func (c *Client) RecordsListWatch() *cache.ListWatch {
 	return c.listWatch(placementv1.NodeRecordResource, &placementv1.NodeRecordList{})
 }
 
-// IndexesListWatch lists and watches the PlacementIndexes of every
-// namespace, for an informer.
-func (c *Client) IndexesListWatch() *cache.ListWatch {
-	return c.listWatch(placementv1.PlacementIndexResource, &placementv1.PlacementIndexList{})
-}
-
 func (c *Client) listWatch(resource string, list runtime.Object) *cache.ListWatch {
 	return &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
@@ -109,29 +103,5 @@ func (c *Client) PatchRecordStatus(ctx context.Context, name string, patch []byt
 // DeleteRecord deletes NodeRecord name if its UID is still uid.
 func (c *Client) DeleteRecord(ctx context.Context, name string, uid types.UID) error {
 	return c.req.Delete().Resource(placementv1.NodeRecordResource).Name(name).
-		Body(&metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}}).Do(ctx).Error()
-}
-
-// CreateIndex creates a shard and returns it as created.
-func (c *Client) CreateIndex(ctx context.Context, x *placementv1.PlacementIndex) (*placementv1.PlacementIndex, error) {
-	x = x.DeepCopy()
-	x.TypeMeta = metav1.TypeMeta{APIVersion: placementv1.SchemeGroupVersion.String(), Kind: placementv1.PlacementIndexKind}
-	out := &placementv1.PlacementIndex{}
-	err := c.req.Post().Namespace(x.Namespace).Resource(placementv1.PlacementIndexResource).Body(x).Do(ctx).Into(out)
-	return out, err
-}
-
-// PatchIndex applies the JSON merge patch to shard namespace/name and
-// returns the shard it left.
-func (c *Client) PatchIndex(ctx context.Context, namespace, name string, patch []byte) (*placementv1.PlacementIndex, error) {
-	out := &placementv1.PlacementIndex{}
-	err := c.req.Patch(types.MergePatchType).Namespace(namespace).Resource(placementv1.PlacementIndexResource).Name(name).
-		Body(patch).Do(ctx).Into(out)
-	return out, err
-}
-
-// DeleteIndex deletes shard namespace/name if its UID is still uid.
-func (c *Client) DeleteIndex(ctx context.Context, namespace, name string, uid types.UID) error {
-	return c.req.Delete().Namespace(namespace).Resource(placementv1.PlacementIndexResource).Name(name).
 		Body(&metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}}).Do(ctx).Error()
 }

@@ -71,32 +71,3 @@ func TestRecords(t *testing.T) {
 	}
 	poll(t, "n1 gone from the informer", func() bool { _, ok, _ := inf.GetStore().GetByKey("n1"); return !ok })
 }
-
-func TestIndexes(t *testing.T) {
-	srv := apitest.New(t)
-	c, err := api.New(srv.Config())
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	x, err := c.CreateIndex(ctx, &placementv1.PlacementIndex{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "index-0",
-		Labels: map[string]string{placementv1.IndexLabel: "0"}}, Spec: placementv1.PlacementIndexSpec{Nodes: map[string]string{"a": "n1", "b": "n1"}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if x.UID == "" || x.Labels[placementv1.IndexLabel] != "0" {
-		t.Fatalf("created %+v", x)
-	}
-	if _, err := c.PatchIndex(ctx, "ns", "index-0", []byte(`{"spec":{"nodes":{"a":null,"c":"n2"}}}`)); err != nil {
-		t.Fatal(err)
-	}
-	if got := srv.Index("ns"); len(got) != 2 || got["b"] != "n1" || got["c"] != "n2" {
-		t.Fatalf("index after the patch: %v", got)
-	}
-	if err := c.DeleteIndex(ctx, "ns", "index-0", x.UID); err != nil {
-		t.Fatal(err)
-	}
-	if got := srv.Shards("ns"); len(got) != 0 {
-		t.Fatalf("shards after the deletion: %v", got)
-	}
-}

@@ -76,9 +76,10 @@ func changes(have, want map[string]string) map[string]*string {
 	return out
 }
 
-// MergePatch is the JSON merge patch of a Patch write.
+// MergePatch is the JSON merge patch of a Patch write: the shard's data
+// keys that change (null removes one).
 func (w Write) MergePatch() ([]byte, error) {
-	return json.Marshal(map[string]any{"spec": map[string]any{"nodes": w.Changes}})
+	return json.Marshal(map[string]any{"data": w.Changes})
 }
 
 // Plan returns the writes that make the shards have hold the index want,

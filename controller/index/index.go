@@ -1,7 +1,9 @@
 // Package index builds a namespace's placement index from the claims the
 // controller accepted: which node holds each identity (Winner), which
-// shard each identity lives in (Pack), and the writes that bring the
-// shards from what they hold to that (Diff).
+// shard of its series each key lives in (Pack), and the writes that bring
+// the shards from what they hold to that (Diff). A series is packed alone
+// (placementv1.ShardKey: pod-named and keyed identities apart); its keys
+// are what the shards' data holds.
 //
 // Winner: of the accepted claims of an identity (from records of Nodes
 // that exist under the record's UID), the one whose pod was created last
@@ -21,11 +23,7 @@ package index
 import (
 	"maps"
 	"slices"
-	"strconv"
-	"strings"
 	"time"
-
-	"github.com/stickyip/stickyip/contract/placementv1"
 )
 
 // Candidate is one node's accepted claim on an identity.
@@ -65,21 +63,10 @@ func Winner(cands []Candidate) (Candidate, bool) {
 // character JSON escapes (their schemas allow none).
 func PairBytes(identity, node string) int { return len(identity) + len(node) + 6 }
 
-// Shard is one shard of a namespace as it stands.
+// Shard is one shard of a namespace's series as it stands.
 type Shard struct {
 	Number int
 	Nodes  map[string]string
-}
-
-// Number returns the shard number of a PlacementIndex name; false for a
-// name that is no shard's (ShardName).
-func Number(name string) (int, bool) {
-	s, ok := strings.CutPrefix(name, placementv1.ShardPrefix)
-	if !ok || s == "" || (s[0] == '0' && s != "0") || strings.TrimLeft(s, "0123456789") != "" {
-		return 0, false
-	}
-	n, err := strconv.Atoi(s)
-	return n, err == nil && n < 1<<20
 }
 
 // Pack returns the contents each shard should have (by number) for the

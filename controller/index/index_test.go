@@ -37,19 +37,6 @@ func TestWinner(t *testing.T) {
 	}
 }
 
-func TestNumber(t *testing.T) {
-	for name, want := range map[string]int{"index-0": 0, "index-7": 7, "index-12": 12} {
-		if n, ok := Number(name); !ok || n != want {
-			t.Errorf("Number(%q) = %d, %v; want %d", name, n, ok, want)
-		}
-	}
-	for _, name := range []string{"index-", "index-01", "index--1", "index-1a", "stickyip-index-0", "index-99999999"} {
-		if n, ok := Number(name); ok {
-			t.Errorf("Number(%q) = %d: a name no shard has", name, n)
-		}
-	}
-}
-
 // ids returns identities id-<from>…id-<to-1> on node.
 func ids(from, to int, node string) map[string]string {
 	m := map[string]string{}
@@ -151,14 +138,14 @@ func TestDiff(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var m map[string]map[string]map[string]any
+	var m map[string]map[string]any
 	if err := json.Unmarshal(b, &m); err != nil {
 		t.Fatal(err)
 	}
-	if n := m["spec"]["nodes"]; len(n) != 3 || n["b"] != "n3" || n["x"] != "n4" || n["c"] != nil {
+	if n := m["data"]; len(m) != 1 || len(n) != 3 || n["b"] != "n3" || n["x"] != "n4" || n["c"] != nil {
 		t.Fatalf("merge patch %s", b)
 	}
-	if _, ok := m["spec"]["nodes"]["c"]; !ok {
+	if _, ok := m["data"]["c"]; !ok {
 		t.Fatalf("merge patch %s does not remove c (null)", b)
 	}
 }
@@ -179,15 +166,5 @@ func TestPairBytesIsTheJSON(t *testing.T) {
 	}
 	if got := Pack(nil, want, exact-1); len(got) != 2 {
 		t.Fatalf("packed under one byte less than the JSON's size: %d shards, want 2", len(got))
-	}
-}
-
-// The shard numbers stop below 1<<20: a name past them is no shard's.
-func TestNumberLast(t *testing.T) {
-	if n, ok := Number(fmt.Sprintf("index-%d", 1<<20-1)); !ok || n != 1<<20-1 {
-		t.Errorf("the last shard number: %d, %v", n, ok)
-	}
-	if n, ok := Number(fmt.Sprintf("index-%d", 1<<20)); ok {
-		t.Errorf("Number(index-%d) = %d: past the last shard", 1<<20, n)
 	}
 }

@@ -26,7 +26,6 @@ import (
 	"github.com/stickyip/stickyip/contract/placementv1"
 	"github.com/stickyip/stickyip/controller/api"
 	"github.com/stickyip/stickyip/controller/facts"
-	"github.com/stickyip/stickyip/controller/index"
 )
 
 // The controller's cost at 5,000 nodes: 150,000 pods (30 a node, in 1,000
@@ -216,8 +215,8 @@ func BenchmarkController(b *testing.B) {
 	}
 	rebuild := func() (writes int) {
 		for _, ns := range namespaces {
-			have, _ := m.shardsOf(ns)
-			writes += len(index.Plan(have, m.st.want(ns), placementv1.ShardBytes))
+			w, _ := m.plan(ns, m.st.want(ns))
+			writes += len(w)
 		}
 		return writes
 	}
@@ -337,9 +336,10 @@ func measureEvents(b *testing.B, m *Manager, now time.Time) (c eventCost) {
 // fillShards puts into m's shard cache what a sync of namespaces writes.
 func fillShards(b *testing.B, m *Manager, namespaces []string) {
 	for _, ns := range namespaces {
-		for _, w := range index.Plan(nil, m.st.want(ns), placementv1.ShardBytes) {
-			x := &placementv1.PlacementIndex{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: placementv1.ShardName(w.Number)},
-				Spec: placementv1.PlacementIndexSpec{Nodes: w.Nodes}}
+		writes, _ := m.plan(ns, m.st.want(ns))
+		for _, w := range writes {
+			x := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: placementv1.ShardName(w.series, w.Number),
+				Labels: map[string]string{placementv1.IndexLabel: w.series}}, Data: w.Nodes}
 			if err := m.shards.GetIndexer().Add(x); err != nil {
 				b.Fatal(err)
 			}

@@ -38,7 +38,7 @@ func burst() ([]runtime.Object, []*placementv1.NodeRecord) {
 
 // converged reports whether every claim of recs is accepted and indexed.
 func (h *harness) converged(recs []*placementv1.NodeRecord) bool {
-	if len(h.srv.Index("a"))+len(h.srv.Index("b")) != 500 {
+	if len(h.index("a"))+len(h.index("b")) != 500 {
 		return false
 	}
 	for _, r := range recs {
@@ -68,7 +68,7 @@ func TestBurstCoalesces(t *testing.T) {
 	}
 	poll(t, "500 claims indexed", func() bool { return h.converged(recs) })
 	took := time.Since(start)
-	shardWrites := h.srv.Writes("create", apitest.Indexes) + h.srv.Writes("patch", apitest.Indexes)
+	shardWrites := h.shardWrites("create", "patch")
 	statusWrites := h.srv.Writes("patch", apitest.RecordsStatus)
 	t.Logf("500 claims of 50 records in 2 namespaces: indexed in %v, %d shard writes, %d status writes", took.Round(time.Millisecond), shardWrites, statusWrites)
 	if took > 10*time.Second {
@@ -104,7 +104,7 @@ func TestBurstSpread(t *testing.T) {
 	}
 	poll(t, "500 claims indexed", func() bool { return h.converged(recs) })
 	n := passes(t, m) - first
-	shardWrites := h.srv.Writes("create", apitest.Indexes) + h.srv.Writes("patch", apitest.Indexes)
+	shardWrites := h.shardWrites("create", "patch")
 	statusWrites := h.srv.Writes("patch", apitest.RecordsStatus)
 	t.Logf("500 claims of 50 records over 1 s: %d passes, %d shard writes, %d status writes", n, shardWrites, statusWrites)
 	if uint64(shardWrites) > 2*n || n > 15 {
@@ -132,12 +132,12 @@ func TestRestartWritesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.halt()
-	before, index := h.srv.AllWrites(), h.srv.Index("a")
+	before, index := h.allWrites(), h.index("a")
 	h.ready(cfg)
-	if n := h.srv.AllWrites(); n != before {
+	if n := h.allWrites(); n != before {
 		t.Fatalf("the first sync after a restart made %d writes", n-before)
 	}
-	if got := h.srv.Index("a"); len(got) != len(index) || got["n00-0"] != "n00" {
+	if got := h.index("a"); len(got) != len(index) || got["n00-0"] != "n00" {
 		t.Fatalf("index of a after the restart: %d identities, n00-0 on %q", len(got), got["n00-0"])
 	}
 }

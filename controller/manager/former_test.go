@@ -31,7 +31,7 @@ func TestImportFormerIndex(t *testing.T) {
 	h.ready(testConfig())
 	h.srv.PutRecord(nodeRecord("n1", "nu1", entry("ns", "db-0", "db-0", "gone-1", false), entry("ns", "web-0", "web-0", "gone-2", false),
 		entry("ns", "other-0", "other-0", "gone-3", false)))
-	poll(t, "db-0 in the index", func() bool { return h.srv.Index("ns")["db-0"] == "n1" })
+	poll(t, "db-0 in the index", func() bool { return h.index("ns")["db-0"] == "n1" })
 	poll(t, "db-0's claim indexed", func() bool { c := h.claim("n1", "ns", "db-0"); return c != nil && c.Indexed })
 	c := h.claim("n1", "ns", "db-0")
 	if c.PodUID != "gone-1" || !c.Created.Equal(&metav1.Time{Time: t0.Add(time.Minute)}) {
@@ -41,7 +41,7 @@ func TestImportFormerIndex(t *testing.T) {
 		a, b := h.claim("n1", "ns", "web-0"), h.claim("n1", "ns", "other-0")
 		return a != nil && b != nil && a.Refused != "" && b.Refused != ""
 	})
-	if idx := h.srv.Index("ns"); len(idx) != 1 {
+	if idx := h.index("ns"); len(idx) != 1 {
 		t.Fatalf("index %v", idx)
 	}
 	// The former shards are read once for the namespace, all eight.

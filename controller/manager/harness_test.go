@@ -5,15 +5,19 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/stickyip/stickyip/contract/placementv1"
 	"github.com/stickyip/stickyip/controller/api"
@@ -21,8 +25,8 @@ import (
 )
 
 // harness runs a controller against client-go's fake clientset (pods,
-// Nodes, StatefulSets, Leases, Events, ConfigMaps) and an in-memory
-// placement API server (records, shards).
+// Nodes, StatefulSets, Leases, Events, ConfigMaps: the shards and the
+// former index) and an in-memory placement API server (records).
 type harness struct {
 	t    *testing.T
 	kube *fake.Clientset
@@ -30,6 +34,9 @@ type harness struct {
 	m    *Manager
 	stop context.CancelFunc
 	done chan error
+
+	failMu sync.Mutex
+	fail   map[string]int // verb on ConfigMaps → HTTP status (failShards)
 }
 
 // testConfig is the contract's configuration with times a test can wait
@@ -197,3 +204,67 @@ var (
 	nodesGVR = corev1.SchemeGroupVersion.WithResource("nodes")
 	setsGVR  = appsv1.SchemeGroupVersion.WithResource("statefulsets")
 )
+
+// shards returns namespace's shards: its ConfigMaps of a shard's name.
+func (h *harness) shards(namespace string) []corev1.ConfigMap {
+	list, err := h.kube.Tracker().List(configMapsGVR, corev1.SchemeGroupVersion.WithKind("ConfigMap"), namespace)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	var out []corev1.ConfigMap
+	for _, cm := range list.(*corev1.ConfigMapList).Items {
+		if _, _, ok := placementv1.ParseShardName(cm.Name); ok {
+			out = append(out, cm)
+		}
+	}
+	return out
+}
+
+// index returns namespace's index as its shards hold it: identity → node.
+func (h *harness) index(namespace string) map[string]string {
+	out := map[string]string{}
+	for _, cm := range h.shards(namespace) {
+		for k, n := range cm.Data {
+			out[placementv1.ShardIdentity(cm.Labels[placementv1.IndexLabel], k)] = n
+		}
+	}
+	return out
+}
+
+// shardWrites counts the ConfigMap writes of the verbs (create, patch,
+// update, delete) the fake clientset took.
+func (h *harness) shardWrites(verbs ...string) int {
+	n := 0
+	for _, a := range h.kube.Actions() {
+		if a.GetResource() == configMapsGVR && slices.Contains(verbs, a.GetVerb()) {
+			n++
+		}
+	}
+	return n
+}
+
+// allWrites counts every write the controller made: records' and shards'.
+func (h *harness) allWrites() int {
+	return h.srv.AllWrites() + h.shardWrites("create", "patch", "update", "delete")
+}
+
+// failShards makes the fake clientset refuse verb on ConfigMaps with code
+// (0: take it again).
+func (h *harness) failShards(verb string, code int) {
+	h.failMu.Lock()
+	defer h.failMu.Unlock()
+	if h.fail == nil {
+		h.fail = map[string]int{}
+		h.kube.PrependReactor("*", "configmaps", func(a k8stesting.Action) (bool, runtime.Object, error) {
+			h.failMu.Lock()
+			defer h.failMu.Unlock()
+			if c := h.fail[a.GetVerb()]; c != 0 {
+				return true, nil, apierrors.NewGenericServerResponse(c, a.GetVerb(), configMapsGVR.GroupResource(), "", "refused by the test", 0, true)
+			}
+			return false, nil, nil
+		})
+	}
+	h.fail[verb] = code
+}
+
+var configMapsGVR = corev1.SchemeGroupVersion.WithResource("configmaps")

@@ -1,10 +1,12 @@
 package manager
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/stickyip/stickyip/contract/placementv1"
@@ -17,7 +19,7 @@ func TestClaimReachesIndex(t *testing.T) {
 	h := newHarness(t, node("n1", "nu1"), pod("ns", "db-0", "p1", "n1", 0))
 	h.ready(testConfig())
 	h.srv.PutRecord(nodeRecord("n1", "nu1", entry("ns", "db-0", "db-0", "p1", true)))
-	poll(t, "db-0 in the index", func() bool { return h.srv.Index("ns")["db-0"] == "n1" })
+	poll(t, "db-0 in the index", func() bool { return h.index("ns")["db-0"] == "n1" })
 	poll(t, "the claim accepted and indexed", func() bool { c := h.claim("n1", "ns", "db-0"); return c != nil && c.Indexed })
 	c := h.claim("n1", "ns", "db-0")
 	if c.PodUID != "p1" || c.Pod != "db-0" || !c.Created.Equal(&metav1.Time{Time: t0}) || c.Refused != "" || c.StatefulSet != nil {
@@ -27,13 +29,13 @@ func TestClaimReachesIndex(t *testing.T) {
 	if r.Status.NodeUID != "nu1" || r.Status.ObservedGeneration != r.Generation {
 		t.Fatalf("status %+v of generation %d", r.Status, r.Generation)
 	}
-	shards := h.srv.Shards("ns")
-	if len(shards) != 1 || shards[0].Name != "index-0" || shards[0].Labels[placementv1.IndexLabel] != "0" {
+	shards := h.shards("ns")
+	if len(shards) != 1 || shards[0].Name != "stickyip-placement-names-0" || shards[0].Labels[placementv1.IndexLabel] != placementv1.Names {
 		t.Fatalf("shards %+v", shards)
 	}
 	// The node drops the entry: it leaves the index, and the emptied shard goes.
 	h.srv.PutRecord(nodeRecord("n1", "nu1"))
-	poll(t, "the shard deleted", func() bool { return len(h.srv.Shards("ns")) == 0 })
+	poll(t, "the shard deleted", func() bool { return len(h.shards("ns")) == 0 })
 	poll(t, "the claim gone from the status", func() bool { return len(h.srv.Record("n1").Status.Claims) == 0 })
 }
 
@@ -66,7 +68,7 @@ func TestClaimsRefused(t *testing.T) {
 		}
 	}
 	poll(t, "the good claim indexed", func() bool { c := h.claim("n1", "ns", "good-0"); return c != nil && c.Indexed })
-	if idx := h.srv.Index("ns"); len(idx) != 1 || idx["good-0"] != "n1" {
+	if idx := h.index("ns"); len(idx) != 1 || idx["good-0"] != "n1" {
 		t.Fatalf("index %v: only good-0 belongs there", idx)
 	}
 	poll(t, "an Event for each refusal", func() bool { return len(h.events("n1")) == 3 })
@@ -94,12 +96,12 @@ func TestUnknownPodPendingThenRefused(t *testing.T) {
 		t.Fatalf("pending claim %+v: neither accepted nor refused yet", c)
 	}
 	h.create(pod("ns", "late-0", "p1", "n1", 0))
-	poll(t, "late-0 indexed", func() bool { return h.srv.Index("ns")["late-0"] == "n1" })
+	poll(t, "late-0 indexed", func() bool { return h.index("ns")["late-0"] == "n1" })
 	poll(t, "never-0 refused", func() bool { c := h.claim("n1", "ns", "never-0"); return c.Refused != "" })
 	if c := h.claim("n1", "ns", "never-0"); !strings.Contains(c.Refused, "no such pod") {
 		t.Fatalf("claim %+v", c)
 	}
-	if _, ok := h.srv.Index("ns")["never-0"]; ok {
+	if _, ok := h.index("ns")["never-0"]; ok {
 		t.Fatal("a refused claim is in the index")
 	}
 }
@@ -110,14 +112,14 @@ func TestLaterPodWins(t *testing.T) {
 	h := newHarness(t, node("n1", "nu1"), node("n2", "nu2"), pod("ns", "db-0", "p1", "n1", 0))
 	h.ready(testConfig())
 	h.srv.PutRecord(nodeRecord("n1", "nu1", entry("ns", "db-0", "db-0", "p1", true)))
-	poll(t, "db-0 on n1", func() bool { return h.srv.Index("ns")["db-0"] == "n1" })
+	poll(t, "db-0 on n1", func() bool { return h.index("ns")["db-0"] == "n1" })
 	if err := h.kube.Tracker().Delete(podsGVR, "ns", "db-0"); err != nil {
 		t.Fatal(err)
 	}
 	h.srv.PutRecord(nodeRecord("n1", "nu1", entry("ns", "db-0", "db-0", "p1", false)))
 	h.create(pod("ns", "db-0", "p2", "n2", time.Minute))
 	h.srv.PutRecord(nodeRecord("n2", "nu2", entry("ns", "db-0", "db-0", "p2", true)))
-	poll(t, "db-0 on n2", func() bool { return h.srv.Index("ns")["db-0"] == "n2" })
+	poll(t, "db-0 on n2", func() bool { return h.index("ns")["db-0"] == "n2" })
 	poll(t, "n1's claim no longer indexed", func() bool { c := h.claim("n1", "ns", "db-0"); return c != nil && !c.Indexed })
 	poll(t, "n2's claim indexed", func() bool { c := h.claim("n2", "ns", "db-0"); return c != nil && c.Indexed })
 	if c := h.claim("n1", "ns", "db-0"); !c.Accepted() || c.PodUID != "p1" {
@@ -135,12 +137,12 @@ func TestNodeGone(t *testing.T) {
 	h.ready(cfg)
 	h.srv.PutRecord(nodeRecord("n1", "nu1", entry("ns", "a-0", "a-0", "p1", true)))
 	h.srv.PutRecord(nodeRecord("n2", "nu2", entry("ns", "b-0", "b-0", "p2", true)))
-	poll(t, "both in the index", func() bool { return len(h.srv.Index("ns")) == 2 })
+	poll(t, "both in the index", func() bool { return len(h.index("ns")) == 2 })
 
 	if err := h.kube.Tracker().Delete(nodesGVR, "", "n1"); err != nil {
 		t.Fatal(err)
 	}
-	poll(t, "a-0 out of the index", func() bool { _, ok := h.srv.Index("ns")["a-0"]; return !ok })
+	poll(t, "a-0 out of the index", func() bool { _, ok := h.index("ns")["a-0"]; return !ok })
 	if h.srv.Record("n1") == nil {
 		t.Fatal("the record went before its grace")
 	}
@@ -150,13 +152,13 @@ func TestNodeGone(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.create(node("n2", "nu2-again"))
-	poll(t, "b-0 out of the index", func() bool { _, ok := h.srv.Index("ns")["b-0"]; return !ok })
+	poll(t, "b-0 out of the index", func() bool { _, ok := h.index("ns")["b-0"]; return !ok })
 	if h.srv.Record("n2") == nil {
 		t.Fatal("the record of a Node that is back was deleted")
 	}
 	// The node writes its record again under its new UID: judged afresh.
 	h.srv.PutRecord(nodeRecord("n2", "nu2-again", entry("ns", "b-0", "b-0", "p2", true)))
-	poll(t, "b-0 back in the index", func() bool { return h.srv.Index("ns")["b-0"] == "n2" })
+	poll(t, "b-0 back in the index", func() bool { return h.index("ns")["b-0"] == "n2" })
 	poll(t, "the status judged under the new UID", func() bool { return h.srv.Record("n2").Status.NodeUID == "nu2-again" })
 	if n := h.srv.Writes("delete", apitest.Records); n != 1 {
 		t.Fatalf("%d record deletions, want 1", n)
@@ -168,14 +170,14 @@ func TestNodeGone(t *testing.T) {
 func TestShardWriteRetried(t *testing.T) {
 	h := newHarness(t, node("n1", "nu1"), pod("ns", "db-0", "p1", "n1", 0))
 	h.ready(testConfig())
-	h.srv.Fail("create", apitest.Indexes, 500)
+	h.failShards("create", 500)
 	h.srv.PutRecord(nodeRecord("n1", "nu1", entry("ns", "db-0", "db-0", "p1", true)))
 	poll(t, "the claim accepted", func() bool { c := h.claim("n1", "ns", "db-0"); return c != nil && c.Accepted() })
-	if c := h.claim("n1", "ns", "db-0"); c.Indexed || len(h.srv.Shards("ns")) != 0 {
-		t.Fatalf("claim %+v indexed, shards %d, with every shard write refused", c, len(h.srv.Shards("ns")))
+	if c := h.claim("n1", "ns", "db-0"); c.Indexed || len(h.shards("ns")) != 0 {
+		t.Fatalf("claim %+v indexed, shards %d, with every shard write refused", c, len(h.shards("ns")))
 	}
-	h.srv.Fail("create", apitest.Indexes, 0)
-	poll(t, "db-0 in the index", func() bool { return h.srv.Index("ns")["db-0"] == "n1" })
+	h.failShards("create", 0)
+	poll(t, "db-0 in the index", func() bool { return h.index("ns")["db-0"] == "n1" })
 	poll(t, "the claim indexed", func() bool { return h.claim("n1", "ns", "db-0").Indexed })
 }
 
@@ -189,15 +191,54 @@ func TestNodeTerminatingStopsCounting(t *testing.T) {
 	h.ready(testConfig())
 	h.srv.PutRecord(nodeRecord("n1", "nu1", entry("ns", "a-0", "a-0", "p1", true)))
 	h.srv.PutRecord(nodeRecord("n2", "nu2", entry("ns", "b-0", "b-0", "p2", true)))
-	poll(t, "both in the index", func() bool { return len(h.srv.Index("ns")) == 2 })
+	poll(t, "both in the index", func() bool { return len(h.index("ns")) == 2 })
 	held := node("n1", "nu1")
 	now := metav1.Now()
 	held.DeletionTimestamp, held.Finalizers = &now, []string{"example.com/hold"}
 	if err := h.kube.Tracker().Update(nodesGVR, held, ""); err != nil {
 		t.Fatal(err)
 	}
-	poll(t, "a-0 out of the index while n1 is Terminating", func() bool { _, ok := h.srv.Index("ns")["a-0"]; return !ok })
-	if h.srv.Index("ns")["b-0"] != "n2" {
-		t.Fatalf("b-0 left the index with n1's deletion: %v", h.srv.Index("ns"))
+	poll(t, "a-0 out of the index while n1 is Terminating", func() bool { _, ok := h.index("ns")["a-0"]; return !ok })
+	if h.index("ns")["b-0"] != "n2" {
+		t.Fatalf("b-0 left the index with n1's deletion: %v", h.index("ns"))
+	}
+}
+
+// A pod named db and another pod whose stickyip.io/identity is db are two
+// identities on two nodes: each series' shard maps the key db to its own
+// node, and neither shard holds the other's.
+func TestSeriesKeepNamesAndKeysApart(t *testing.T) {
+	h := newHarness(t, node("n1", "nu1"), node("n2", "nu2"), pod("ns", "db", "p1", "n1", 0),
+		pod("ns", "cache-x1", "p2", "n2", 0, annotated("stickyip.io/identity", "db")))
+	h.ready(testConfig())
+	h.srv.PutRecord(nodeRecord("n1", "nu1", entry("ns", "db", "db", "p1", true)))
+	h.srv.PutRecord(nodeRecord("n2", "nu2", entry("ns", "identity:db", "cache-x1", "p2", true)))
+	poll(t, "both in the index", func() bool { return len(h.index("ns")) == 2 })
+	got := map[string]map[string]string{}
+	for _, cm := range h.shards("ns") {
+		got[cm.Name+" "+cm.Labels[placementv1.IndexLabel]] = cm.Data
+	}
+	want := map[string]map[string]string{
+		"stickyip-placement-names-0 names": {"db": "n1"},
+		"stickyip-placement-keyed-0 keyed": {"db": "n2"},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("shards %v, want %v", got, want)
+	}
+}
+
+// A ConfigMap that has a shard's name but not its label (made before the
+// stickyip-index-writer policy) becomes the shard: labelled, holding
+// exactly the index, nothing of what it held before.
+func TestUnlabelledShardAdopted(t *testing.T) {
+	h := newHarness(t, node("n1", "nu1"), pod("ns", "db-0", "p1", "n1", 0),
+		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "stickyip-placement-names-0"},
+			Data: map[string]string{"db-0": "n9", "web-0": "n9"}, BinaryData: map[string][]byte{"x": {1}}})
+	h.ready(testConfig())
+	h.srv.PutRecord(nodeRecord("n1", "nu1", entry("ns", "db-0", "db-0", "p1", true)))
+	poll(t, "the claim indexed", func() bool { c := h.claim("n1", "ns", "db-0"); return c != nil && c.Indexed })
+	s := h.shards("ns")
+	if len(s) != 1 || s[0].Labels[placementv1.IndexLabel] != placementv1.Names || !reflect.DeepEqual(s[0].Data, map[string]string{"db-0": "n1"}) || s[0].BinaryData != nil {
+		t.Fatalf("shards %+v", s)
 	}
 }

@@ -3,7 +3,9 @@ package manager
 import (
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
@@ -35,8 +37,10 @@ func (m *Manager) informers() error {
 	m.sets = m.factory.Apps().V1().StatefulSets().Informer()
 	m.nodes = m.factory.Core().V1().Nodes().Informer()
 	m.records = cache.NewSharedIndexInformer(m.api.RecordsListWatch(), &placementv1.NodeRecord{}, 0, cache.Indexers{})
-	m.shards = cache.NewSharedIndexInformer(m.api.IndexesListWatch(), &placementv1.PlacementIndex{}, 0,
-		cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	// The shards: ConfigMaps with the index's label, and no other.
+	m.shardFactory = informers.NewSharedInformerFactoryWithOptions(m.kube, 0,
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = placementv1.IndexLabel }))
+	m.shards = m.shardFactory.Core().V1().ConfigMaps().Informer()
 	for _, inf := range []cache.SharedIndexInformer{m.pods, m.sets, m.nodes} {
 		if err := inf.SetTransform(facts.Transform); err != nil {
 			return err
@@ -113,7 +117,7 @@ func (m *Manager) handlers() error {
 		return r.Name, r.UID, true
 	}, m.recordView.forget))
 	add(m.shards, m.objectHandlers(func(o any) (string, types.UID, bool) {
-		x, ok := o.(*placementv1.PlacementIndex)
+		x, ok := o.(*corev1.ConfigMap)
 		if !ok {
 			return "", "", false
 		}

@@ -54,7 +54,7 @@ func TestFollowerWritesNothing(t *testing.T) {
 	poll(t, "the caches synced", m.synced.Load)
 	gets := h.leaseGets()
 	poll(t, "three more tries at the Lease", func() bool { return h.leaseGets() >= gets+3 })
-	if n := h.srv.AllWrites(); n != 0 {
+	if n := h.allWrites(); n != 0 {
 		t.Fatalf("a follower made %d writes", n)
 	}
 	if ev := h.events("n1"); len(ev) != 0 {
@@ -66,7 +66,7 @@ func TestFollowerWritesNothing(t *testing.T) {
 	if err := h.kube.Tracker().Delete(leasesGVR, "kube-system", "stickyip-controller"); err != nil {
 		t.Fatal(err)
 	}
-	poll(t, "db-0 in the index", func() bool { return h.srv.Index("ns")["db-0"] == "n1" })
+	poll(t, "db-0 in the index", func() bool { return h.index("ns")["db-0"] == "n1" })
 	poll(t, "the refusal's Event", func() bool { return len(h.events("n1")) == 1 })
 	poll(t, "ready as the leader", func() bool { ok, why := m.Ready(); return ok && why == "ok: leading" })
 }
@@ -78,7 +78,7 @@ func TestLostLeaseStopsWrites(t *testing.T) {
 	h := newHarness(t, node("n1", "nu1"), pod("ns", "db-0", "p1", "n1", 0))
 	m := h.start(electing())
 	h.srv.PutRecord(nodeRecord("n1", "nu1", entry("ns", "db-0", "db-0", "p1", true)))
-	poll(t, "db-0 in the index", func() bool { return h.srv.Index("ns")["db-0"] == "n1" })
+	poll(t, "db-0 in the index", func() bool { return h.index("ns")["db-0"] == "n1" })
 	// Another replica takes the Lease: from now on the API server shows it
 	// as that replica's and refuses this one's updates (Conflict), whatever
 	// update of this one was on its way.
@@ -131,7 +131,7 @@ func TestReadyAndMetrics(t *testing.T) {
 	if !m.firstSynced.Load() {
 		t.Fatal("/readyz answered 200 before the first index sync")
 	}
-	poll(t, "db-0 in the index", func() bool { return h.srv.Index("ns")["db-0"] == "n1" })
+	poll(t, "db-0 in the index", func() bool { return h.index("ns")["db-0"] == "n1" })
 	if code, _ := get("/healthz"); code != http.StatusOK {
 		t.Fatalf("/healthz %d", code)
 	}
@@ -149,7 +149,7 @@ func TestReadyWithNothingToSync(t *testing.T) {
 	h := newHarness(t)
 	m := h.start(testConfig())
 	poll(t, "ready as the leader with no record", func() bool { ok, why := m.Ready(); return ok && why == "ok: leading" })
-	if n := h.srv.AllWrites(); n != 0 {
+	if n := h.allWrites(); n != 0 {
 		t.Fatalf("%d writes with nothing to write", n)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 
@@ -97,15 +98,15 @@ func (m *Manager) orphans(namespace, name string, uid types.UID) bool {
 	return v
 }
 
-// shardsOf returns namespace's shards as the controller knows them, and
-// their objects by number. Objects whose names are no shard's are left
-// alone.
-func (m *Manager) shardsOf(namespace string) ([]index.Shard, map[int]*placementv1.PlacementIndex) {
+// shardsOf returns namespace's shards as the controller knows them, by
+// series, and their objects by name. ConfigMaps whose names are no
+// shard's, or whose label names another series, are left alone.
+func (m *Manager) shardsOf(namespace string) (map[string][]index.Shard, map[string]*corev1.ConfigMap) {
 	objs, _ := m.shards.GetIndexer().ByIndex(cache.NamespaceIndex, namespace)
 	known := map[string]bool{}
-	byKey := map[string]*placementv1.PlacementIndex{}
+	byKey := map[string]*corev1.ConfigMap{}
 	for _, obj := range objs {
-		x, ok := obj.(*placementv1.PlacementIndex)
+		x, ok := obj.(*corev1.ConfigMap)
 		if !ok {
 			continue
 		}
@@ -120,12 +121,12 @@ func (m *Manager) shardsOf(namespace string) ([]index.Shard, map[int]*placementv
 			byKey[k] = v
 		}
 	}
-	var have []index.Shard
-	out := map[int]*placementv1.PlacementIndex{}
+	have := map[string][]index.Shard{}
+	out := map[string]*corev1.ConfigMap{}
 	for _, x := range byKey {
-		if n, ok := index.Number(x.Name); ok {
-			have = append(have, index.Shard{Number: n, Nodes: x.Spec.Nodes})
-			out[n] = x
+		if series, n, ok := placementv1.ParseShardName(x.Name); ok && x.Labels[placementv1.IndexLabel] == series {
+			have[series] = append(have[series], index.Shard{Number: n, Nodes: x.Data})
+			out[x.Name] = x
 		}
 	}
 	return have, out

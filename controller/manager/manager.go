@@ -3,7 +3,7 @@
 //
 //	informers (all replicas, always)         the leader's passes
 //	  pods, StatefulSets, Nodes ── facts ─┐    ┌─ judge each changed record: its entries
-//	  NodeRecords, PlacementIndexes ──────┼──► │  against the pods (claims), the
+//	  NodeRecords, index shards ──────────┼──► │  against the pods (claims), the
 //	  handlers: tombstones, how sets went,│ q  │  StatefulSet retention (retention)
 //	  which record follows which pod/set ─┘    ├─ each namespace whose claims changed:
 //	                                           │  winners, packing, one merge patch a
@@ -31,6 +31,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
@@ -42,10 +43,10 @@ import (
 
 // Clients are the controller's API clients.
 type Clients struct {
-	// Kube reaches pods, Nodes, StatefulSets, Leases, Events and the
-	// former index's ConfigMaps.
+	// Kube reaches pods, Nodes, StatefulSets, Leases, Events, the index's
+	// shards (ConfigMaps) and the former index's.
 	Kube kubernetes.Interface
-	// Placement reaches NodeRecords and PlacementIndexes.
+	// Placement reaches NodeRecords.
 	Placement *api.Client
 }
 
@@ -61,11 +62,11 @@ type Manager struct {
 	api  *api.Client
 	log  *slog.Logger
 
-	factory                      informers.SharedInformerFactory
+	factory, shardFactory        informers.SharedInformerFactory
 	pods, sets, nodes            cache.SharedIndexInformer
 	records, shards              cache.SharedIndexInformer
 	recordView                   *overlay[*placementv1.NodeRecord]
-	shardView                    *overlay[*placementv1.PlacementIndex]
+	shardView                    *overlay[*corev1.ConfigMap]
 	queue                        workqueue.TypedRateLimitingInterface[key]
 	seen                         *seen
 	metrics                      *metrics
@@ -84,7 +85,7 @@ func New(cfg Config, clients Clients, log *slog.Logger) (*Manager, error) {
 		return nil, err
 	}
 	m := &Manager{cfg: cfg, kube: clients.Kube, api: clients.Placement, log: log,
-		recordView: newOverlay[*placementv1.NodeRecord](), shardView: newOverlay[*placementv1.PlacementIndex](),
+		recordView: newOverlay[*placementv1.NodeRecord](), shardView: newOverlay[*corev1.ConfigMap](),
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[key](),
 			workqueue.TypedRateLimitingQueueConfig[key]{Name: "stickyip-controller"}),
 		seen: newSeen(), st: newState()}
@@ -119,7 +120,7 @@ func (m *Manager) Run(ctx context.Context) error {
 	defer m.events.stop()
 	m.factory.Start(ctx.Done())
 	go m.records.RunWithContext(ctx)
-	go m.shards.RunWithContext(ctx)
+	m.shardFactory.Start(ctx.Done())
 	go m.prune(ctx)
 	if !cache.WaitForCacheSync(ctx.Done(), m.pods.HasSynced, m.sets.HasSynced, m.nodes.HasSynced,
 		m.records.HasSynced, m.shards.HasSynced) {

@@ -29,7 +29,7 @@ func newMetrics() *metrics {
 		claims: prometheus.NewCounterVec(prometheus.CounterOpts{Name: metricPrefix + "claims_total",
 			Help: "Verdicts given on claims: accepted (the pod backs it), imported (the former index does, the pod being gone), refused."}, []string{"verdict"}),
 		indexWrites: prometheus.NewCounterVec(prometheus.CounterOpts{Name: metricPrefix + "index_writes_total",
-			Help: "Writes of PlacementIndex shards, by operation (create, patch, delete)."}, []string{"op"}),
+			Help: "Writes of the placement index's shards (ConfigMaps), by operation (create, patch, delete)."}, []string{"op"}),
 		statusWrites: prometheus.NewCounter(prometheus.CounterOpts{Name: metricPrefix + "status_writes_total",
 			Help: "Writes of NodeRecord status."}),
 		identities: prometheus.NewGauge(prometheus.GaugeOpts{Name: metricPrefix + "index_identities",

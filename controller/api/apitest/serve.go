@@ -35,7 +35,7 @@ func parse(path string) (request, bool) {
 	if len(p) > 2 {
 		r.sub = p[2]
 	}
-	ok = (r.resource == Records && r.namespace == "") || r.resource == Indexes
+	ok = r.resource == Records && r.namespace == ""
 	return r, ok && len(p) <= 3
 }
 
@@ -64,8 +64,6 @@ func (s *Server) serve(w http.ResponseWriter, req *http.Request) {
 		s.list(w, r)
 	case verb == "get":
 		s.get(w, r)
-	case verb == "create" && r.resource == Indexes && r.name == "":
-		s.create(w, req, r)
 	case verb == "patch" && r.name != "":
 		s.patch(w, req, r, target)
 	case verb == "delete" && r.name != "" && r.sub == "":
@@ -102,7 +100,7 @@ func (s *Server) list(w http.ResponseWriter, r request) {
 	}
 	rv := s.rv
 	s.mu.Unlock()
-	kind := map[string]string{Records: "NodeRecordList", Indexes: "PlacementIndexList"}[r.resource]
+	kind := map[string]string{Records: "NodeRecordList"}[r.resource]
 	b, _ := json.Marshal(map[string]any{"apiVersion": placementv1.SchemeGroupVersion.String(), "kind": kind,
 		"metadata": map[string]string{"resourceVersion": strconv.Itoa(rv)}, "items": append([]json.RawMessage{}, items...)})
 	reply(w, http.StatusOK, b)
@@ -181,23 +179,4 @@ func inNamespace(body []byte, namespace string) bool {
 	}
 	_ = json.Unmarshal(body, &m)
 	return m.Metadata.Namespace == namespace
-}
-
-func (s *Server) create(w http.ResponseWriter, req *http.Request, r request) {
-	x := &placementv1.PlacementIndex{}
-	if err := json.NewDecoder(req.Body).Decode(x); err != nil || x.Name == "" {
-		status(w, http.StatusBadRequest, "BadRequest", fmt.Sprintf("body: %v", err))
-		return
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if _, ok := s.objects[key(Indexes, r.namespace, x.Name)]; ok {
-		status(w, http.StatusConflict, "AlreadyExists", x.Name+" already exists")
-		return
-	}
-	x.ResourceVersion, x.Generation = "", 1
-	s.created(x, r.namespace)
-	s.store(Indexes, x, false)
-	s.writes["create "+Indexes]++
-	reply(w, http.StatusCreated, encode(Indexes, x))
 }

@@ -1,12 +1,11 @@
 // Package apitest is an API server of the placement API (stickyip.io/v1)
-// for unit tests of stickyip-controller: NodeRecords and PlacementIndexes
-// kept in memory and served over HTTP as kube-apiserver serves custom
-// resources (list, watch from a resourceVersion, get, create, JSON merge
-// patch of the object or of a record's status subresource, delete with a
-// UID precondition), so that the tests run the controller's real requests.
-// Tests change records directly, as nodes would (PutRecord, DeleteRecord),
-// read what the controller wrote (Record, Index, Writes), and may make the
-// server fail a verb.
+// for unit tests of stickyip-controller: NodeRecords kept in memory and
+// served over HTTP as kube-apiserver serves custom resources (list, watch
+// from a resourceVersion, get, JSON merge patch of the object or of its
+// status subresource, delete with a UID precondition), so that the tests
+// run the controller's real requests. Tests change records directly, as
+// nodes would (PutRecord, DeleteRecord), read what the controller wrote
+// (Record, Writes), and may make the server fail a verb.
 package apitest
 
 import (
@@ -15,7 +14,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -57,7 +55,6 @@ type event struct {
 const (
 	Records       = placementv1.NodeRecordResource
 	RecordsStatus = placementv1.NodeRecordResource + "/status"
-	Indexes       = placementv1.PlacementIndexResource
 )
 
 // New starts a server; it stops when the test ends.
@@ -82,7 +79,7 @@ func (s *Server) Config() *rest.Config { return &rest.Config{Host: s.URL, QPS: -
 func key(resource, namespace, name string) string { return resource + "/" + namespace + "/" + name }
 
 // Writes returns how many requests of verb ("create", "patch", "delete")
-// on resource (Records, RecordsStatus, Indexes) the server answered 2xx.
+// on resource (Records, RecordsStatus) the server answered 2xx.
 func (s *Server) Writes(verb, resource string) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -149,47 +146,6 @@ func (s *Server) Record(name string) *placementv1.NodeRecord {
 	return nil
 }
 
-// Shards returns copies of the PlacementIndexes of namespace.
-func (s *Server) Shards(namespace string) []*placementv1.PlacementIndex {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var out []*placementv1.PlacementIndex
-	for k, o := range s.objects {
-		if x, ok := o.(*placementv1.PlacementIndex); ok && strings.HasPrefix(k, key(Indexes, namespace, "")) {
-			out = append(out, x.DeepCopy())
-		}
-	}
-	return out
-}
-
-// Index returns the index of namespace: every shard's identities and
-// nodes, merged.
-func (s *Server) Index(namespace string) map[string]string {
-	out := map[string]string{}
-	for _, x := range s.Shards(namespace) {
-		for id, n := range x.Spec.Nodes {
-			out[id] = n
-		}
-	}
-	return out
-}
-
-// PutIndex writes a shard as an operator (or the controller before a
-// restart) would.
-func (s *Server) PutIndex(x *placementv1.PlacementIndex) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	k := key(Indexes, x.Namespace, x.Name)
-	n := x.DeepCopy()
-	cur, ok := s.objects[k]
-	if ok {
-		n.ObjectMeta.UID, n.ObjectMeta.CreationTimestamp = cur.GetUID(), cur.GetCreationTimestamp()
-	} else {
-		s.created(n, x.Namespace)
-	}
-	s.store(Indexes, n, ok)
-}
-
 // created gives a new object its UID and creation time.
 func (s *Server) created(o object, namespace string) {
 	s.uids++
@@ -228,8 +184,6 @@ func encode(resource string, o object) []byte {
 	switch x := o.(type) {
 	case *placementv1.NodeRecord:
 		x.TypeMeta = metav1.TypeMeta{APIVersion: placementv1.SchemeGroupVersion.String(), Kind: placementv1.NodeRecordKind}
-	case *placementv1.PlacementIndex:
-		x.TypeMeta = metav1.TypeMeta{APIVersion: placementv1.SchemeGroupVersion.String(), Kind: placementv1.PlacementIndexKind}
 	}
 	b, err := json.Marshal(o)
 	if err != nil {

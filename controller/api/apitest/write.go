@@ -54,14 +54,6 @@ func (s *Server) patch(w http.ResponseWriter, req *http.Request, r request, targ
 			keep.Spec = n.Spec
 		}
 		next = keep
-	case *placementv1.PlacementIndex:
-		n := &placementv1.PlacementIndex{}
-		if err := json.Unmarshal(merged, n); err != nil {
-			status(w, http.StatusUnprocessableEntity, "Invalid", err.Error())
-			return
-		}
-		n.UID, n.CreationTimestamp, n.Namespace, n.Name = c.UID, c.CreationTimestamp, c.Namespace, c.Name
-		next = n
 	}
 	s.store(r.resource, next, true)
 	s.writes["patch "+target]++
