@@ -17,29 +17,23 @@ import (
 	"github.com/stickyip/stickyip/contract/placementv1"
 )
 
-// Placement holds deploy/placement: the placement API's CRDs, the admission
+// Placement holds deploy/placement: the placement API's CRD, the admission
 // policies (the placement hint among them) and stickyip-controller, which
 // operators apply with `kubectl apply -k deploy/placement`; probe.yaml, the
 // NodeRecord whose refused dry-run creation shows stickyip-node-records in
-// effect; in placement/nodes the RBAC that lets nodes write their records,
-// applied only then; in placement/upgrade the controller's read of the
-// former index shards and the gate of the hint's switch, for an upgrade
-// from them.
+// effect; in placement/nodes the RBAC that lets nodes write their records
+// and the controller the index's ConfigMaps, applied only then.
 //
 //go:embed placement/*.yaml placement/Kustomization placement/nodes/*.yaml placement/nodes/Kustomization
-//go:embed placement/upgrade/*.yaml placement/upgrade/Kustomization placement/cluster-default/kustomization.yaml
+//go:embed placement/cluster-default/kustomization.yaml
 var Placement embed.FS
 
 // Directories of deploy/placement applied apart, each with a Kustomization.
 const (
-	PlacementDir        = "placement"
-	PlacementNodesDir   = "placement/nodes"
-	PlacementUpgradeDir = "placement/upgrade"
+	PlacementDir      = "placement"
+	PlacementNodesDir = "placement/nodes"
 	// PlacementProbe is the install probe, listed in no Kustomization.
 	PlacementProbe = "placement/probe.yaml"
-	// PlacementUpgradeProbe is the probe of the upgrade's gate of the
-	// hint's switch, listed in no Kustomization.
-	PlacementUpgradeProbe = "placement/upgrade/probe.yaml"
 )
 
 // stickyip-controller's names, as deploy/placement gives them.
@@ -52,7 +46,7 @@ const (
 )
 
 // PlacementFiles returns the files the Kustomization of dir (one of
-// PlacementDir, PlacementNodesDir, PlacementUpgradeDir) lists, in its order,
+// PlacementDir, PlacementNodesDir) lists, in its order,
 // as paths of Placement.
 func PlacementFiles(dir string) ([]string, error) {
 	b, err := fs.ReadFile(Placement, path.Join(dir, "Kustomization"))
@@ -73,7 +67,7 @@ func PlacementFiles(dir string) ([]string, error) {
 }
 
 // PlacementObjects decodes every object the Kustomizations of
-// deploy/placement, placement/nodes and placement/upgrade list, strictly (an
+// deploy/placement and placement/nodes list, strictly (an
 // unknown field or kind is an error), by "Kind/name": the admission policies
 // and their bindings as admissionregistration/v1 types, the RBAC as rbac/v1
 // ones, the controller as core/v1 and apps/v1 ones. The CRDs come as
@@ -81,7 +75,7 @@ func PlacementFiles(dir string) ([]string, error) {
 // types (deploy/policycheck decodes them strictly).
 func PlacementObjects() (map[string]any, error) {
 	out := map[string]any{}
-	for _, dir := range []string{PlacementDir, PlacementNodesDir, PlacementUpgradeDir} {
+	for _, dir := range []string{PlacementDir, PlacementNodesDir} {
 		files, err := PlacementFiles(dir)
 		if err != nil {
 			return nil, err

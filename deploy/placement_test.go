@@ -75,7 +75,6 @@ func TestCRDsAreTheContract(t *testing.T) {
 		status              bool
 	}{
 		{placementv1.NodeRecordKind, placementv1.NodeRecordResource, "Cluster", true},
-		{placementv1.PlacementIndexKind, placementv1.PlacementIndexResource, "Namespaced", false},
 	} {
 		crd := doc[*unstructured.Unstructured](t, docs, "CustomResourceDefinition/"+c.plural+"."+placementv1.Group)
 		str := func(f ...string) string { s, _, _ := unstructured.NestedString(crd.Object, f...); return s }
@@ -138,8 +137,8 @@ func TestNodeRecordsPolicyIsTheContract(t *testing.T) {
 	}
 }
 
-// The hint reads the PlacementIndex shards of the pod's namespace, by
-// their label, and the contract's annotations; the opt-in's hint binding
+// The hint reads the index's ConfigMap shards of the pod's namespace, by
+// their label, each series by its keys, and the contract's annotations; the opt-in's hint binding
 // selects the same parameters; the pod-identity rule guards the
 // identity annotation on the kubelet's status path; the pod policy checks
 // the placement annotation's value.
@@ -148,12 +147,13 @@ func TestPlacementPoliciesUseTheContract(t *testing.T) {
 	hint := doc[*admissionv1.MutatingAdmissionPolicy](t, docs, "MutatingAdmissionPolicy/stickyip-placement")
 	optIn := doc[*admissionv1.MutatingAdmissionPolicy](t, docs, "MutatingAdmissionPolicy/stickyip-statefulsets")
 	for _, p := range []*admissionv1.MutatingAdmissionPolicy{hint, optIn} {
-		if pk := p.Spec.ParamKind; pk == nil || pk.APIVersion != placementv1.SchemeGroupVersion.String() || pk.Kind != placementv1.PlacementIndexKind {
-			t.Errorf("%s: paramKind %+v, want %s %s", p.Name, pk, placementv1.SchemeGroupVersion, placementv1.PlacementIndexKind)
+		if pk := p.Spec.ParamKind; pk == nil || pk.APIVersion != "v1" || pk.Kind != "ConfigMap" {
+			t.Errorf("%s: paramKind %+v, want v1 ConfigMap", p.Name, pk)
 		}
 		cel := celOf(p)
-		for _, want := range []string{"'" + contract.AnnotationIdentity + "'", "'" + contract.IdentityKeyPrefix + "'", "'" + contract.AnnotationReservedDuration + "'",
-			"'" + contract.AnnotationPlacement + "'", "'" + contract.PlacementRequired + "'", "params.spec.nodes",
+		for _, want := range []string{"'" + contract.AnnotationIdentity + "'", "'" + contract.AnnotationReservedDuration + "'",
+			"'" + contract.AnnotationPlacement + "'", "'" + contract.PlacementRequired + "'", "params.data",
+			"['" + placementv1.IndexLabel + "'] == '" + placementv1.Names + "'", "['" + placementv1.IndexLabel + "'] == '" + placementv1.Keyed + "'",
 			"<= " + strconv.Itoa(contract.MaxAnnotationValueLen)} {
 			if !strings.Contains(cel, want) {
 				t.Errorf("%s does not use %s", p.Name, want)
@@ -164,7 +164,7 @@ func TestPlacementPoliciesUseTheContract(t *testing.T) {
 				p.Name, *p.Spec.FailurePolicy, p.Spec.ReinvocationPolicy)
 		}
 	}
-	for _, name := range []string{"stickyip-placement", "stickyip-statefulsets-hint"} {
+	for _, name := range []string{"stickyip-placement", "stickyip-statefulsets-hint", "stickyip-index-params"} {
 		b := doc[*admissionv1.MutatingAdmissionPolicyBinding](t, docs, "MutatingAdmissionPolicyBinding/"+name)
 		r := b.Spec.ParamRef
 		if r == nil || r.Name != "" || r.Namespace != "" || r.Selector == nil || len(r.Selector.MatchLabels) != 0 ||
@@ -202,14 +202,14 @@ func TestPlacementPoliciesUseTheContract(t *testing.T) {
 // others in effect (the API server loads them in the order written).
 func TestPlacementKustomizations(t *testing.T) {
 	var all []string
-	for _, dir := range []string{PlacementDir, PlacementNodesDir, PlacementUpgradeDir} {
+	for _, dir := range []string{PlacementDir, PlacementNodesDir} {
 		files, err := PlacementFiles(dir)
 		if err != nil {
 			t.Fatal(err)
 		}
 		yamls, _ := fs.Glob(Placement, dir+"/*.yaml")
 		for _, f := range yamls {
-			probe := f == PlacementProbe || f == PlacementUpgradeProbe
+			probe := f == PlacementProbe
 			if listed := slices.Contains(files, f); listed == probe {
 				t.Errorf("deploy/%s: listed in its Kustomization %v, want %v", f, listed, !probe)
 			}

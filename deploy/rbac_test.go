@@ -122,21 +122,23 @@ func TestNodesRBACIsTheContract(t *testing.T) {
 	for _, f := range files {
 		data, _ := fs.ReadFile(Placement, f)
 		err := eachObject(data, func(kind, name string, _ []byte) error {
-			if kind != "ClusterRole" && kind != "ClusterRoleBinding" || name != "stickyip:node-records" {
+			if kind != "ClusterRole" && kind != "ClusterRoleBinding" || name != "stickyip:node-records" && name != "stickyip:controller-index" {
 				return fmt.Errorf("%s/%s", kind, name)
 			}
 			return nil
 		})
 		if err != nil {
-			t.Errorf("deploy/%s holds %v: the nodes' RBAC is one ClusterRole and its binding", f, err)
+			t.Errorf("deploy/%s holds %v: deploy/placement/nodes is the nodes' and the controller's index grants, each one ClusterRole and its binding", f, err)
 		}
 	}
 }
 
 // stickyip-controller's ServiceAccount is granted what the contract says
-// and nothing more: cluster-wide by stickyip:controller, its Lease by
-// stickyip:controller-leader in its namespace, and, for an upgrade, the
-// eight former shards by deploy/placement/upgrade.
+// and nothing more: cluster-wide by stickyip:controller (reads, the
+// records' status, Events), its Lease by stickyip:controller-leader in its
+// namespace, and the writes of ConfigMaps (which stickyip-index-writer
+// confines to the shards) by stickyip:controller-index, in
+// deploy/placement/nodes: applied once the policies are in effect.
 func TestControllerRBACIsTheContract(t *testing.T) {
 	docs := placementDocs(t)
 	sa := doc[*corev1.ServiceAccount](t, docs, "ServiceAccount/"+ControllerName)
@@ -144,11 +146,6 @@ func TestControllerRBACIsTheContract(t *testing.T) {
 		t.Errorf("ServiceAccount %s in %s, want %s", sa.Name, sa.Namespace, ControllerNamespace)
 	}
 	got := subjectGrants(t, docs, rbacv1.ServiceAccountKind, ControllerNamespace, ControllerName)
-	rw := []string{"get", "list", "watch", "create", "update", "patch", "delete"}
-	var shards []string
-	for i := range 8 {
-		shards = append(shards, fmt.Sprintf("stickyip-index-%d", i))
-	}
 	var leader []string
 	for _, g := range union(expand("coordination.k8s.io", "leases", []string{"create"}), expand("coordination.k8s.io", "leases", []string{"get", "update"}, ControllerName)) {
 		leader = append(leader, g+" in "+ControllerNamespace)
@@ -160,10 +157,10 @@ func TestControllerRBACIsTheContract(t *testing.T) {
 			expand("apps", "statefulsets", []string{"list", "watch"}),
 			expand(placementv1.Group, placementv1.NodeRecordResource, []string{"get", "list", "watch", "delete"}),
 			expand(placementv1.Group, placementv1.NodeRecordResource+"/status", []string{"update", "patch"}),
-			expand(placementv1.Group, placementv1.PlacementIndexResource, rw),
+			expand("", "configmaps", []string{"get", "list", "watch"}),
 			expand("", "events", []string{"create", "patch"})),
-		"RoleBinding/stickyip:controller-leader":         leader,
-		"ClusterRoleBinding/stickyip:controller-upgrade": expand("", "configmaps", []string{"get"}, shards...),
+		"RoleBinding/stickyip:controller-leader":       leader,
+		"ClusterRoleBinding/stickyip:controller-index": expand("", "configmaps", []string{"create", "update", "patch", "delete"}),
 	}
 	for b, w := range want {
 		if !slices.Equal(got[b], w) {
@@ -175,21 +172,16 @@ func TestControllerRBACIsTheContract(t *testing.T) {
 			t.Errorf("%s grants the controller %v, which the contract does not", b, got[b])
 		}
 	}
-	upgrade, err := PlacementFiles(PlacementUpgradeDir)
+	nodes, err := PlacementFiles(PlacementNodesDir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var grants []string
-	for _, f := range upgrade {
+	found := false
+	for _, f := range nodes {
 		data, _ := fs.ReadFile(Placement, f)
-		if strings.Contains(string(data), "kind: ClusterRoleBinding") || strings.Contains(string(data), "kind: RoleBinding") {
-			grants = append(grants, f)
-			if !strings.Contains(string(data), "name: stickyip:controller-upgrade\n") {
-				t.Errorf("deploy/%s grants something else than the controller's read of the former shards", f)
-			}
-		}
+		found = found || strings.Contains(string(data), "\n  name: stickyip:controller-index\n")
 	}
-	if len(grants) != 1 {
-		t.Errorf("deploy/placement/upgrade grants in %v; want the controller's read of the former shards alone", grants)
+	if !found {
+		t.Error("stickyip:controller-index is not in deploy/placement/nodes: the controller could write ConfigMaps before stickyip-index-writer is in effect")
 	}
 }

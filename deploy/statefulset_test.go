@@ -150,8 +150,8 @@ func TestStatefulSetHintIsTheHint(t *testing.T) {
 	m, _ := statefulSetPolicies(t)
 	hint := docs["MutatingAdmissionPolicy/stickyip-placement"].(*admissionv1.MutatingAdmissionPolicy)
 	flat := func(s string) string { return strings.Join(strings.Fields(s), " ") }
-	if variable(m, "identity") == "" || variable(m, "identity") != variable(hint, "identity") {
-		t.Errorf("variable identity: the opt-in's %q, the hint's %q", variable(m, "identity"), variable(hint, "identity"))
+	if variable(m, "key") == "" || variable(m, "key") != variable(hint, "key") {
+		t.Errorf("variable key: the opt-in's %q, the hint's %q", variable(m, "key"), variable(hint, "key"))
 	}
 	if got, want := variable(m, "node"), "variables.reserved ? ("+variable(hint, "node")+") : ''"; got != want {
 		t.Errorf("variable node: %q, want %q", got, want)
@@ -160,9 +160,9 @@ func TestStatefulSetHintIsTheHint(t *testing.T) {
 		t.Errorf("the opt-in's mutation does not end with the hint's:\n%s\nwant it to end with\n%s", got, want)
 	}
 	cond := flat(hint.Spec.MatchConditions[0].Expression)
-	lookup := cond[max(0, strings.Index(cond, "has(params.spec)")):]
+	lookup := cond[max(0, strings.Index(cond, "has(params.data)")):]
 	zero := regexp.MustCompile(`size\(object[^)]*\) <= \d+ && !object\.metadata\.annotations\[[^]]*\]\.matches\('[^']*'\)`).FindString(cond)
-	if !strings.HasSuffix(lookup, "in params.spec.nodes") || zero == "" {
+	if !strings.HasSuffix(lookup, "in params.data)") || zero == "" {
 		t.Fatalf("the hint's match condition: lookup %q, zero test %q", lookup, zero)
 	}
 	for _, want := range []string{lookup, zero} {

@@ -24,7 +24,10 @@ type Config struct {
 	// TombstoneTTL is how long a deleted pod's facts still check a claim.
 	TombstoneTTL time.Duration
 	// ImportFormerIndex accepts a gone pod's entry that the node's own line
-	// in the former ConfigMap shards (stickyip-index-0 … -7) backs.
+	// in the former ConfigMap shards (stickyip-index-0 … -7) backs: during
+	// an upgrade from them only, while the former index policy keeps those
+	// names the nodes' (once it is removed, a namespace's editors could
+	// write them).
 	ImportFormerIndex bool
 	// QPS and Burst bound the controller's requests.
 	QPS   float32
@@ -56,7 +59,7 @@ type Config struct {
 // Defaults returns the contract's defaults.
 func Defaults() Config {
 	return Config{LeaderElect: true, LeaderElectionNamespace: "kube-system", LeaseName: "stickyip-controller",
-		ListenAddress: ":9612", TombstoneTTL: 10 * time.Minute, ImportFormerIndex: true, QPS: 50, Burst: 100}
+		ListenAddress: ":9612", TombstoneTTL: 10 * time.Minute, QPS: 50, Burst: 100}
 }
 
 // complete returns c with every unset fixed time at its default.

@@ -28,7 +28,7 @@ func TestImportFormerIndex(t *testing.T) {
 	h := newHarness(t, node("n1", "nu1"), formerShard("ns", 3, map[string]string{
 		"n1": "db-0 db-0 7 2026-11-30T10:00:00.000Z 2026-12-30T10:00:00.000Z 10.0.0.5\nkv-0 kv-0 8 2026-11-30T10:00:00.000Z - 10.0.0.6",
 		"n2": "web-0 web-0 9 2026-11-30T10:00:00.000Z 2026-12-30T10:00:00.000Z 10.0.0.7"}))
-	h.ready(testConfig())
+	h.ready(importing())
 	h.srv.PutRecord(nodeRecord("n1", "nu1", entry("ns", "db-0", "db-0", "gone-1", false), entry("ns", "web-0", "web-0", "gone-2", false),
 		entry("ns", "other-0", "other-0", "gone-3", false)))
 	poll(t, "db-0 in the index", func() bool { return h.index("ns")["db-0"] == "n1" })
@@ -65,7 +65,7 @@ func TestImportStopsWhenForbidden(t *testing.T) {
 		gets.Add(1)
 		return true, nil, apierrors.NewForbidden(corev1.Resource("configmaps"), "stickyip-index-0", errors.New("RBAC"))
 	})
-	h.ready(testConfig())
+	h.ready(importing())
 	h.srv.PutRecord(nodeRecord("n1", "nu1", entry("a", "db-0", "db-0", "gone-1", false), entry("b", "db-0", "db-0", "gone-2", false)))
 	poll(t, "both refused", func() bool {
 		a, b := h.claim("n1", "a", "db-0"), h.claim("n1", "b", "db-0")
@@ -73,5 +73,31 @@ func TestImportStopsWhenForbidden(t *testing.T) {
 	})
 	if n := gets.Load(); n != 1 {
 		t.Fatalf("%d reads of the former shards after a 403, want 1", n)
+	}
+}
+
+// importing is the test configuration of an upgrade from the former index.
+func importing() Config {
+	cfg := testConfig()
+	cfg.ImportFormerIndex = true
+	return cfg
+}
+
+// Out of an upgrade (the default) the former shards back nothing and are
+// never read: once their policy is gone, a namespace's editors may write
+// ConfigMaps of their names.
+func TestNoImportByDefault(t *testing.T) {
+	h := newHarness(t, node("n1", "nu1"), formerShard("ns", 0, map[string]string{
+		"n1": "db-0 db-0 7 2026-11-30T10:00:00.000Z 2026-12-30T10:00:00.000Z 10.0.0.5"}))
+	h.ready(testConfig())
+	h.srv.PutRecord(nodeRecord("n1", "nu1", entry("ns", "db-0", "db-0", "gone-1", false)))
+	poll(t, "db-0 refused", func() bool { c := h.claim("n1", "ns", "db-0"); return c != nil && strings.Contains(c.Refused, "no such pod") })
+	if _, ok := h.index("ns")["db-0"]; ok {
+		t.Fatal("db-0 indexed on a former line with the import off")
+	}
+	for _, a := range h.kube.Actions() {
+		if a.GetVerb() == "get" && a.GetResource() == configMapsGVR {
+			t.Fatalf("a former shard read with the import off: %v", a)
+		}
 	}
 }

@@ -146,23 +146,24 @@ func TestInstallManifestIsTheChart(t *testing.T) {
 }
 
 // TestPlacementIsDeployPlacement: the chart's files/placement/ are the files
-// the Kustomizations of deploy/placement, deploy/placement/nodes and
-// deploy/placement/upgrade, former and former/nodes list (but the
+// the Kustomizations of deploy/placement, deploy/placement/nodes,
+// former and former/nodes list (but the
 // controller's Deployment, which the chart renders from its template), byte
 // for byte and nothing else; every YAML file of those directories is listed
 // (kubectl apply -k applies it), but the probes; deploy/placement/controller.yaml
 // is the chart's template rendered (make chart); and the chart with
 // placement.enabled renders exactly deploy/placement's objects besides the
 // DaemonSet (placement off: none of them; the nodes' RBAC only with
-// placement.grantNodes; the upgrade's and the former release's in place of
-// the hint's only with placement.upgradeFromShards).
+// placement.grantNodes; the former release's in place of the hint's, and
+// the controller's --import-former-index, only with
+// placement.upgradeFromShards).
 func TestPlacementIsDeployPlacement(t *testing.T) {
 	root := repoRoot(t)
 	files, err := PlacementFiles(root)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, dir := range []string{PlacementDir, NodesDir, UpgradeDir, FormerDir, FormerNodesDir} {
+	for _, dir := range []string{PlacementDir, NodesDir, FormerDir, FormerNodesDir} {
 		yamls, err := filepath.Glob(filepath.Join(root, dir, "*.yaml"))
 		if err != nil {
 			t.Fatal(err)
@@ -204,7 +205,7 @@ func TestPlacementIsDeployPlacement(t *testing.T) {
 		t.Errorf("%s is not the chart's %s rendered (%v): run make chart. It should read:\n%s", ControllerManifest, ControllerTemplate, err, want)
 	}
 	// Each file's objects, by its directory: "." (deploy/placement),
-	// nodes, upgrade, former, former/nodes.
+	// nodes, former, former/nodes.
 	byDir := map[string][]string{}
 	formerNames := map[string]bool{}
 	var replaced []string // deploy/placement's files former/ has one of the same name of
@@ -245,7 +246,22 @@ func TestPlacementIsDeployPlacement(t *testing.T) {
 		t.Fatalf("former/ replaces none of deploy/placement's files: %v", formerNames)
 	}
 	join := func(parts ...[]string) []string { return slices.Concat(parts...) }
-	nodes, upgrade, former, formerNodes := byDir["nodes"], byDir["upgrade"], byDir["former"], byDir["former/nodes"]
+	nodes, former, formerNodes := byDir["nodes"], byDir["former"], byDir["former/nodes"]
+	// While upgrading, the controller imports the former shards' lines.
+	importing := func(objs []string) []string {
+		out := slices.Clone(objs)
+		n := 0
+		for i, o := range out {
+			if strings.Contains(o, `"kind":"Deployment"`) {
+				out[i] = strings.Replace(o, `"args":["--listen-address=:9612"]`, `"args":["--listen-address=:9612","--import-former-index"]`, 1)
+				n++
+			}
+		}
+		if n != 1 {
+			t.Fatalf("%d Deployments among deploy/placement's objects, want the controller's", n)
+		}
+		return out
+	}
 	// The RBAC that lets nodes write their records only once the
 	// stickyip-node-records policy is in the API server: helm template has
 	// no API server, so "auto" renders the policies alone. While upgrading
@@ -258,11 +274,11 @@ func TestPlacementIsDeployPlacement(t *testing.T) {
 		args []string
 		want []string
 	}{
-		{[]string{"--set", "placement.grantNodes=always,placement.upgradeFromShards=true"}, join(kept, nodes, upgrade, former, formerNodes)},
+		{[]string{"--set", "placement.grantNodes=always,placement.upgradeFromShards=true"}, join(importing(kept), nodes, former, formerNodes)},
 		{[]string{"--set", "placement.grantNodes=always"}, join(policies, nodes)},
 		{[]string{"--set", "placement.grantNodes=auto"}, policies},
-		{[]string{"--set", "placement.grantNodes=auto,placement.upgradeFromShards=true"}, join(kept, upgrade, former)},
-		{[]string{"--set", "placement.grantNodes=never,placement.upgradeFromShards=true"}, join(kept, upgrade, former)},
+		{[]string{"--set", "placement.grantNodes=auto,placement.upgradeFromShards=true"}, join(importing(kept), former)},
+		{[]string{"--set", "placement.grantNodes=never,placement.upgradeFromShards=true"}, join(importing(kept), former)},
 	} {
 		_, rest := daemonSet(t, render(t, append([]string{"--set", "placement.enabled=true"}, c.args...)...))
 		var got []string

@@ -6,8 +6,10 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -30,8 +32,9 @@ var update = flag.Bool("update", false, "write testdata/ from cases_test.go")
 
 const (
 	ns        = "db"
-	shard0    = placementv1.ShardPrefix + "0"
-	shard1    = placementv1.ShardPrefix + "1"
+	shard0    = "stickyip-placement-names-0" // placementv1.ShardName(placementv1.Names, 0)
+	shard1    = "stickyip-placement-names-1"
+	keyed0    = "stickyip-placement-keyed-0"
 	holder    = "node-a"
 	otherNode = "node-b"
 	// maxAnnotations is the API server's bound on a pod's annotations, keys
@@ -69,26 +72,26 @@ func namespace(labels map[string]string) *corev1.Namespace {
 		ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: labels}}
 }
 
-// shard is PlacementIndex shard name of ns, as the controller writes it.
-func shard(name string, nodes map[string]string) map[string]any {
-	n := map[string]any{}
-	for k, v := range nodes {
-		n[k] = v
+// shard is the shard name of ns, as the controller writes it: keys (of
+// the shard's series) to nodes.
+func shard(name string, keys map[string]string) *corev1.ConfigMap {
+	series, _, ok := placementv1.ParseShardName(name)
+	if !ok {
+		panic("no shard's name: " + name)
 	}
-	return map[string]any{
-		"apiVersion": placementv1.SchemeGroupVersion.String(), "kind": placementv1.PlacementIndexKind,
-		"metadata": map[string]any{"name": name, "namespace": ns, "resourceVersion": "1234",
-			"labels": map[string]any{placementv1.IndexLabel: strings.TrimPrefix(name, placementv1.ShardPrefix)}},
-		"spec": map[string]any{"nodes": n},
-	}
+	return &corev1.ConfigMap{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, ResourceVersion: "1234", Labels: map[string]string{placementv1.IndexLabel: series}},
+		Data:       keys}
 }
 
-// index is the two shards of the behaviour cases: db-0, web-1 and the
-// keyed identity cache in the first, db-1 in the second.
+// index is the three shards of the behaviour cases: db-0 and web-1 in the
+// first of the names, db-1 in the second, the keyed identity cache in the
+// first keyed one.
 func index() []json.RawMessage {
 	return []json.RawMessage{
-		mustJSON(shard(shard0, map[string]string{"db-0": holder, "web-1": otherNode, contract.KeyedIdentity("cache"): holder})),
+		mustJSON(shard(shard0, map[string]string{"db-0": holder, "web-1": otherNode})),
 		mustJSON(shard(shard1, map[string]string{"db-1": otherNode})),
+		mustJSON(shard(keyed0, map[string]string{"cache": holder})),
 	}
 }
 
@@ -194,7 +197,7 @@ func behaviourCases() []Case {
 		Affinity: mustJSON(&corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{PreferredDuringSchedulingIgnoredDuringExecution: []corev1.PreferredSchedulingTerm{
 			{Weight: 5, Preference: term("zone")}, preferred(holder)}}})}))
 	p = pod("cache-7f9c-x2x", reserves(contract.AnnotationIdentity, "cache", contract.AnnotationPlacement, contract.PlacementPreferred), false)
-	cs = append(cs, hintCase("hint: a held keyed identity, preferred, no affinity of its own", p, plain, Want{Invoked: []string{hint + shard0, podPolicy},
+	cs = append(cs, hintCase("hint: a held keyed identity, preferred, no affinity of its own", p, plain, Want{Invoked: []string{hint + keyed0, podPolicy},
 		Affinity: mustJSON(&corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{PreferredDuringSchedulingIgnoredDuringExecution: []corev1.PreferredSchedulingTerm{preferred(holder)}}})}))
 	p = pod("db-0", reserves(contract.AnnotationPlacement, contract.PlacementRequired), true)
 	withFields := term("disk")
@@ -227,6 +230,7 @@ func behaviourCases() []Case {
 		{"hint: nothing for an identity the index does not hold", pod("db-2", reserves(), true)},
 		{"hint: nothing for a keyed identity the index does not hold, though it holds the pod's name", pod("db-0", reserves(contract.AnnotationIdentity, "db-0"), true)},
 		{"hint: nothing for an empty keyed identity", pod("db-0", reserves(contract.AnnotationIdentity, ""), true)},
+		{"hint: nothing for a pod named as a held keyed identity's key", pod("cache", reserves(), false)},
 	} {
 		cs = append(cs, hintCase(c.name, c.pod, plain, Want{}))
 	}
@@ -236,6 +240,18 @@ func behaviourCases() []Case {
 	c := hintCase("hint: nothing in a namespace without shards", pod("db-0", reserves(), true), plain, Want{})
 	c.Params = nil
 	cs = append(cs, c)
+
+	// The keepers of ConfigMap parameters match only a resource no API
+	// server serves; there they take every shard and change nothing.
+	keepers := Case{Name: "keepers: a request no API server serves reaches them, with every shard, and nothing changes", Operation: admission.Create,
+		Resource: "noresources", User: admin, Namespace: plain, Params: index(),
+		Object: mustJSON(map[string]any{"apiVersion": "stickyip.io/v1", "kind": "NoResource", "metadata": map[string]any{"name": "x", "namespace": ns}})}
+	for range 2 { // the mutating keeper, then the validating one
+		for _, s := range []string{shard0, shard1, keyed0} {
+			keepers.Want.Invoked = append(keepers.Want.Invoked, "stickyip-index-params/stickyip-index-params/"+s)
+		}
+	}
+	cs = append(cs, keepers)
 
 	// The namespace opt-in: its own hint binding, not the hint's.
 	labelled := namespace(map[string]string{contract.LabelStatefulSets: "30m-required"})
@@ -328,27 +344,27 @@ func longName(prefix string, i int) string {
 	return first + "." + strings.Repeat("b", 63) + "." + strings.Repeat("c", 63) + "." + strings.Repeat("d", 61)
 }
 
-// largestShard is the largest shard the controller writes: identities of
-// the longest form (identity: and a 253-character key) held by nodes of
-// the longest names, as many as placementv1.ShardBytes of keys and values
-// take. The cost pods' identities are among them.
-func largestShard() (map[string]any, map[string]string) {
-	nodes := map[string]string{
-		contract.KeyedIdentity(longName("key", 0)): longName("node", 0),
-		longName("pod", 0):                         longName("node", 1),
-	}
+// largestShard is the largest shard of series the controller writes:
+// keys of the longest form (253 characters) held by nodes of the longest
+// names, as many as placementv1.ShardBytes of keys and values take; held
+// maps each key's identity to its node. The cost pods' identities are
+// among them.
+func largestShard(series string) (cm *corev1.ConfigMap, held map[string]string) {
+	long := map[string]string{placementv1.Names: "pod", placementv1.Keyed: "key"}[series]
+	keys := map[string]string{}
 	size := 0
-	for k, v := range nodes {
-		size += len(k) + len(v)
-	}
-	for i := 1; ; i++ {
-		k, v := contract.KeyedIdentity(longName("key", i)), longName("node", i%5000)
+	for i := 0; ; i++ {
+		k, v := longName(long, i), longName("node", i%5000)
 		if size+len(k)+len(v) > placementv1.ShardBytes {
 			break
 		}
-		nodes[k], size = v, size+len(k)+len(v)
+		keys[k], size = v, size+len(k)+len(v)
 	}
-	return shard(shard0, nodes), nodes
+	held = map[string]string{}
+	for k, v := range keys {
+		held[placementv1.ShardIdentity(series, k)] = v
+	}
+	return shard(placementv1.ShardName(series, 0), keys), held
 }
 
 // costPod is a pod of the most annotations the API server allows: its
@@ -398,14 +414,16 @@ func largestRecord() *placementv1.NodeRecord {
 
 // costInputs are the large inputs, by testdata file name.
 func costInputs() map[string]any {
-	s, _ := largestShard()
+	names, _ := largestShard(placementv1.Names)
+	keyed, _ := largestShard(placementv1.Keyed)
 	bound := costPod(true)
 	bound.Spec.NodeName = longName("node", 0)
 	sts := costPod(true)
 	delete(sts.Annotations, contract.AnnotationReservedDuration)
 	sts.OwnerReferences = pod("", nil, true).OwnerReferences
 	return map[string]any{
-		"shard-largest.json.gz":   s,
+		"shard-names-largest.json.gz": names,
+		"shard-keyed-largest.json.gz": keyed,
 		"pod-keyed.json.gz":       costPod(true),
 		"pod-named.json.gz":       costPod(false),
 		"pod-keyed-bound.json.gz": bound,
@@ -417,7 +435,10 @@ func costInputs() map[string]any {
 func costCases() []Case {
 	plain := namespace(nil)
 	node := nodeUser(longName("node", 0))
-	_, held := largestShard()
+	_, held := largestShard(placementv1.Names)
+	_, keys := largestShard(placementv1.Keyed)
+	maps.Copy(held, keys)
+	both := []string{"shard-names-largest.json.gz", "shard-keyed-largest.json.gz"}
 	required := func(node string) json.RawMessage {
 		t0, t1 := term("zone"), term("disk")
 		t0.MatchFields, t1.MatchFields = []corev1.NodeSelectorRequirement{hintField(node)}, []corev1.NodeSelectorRequirement{hintField(node)}
@@ -426,22 +447,28 @@ func costCases() []Case {
 	}
 	return []Case{
 		{Name: "cost: the hint, the largest shard, a 253-character keyed identity, the most annotations, required", Operation: admission.Create, Resource: "pods",
-			User: stsCtl, ObjectFile: "pod-keyed.json.gz", Namespace: plain, ParamFiles: []string{"shard-largest.json.gz"},
-			Want: Want{Invoked: []string{hint + shard0, podPolicy}, Affinity: required(held[contract.KeyedIdentity(longName("key", 0))])}},
+			User: stsCtl, ObjectFile: "pod-keyed.json.gz", Namespace: plain, ParamFiles: both,
+			Want: Want{Invoked: []string{hint + keyed0, podPolicy}, Affinity: required(held[contract.KeyedIdentity(longName("key", 0))])}},
 		{Name: "cost: the hint, the largest shard, a 253-character pod name, the most annotations, required", Operation: admission.Create, Resource: "pods",
-			User: stsCtl, ObjectFile: "pod-named.json.gz", Namespace: plain, ParamFiles: []string{"shard-largest.json.gz"},
+			User: stsCtl, ObjectFile: "pod-named.json.gz", Namespace: plain, ParamFiles: both,
 			Want: Want{Invoked: []string{hint + shard0, podPolicy}, Affinity: required(held[longName("pod", 0)])}},
 		{Name: "cost: the opt-in's hint, the largest shard, a labelled namespace, the most annotations", Operation: admission.Create, Resource: "pods",
 			User: stsCtl, ObjectFile: "pod-keyed.json.gz", Namespace: namespace(map[string]string{contract.LabelStatefulSets: "99999.99999h99999.99999h99999.99999h-preferred-fixed"}),
-			ParamFiles: []string{"shard-largest.json.gz"},
-			Want:       Want{Invoked: []string{optInHint + shard0, podPolicy}, Affinity: required(held[contract.KeyedIdentity(longName("key", 0))])}},
+			ParamFiles: both,
+			Want:       Want{Invoked: []string{optInHint + keyed0, podPolicy}, Affinity: required(held[contract.KeyedIdentity(longName("key", 0))])}},
 		{Name: "cost: the opt-in and its hint, a StatefulSet pod without a duration of its own, the largest shard, the most annotations", Operation: admission.Create,
 			Resource: "pods", User: stsCtl, ObjectFile: "pod-sts.json.gz", Namespace: namespace(map[string]string{contract.LabelStatefulSets: "99999.99999h99999.99999h99999.99999h-preferred-fixed"}),
-			ParamFiles: []string{"shard-largest.json.gz"},
-			Want:       Want{Invoked: []string{optIn, optInHint + shard0, podPolicy}, Affinity: required(held[contract.KeyedIdentity(longName("key", 0))])}},
+			ParamFiles: both,
+			Want:       Want{Invoked: []string{optIn, optInHint + keyed0, podPolicy}, Affinity: required(held[contract.KeyedIdentity(longName("key", 0))])}},
 		{Name: "cost: a node's status update of a pod of the most annotations", Operation: admission.Update, Resource: "pods/status",
 			User: node, ObjectFile: "pod-keyed-bound.json.gz", OldObjectFile: "pod-keyed-bound.json.gz", Namespace: plain,
 			Want: Want{Invoked: []string{"stickyip-pod-identity/stickyip-pod-identity"}}},
+		{Name: "cost: the controller writes the largest shard", Operation: admission.Update, Resource: "configmaps",
+			User: controller, ObjectFile: "shard-keyed-largest.json.gz", OldObjectFile: "shard-keyed-largest.json.gz", Namespace: plain,
+			Want: Want{Invoked: []string{indexWriter}}},
+		{Name: "cost: a namespace's editor writes a ConfigMap as large as the largest shard", Operation: admission.Update, Resource: "configmaps",
+			User: who("alice", "system:authenticated"), ObjectFile: "shard-names-largest.json.gz", OldObjectFile: "shard-names-largest.json.gz", Namespace: plain,
+			Want: Want{Invoked: []string{indexWriter}, Denied: []string{"ValidatingAdmissionPolicy 'stickyip-index-writer' with binding 'stickyip-index-writer' denied request: ConfigMap stickyip-placement-names-0: the placement index"}}},
 		{Name: "cost: a node writes its largest record", Operation: admission.Update, Resource: "noderecords",
 			User: node, ObjectFile: "record-largest.json.gz", OldObjectFile: "record-largest.json.gz",
 			Want: Want{Invoked: []string{"stickyip-node-records/stickyip-node-records"}}},
@@ -452,7 +479,7 @@ func costCases() []Case {
 func testdata(t *testing.T) map[string][]byte {
 	t.Helper()
 	out := map[string][]byte{}
-	cases, err := json.MarshalIndent(append(behaviourCases(), costCases()...), "", " ")
+	cases, err := json.MarshalIndent(slices.Concat(behaviourCases(), indexWriterCases(), costCases()), "", " ")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -532,4 +559,75 @@ func TestRunnerIsShared(t *testing.T) {
 	if !bytes.Equal(a, b) {
 		t.Error("k136/admission_test.go differs from admission_test.go: cp admission_test.go k136/")
 	}
+}
+
+// shardCase is a write of a ConfigMap of ns by u.
+func shardCase(name string, op admission.Operation, u userInfo, obj, old *corev1.ConfigMap, denied ...string) Case {
+	c := Case{Name: name, Operation: op, Resource: "configmaps", User: u, Namespace: namespace(nil)}
+	if obj != nil {
+		c.Object = mustJSON(obj)
+	}
+	if old != nil {
+		c.OldObject = mustJSON(old)
+	}
+	c.Want.Invoked = []string{indexWriter}
+	for _, d := range denied {
+		c.Want.Denied = append(c.Want.Denied, "ValidatingAdmissionPolicy 'stickyip-index-writer' with binding 'stickyip-index-writer' denied request: "+d)
+	}
+	return c
+}
+
+const indexWriter = "stickyip-index-writer/stickyip-index-writer"
+
+// indexWriterCases: the index's one writer, and only the index.
+func indexWriterCases() []Case {
+	editor := who("alice", "system:authenticated")
+	s := shard(shard0, map[string]string{"db-0": holder})
+	k := shard(keyed0, map[string]string{"cache": holder})
+	other := &corev1.ConfigMap{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
+		ObjectMeta: metav1.ObjectMeta{Name: "app-config", Namespace: ns}, Data: map[string]string{"db-0": holder}}
+	labelled := other.DeepCopy()
+	labelled.Labels = map[string]string{placementv1.IndexLabel: placementv1.Names}
+	unlabelled := s.DeepCopy()
+	unlabelled.Labels = nil
+	wrongSeries := s.DeepCopy()
+	wrongSeries.Labels[placementv1.IndexLabel] = placementv1.Keyed
+	binary := s.DeepCopy()
+	binary.BinaryData = map[string][]byte{"x": {1}}
+	forged := s.DeepCopy()
+	forged.Data["db-0"] = otherNode
+	const alone = "ConfigMap %s: the placement index (a shard's name or the stickyip.io/placement-index label) is written by stickyip-controller alone"
+	const only = "ConfigMap %s: stickyip-controller writes only the placement index's shards"
+	notInvoked := func(c Case) Case { c.Want = Want{}; return c }
+	return []Case{
+		shardCase("index-writer: the controller creates a shard", admission.Create, controller, s, nil),
+		shardCase("index-writer: the controller creates a keyed shard", admission.Create, controller, k, nil),
+		shardCase("index-writer: the controller patches a shard", admission.Update, controller, forged, s),
+		shardCase("index-writer: the controller deletes a shard", admission.Delete, controller, nil, s),
+		shardCase("index-writer: the controller takes an unlabelled ConfigMap of a shard's name", admission.Update, controller, s, unlabelled),
+		shardCase("index-writer: the controller writes another ConfigMap", admission.Create, controller, other, nil, fmt.Sprintf(only, other.Name)),
+		shardCase("index-writer: the controller updates another ConfigMap", admission.Update, controller, other, other, fmt.Sprintf(only, other.Name)),
+		shardCase("index-writer: the controller deletes another ConfigMap", admission.Delete, controller, nil, other, fmt.Sprintf(only, other.Name)),
+		shardCase("index-writer: the controller writes a shard without its label", admission.Create, controller, unlabelled, nil, fmt.Sprintf(only, shard0)),
+		shardCase("index-writer: the controller writes a shard labelled with the other series", admission.Create, controller, wrongSeries, nil, fmt.Sprintf(only, shard0)),
+		shardCase("index-writer: the controller writes a shard with binaryData", admission.Create, controller, binary, nil, fmt.Sprintf(only, shard0)),
+		shardCase("index-writer: a namespace's editor creates a shard", admission.Create, editor, s, nil, fmt.Sprintf(alone, shard0)),
+		shardCase("index-writer: a namespace's editor creates an unlabelled ConfigMap of a shard's name", admission.Create, editor, unlabelled, nil, fmt.Sprintf(alone, shard0)),
+		shardCase("index-writer: a namespace's editor labels a ConfigMap of its own", admission.Update, editor, labelled, other, fmt.Sprintf(alone, other.Name)),
+		shardCase("index-writer: a namespace's editor changes a shard", admission.Update, editor, forged, s, fmt.Sprintf(alone, shard0)),
+		shardCase("index-writer: a namespace's editor takes a shard's label off", admission.Update, editor, unlabelled, s, fmt.Sprintf(alone, shard0)),
+		shardCase("index-writer: a node creates a shard", admission.Create, nodeUser(holder), s, nil, fmt.Sprintf(alone, shard0)),
+		shardCase("index-writer: an administrator creates a shard", admission.Create, admin, s, nil, fmt.Sprintf(alone, shard0)),
+		shardCase("index-writer: a namespace's editor deletes a shard (the controller writes it again)", admission.Delete, editor, nil, s),
+		notInvoked(shardCase("index-writer: a namespace's editor writes a ConfigMap of its own", admission.Create, editor, other, nil)),
+		notInvoked(shardCase("index-writer: a namespace's editor updates a former shard", admission.Update, editor, formerShard(), formerShard())),
+	}
+}
+
+// formerShard is a ConfigMap of the former index's names, which the
+// policy leaves to the former policies.
+func formerShard() *corev1.ConfigMap {
+	return &corev1.ConfigMap{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
+		ObjectMeta: metav1.ObjectMeta{Name: "stickyip-index-0", Namespace: ns, Labels: map[string]string{"stickyip.io/index": "0"}},
+		Data:       map[string]string{holder: "db-0 db-0 7 2026-11-30T10:00:00.000Z - 10.0.0.5"}}
 }

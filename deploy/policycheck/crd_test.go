@@ -15,6 +15,7 @@ import (
 	crdvalidation "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/validation"
 	"k8s.io/apiextensions-apiserver/pkg/apiserver/validation"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utilvalidation "k8s.io/apimachinery/pkg/util/validation"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
 
@@ -81,13 +82,14 @@ func splitYAML(t *testing.T, data []byte) [][]byte {
 	}
 }
 
-// The CRDs are ones the API server takes, and every NodeRecord and
-// PlacementIndex the cases hold is one it stores: the probe (a schema
-// error would answer its dry run before the policy could refuse it), the
-// records nodes write in the cases, the largest record and the largest
-// shard the cost cases read.
+// The CRD is one the API server takes, and every NodeRecord and shard the
+// cases hold is one it stores: the probe (a schema error would answer its
+// dry run before the policy could refuse it), the records nodes write in
+// the cases, the largest record and the largest shards the cost cases
+// read (a ConfigMap's keys, and its 1 MiB, as the API server checks them).
 func TestCRDsTakeTheInputs(t *testing.T) {
 	validators := crdValidators(t)
+	cms := 0
 	check := func(what string, raw []byte) {
 		t.Helper()
 		if len(raw) == 0 || string(raw) == "null" {
@@ -97,9 +99,24 @@ func TestCRDsTakeTheInputs(t *testing.T) {
 		if err := u.UnmarshalJSON(raw); err != nil {
 			t.Fatalf("%s: %v", what, err)
 		}
+		if u.GetKind() == "ConfigMap" {
+			data, _, _ := unstructured.NestedStringMap(u.Object, "data")
+			size := 0
+			for k, v := range data {
+				for _, msg := range utilvalidation.IsConfigMapKey(k) {
+					t.Errorf("%s: the API server refuses the key %.40q of ConfigMap %s: %s", what, k, u.GetName(), msg)
+				}
+				size += len(k) + len(v)
+			}
+			if size > 1<<20 {
+				t.Errorf("%s: ConfigMap %s holds %d bytes, over the API server's 1 MiB", what, u.GetName(), size)
+			}
+			cms++
+			return
+		}
 		v, ok := validators[u.GetKind()]
 		if !ok {
-			return // a built-in kind
+			return // another built-in kind
 		}
 		if errs := validation.ValidateCustomResource(nil, u.Object, v); len(errs) > 0 {
 			t.Errorf("%s: the API server refuses this %s: %v", what, u.GetKind(), errs.ToAggregate())
@@ -127,7 +144,7 @@ func TestCRDsTakeTheInputs(t *testing.T) {
 			}
 		}
 	}
-	if len(validators) != 2 || n < 50 {
-		t.Fatalf("%d CRDs, %d objects checked", len(validators), n)
+	if len(validators) != 1 || n < 50 || cms < 10 {
+		t.Fatalf("%d CRDs, %d objects checked, %d ConfigMaps", len(validators), n, cms)
 	}
 }

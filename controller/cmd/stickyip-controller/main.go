@@ -55,7 +55,7 @@ func config(args []string) (manager.Config, error) {
 	fs.StringVar(&cfg.ListenAddress, "listen-address", cfg.ListenAddress, "address of /healthz, /readyz and /metrics")
 	fs.DurationVar(&cfg.TombstoneTTL, "tombstone-ttl", cfg.TombstoneTTL, "how long a deleted pod's facts are kept to check a late claim")
 	fs.BoolVar(&cfg.ImportFormerIndex, "import-former-index", cfg.ImportFormerIndex,
-		"accept a gone pod's entry on the node's own line in the former ConfigMap shards (stickyip-index-0 … -7), during an upgrade")
+		"accept a gone pod's entry on the node's own line in the former ConfigMap shards (stickyip-index-0 … -7): only during an upgrade from them, while their policy is installed")
 	qps := fs.Float64("qps", float64(cfg.QPS), "queries per second of the controller's API client")
 	fs.IntVar(&cfg.Burst, "burst", cfg.Burst, "burst of the controller's API client")
 	if err := fs.Parse(args); err != nil {

@@ -15,17 +15,17 @@ func TestConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := manager.Config{LeaderElect: true, LeaderElectionNamespace: "kube-system", LeaseName: "stickyip-controller",
-		ListenAddress: ":9612", TombstoneTTL: 10 * time.Minute, ImportFormerIndex: true, QPS: 50, Burst: 100}
+		ListenAddress: ":9612", TombstoneTTL: 10 * time.Minute, QPS: 50, Burst: 100}
 	if !reflect.DeepEqual(cfg, want) {
 		t.Fatalf("defaults %+v, want %+v", cfg, want)
 	}
 	cfg, err = config([]string{"--kubeconfig=/k", "--leader-elect=false", "--leader-election-namespace=ns", "--lease-name=l",
-		"--listen-address=127.0.0.1:1", "--tombstone-ttl=1m", "--import-former-index=false", "--qps=5.5", "--burst=7"})
+		"--listen-address=127.0.0.1:1", "--tombstone-ttl=1m", "--import-former-index", "--qps=5.5", "--burst=7"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	want = manager.Config{Kubeconfig: "/k", LeaderElectionNamespace: "ns", LeaseName: "l", ListenAddress: "127.0.0.1:1",
-		TombstoneTTL: time.Minute, QPS: 5.5, Burst: 7}
+		TombstoneTTL: time.Minute, ImportFormerIndex: true, QPS: 5.5, Burst: 7}
 	if !reflect.DeepEqual(cfg, want) {
 		t.Fatalf("flags %+v, want %+v", cfg, want)
 	}

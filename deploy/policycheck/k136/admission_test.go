@@ -424,7 +424,7 @@ type Case struct {
 	ObjectFile, OldObjectFile string          `json:",omitempty"`
 	// Namespace is the request's namespace object (namespaced resources).
 	Namespace *corev1.Namespace `json:",omitempty"`
-	// Params are the PlacementIndex shards of the request's namespace.
+	// Params are the index's shards (ConfigMaps) of the request's namespace.
 	Params     []json.RawMessage `json:",omitempty"`
 	ParamFiles []string          `json:",omitempty"`
 	Want       Want
@@ -508,6 +508,10 @@ var resources = map[string]struct {
 	"pods/status": {corev1.SchemeGroupVersion.WithKind("Pod"), true},
 	"namespaces":  {corev1.SchemeGroupVersion.WithKind("Namespace"), false},
 	"noderecords": {schema.GroupVersionKind{Group: "stickyip.io", Version: "v1", Kind: "NodeRecord"}, false},
+	"configmaps":  {corev1.SchemeGroupVersion.WithKind("ConfigMap"), true},
+	// noresources: what the keepers of ConfigMap parameters match, which
+	// no API server serves.
+	"noresources": {schema.GroupVersionKind{Group: "stickyip.io", Version: "v1", Kind: "NoResource"}, true},
 }
 
 // invocation is what one hook's evaluation for one parameter cost.
@@ -642,7 +646,9 @@ func run(t testing.TB, ps *placement, c Case) result {
 	}
 	for _, h := range ps.mutating {
 		for _, p := range each(h) {
-			h.match.spent = 0
+			if h.match != nil { // a policy without match conditions has none
+				h.match.spent = 0
+			}
 			inv := invocation{name: label(h, p)}
 			if h.matcher != nil {
 				m := h.matcher.Match(ctx, vattr, p, nil)
