@@ -91,7 +91,10 @@ func TestNoImportByDefault(t *testing.T) {
 		"n1": "db-0 db-0 7 2026-11-30T10:00:00.000Z 2026-12-30T10:00:00.000Z 10.0.0.5"}))
 	h.ready(testConfig())
 	h.srv.PutRecord(nodeRecord("n1", "nu1", entry("ns", "db-0", "db-0", "gone-1", false)))
-	poll(t, "db-0 refused", func() bool { c := h.claim("n1", "ns", "db-0"); return c != nil && strings.Contains(c.Refused, "no such pod") })
+	poll(t, "db-0 refused", func() bool {
+		c := h.claim("n1", "ns", "db-0")
+		return c != nil && strings.Contains(c.Refused, "no such pod")
+	})
 	if _, ok := h.index("ns")["db-0"]; ok {
 		t.Fatal("db-0 indexed on a former line with the import off")
 	}

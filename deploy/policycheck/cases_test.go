@@ -424,11 +424,11 @@ func costInputs() map[string]any {
 	return map[string]any{
 		"shard-names-largest.json.gz": names,
 		"shard-keyed-largest.json.gz": keyed,
-		"pod-keyed.json.gz":       costPod(true),
-		"pod-named.json.gz":       costPod(false),
-		"pod-keyed-bound.json.gz": bound,
-		"pod-sts.json.gz":         sts,
-		"record-largest.json.gz":  largestRecord(),
+		"pod-keyed.json.gz":           costPod(true),
+		"pod-named.json.gz":           costPod(false),
+		"pod-keyed-bound.json.gz":     bound,
+		"pod-sts.json.gz":             sts,
+		"record-largest.json.gz":      largestRecord(),
 	}
 }
 
