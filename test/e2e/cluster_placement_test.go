@@ -613,10 +613,11 @@ func (c *cluster) recordAttacks(other, holder *node, ns, identity string, first 
 	}
 	other.releaseCheckpointd(t)
 	c.kubectl("delete", "-n", ns, "pod", made.Name, "--ignore-not-found", "--wait=true", "--timeout=2m")
-	// A namespace administrator writes no index.
-	_, err = c.indexAs(c.namespaceAdminToken(ns), ns).Patch(ctx, placementv1.ShardName(0), types.MergePatchType,
-		[]byte(`{"spec":{"nodes":{"`+identity+`":"`+other.name+`"}}}`), metav1.PatchOptions{})
-	requireRefused(t, "a namespace administrator pointing "+identity+" at "+other.name, err, rbacRefusal("patch", "placementindexes"))
+	// A namespace administrator writes no index (RBAC grants it ConfigMaps:
+	// the refusal is stickyip-index-writer's).
+	shard, patch := shardPatch(identity, other.name)
+	_, err = c.indexAs(c.namespaceAdminToken(ns), ns).Patch(ctx, shard, types.MergePatchType, patch, metav1.PatchOptions{})
+	requireRefused(t, "a namespace administrator pointing "+identity+" at "+other.name, err, indexWriterRefusal(shard))
 	c.waitIndexed(ns, identity, holder.name, first.Name)
 	if after := c.entriesOf(holder.name)[ns+"/"+identity]; after.PodUID != before.PodUID || fmt.Sprint(after.Addresses) != fmt.Sprint(before.Addresses) {
 		t.Fatalf("%s/%s after the attacks: %+v; want %s's %+v", ns, identity, after, holder.name, before)

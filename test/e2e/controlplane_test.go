@@ -380,7 +380,7 @@ rules:
 - level: Request
   users: ["system:serviceaccount:kube-system:stickyip-controller"]
   verbs: ["create", "patch", "update", "delete"]
-  resources: [{group: "stickyip.io", resources: ["placementindexes"]}]
+  resources: [{group: "", resources: ["configmaps"]}]
   omitStages: ["RequestReceived", "ResponseStarted"]
 `+cp.auditRules+`- level: None
 `), 0o644)

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -155,7 +156,11 @@ func (a *adversary) advRandom() {
 		switch {
 		case want == "" && err == nil && changed:
 			taken++
-			a.settleEvil()
+			if m.On == onShard {
+				a.waitHintsBack(what)
+			} else {
+				a.settleEvil()
+			}
 			a.check(what)
 		case want == "":
 			t.Fatalf("%s: %v (changed: %v), want taken and the record changed", what, err, changed)
@@ -179,7 +184,13 @@ func (a *adversary) expected(m advMove, user string) string {
 	rbacOnly := m.Who == byNSAdmin || m.Who == byToken
 	switch m.On {
 	case onShard:
-		return rbacWant("placementindexes")
+		switch {
+		case m.Who != byNSAdmin:
+			return shardsRBACWant
+		case m.Path == "delete": // RBAC lets a namespace's editors, and so does the policy: the controller writes it again
+			return ""
+		}
+		return indexWriterRefusal(a.shardOf(advNS, "db0-1"))
 	case onVictimStatus, onOwnStatus:
 		return rbacWant("noderecords/status")
 	case onCreate:
@@ -301,11 +312,13 @@ func (a *adversary) move(m advMove, c dynamic.Interface) (error, bool) {
 			id := honest[m.Draw%uint64(len(honest))]
 			switch m.Draw % 3 {
 			case 0:
-				_ = unstructured.SetNestedField(want.Object, advEvil, "spec", "nodes", id)
+				_, key := placementv1.ShardKey(id)
+				_ = unstructured.SetNestedField(want.Object, advEvil, "data", key)
 			case 1:
-				unstructured.RemoveNestedField(want.Object, "spec", "nodes", id)
+				_, key := placementv1.ShardKey(id)
+				unstructured.RemoveNestedField(want.Object, "data", key)
 			default:
-				want.SetLabels(map[string]string{placementv1.IndexLabel: "7"})
+				want.SetLabels(map[string]string{placementv1.IndexLabel: placementv1.Keyed})
 			}
 		}
 		err = writePaths(t, c.Resource(indexGVR).Namespace(advNS), cur, want)[m.Path]()
@@ -350,4 +363,21 @@ func (a *adversary) move(m advMove, c dynamic.Interface) (error, bool) {
 	err = writePaths(t, recs, cur, want)[m.Path]()
 	after, gerr := a.admin.Get(ctx, name, metav1.GetOptions{})
 	return err, gerr != nil || string(bare(after)) != string(bare(cur))
+}
+
+// waitHintsBack waits, after a namespace's editor deleted a shard of advNS,
+// until the controller has written it again and the hint names every
+// honest identity's node again.
+func (a *adversary) waitHintsBack(after string) {
+	a.t.Helper()
+	start := time.Now()
+	eventually(a.t, "the hint back after "+after, time.Minute, 200*time.Millisecond, func() (bool, string) {
+		for _, id := range slices.Sorted(mapsKeys(a.want)) {
+			if got := a.hinted(advNS, id); got != a.want[id] {
+				return false, fmt.Sprintf("%s sent to %q", id, got)
+			}
+		}
+		return true, ""
+	})
+	a.t.Logf("after %s: the controller wrote the shard again, the hint back within %v", after, time.Since(start).Round(time.Millisecond))
 }

@@ -5,6 +5,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -31,6 +32,10 @@ func rbacWant(resource string) string {
 	return fmt.Sprintf("resource %q in API group %q", resource, placementv1.Group)
 }
 
+// shardsRBACWant is in RBAC's refusal of any write of ConfigMaps, the
+// shards' resource.
+var shardsRBACWant = fmt.Sprintf("resource %q in API group %q", "configmaps", "")
+
 // writer is someone who writes what is not theirs: a name, a token, and the
 // user and groups RBAC knows them by.
 type writer struct {
@@ -56,9 +61,12 @@ func saWriter(what, ns, name, token string) writer {
 // status — and, for a namespace's administrator, the records: no write of
 // a node, a member of system:nodes that is no node, or a namespace's
 // administrator (the default admin role there) reaches them, on any path;
-// each refusal RBAC's, naming the resource. The control: the same writes
-// taken once a grant lets the writer (on objects the controller does not
-// manage), refused again once it goes.
+// each refusal RBAC's, naming the resource, or for the administrator's
+// shard writes (RBAC grants it ConfigMaps) stickyip-index-writer's; the
+// administrator's deletion of a shard is taken, and the controller writes
+// it again. The control: the same writes taken once a grant lets the
+// writer (on objects the controller does not manage: a ConfigMap that is no
+// shard), refused again once it goes.
 func (a *adversary) advRBAC() {
 	for _, w := range []writer{
 		{name: "evil", token: a.token(nodeUser(advEvil)), user: nodeUser(advEvil), groups: []string{"system:nodes", "system:authenticated"}},
@@ -81,16 +89,27 @@ func (a *adversary) controllersObjects(w writer, node bool) {
 	idx := c.Resource(indexGVR).Namespace(advNS)
 	adminIdx := a.cp.indexAs(a.cp.adminToken, advNS)
 	stealShard := func(u *unstructured.Unstructured) {
-		_ = unstructured.SetNestedField(u.Object, advEvil, "spec", "nodes", "db0-1")
+		_ = unstructured.SetNestedField(u.Object, advEvil, "data", "db0-1")
 	}
 	victim := advVictims[0]
-	refusedEverywhere(t, w.name, "point db0-1 at evil in "+advNS+"/"+shard, idx, adminIdx, shard, stealShard, rbacWant("placementindexes"))
-	refusedEverywhere(t, w.name, "label "+advNS+"/"+shard, idx, adminIdx, shard, func(u *unstructured.Unstructured) {
-		u.SetLabels(map[string]string{placementv1.IndexLabel: "9"})
-	}, rbacWant("placementindexes"))
-	refusedEverywhere(t, w.name, "delete "+advNS+"/"+shard, idx, adminIdx, shard, nil, rbacWant("placementindexes"))
-	_, err := idx.Create(ctx, indexObject(advNS, "index-9", map[string]string{"db0-1": advEvil}), metav1.CreateOptions{})
-	requireRefused(t, w.name+" creating "+advNS+"/index-9", err, rbacWant("placementindexes"))
+	want, createWant := shardsRBACWant, shardsRBACWant
+	if !node {
+		want, createWant = indexWriterRefusal(shard), indexWriterRefusal(shard9)
+	}
+	refusedEverywhere(t, w.name, "point db0-1 at evil in "+advNS+"/"+shard, idx, adminIdx, shard, stealShard, want)
+	refusedEverywhere(t, w.name, "label "+advNS+"/"+shard+" as the other series", idx, adminIdx, shard, func(u *unstructured.Unstructured) {
+		u.SetLabels(map[string]string{placementv1.IndexLabel: placementv1.Keyed})
+	}, want)
+	refusedEverywhere(t, w.name, "take "+advNS+"/"+shard+"'s label off", idx, adminIdx, shard, func(u *unstructured.Unstructured) {
+		u.SetLabels(nil)
+	}, want)
+	if node {
+		refusedEverywhere(t, w.name, "delete "+advNS+"/"+shard, idx, adminIdx, shard, nil, want)
+	} else {
+		a.shardDeletedAndBack(w, idx, shard)
+	}
+	_, err := idx.Create(ctx, indexObject(advNS, shard9, map[string]string{"db0-1": advEvil}), metav1.CreateOptions{})
+	requireRefused(t, w.name+" creating "+advNS+"/"+shard9, err, createWant)
 	status := func(r dynamic.ResourceInterface, name string) map[string]func() error {
 		body := []byte(`{"status":{"nodeUID":"` + string(a.uids[advEvil]) + `","claims":[{"namespace":"adv","identity":"db0-1","pod":"ev-0","podUID":"` +
 			string(a.evilBase[0].PodUID) + `","indexed":true}]}}`)
@@ -127,9 +146,11 @@ func (a *adversary) controllersObjects(w writer, node bool) {
 		requireRefused(t, w.name+" creating a record", err, rbacWant("noderecords"))
 	}
 
-	// The control: the same writes with a grant, on a shard the controller
-	// does not manage (its name is no index-<n>) and a record of no Node.
-	if _, err := a.cp.indexAs(a.cp.adminToken, advCtlNS).Create(ctx, indexObject(advCtlNS, "scratch", map[string]string{"db0-1": victim}), metav1.CreateOptions{}); err != nil {
+	// The control: the same writes with a grant, on a ConfigMap that is no
+	// shard (no shard's name, no label) and a record of no Node.
+	scratch := indexObject(advCtlNS, "scratch", map[string]string{"db0-1": victim})
+	scratch.SetLabels(nil)
+	if _, err := a.cp.indexAs(a.cp.adminToken, advCtlNS).Create(ctx, scratch, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := a.admin.Create(ctx, recordObject("scratch", "00000000-0000-0000-0000-000000000005"), metav1.CreateOptions{}); err != nil {
@@ -151,16 +172,34 @@ func (a *adversary) controllersObjects(w writer, node bool) {
 	}
 }
 
+// shardDeletedAndBack deletes shard of advNS as w (a namespace's
+// administrator: RBAC lets it, and so does stickyip-index-writer, as it
+// lets the namespace controller) and waits until the controller has
+// written it again, holding what it held.
+func (a *adversary) shardDeletedAndBack(w writer, idx dynamic.ResourceInterface, shard string) {
+	t := a.t
+	ctx := context.Background()
+	before := a.cp.indexIn(advNS)
+	start := time.Now()
+	requireAccepted(t, w.name+" deleting "+advNS+"/"+shard, idx.Delete(ctx, shard, metav1.DeleteOptions{}))
+	eventually(t, "the controller writing "+advNS+"/"+shard+" again", time.Minute, 100*time.Millisecond, func() (bool, string) {
+		got := a.cp.indexIn(advNS)
+		return maps.Equal(got, before), fmt.Sprintf("%d identities of %d", len(got), len(before))
+	})
+	t.Logf("%s deleted %s/%s: the controller wrote it again, whole, within %v", w.name, advNS, shard, time.Since(start).Round(time.Millisecond))
+}
+
 // shardOf names the shard of ns that holds identity.
 func (a *adversary) shardOf(ns, identity string) string {
 	a.t.Helper()
-	l, err := a.cp.dynamicAs(a.cp.adminToken).Resource(indexGVR).Namespace(ns).List(context.Background(), metav1.ListOptions{})
+	series, key := placementv1.ShardKey(identity)
+	l, err := a.cp.client.CoreV1().ConfigMaps(ns).List(context.Background(), metav1.ListOptions{LabelSelector: placementv1.IndexLabel + "=" + series})
 	if err != nil {
 		a.t.Fatal(err)
 	}
-	for _, u := range l.Items {
-		if _, ok, _ := unstructured.NestedString(u.Object, "spec", "nodes", identity); ok {
-			return u.GetName()
+	for _, cm := range l.Items {
+		if _, ok := cm.Data[key]; ok {
+			return cm.Name
 		}
 	}
 	a.t.Fatalf("no shard of %s holds %s", ns, identity)
@@ -210,7 +249,8 @@ func (a *adversary) withGrant(w writer, do func()) {
 	ctx := context.Background()
 	rbac := a.cp.client.RbacV1()
 	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "adv-control"}, Rules: []rbacv1.PolicyRule{{
-		APIGroups: []string{placementv1.Group}, Resources: []string{"placementindexes", "noderecords", "noderecords/status"}, Verbs: []string{"*"}}}}
+		APIGroups: []string{placementv1.Group}, Resources: []string{"noderecords", "noderecords/status"}, Verbs: []string{"*"}}, {
+		APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"*"}}}}
 	if _, err := rbac.ClusterRoles().Create(ctx, role, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -240,13 +280,13 @@ func (a *adversary) withGrant(w writer, do func()) {
 }
 
 // waitAllowed waits until the API server's authorizers answer allowed for
-// w's patch of the index shards of advCtlNS.
+// w's patch of the ConfigMaps of advCtlNS.
 func (a *adversary) waitAllowed(w writer, allowed bool) {
 	ctx := context.Background()
-	eventually(a.t, fmt.Sprintf("%s allowed to patch placementindexes: %v", w.name, allowed), time.Minute, 50*time.Millisecond, func() (bool, string) {
+	eventually(a.t, fmt.Sprintf("%s allowed to patch configmaps: %v", w.name, allowed), time.Minute, 50*time.Millisecond, func() (bool, string) {
 		r, err := a.cp.client.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
 			User: w.user, Groups: w.groups, ResourceAttributes: &authorizationv1.ResourceAttributes{
-				Namespace: advCtlNS, Verb: "patch", Group: placementv1.Group, Resource: "placementindexes"}}}, metav1.CreateOptions{})
+				Namespace: advCtlNS, Verb: "patch", Resource: "configmaps"}}}, metav1.CreateOptions{})
 		if err != nil {
 			return false, err.Error()
 		}

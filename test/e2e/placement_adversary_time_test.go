@@ -381,9 +381,10 @@ func (a *adversary) unhang(name, hang string) {
 func (a *adversary) controllerRemoved(ns, identity string, from time.Time) time.Duration {
 	a.t.Helper()
 	var at time.Duration
+	series, key := placementv1.ShardKey(identity)
 	eventually(a.t, "the controller's shard write removing "+ns+"/"+identity+" (audit log)", 30*time.Second, 100*time.Millisecond, func() (bool, string) {
 		for _, w := range a.cp.controllerShardWrites(ns, from) {
-			if w.Code < 300 && strings.Contains(w.Body, fmt.Sprintf("%q:null", identity)) {
+			if s, _, ok := placementv1.ParseShardName(w.Name); ok && s == series && w.Code < 300 && strings.Contains(w.Body, fmt.Sprintf("%q:null", key)) {
 				at = w.At.Sub(from)
 				return true, ""
 			}
@@ -393,8 +394,8 @@ func (a *adversary) controllerRemoved(ns, identity string, from time.Time) time.
 	return at
 }
 
-// shardWrite is one write of stickyip-controller to a PlacementIndex, as
-// the audit log has it.
+// shardWrite is one write of stickyip-controller to a shard (a ConfigMap),
+// as the audit log has it.
 type shardWrite struct {
 	Verb, Name string
 	Code       int
@@ -417,7 +418,7 @@ func (cp *controlPlane) controllerShardWrites(ns string, from time.Time) []shard
 	sc.Buffer(make([]byte, 64*1024), 16<<20)
 	for sc.Scan() {
 		line := sc.Bytes()
-		if !strings.Contains(string(line), `"placementindexes"`) {
+		if !strings.Contains(string(line), `"configmaps"`) {
 			continue
 		}
 		var ev struct {
@@ -436,7 +437,7 @@ func (cp *controlPlane) controllerShardWrites(ns string, from time.Time) []shard
 			At            time.Time       `json:"stageTimestamp"`
 		}
 		if json.Unmarshal(line, &ev) != nil || ev.Stage != "ResponseComplete" || ev.User.Username != placementControllerUser ||
-			ev.ObjectRef.Resource != "placementindexes" || ev.ObjectRef.Namespace != ns || ev.At.Before(from) {
+			ev.ObjectRef.Resource != "configmaps" || ev.ObjectRef.Namespace != ns || ev.At.Before(from) {
 			continue
 		}
 		out = append(out, shardWrite{Verb: ev.Verb, Name: ev.ObjectRef.Name, Code: ev.ResponseStatus.Code, Body: string(ev.RequestObject), At: ev.At})
@@ -525,14 +526,14 @@ func (a *adversary) advLongIdentities() {
 	var shards []string
 	bytes := 0
 	eventually(t, "the 253-character identities indexed", time.Minute, 500*time.Millisecond, func() (bool, string) {
-		l, err := a.cp.dynamicAs(a.cp.adminToken).Resource(indexGVR).Namespace(advLongNS).List(ctx, metav1.ListOptions{})
+		l, err := a.cp.dynamicAs(a.cp.adminToken).Resource(indexGVR).Namespace(advLongNS).List(ctx, metav1.ListOptions{LabelSelector: placementv1.IndexLabel})
 		if err != nil {
 			return false, err.Error()
 		}
 		ids := 0
 		shards, bytes = nil, 0
 		for _, u := range l.Items {
-			nodes, _, _ := unstructuredMap(u.Object, "spec", "nodes")
+			nodes, _, _ := unstructuredMap(u.Object, "data")
 			ids += len(nodes)
 			payload := 0
 			for k, v := range nodes {

@@ -281,7 +281,49 @@ func (cp *controlPlane) clientAs(token string) kubernetes.Interface {
 // the default admin ClusterRole there: a namespace's administrator, no
 // cluster's.
 func (cp *controlPlane) namespaceAdminToken(ns string) string {
+	cp.aggregateDefaultRoles()
 	return cp.boundServiceAccountToken(ns, "admin", rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "admin"})
+}
+
+// aggregateDefaultRoles gives the default aggregated roles (view, edit,
+// admin, in that order: each is aggregated into the next) their rules, as
+// kube-controller-manager's clusterrole-aggregation controller does, on a
+// control plane that runs none: without it a namespace's admin holds no
+// right at all (its rules are empty until aggregated), and a test of what
+// it cannot write would pass whatever the policies said. A role that has
+// rules already is left to the controller that gave them.
+func (cp *controlPlane) aggregateDefaultRoles() {
+	t := cp.t
+	t.Helper()
+	ctx := context.Background()
+	roles := cp.client.RbacV1().ClusterRoles()
+	for _, name := range []string{"view", "edit", "admin"} {
+		r, err := roles.Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.AggregationRule == nil || len(r.Rules) > 0 {
+			continue
+		}
+		for _, sel := range r.AggregationRule.ClusterRoleSelectors {
+			s, err := metav1.LabelSelectorAsSelector(&sel)
+			if err != nil {
+				t.Fatal(err)
+			}
+			l, err := roles.List(ctx, metav1.ListOptions{LabelSelector: s.String()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, c := range l.Items {
+				if c.Name != name {
+					r.Rules = append(r.Rules, c.Rules...)
+				}
+			}
+		}
+		if _, err := roles.Update(ctx, r, metav1.UpdateOptions{}); err != nil {
+			t.Fatalf("aggregate ClusterRole %s: %v", name, err)
+		}
+	}
 }
 
 // nodeUID is the UID of Node name.

@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -18,11 +17,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/stickyip/stickyip/contract/placementv1"
-	"github.com/stickyip/stickyip/controller/api"
 	"github.com/stickyip/stickyip/controller/index"
+	"github.com/stickyip/stickyip/deploy"
 	"github.com/stickyip/stickyip/test/harness"
 )
 
@@ -35,8 +36,7 @@ const (
 	benchRounds     = 3           // alternations of the policies on and off per level
 	benchPodLabel   = "bench=pod" // every pod the benchmark creates
 	// benchIdentityLen is the longest stickyip.io/identity the plugin
-	// accepts (a DNS subdomain): the index holds "identity:" and it, 262
-	// characters, the most its schema allows.
+	// accepts (a DNS subdomain), which is the key of its keyed shard.
 	benchIdentityLen = 253
 )
 
@@ -211,7 +211,13 @@ func measureAdmission(b *testing.B, bins bins, release string) []admissionRow {
 	if err != nil {
 		b.Fatal(err)
 	}
-	writer, err := api.New(cfg) // the controller's client, with the administrator's credentials
+	// The index's writes as stickyip-controller makes them, as it: the
+	// administrator impersonates its ServiceAccount (stickyip-index-writer
+	// lets no one else write a shard).
+	wcfg := rest.CopyConfig(cfg)
+	wcfg.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:" + deploy.ControllerNamespace + ":" + deploy.ControllerName,
+		Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + deploy.ControllerNamespace, "system:authenticated"}}
+	writer, err := kubernetes.NewForConfig(wcfg)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -305,7 +311,7 @@ const benchProbeNS = "bench-probe"
 type placementBench struct {
 	b       *testing.B
 	cs      *kubernetes.Clientset
-	writer  *api.Client // the index's writes, as stickyip-controller makes them
+	writer  *kubernetes.Clientset // the index's writes, as stickyip-controller makes them
 	binding *admissionv1.MutatingAdmissionPolicyBinding
 	serial  int
 	optIn   benchOptIn // placement_bench_optin_test.go
@@ -326,11 +332,11 @@ func benchNS(i int) string { return fmt.Sprintf("bench-%02d", i) }
 func holderOf(k int) int { return (k + k/benchNodes) % benchNodes }
 
 // fill makes namespace ns's index hold the first n identities of form s
-// (each on its holderOf's node), as stickyip-controller writes it:
-// controller/index packs them (an identity stays in its shard, a new one
-// goes into the lowest-numbered shard with room under
-// placementv1.ShardBytes), and its API client creates a shard or patches
-// it with the keys that changed (a JSON merge patch).
+// (keyed identities, each on its holderOf's node), as stickyip-controller
+// writes it: controller/index packs their keys (one stays in its shard, a
+// new one goes into the lowest-numbered shard with room under
+// placementv1.ShardBytes), and it creates a ConfigMap shard of the keyed
+// series or patches one with the keys that changed (a JSON merge patch).
 func (pb *placementBench) fill(ctx context.Context, ns string, s benchSpace, n int) {
 	if pb.filled == nil {
 		pb.filled = map[string]int{}
@@ -340,22 +346,23 @@ func (pb *placementBench) fill(ctx context.Context, ns string, s benchSpace, n i
 	}
 	want := make(map[string]string, n)
 	for k := range n {
-		want["identity:"+s.key(k, false)] = benchNode(holderOf(k))
+		want[s.key(k, false)] = benchNode(holderOf(k))
 	}
 	have := pb.shards[ns]
 	packed := index.Pack(have, want, placementv1.ShardBytes)
+	cms := pb.writer.CoreV1().ConfigMaps(ns)
 	for _, w := range index.Diff(have, packed) {
-		name := placementv1.ShardName(w.Number)
+		name := placementv1.ShardName(placementv1.Keyed, w.Number)
 		var err error
 		switch w.Op {
 		case index.Create:
-			_, err = pb.writer.CreateIndex(ctx, &placementv1.PlacementIndex{
-				ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{placementv1.IndexLabel: strconv.Itoa(w.Number)}},
-				Spec:       placementv1.PlacementIndexSpec{Nodes: w.Nodes}})
+			_, err = cms.Create(ctx, &corev1.ConfigMap{
+				ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{placementv1.IndexLabel: placementv1.Keyed}},
+				Data:       w.Nodes}, metav1.CreateOptions{})
 		case index.Patch:
 			var body []byte
 			if body, err = w.MergePatch(); err == nil {
-				_, err = pb.writer.PatchIndex(ctx, ns, name, body)
+				_, err = cms.Patch(ctx, name, types.MergePatchType, body, metav1.PatchOptions{})
 			}
 		default:
 			err = fmt.Errorf("unexpected %s", w.Op)
@@ -378,15 +385,15 @@ func (pb *placementBench) shardSizes(ctx context.Context) string {
 	for _, s := range benchSpaces {
 		var bytes, fields int
 		for _, sh := range pb.shards[s.name] {
-			raw, err := pb.cs.RESTClient().Get().AbsPath("/apis", placementv1.Group, placementv1.Version, "namespaces", s.name,
-				placementv1.PlacementIndexResource, placementv1.ShardName(sh.Number)).DoRaw(ctx)
+			raw, err := pb.cs.CoreV1().RESTClient().Get().AbsPath("/api/v1/namespaces", s.name, "configmaps",
+				placementv1.ShardName(placementv1.Keyed, sh.Number)).DoRaw(ctx)
 			if err != nil {
 				pb.b.Fatal(err)
 			}
 			bytes += len(raw)
 			if i := strings.Index(string(raw), `"managedFields"`); i >= 0 {
-				fields += len(raw) - i // managedFields come last in metadata, before spec: an upper bound
-				if j := strings.Index(string(raw[i:]), `"spec"`); j >= 0 {
+				fields += len(raw) - i // managedFields come last in metadata, before data: an upper bound
+				if j := strings.Index(string(raw[i:]), `"data"`); j >= 0 {
 					fields -= len(raw) - i - j
 				}
 			}

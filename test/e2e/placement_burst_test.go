@@ -28,6 +28,7 @@ import (
 
 	"github.com/stickyip/stickyip/checkpointd/kube"
 	"github.com/stickyip/stickyip/checkpointd/placement"
+	"github.com/stickyip/stickyip/contract/placementv1"
 	"github.com/stickyip/stickyip/reservation"
 	"github.com/stickyip/stickyip/test/harness"
 )
@@ -114,7 +115,7 @@ func burst(b *testing.B, bins bins, release string) {
 		fmt.Fprintf(&out, "| %d × %d | %d | %s / %s / %s / **%s** | %s | %.2f (%d of %d failed) | %.2f | %.3f (%d + %d) | %.3f | %d |\n",
 			sc.nodes, sc.perNode, sc.nodes*sc.perNode, r.at(0.25), r.at(0.5), r.at(0.9), r.at(1), sc.target,
 			float64(r.nodes.writes)/claims, r.nodes.failed, r.nodes.writes, float64(r.nodes.reads)/claims,
-			float64(ctlWrites)/claims, r.ctl.byResource["placementindexes"], r.ctl.byResource["noderecords/status"],
+			float64(ctlWrites)/claims, r.ctl.byResource["configmaps"], r.ctl.byResource["noderecords/status"],
 			float64(r.ctl.reads)/claims, r.passes)
 		b.ReportMetric(r.at(1).Seconds(), fmt.Sprintf("s-all-%dx%d", sc.nodes, sc.perNode))
 		b.ReportMetric(float64(r.nodes.writes)/claims, fmt.Sprintf("node-writes/claim-%dx%d", sc.nodes, sc.perNode))
@@ -224,7 +225,7 @@ func runBurst(b *testing.B, cp *controlPlane, admin kubernetes.Interface, ns str
 	passes0 := cp.controllerMetric("stickyip_controller_passes_total")
 	// The administrator watches the namespace's index: each claim's time is
 	// when the shard write that holds it reached the watch.
-	shards, err := cp.dynamicAs(cp.adminToken).Resource(indexGVR).Namespace(ns).Watch(ctx, metav1.ListOptions{})
+	shards, err := cp.dynamicAs(cp.adminToken).Resource(indexGVR).Namespace(ns).Watch(ctx, metav1.ListOptions{LabelSelector: placementv1.IndexLabel})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -255,7 +256,11 @@ func runBurst(b *testing.B, cp *controlPlane, admin kubernetes.Interface, ns str
 				b.Fatalf("%s: the administrator's watch of the index ended", ns)
 			}
 			if u, isObj := ev.Object.(*unstructured.Unstructured); isObj && ev.Type != watch.Deleted {
-				nodes, _, _ := unstructured.NestedStringMap(u.Object, "spec", "nodes")
+				keys, _, _ := unstructured.NestedStringMap(u.Object, "data")
+				nodes := map[string]string{}
+				for k, n := range keys {
+					nodes[placementv1.ShardIdentity(u.GetLabels()[placementv1.IndexLabel], k)] = n
+				}
 				note(nodes, time.Since(start))
 			}
 		case <-timeout.C:

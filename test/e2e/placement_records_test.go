@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -26,7 +27,8 @@ import (
 
 var (
 	recordsGVR = placementv1.SchemeGroupVersion.WithResource(placementv1.NodeRecordResource)
-	indexGVR   = placementv1.SchemeGroupVersion.WithResource(placementv1.PlacementIndexResource)
+	// indexGVR is the shards' resource: ConfigMaps.
+	indexGVR = corev1.SchemeGroupVersion.WithResource("configmaps")
 )
 
 // recordOf returns node's NodeRecord as admin reads it (nil: none).
@@ -54,17 +56,16 @@ func typedRecord(cp *controlPlane, u *unstructured.Unstructured) *placementv1.No
 // identity → node, over every shard.
 func (cp *controlPlane) indexIn(ns string) map[string]string {
 	cp.t.Helper()
-	l, err := cp.dynamicAs(cp.adminToken).Resource(indexGVR).Namespace(ns).List(context.Background(), metav1.ListOptions{})
+	l, err := cp.client.CoreV1().ConfigMaps(ns).List(context.Background(), metav1.ListOptions{LabelSelector: placementv1.IndexLabel})
 	if err != nil {
 		cp.t.Fatalf("list namespace %s's placement index: %v", ns, err)
 	}
 	out := map[string]string{}
-	for _, u := range l.Items {
-		var x placementv1.PlacementIndex
-		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &x); err != nil {
-			cp.t.Fatalf("PlacementIndex %s/%s: %v", ns, u.GetName(), err)
+	for _, cm := range l.Items {
+		series := cm.Labels[placementv1.IndexLabel]
+		for k, node := range cm.Data {
+			out[placementv1.ShardIdentity(series, k)] = node
 		}
-		maps.Copy(out, x.Spec.Nodes)
 	}
 	return out
 }
@@ -132,7 +133,8 @@ func (cp *controlPlane) recordsAs(token string) dynamic.NamespaceableResourceInt
 	return cp.dynamicAs(token).Resource(recordsGVR)
 }
 
-// indexAs is namespace ns's PlacementIndex resource with token's identity.
+// indexAs is namespace ns's ConfigMaps (the shards' resource) with
+// token's identity.
 func (cp *controlPlane) indexAs(token, ns string) dynamic.ResourceInterface {
 	return cp.dynamicAs(token).Resource(indexGVR).Namespace(ns)
 }

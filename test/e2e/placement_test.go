@@ -126,8 +126,8 @@ func (n *node) recordRules() {
 	// The controller's status and the index are no node's.
 	_, err = r2.Patch(ctx, node2Name, types.MergePatchType, []byte(`{"status":{"nodeUID":"x"}}`), metav1.PatchOptions{}, "status")
 	requireRefused(t, "node2 writing its record's status", err, rbacRefusal("patch", "noderecords/status"))
-	_, err = n.indexAs(n.tokens[nodeUser(node2Name)], "db").Create(ctx, indexObject("db", "index-9", map[string]string{"db-0": node2Name}), metav1.CreateOptions{})
-	requireRefused(t, "node2 creating an index shard", err, rbacRefusal("create", "placementindexes"))
+	_, err = n.indexAs(n.tokens[nodeUser(node2Name)], "db").Create(ctx, indexObject("db", shard9, map[string]string{"db-0": node2Name}), metav1.CreateOptions{})
+	requireRefused(t, "node2 creating an index shard", err, rbacRefusal("create", "configmaps"))
 	// A member of system:nodes that is no node, and the probe.
 	_, err = n.recordsAs(n.tokens[nodesGroupUser]).Create(ctx, recordObject(nodesGroupUser, "00000000-0000-0000-0000-000000000004"), metav1.CreateOptions{})
 	requireRefused(t, nodesGroupUser+" (in system:nodes) creating a record of its name", err, notOwn)
@@ -215,16 +215,32 @@ func (n *node) podIdentityRule() {
 		"a node may not change a pod's stickyip.io/identity")
 }
 
+// shard9 is a shard's name no test's index reaches.
+var shard9 = placementv1.ShardName(placementv1.Names, 9)
+
 // namespaceUserRules: the administrator of namespace db (the default admin
-// role bound there) writes no shard of its index and no record.
+// role bound there, which grants ConfigMaps) writes no shard of its index
+// and no record: stickyip-index-writer refuses the shards, and the same
+// write of a ConfigMap of its own is taken (the control).
 func (n *node) namespaceUserRules() {
 	t := n.t
 	ctx := context.Background()
 	tok := n.namespaceAdminToken("db")
-	_, err := n.indexAs(tok, "db").Create(ctx, indexObject("db", "index-9", map[string]string{"db-0": node2Name}), metav1.CreateOptions{})
-	requireRefused(t, "db's administrator creating an index shard", err, rbacRefusal("create", "placementindexes"))
-	_, err = n.indexAs(tok, "db").Patch(ctx, placementv1.ShardName(0), types.MergePatchType, []byte(`{"spec":{"nodes":{"db-0":"`+node2Name+`"}}}`), metav1.PatchOptions{})
-	requireRefused(t, "db's administrator pointing db-0 at node2", err, rbacRefusal("patch", "placementindexes"))
+	cms := n.indexAs(tok, "db")
+	_, err := cms.Create(ctx, indexObject("db", shard9, map[string]string{"db-0": node2Name}), metav1.CreateOptions{})
+	requireRefused(t, "db's administrator creating an index shard", err, indexWriterRefusal(shard9))
+	own := indexObject("db", "own-settings", map[string]string{"db-0": node2Name})
+	own.SetLabels(nil)
+	_, err = cms.Create(ctx, own, metav1.CreateOptions{})
+	requireAccepted(t, "db's administrator creating a ConfigMap of its own with the same data", err)
+	_, err = cms.Patch(ctx, "own-settings", types.MergePatchType, []byte(`{"metadata":{"labels":{"`+placementv1.IndexLabel+`":"names"}}}`), metav1.PatchOptions{})
+	requireRefused(t, "db's administrator labelling its ConfigMap as a shard", err, indexWriterRefusal("own-settings"))
+	if err := cms.Delete(ctx, "own-settings", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	shard, patch := shardPatch("db-0", node2Name)
+	_, err = cms.Patch(ctx, shard, types.MergePatchType, patch, metav1.PatchOptions{})
+	requireRefused(t, "db's administrator pointing db-0 at node2", err, indexWriterRefusal(shard))
 	_, err = n.recordsAs(tok).Create(ctx, recordObject(node2Name, "00000000-0000-0000-0000-000000000002"), metav1.CreateOptions{})
 	requireRefused(t, "db's administrator writing a record", err, rbacRefusal("create", "noderecords"))
 }
@@ -287,15 +303,20 @@ func (n *node) publisherLifecycle() {
 	t.Logf("publisher: record writes for one sticky pod lifecycle (ADD, DEL, expiry) and one plain pod: %v", writes)
 }
 
-// indexObject is a PlacementIndex shard ns/name with nodes.
-func indexObject(ns, name string, nodes map[string]string) *unstructured.Unstructured {
+// indexObject is a ConfigMap ns/name with keys, labelled as a shard of
+// the series its name gives (names, when the name is no shard's).
+func indexObject(ns, name string, keys map[string]string) *unstructured.Unstructured {
+	series, _, ok := placementv1.ParseShardName(name)
+	if !ok {
+		series = placementv1.Names
+	}
 	m := map[string]any{}
-	for k, v := range nodes {
+	for k, v := range keys {
 		m[k] = v
 	}
 	return &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": placementv1.SchemeGroupVersion.String(), "kind": placementv1.PlacementIndexKind,
-		"metadata": map[string]any{"name": name, "namespace": ns, "labels": map[string]any{placementv1.IndexLabel: strings.TrimPrefix(name, placementv1.ShardPrefix)}},
-		"spec":     map[string]any{"nodes": m},
+		"apiVersion": "v1", "kind": "ConfigMap",
+		"metadata": map[string]any{"name": name, "namespace": ns, "labels": map[string]any{placementv1.IndexLabel: series}},
+		"data":     m,
 	}}
 }

@@ -47,9 +47,8 @@ import (
 //     node that held it, before, during and after the upgrade — watched by
 //     a dry-run creation of each identity's pod every 200 ms from the
 //     previous release's index to the end, every other answer reported;
-//     The hint switches from the former shards to the PlacementIndex only
-//     once every record is judged and the upgrade's gate shows the API
-//     server reading the PlacementIndex for admission;
+//     The hint switches from the former shards to the new ones (both
+//     ConfigMaps) once every record is judged;
 //   - the writes: a node writing what is not its own — another node's key
 //     of a former shard, another node's record — as fast as the API server
 //     answers, during every step, gets no write taken: the former index
@@ -58,10 +57,11 @@ import (
 //     records' (the nodes' new grant only once the probe shows that policy
 //     in effect); the control: the same writes taken on the writer's own
 //     key, and on the record with the policy's binding removed;
-//   - the end: the former shards, their policies and grants, the
-//     controller's grant to read them and the Node annotation of the former
-//     publisher are gone, and the index and the hint stay as they were
-//     across a restart of the controller.
+//   - the end: the former shards, their policies and grants and the Node
+//     annotation of the former publisher are gone, the controller no longer
+//     reads the former shards (its --import-former-index is for the
+//     upgrade only), and the index and the hint stay as they were across a
+//     restart of the controller.
 func TestPlacementUpgrade(t *testing.T) {
 	bins := findBins(t)
 	netns, h := newNetns(t, "upg")
@@ -77,10 +77,10 @@ func TestPlacementUpgrade(t *testing.T) {
 		what string
 		do   func()
 	}{
-		{"1. the placement API, the records' policies and stickyip-controller applied, the probe refused, deploy/placement/nodes and /upgrade applied", u.step1},
+		{"1. the placement API, the records' and the index's policies and stickyip-controller (--import-former-index) applied, the probe refused, deploy/placement/nodes applied", u.step1},
 		{"2. the new checkpointd on every node, every record judged", u.step2},
-		{"3. the gate refused, deploy/placement applied: the hint switches", u.step3},
-		{"4. the former grants, policies and shards deleted, then deploy/placement/upgrade", u.step4},
+		{"3. deploy/placement applied: the hint switches, the controller without --import-former-index", u.step3},
+		{"4. the former grants, policies and shards deleted", u.step4},
 	}
 	for i, s := range steps {
 		stepStart := time.Now()
@@ -487,16 +487,21 @@ func (u *upgrade) stopWatch() {
 // upgradeFirst are the files of deploy/placement the upgrade's first step
 // applies (README.md): not yet the hint, the opt-in and the pod policies,
 // whose former namesakes keep answering from the shards.
-var upgradeFirst = []string{"crds.yaml", "flowschema.yaml", "pod-identity-policy.yaml", "node-records-policy.yaml", "controller-rbac.yaml", "controller.yaml"}
+var upgradeFirst = []string{"crds.yaml", "flowschema.yaml", "pod-identity-policy.yaml", "index-writer-policy.yaml", "node-records-policy.yaml",
+	"controller-rbac.yaml", "controller.yaml"}
 
-// step1: the placement API, the records' policies and the controller; once
-// the probe is refused, the nodes' new grant and deploy/placement/upgrade
-// (the controller's read of the former shards, the gate). The nodes'
-// former grant stays: the nodes not yet upgraded go on writing the shards.
+// importFormer is the controller's flag for the upgrade: the README's
+// step 1 patches it into the Deployment, step 3's controller.yaml has it
+// not.
+const importFormer = "--import-former-index"
+
+// step1: the placement API, the records' and the index's policies and the
+// controller, with importFormer; once the probe is refused, the new grants
+// (deploy/placement/nodes). The nodes' former grant stays: the nodes not
+// yet upgraded go on writing the shards.
 func (u *upgrade) step1() {
 	t, cp := u.t, u.cp
 	dir, nodes := placementDirs(t)
-	upgradeDir := filepath.Join(dir, "upgrade")
 	var files []string
 	for _, f := range upgradeFirst {
 		files = append(files, filepath.Join(dir, f))
@@ -509,14 +514,12 @@ func (u *upgrade) step1() {
 		t.Logf("kubectl apply -f %v:\n%s", upgradeFirst, cp.kubectl(args...))
 		t.Logf("the NodeRecord policy in effect after %v (the probe refused)", cp.waitRecordsPolicy().Round(time.Millisecond))
 		t.Logf("kubectl apply -k %s:\n%s", nodes, cp.kubectl("apply", "-k", nodes))
-		t.Logf("kubectl apply -k %s:\n%s", upgradeDir, cp.kubectl("apply", "-k", upgradeDir))
 	} else {
 		cp.applyFiles(files...)
 		t.Logf("the NodeRecord policy in effect after %v (the probe refused)", cp.waitRecordsPolicy().Round(time.Millisecond))
 		cp.applyKustomization(nodes)
-		cp.applyKustomization(upgradeDir)
 	}
-	cp.startPlacementController()
+	cp.startPlacementController(importFormer)
 	if got := u.hintsNow(); !u.allWanted() {
 		t.Errorf("after step 1 the hint names %s: the former hint must still answer", got)
 	}
@@ -583,46 +586,31 @@ func (u *upgrade) step2() {
 	}
 }
 
-// step3: once the upgrade's gate refuses its probe in a namespace with a
-// PlacementIndex (the API server reads them for admission), deploy/placement
-// whole: the hint, the opt-in and the pod policies replace their former
-// namesakes.
+// step3: deploy/placement whole: the hint, the opt-in and the pod
+// policies replace their former namesakes at once (both hints read
+// ConfigMaps, which the API server already reads for the former one), and
+// the controller rolls out without importFormer.
 func (u *upgrade) step3() {
 	t, cp := u.t, u.cp
 	dir, _ := placementDirs(t)
-	probe := filepath.Join(dir, "upgrade", "probe.yaml")
-	start := time.Now()
-	eventually(t, "the upgrade's gate refusing its probe in "+upNS, 2*time.Minute, 200*time.Millisecond, func() (bool, string) {
-		var out string
-		if cp.kubectlPath() != "" {
-			out, _ = cp.kubectlErr("-n", upNS, "create", "-f", probe, "--dry-run=server", "-o", "name")
-		} else {
-			o := manifestObjects(t, probe)[0]
-			_, err := cp.dynamicAs(cp.adminToken).Resource(indexGVR).Namespace(upNS).Create(context.Background(), o, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
-			out = fmt.Sprint(err)
-		}
-		return strings.Contains(out, "'stickyip-upgrade-gate' with binding 'stickyip-upgrade-gate' denied"), out
-	})
-	t.Logf("the gate refused its probe after %v", time.Since(start).Round(time.Millisecond))
 	if cp.kubectlPath() != "" {
 		t.Logf("kubectl apply -k %s:\n%s", dir, cp.kubectl("apply", "-k", dir))
 	} else {
 		cp.applyKustomization(dir)
 	}
+	cp.stopPlacementController()
+	cp.startPlacementController()
 }
 
-// step4: the nodes' former grant (first), the former shards' policies, the
-// shards, and deploy/placement/upgrade.
+// step4: the nodes' former grant (first), the former shards' policies,
+// the shards.
 func (u *upgrade) step4() {
 	cp := u.cp
-	dir, _ := placementDirs(u.t)
-	upgradeDir := filepath.Join(dir, "upgrade")
 	if cp.kubectlPath() != "" {
 		cp.kubectl("delete", "clusterrolebinding,clusterrole", "stickyip:placement-publisher", "stickyip:statefulset-reader")
 		cp.kubectl("delete", "validatingadmissionpolicybinding,validatingadmissionpolicy", "stickyip-placement-index", "stickyip-placement-params")
 		cp.kubectl("delete", "mutatingadmissionpolicybinding,mutatingadmissionpolicy", "stickyip-placement-fields", "stickyip-placement-collected", "stickyip-placement-params")
 		cp.kubectl("delete", "configmap", "-A", "-l", "stickyip.io/index")
-		cp.kubectl("delete", "-k", upgradeDir)
 		return
 	}
 	var named [][2]string
@@ -646,7 +634,6 @@ func (u *upgrade) step4() {
 			u.t.Fatal(err)
 		}
 	}
-	cp.deleteKustomization(upgradeDir)
 }
 
 // deleteNamed deletes each kind/name as admin, as kubectl delete does.
@@ -779,8 +766,7 @@ func (u *upgrade) restartController() {
 }
 
 // gone requires that nothing of the previous release is left: its
-// shards, policies, grants, the controller's grant to read them, the Node
-// annotation of its publisher.
+// shards, policies, grants, the Node annotation of its publisher.
 func (u *upgrade) gone() {
 	t, cp := u.t, u.cp
 	ctx := context.Background()
@@ -789,7 +775,7 @@ func (u *upgrade) gone() {
 		t.Errorf("former shards left: %d (%v)", len(l.Items), err)
 	}
 	a := cp.client.AdmissionregistrationV1()
-	for _, n := range []string{"stickyip-placement-index", "stickyip-placement-params", "stickyip-upgrade-gate"} {
+	for _, n := range []string{"stickyip-placement-index", "stickyip-placement-params"} {
 		if _, err := a.ValidatingAdmissionPolicies().Get(ctx, n, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 			t.Errorf("ValidatingAdmissionPolicy %s left (%v)", n, err)
 		}
@@ -799,7 +785,7 @@ func (u *upgrade) gone() {
 			t.Errorf("MutatingAdmissionPolicy %s left (%v)", n, err)
 		}
 	}
-	for _, n := range []string{"stickyip:placement-publisher", "stickyip:statefulset-reader", "stickyip:controller-upgrade"} {
+	for _, n := range []string{"stickyip:placement-publisher", "stickyip:statefulset-reader"} {
 		if _, err := cp.client.RbacV1().ClusterRoleBindings().Get(ctx, n, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 			t.Errorf("ClusterRoleBinding %s left (%v)", n, err)
 		}

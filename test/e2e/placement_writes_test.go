@@ -16,6 +16,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
+
+	"github.com/stickyip/stickyip/contract/placementv1"
 )
 
 // The ways a client may write an object, each expressing one change.
@@ -181,4 +183,17 @@ func requireAccepted(t testing.TB, what string, err error) {
 // grant.
 func rbacRefusal(verb, resource string) string {
 	return fmt.Sprintf("cannot %s resource %q", verb, resource)
+}
+
+// indexWriterRefusal is in stickyip-index-writer's refusal of a shard's
+// write (ConfigMap name) by anyone but the controller.
+func indexWriterRefusal(name string) string {
+	return "ConfigMap " + name + ": the placement index (a shard's name or the " + placementv1.IndexLabel + " label) is written by stickyip-controller alone"
+}
+
+// shardPatch is the first shard of identity's series and a JSON merge
+// patch of it pointing identity at node.
+func shardPatch(identity, node string) (name string, patch []byte) {
+	series, key := placementv1.ShardKey(identity)
+	return placementv1.ShardName(series, 0), []byte(`{"data":{"` + key + `":"` + node + `"}}`)
 }
