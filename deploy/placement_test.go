@@ -164,7 +164,7 @@ func TestPlacementPoliciesUseTheContract(t *testing.T) {
 				p.Name, *p.Spec.FailurePolicy, p.Spec.ReinvocationPolicy)
 		}
 	}
-	for _, name := range []string{"stickyip-placement", "stickyip-statefulsets-hint", "stickyip-index-params"} {
+	for _, name := range []string{"stickyip-placement-shards", "stickyip-statefulsets-shards", "stickyip-index-params"} {
 		b := doc[*admissionv1.MutatingAdmissionPolicyBinding](t, docs, "MutatingAdmissionPolicyBinding/"+name)
 		r := b.Spec.ParamRef
 		if r == nil || r.Name != "" || r.Namespace != "" || r.Selector == nil || len(r.Selector.MatchLabels) != 0 ||

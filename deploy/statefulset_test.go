@@ -139,7 +139,7 @@ func TestStatefulSetPolicyUsesTheContract(t *testing.T) {
 	}
 }
 
-// The opt-in's hint (the binding stickyip-statefulsets-hint) is
+// The opt-in's hint (the binding stickyip-statefulsets-shards) is
 // placement-policy.yaml's hint, copied: the same identity, lookup, node and
 // terms, the same zero test, the same shards as parameters; it serves
 // exactly the namespaces the hint's own binding leaves out, so that no pod
@@ -182,9 +182,9 @@ func TestStatefulSetHintIsTheHint(t *testing.T) {
 		}
 		return fmt.Sprint(b.Spec.MatchResources.NamespaceSelector.MatchExpressions)
 	}
-	hintB := docs["MutatingAdmissionPolicyBinding/stickyip-placement"].(*admissionv1.MutatingAdmissionPolicyBinding)
+	hintB := docs["MutatingAdmissionPolicyBinding/stickyip-placement-shards"].(*admissionv1.MutatingAdmissionPolicyBinding)
 	optIn := docs["MutatingAdmissionPolicyBinding/stickyip-statefulsets"].(*admissionv1.MutatingAdmissionPolicyBinding)
-	optInHint := docs["MutatingAdmissionPolicyBinding/stickyip-statefulsets-hint"].(*admissionv1.MutatingAdmissionPolicyBinding)
+	optInHint := docs["MutatingAdmissionPolicyBinding/stickyip-statefulsets-shards"].(*admissionv1.MutatingAdmissionPolicyBinding)
 	labelled := "[{" + contract.LabelStatefulSets + " Exists []}]"
 	if selector(hintB) != "[{"+contract.LabelStatefulSets+" DoesNotExist []}]" || selector(optIn) != labelled || selector(optInHint) != labelled {
 		t.Errorf("namespaces: the hint's binding %s, the opt-in's %s and %s; want the labelled ones for the opt-in's, the others for the hint's",

@@ -179,9 +179,9 @@ func statusCase(name string, u userInfo, before, after map[string]string, invoke
 }
 
 const (
-	hint      = "stickyip-placement/stickyip-placement/"
+	hint      = "stickyip-placement/stickyip-placement-shards/"
 	optIn     = "stickyip-statefulsets/stickyip-statefulsets"
-	optInHint = "stickyip-statefulsets/stickyip-statefulsets-hint/"
+	optInHint = "stickyip-statefulsets/stickyip-statefulsets-shards/"
 	podPolicy = "stickyip-placement-pods/stickyip-placement-pods"
 	labelPol  = "stickyip-statefulsets-label/stickyip-statefulsets-label"
 )
@@ -256,7 +256,7 @@ func behaviourCases() []Case {
 	// The namespace opt-in: its own hint binding, not the hint's.
 	labelled := namespace(map[string]string{contract.LabelStatefulSets: "30m-required"})
 	cs = append(cs, hintCase("opt-in: a StatefulSet pod of a labelled namespace gets the duration and the required hint", pod("db-0", nil, true), labelled, Want{
-		Invoked:     []string{optIn, optInHint + shard0, podPolicy}, // the placement it adds is checked
+		Invoked:     []string{optInHint + shard0, optIn, podPolicy}, // in the order deploy/placement applies them; the placement it adds is checked
 		Annotations: map[string]string{contract.AnnotationReservedDuration: "30m", contract.AnnotationDurationFrom: contract.DurationFromNamespace, contract.AnnotationPlacement: contract.PlacementRequired},
 		Affinity: mustJSON(&corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
 			NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchFields: []corev1.NodeSelectorRequirement{hintField(holder)}}}}}})}))
@@ -459,7 +459,7 @@ func costCases() []Case {
 		{Name: "cost: the opt-in and its hint, a StatefulSet pod without a duration of its own, the largest shard, the most annotations", Operation: admission.Create,
 			Resource: "pods", User: stsCtl, ObjectFile: "pod-sts.json.gz", Namespace: namespace(map[string]string{contract.LabelStatefulSets: "99999.99999h99999.99999h99999.99999h-preferred-fixed"}),
 			ParamFiles: both,
-			Want:       Want{Invoked: []string{optIn, optInHint + keyed0, podPolicy}, Affinity: required(held[contract.KeyedIdentity(longName("key", 0))])}},
+			Want:       Want{Invoked: []string{optInHint + keyed0, optIn, podPolicy}, Affinity: required(held[contract.KeyedIdentity(longName("key", 0))])}},
 		{Name: "cost: a node's status update of a pod of the most annotations", Operation: admission.Update, Resource: "pods/status",
 			User: node, ObjectFile: "pod-keyed-bound.json.gz", OldObjectFile: "pod-keyed-bound.json.gz", Namespace: plain,
 			Want: Want{Invoked: []string{"stickyip-pod-identity/stickyip-pod-identity"}}},

@@ -37,7 +37,7 @@ const (
 	steerCPU  = "1"
 	// placementBindingName is the MutatingAdmissionPolicyBinding of
 	// deploy/placement/placement-policy.yaml.
-	placementBindingName = "stickyip-placement"
+	placementBindingName = "stickyip-placement-shards"
 	// nodeForgottenWithin is how soon a deleted Node's entries must leave
 	// the index: "within seconds", the controller's next sync.
 	nodeForgottenWithin = 10 * time.Second

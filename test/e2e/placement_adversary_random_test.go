@@ -190,7 +190,8 @@ func (a *adversary) expected(m advMove, user string) string {
 		case m.Path == "delete": // RBAC lets a namespace's editors, and so does the policy: the controller writes it again
 			return ""
 		}
-		return indexWriterRefusal(a.shardOf(advNS, "db0-1"))
+		honest := slices.Sorted(mapsKeys(a.want))
+		return indexWriterRefusal(a.shardOf(advNS, honest[m.Draw%uint64(len(honest))]))
 	case onVictimStatus, onOwnStatus:
 		return rbacWant("noderecords/status")
 	case onCreate:
@@ -299,7 +300,9 @@ func (a *adversary) move(m advMove, c dynamic.Interface) (error, bool) {
 	recs := c.Resource(recordsGVR)
 	switch m.On {
 	case onShard:
-		name := a.shardOf(advNS, "db0-1")
+		honest := slices.Sorted(mapsKeys(a.want))
+		id := honest[m.Draw%uint64(len(honest))]
+		name := a.shardOf(advNS, id)
 		admin := a.cp.indexAs(a.cp.adminToken, advNS)
 		cur, err := admin.Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
@@ -308,8 +311,6 @@ func (a *adversary) move(m advMove, c dynamic.Interface) (error, bool) {
 		var want *unstructured.Unstructured
 		if m.Path != "delete" {
 			want = cur.DeepCopy()
-			honest := slices.Sorted(mapsKeys(a.want))
-			id := honest[m.Draw%uint64(len(honest))]
 			switch m.Draw % 3 {
 			case 0:
 				_, key := placementv1.ShardKey(id)

@@ -92,8 +92,11 @@ func (a *adversary) controllersObjects(w writer, node bool) {
 		_ = unstructured.SetNestedField(u.Object, advEvil, "data", "db0-1")
 	}
 	victim := advVictims[0]
+	// Whom RBAC lets write ConfigMaps there (a namespace's administrator)
+	// meets stickyip-index-writer; the others RBAC.
+	editor := a.mayPatchConfigMaps(w, advNS)
 	want, createWant := shardsRBACWant, shardsRBACWant
-	if !node {
+	if editor {
 		want, createWant = indexWriterRefusal(shard), indexWriterRefusal(shard9)
 	}
 	refusedEverywhere(t, w.name, "point db0-1 at evil in "+advNS+"/"+shard, idx, adminIdx, shard, stealShard, want)
@@ -103,10 +106,10 @@ func (a *adversary) controllersObjects(w writer, node bool) {
 	refusedEverywhere(t, w.name, "take "+advNS+"/"+shard+"'s label off", idx, adminIdx, shard, func(u *unstructured.Unstructured) {
 		u.SetLabels(nil)
 	}, want)
-	if node {
-		refusedEverywhere(t, w.name, "delete "+advNS+"/"+shard, idx, adminIdx, shard, nil, want)
-	} else {
+	if editor {
 		a.shardDeletedAndBack(w, idx, shard)
+	} else {
+		refusedEverywhere(t, w.name, "delete "+advNS+"/"+shard, idx, adminIdx, shard, nil, want)
 	}
 	_, err := idx.Create(ctx, indexObject(advNS, shard9, map[string]string{"db0-1": advEvil}), metav1.CreateOptions{})
 	requireRefused(t, w.name+" creating "+advNS+"/"+shard9, err, createWant)
@@ -277,6 +280,18 @@ func (a *adversary) withGrant(w writer, do func()) {
 	a.waitAllowed(w, true)
 	do()
 	revoke()
+}
+
+// mayPatchConfigMaps asks the API server's authorizers whether w may patch
+// the ConfigMaps of ns.
+func (a *adversary) mayPatchConfigMaps(w writer, ns string) bool {
+	r, err := a.cp.client.AuthorizationV1().SubjectAccessReviews().Create(context.Background(), &authorizationv1.SubjectAccessReview{
+		Spec: authorizationv1.SubjectAccessReviewSpec{User: w.user, Groups: w.groups, ResourceAttributes: &authorizationv1.ResourceAttributes{
+			Namespace: ns, Verb: "patch", Resource: "configmaps"}}}, metav1.CreateOptions{})
+	if err != nil {
+		a.t.Fatal(err)
+	}
+	return r.Status.Allowed
 }
 
 // waitAllowed waits until the API server's authorizers answer allowed for

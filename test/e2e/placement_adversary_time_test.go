@@ -535,9 +535,9 @@ func (a *adversary) advLongIdentities() {
 		for _, u := range l.Items {
 			nodes, _, _ := unstructuredMap(u.Object, "data")
 			ids += len(nodes)
-			payload := 0
+			payload := 0 // the identities (identity:<key>) and their nodes: what the namespace holds
 			for k, v := range nodes {
-				payload += len(k) + len(fmt.Sprint(v))
+				payload += len(placementv1.ShardIdentity(u.GetLabels()[placementv1.IndexLabel], k)) + len(fmt.Sprint(v))
 			}
 			b, _ := json.Marshal(u.Object)
 			mf, _ := json.Marshal(u.GetManagedFields())

@@ -209,7 +209,7 @@ func (cp *controlPlane) requirePoliciesBeforeGrant() {
 		rvs["MutatingAdmissionPolicyBinding "+b.Name] = b.ResourceVersion
 	}
 	for _, want := range []string{"ValidatingAdmissionPolicyBinding stickyip-node-records", "ValidatingAdmissionPolicyBinding stickyip-pod-identity",
-		"MutatingAdmissionPolicyBinding " + placementBindingName, "MutatingAdmissionPolicyBinding " + optInPolicy + "-hint"} {
+		"MutatingAdmissionPolicyBinding " + placementBindingName, "MutatingAdmissionPolicyBinding " + optInPolicy + "-shards"} {
 		if _, ok := rvs[want]; !ok {
 			t.Fatalf("%s: not among the bindings labelled %s (%v)", want, sel.LabelSelector, rvs)
 		}

@@ -436,7 +436,7 @@ patches:
 	out := cp.kubectl("apply", "-k", dir)
 	for _, obj := range []string{"mutatingadmissionpolicy.admissionregistration.k8s.io/" + optInPolicy,
 		"mutatingadmissionpolicybinding.admissionregistration.k8s.io/" + optInPolicy,
-		"mutatingadmissionpolicybinding.admissionregistration.k8s.io/" + optInPolicy + "-hint",
+		"mutatingadmissionpolicybinding.admissionregistration.k8s.io/" + optInPolicy + "-shards",
 		"mutatingadmissionpolicybinding.admissionregistration.k8s.io/" + placementBindingName} {
 		if !strings.Contains(out, obj+" configured") {
 			t.Fatalf("kubectl apply -k of the overlay did not change %s:\n%s", obj, out)
@@ -527,7 +527,7 @@ func (cp *controlPlane) restoreOptIn() {
 	if _, err := api.MutatingAdmissionPolicies().Update(ctx, cur, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{optInPolicy, optInPolicy + "-hint", placementBindingName} {
+	for _, name := range []string{optInPolicy, optInPolicy + "-shards", placementBindingName} {
 		cur, err := api.MutatingAdmissionPolicyBindings().Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)

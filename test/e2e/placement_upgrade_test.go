@@ -602,12 +602,13 @@ func (u *upgrade) step3() {
 	cp.startPlacementController()
 }
 
-// step4: the nodes' former grant (first), the former shards' policies,
-// the shards.
+// step4: the nodes' former grant (first), the former hint's bindings, the
+// former shards' policies, the shards.
 func (u *upgrade) step4() {
 	cp := u.cp
 	if cp.kubectlPath() != "" {
 		cp.kubectl("delete", "clusterrolebinding,clusterrole", "stickyip:placement-publisher", "stickyip:statefulset-reader")
+		cp.kubectl("delete", "mutatingadmissionpolicybinding", "stickyip-placement", "stickyip-statefulsets-hint")
 		cp.kubectl("delete", "validatingadmissionpolicybinding,validatingadmissionpolicy", "stickyip-placement-index", "stickyip-placement-params")
 		cp.kubectl("delete", "mutatingadmissionpolicybinding,mutatingadmissionpolicy", "stickyip-placement-fields", "stickyip-placement-collected", "stickyip-placement-params")
 		cp.kubectl("delete", "configmap", "-A", "-l", "stickyip.io/index")
@@ -617,6 +618,7 @@ func (u *upgrade) step4() {
 	for _, n := range []string{"stickyip:placement-publisher", "stickyip:statefulset-reader"} {
 		named = append(named, [2]string{"clusterrolebinding", n}, [2]string{"clusterrole", n})
 	}
+	named = append(named, [2]string{"mutatingadmissionpolicybinding", "stickyip-placement"}, [2]string{"mutatingadmissionpolicybinding", "stickyip-statefulsets-hint"})
 	for _, n := range []string{"stickyip-placement-index", "stickyip-placement-params"} {
 		named = append(named, [2]string{"validatingadmissionpolicybinding", n}, [2]string{"validatingadmissionpolicy", n})
 	}
@@ -783,6 +785,11 @@ func (u *upgrade) gone() {
 	for _, n := range []string{"stickyip-placement-fields", "stickyip-placement-collected", "stickyip-placement-params"} {
 		if _, err := a.MutatingAdmissionPolicies().Get(ctx, n, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 			t.Errorf("MutatingAdmissionPolicy %s left (%v)", n, err)
+		}
+	}
+	for _, n := range []string{"stickyip-placement", "stickyip-statefulsets-hint"} {
+		if _, err := a.MutatingAdmissionPolicyBindings().Get(ctx, n, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			t.Errorf("the former hint's MutatingAdmissionPolicyBinding %s left (%v)", n, err)
 		}
 	}
 	for _, n := range []string{"stickyip:placement-publisher", "stickyip:statefulset-reader"} {
