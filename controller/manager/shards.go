@@ -82,9 +82,6 @@ func (m *Manager) writeShard(ctx context.Context, namespace, series string, w in
 		if body, err = w.MergePatch(); err != nil {
 			return err
 		}
-		if cur.Labels[placementv1.IndexLabel] != series {
-			body = append([]byte(`{"metadata":{"labels":{"`+placementv1.IndexLabel+`":"`+series+`"}},`), body[1:]...)
-		}
 		out, err = cms.Patch(ctx, name, types.MergePatchType, body, metav1.PatchOptions{FieldManager: fieldManager})
 	case index.Delete:
 		uid := cur.UID

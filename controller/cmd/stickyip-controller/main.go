@@ -1,7 +1,7 @@
 // Command stickyip-controller alone writes the placement index: it checks
 // each claim of the nodes' records (NodeRecord) against the pod, writes
-// each verdict into the record's status, builds the namespaces'
-// PlacementIndex shards that the placement hint reads, forgets removed
+// each verdict into the record's status, builds the namespaces' index
+// shards (ConfigMaps) that the placement hint reads, forgets removed
 // Nodes, and decides for the nodes how StatefulSet pods' reservations
 // follow their StatefulSets. It runs as a Deployment of two replicas, one
 // of which holds the Lease and writes. main only wires the flags to
