@@ -234,7 +234,7 @@ func (a *adversary) createName(m advMove) string {
 func (a *adversary) changeName(m advMove) string {
 	switch m.On {
 	case onShard:
-		return []string{"an identity pointed at evil", "an identity removed", "its label"}[m.Draw%3]
+		return []string{"an identity pointed at evil", "an identity removed", "its label (the other series')"}[m.Draw%3]
 	case onVictimStatus, onOwnStatus:
 		return "a claim indexed"
 	case onCreate:
@@ -318,8 +318,9 @@ func (a *adversary) move(m advMove, c dynamic.Interface) (error, bool) {
 			case 1:
 				_, key := placementv1.ShardKey(id)
 				unstructured.RemoveNestedField(want.Object, "data", key)
-			default:
-				want.SetLabels(map[string]string{placementv1.IndexLabel: placementv1.Keyed})
+			default: // the other series' label
+				other := map[string]string{placementv1.Names: placementv1.Keyed, placementv1.Keyed: placementv1.Names}[cur.GetLabels()[placementv1.IndexLabel]]
+				want.SetLabels(map[string]string{placementv1.IndexLabel: other})
 			}
 		}
 		err = writePaths(t, c.Resource(indexGVR).Namespace(advNS), cur, want)[m.Path]()

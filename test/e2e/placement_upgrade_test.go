@@ -25,6 +25,7 @@ import (
 	"github.com/stickyip/stickyip/checkpointd/kube"
 	"github.com/stickyip/stickyip/checkpointd/placement"
 	"github.com/stickyip/stickyip/contract/placementv1"
+	"github.com/stickyip/stickyip/deploy"
 	"github.com/stickyip/stickyip/reservation"
 	"github.com/stickyip/stickyip/test/harness"
 )
@@ -495,10 +496,34 @@ var upgradeFirst = []string{"crds.yaml", "flowschema.yaml", "pod-identity-policy
 // not.
 const importFormer = "--import-former-index"
 
+// importFormerPatch is the README's JSON patch of stickyip-controller's
+// Deployment in step 1: importFormer added to its arguments.
+const importFormerPatch = `[{"op":"add","path":"/spec/template/spec/containers/0/args/-","value":"` + importFormer + `"}]`
+
+// controllerArgs are the arguments stickyip-controller's Deployment gives
+// it now, but its listen address (startPlacementController sets the
+// test's): the controller, which the test runs beside the API server,
+// runs with what the Deployment says.
+func (u *upgrade) controllerArgs() []string {
+	u.t.Helper()
+	d, err := u.cp.client.AppsV1().Deployments(deploy.ControllerNamespace).Get(context.Background(), deploy.ControllerName, metav1.GetOptions{})
+	if err != nil {
+		u.t.Fatal(err)
+	}
+	var out []string
+	for _, a := range d.Spec.Template.Spec.Containers[0].Args {
+		if !strings.HasPrefix(a, "--listen-address=") {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
 // step1: the placement API, the records' and the index's policies and the
-// controller, with importFormer; once the probe is refused, the new grants
-// (deploy/placement/nodes). The nodes' former grant stays: the nodes not
-// yet upgraded go on writing the shards.
+// controller, its Deployment patched with importFormer (and the
+// controller started with the Deployment's arguments); once the probe is
+// refused, the new grants (deploy/placement/nodes). The nodes' former
+// grant stays: the nodes not yet upgraded go on writing the shards.
 func (u *upgrade) step1() {
 	t, cp := u.t, u.cp
 	dir, nodes := placementDirs(t)
@@ -512,14 +537,24 @@ func (u *upgrade) step1() {
 			args = append(args, "-f", f)
 		}
 		t.Logf("kubectl apply -f %v:\n%s", upgradeFirst, cp.kubectl(args...))
+		t.Logf("kubectl patch deployment %s:\n%s", deploy.ControllerName,
+			cp.kubectl("-n", deploy.ControllerNamespace, "patch", "deployment", deploy.ControllerName, "--type=json", "-p="+importFormerPatch))
 		t.Logf("the NodeRecord policy in effect after %v (the probe refused)", cp.waitRecordsPolicy().Round(time.Millisecond))
 		t.Logf("kubectl apply -k %s:\n%s", nodes, cp.kubectl("apply", "-k", nodes))
 	} else {
 		cp.applyFiles(files...)
+		if _, err := cp.client.AppsV1().Deployments(deploy.ControllerNamespace).Patch(context.Background(), deploy.ControllerName, types.JSONPatchType,
+			[]byte(importFormerPatch), metav1.PatchOptions{}); err != nil {
+			t.Fatalf("patch deployment %s: %v", deploy.ControllerName, err)
+		}
 		t.Logf("the NodeRecord policy in effect after %v (the probe refused)", cp.waitRecordsPolicy().Round(time.Millisecond))
 		cp.applyKustomization(nodes)
 	}
-	cp.startPlacementController(importFormer)
+	args := u.controllerArgs()
+	if !slices.Contains(args, importFormer) {
+		t.Fatalf("stickyip-controller's Deployment after the patch: arguments %v, want %s among them", args, importFormer)
+	}
+	cp.startPlacementController(args...)
 	if got := u.hintsNow(); !u.allWanted() {
 		t.Errorf("after step 1 the hint names %s: the former hint must still answer", got)
 	}
@@ -589,7 +624,8 @@ func (u *upgrade) step2() {
 // step3: deploy/placement whole: the hint, the opt-in and the pod
 // policies replace their former namesakes at once (both hints read
 // ConfigMaps, which the API server already reads for the former one), and
-// the controller rolls out without importFormer.
+// the controller rolls out without importFormer: controller.yaml applied
+// again takes step 1's patch out of its Deployment.
 func (u *upgrade) step3() {
 	t, cp := u.t, u.cp
 	dir, _ := placementDirs(t)
@@ -598,8 +634,13 @@ func (u *upgrade) step3() {
 	} else {
 		cp.applyKustomization(dir)
 	}
+	args := u.controllerArgs()
+	if slices.Contains(args, importFormer) {
+		t.Errorf("stickyip-controller's Deployment after deploy/placement applied again: arguments %v, want no %s", args, importFormer)
+		args = slices.DeleteFunc(args, func(a string) bool { return a == importFormer })
+	}
 	cp.stopPlacementController()
-	cp.startPlacementController()
+	cp.startPlacementController(args...)
 }
 
 // step4: the nodes' former grant (first), the former hint's bindings, the
@@ -750,7 +791,7 @@ func (u *upgrade) formerFloodWrite(i int) error {
 func (u *upgrade) restartController() {
 	before := u.cp.indexIn(upNS)
 	u.cp.stopPlacementController()
-	u.cp.startPlacementController()
+	u.cp.startPlacementController(u.controllerArgs()...)
 	// Its first pass judges every record again (a Node's informer adds
 	// each): the verdicts answer the records' generations.
 	eventually(u.t, "the restarted controller's judgement", time.Minute, 200*time.Millisecond, func() (bool, string) {
