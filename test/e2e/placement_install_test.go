@@ -21,15 +21,17 @@ import (
 	"github.com/stickyip/stickyip/test/harness"
 )
 
-// No install window. A node writing another node's NodeRecord as fast as
-// the API server answers, during each documented install, upgrade,
-// uninstall and re-install of deploy/placement (kubectl apply -k, the
-// Kustomizations' files through the API, the Helm chart), gets no write
-// accepted: before the nodes' grant exists RBAC refuses it, and the grant
-// is applied only once the probe shows the NodeRecord policy in effect.
-// The control: the same flood with the grant and without the policy's
-// binding is taken, so a refusal above is the policy's or RBAC's, not a
-// write that could never land. On a control plane alone.
+// No install window. A node writing another node's NodeRecord, and
+// stickyip-controller's credentials writing a ConfigMap that is no shard,
+// as fast as the API server answers, during each documented install,
+// upgrade, uninstall and re-install of deploy/placement (kubectl apply -k,
+// the Kustomizations' files through the API, the Helm chart), get no write
+// accepted: before the grants of deploy/placement/nodes exist RBAC refuses
+// them, and the grants are applied only once the probe shows the policies
+// in effect (stickyip-node-records the last, stickyip-index-writer before
+// it). The control: the same floods with the grants and without each
+// policy's binding are taken, so a refusal above is the policy's or
+// RBAC's, not a write that could never land. On a control plane alone.
 const (
 	winNode   = "flooder"
 	winVictim = "victim"
@@ -46,7 +48,7 @@ func TestPlacementInstallWindow(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	f := &flood{cp: cp, r: cp.recordsAs(cp.tokens[nodeUser(winNode)])}
+	f, cf := recordFlood(cp), indexFlood(cp)
 	dir, nodes := placementDirs(t)
 	root, err := harness.RepoRoot()
 	if err != nil {
@@ -55,15 +57,19 @@ func TestPlacementInstallWindow(t *testing.T) {
 	step := func(what string, do func()) {
 		t.Helper()
 		f.start()
+		cf.start()
 		do()
-		time.Sleep(2 * time.Second) // the node's writes go on a while after
+		time.Sleep(2 * time.Second) // the writes go on a while after
 		f.stop(t, what, false)
+		cf.stop(t, what, false)
 	}
 	granted := func(want bool) {
 		t.Helper()
-		_, err := cp.client.RbacV1().ClusterRoleBindings().Get(ctx, nodesGrant, metav1.GetOptions{})
-		if (err == nil) != want {
-			t.Fatalf("the nodes' ClusterRoleBinding: %v, want it there: %v", err, want)
+		for _, name := range []string{nodesGrant, "stickyip:controller-index"} {
+			_, err := cp.client.RbacV1().ClusterRoleBindings().Get(ctx, name, metav1.GetOptions{})
+			if (err == nil) != want {
+				t.Fatalf("ClusterRoleBinding %s: %v, want it there: %v", name, err, want)
+			}
 		}
 	}
 	if cp.kubectlPath() != "" {
@@ -76,6 +82,7 @@ func TestPlacementInstallWindow(t *testing.T) {
 		})
 		step("kubectl apply -k again (an upgrade)", func() { cp.kubectl("apply", "-k", dir); cp.kubectl("apply", "-k", nodes) })
 		f.control(t)
+		cf.control(t)
 		step("kubectl delete -k deploy/placement/nodes, then deploy/placement", func() {
 			cp.kubectl("delete", "-k", nodes)
 			cp.kubectl("delete", "-k", dir)
@@ -90,6 +97,7 @@ func TestPlacementInstallWindow(t *testing.T) {
 			granted(true)
 		})
 		f.control(t)
+		cf.control(t)
 		step("deploy/placement/nodes deleted, then deploy/placement", func() {
 			cp.deleteKustomization(nodes)
 			cp.deleteKustomization(dir)
@@ -116,15 +124,25 @@ func TestPlacementInstallWindow(t *testing.T) {
 			granted(false)
 		})
 	}
-	t.Logf("%d writes of node %s on %s's record during the installs, upgrades and uninstalls: none taken", f.total, winNode, winVictim)
+	t.Logf("%d writes of node %s on %s's record, %d of stickyip-controller on kube-system/%s, during the installs, upgrades and uninstalls: none taken",
+		f.total, winNode, winVictim, cf.total, winConfigMap)
 }
 
-// flood is a node writing another node's record as fast as the API server
-// answers: the victim's record with an entry of its own, created when
-// missing, else its spec merge-patched.
+// flood is a writer writing what is not its own as fast as the API
+// server answers, two at a time: a node another node's record
+// (recordFlood), stickyip-controller a ConfigMap that is no shard
+// (indexFlood).
 type flood struct {
-	cp    *controlPlane
-	r     dynamic.ResourceInterface
+	cp *controlPlane
+	// who writes; write makes one write; rule is in the refusal of the
+	// policy under test, ruleName names it, binding is its
+	// ValidatingAdmissionPolicyBinding (the control removes it); made
+	// reports whether what a taken write makes exists, undo removes it.
+	who, rule, ruleName, binding string
+	write                        func() error
+	made                         func() bool
+	undo                         func()
+
 	done  chan struct{}
 	wg    sync.WaitGroup
 	tried int64
@@ -132,6 +150,68 @@ type flood struct {
 	codes map[string]int
 	mu    sync.Mutex
 	total int64
+}
+
+// recordFlood: node winNode writes winVictim's record (an entry of its
+// own, created when missing, else its spec merge-patched).
+func recordFlood(cp *controlPlane) *flood {
+	r := cp.recordsAs(cp.tokens[nodeUser(winNode)])
+	return &flood{cp: cp, who: "node " + winNode, rule: "may write only its own NodeRecord", ruleName: "the NodeRecord policy",
+		binding: "stickyip-node-records",
+		write: func() error {
+			ctx := context.Background()
+			e := recordEntry("default", "web-0", "web-0", "00000000-0000-0000-0000-0000000000aa", "10.244.9.9")
+			obj := recordObject(winVictim, "00000000-0000-0000-0000-0000000000bb", e)
+			_, err := r.Patch(ctx, winVictim, types.MergePatchType, []byte(fmt.Sprintf(`{"spec":{"nodeUID":%q}}`, "00000000-0000-0000-0000-0000000000cc")), metav1.PatchOptions{})
+			if apierrors.IsNotFound(err) {
+				_, err = r.Create(ctx, obj, metav1.CreateOptions{})
+			}
+			return err
+		},
+		made: func() bool { return cp.recordOf(winVictim) != nil },
+		undo: func() {
+			if err := cp.recordsAs(cp.adminToken).Delete(context.Background(), winVictim, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+				cp.t.Fatal(err)
+			}
+		},
+	}
+}
+
+// winConfigMap is a ConfigMap of the cluster's that no placement object
+// is: stickyip-controller's flood tries to change it.
+const winConfigMap = "cluster-settings"
+
+// indexFlood: stickyip-controller's credentials change kube-system's
+// winConfigMap (created here by the administrator), which RBAC lets once
+// the controller's ConfigMap grant exists and stickyip-index-writer
+// refuses.
+func indexFlood(cp *controlPlane) *flood {
+	ctx := context.Background()
+	admin := cp.client.CoreV1().ConfigMaps("kube-system")
+	if _, err := admin.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: winConfigMap}, Data: map[string]string{"mode": "a"}},
+		metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		cp.t.Fatal(err)
+	}
+	c := cp.clientAs(cp.tokens[placementControllerUser]).CoreV1().ConfigMaps("kube-system")
+	return &flood{cp: cp, who: "stickyip-controller", rule: "stickyip-controller writes only the placement index's shards",
+		ruleName: "the index-writer policy", binding: "stickyip-index-writer",
+		write: func() error {
+			_, err := c.Patch(ctx, winConfigMap, types.MergePatchType, []byte(`{"data":{"mode":"stickyip"}}`), metav1.PatchOptions{})
+			return err
+		},
+		made: func() bool {
+			cm, err := admin.Get(ctx, winConfigMap, metav1.GetOptions{})
+			if err != nil {
+				cp.t.Fatal(err)
+			}
+			return cm.Data["mode"] != "a"
+		},
+		undo: func() {
+			if _, err := admin.Patch(ctx, winConfigMap, types.MergePatchType, []byte(`{"data":{"mode":"a"}}`), metav1.PatchOptions{}); err != nil {
+				cp.t.Fatal(err)
+			}
+		},
+	}
 }
 
 func (f *flood) start() {
@@ -153,18 +233,6 @@ func (f *flood) start() {
 	}
 }
 
-// write makes the victim's record name the flooder's pod.
-func (f *flood) write() error {
-	ctx := context.Background()
-	e := recordEntry("default", "web-0", "web-0", "00000000-0000-0000-0000-0000000000aa", "10.244.9.9")
-	obj := recordObject(winVictim, "00000000-0000-0000-0000-0000000000bb", e)
-	_, err := f.r.Patch(ctx, winVictim, types.MergePatchType, []byte(fmt.Sprintf(`{"spec":{"nodeUID":%q}}`, "00000000-0000-0000-0000-0000000000cc")), metav1.PatchOptions{})
-	if apierrors.IsNotFound(err) {
-		_, err = f.r.Create(ctx, obj, metav1.CreateOptions{})
-	}
-	return err
-}
-
 func (f *flood) note(err error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -173,8 +241,8 @@ func (f *flood) note(err error) {
 	case err == nil:
 		f.taken = append(f.taken, time.Now().Format(time.StampMilli))
 		why = "taken"
-	case strings.Contains(err.Error(), "may write only its own NodeRecord"):
-		why = "refused by the NodeRecord policy"
+	case strings.Contains(err.Error(), f.rule):
+		why = "refused by " + f.ruleName
 	case apierrors.IsForbidden(err):
 		why = "refused by RBAC"
 	default:
@@ -187,46 +255,46 @@ func (f *flood) note(err error) {
 }
 
 // stop stops the writes and fails the test if any was taken during what
-// (taken false) or none was (taken true), or if the victim's record exists
-// when none may.
+// (taken false) or none was (taken true), or if what a taken write makes
+// exists when none may.
 func (f *flood) stop(t *testing.T, what string, taken bool) {
 	t.Helper()
 	close(f.done)
 	f.wg.Wait()
 	f.total += f.tried
-	t.Logf("%s: %d writes of node %s meanwhile: %v", what, f.tried, winNode, f.codes)
+	t.Logf("%s: %d writes of %s meanwhile: %v", what, f.tried, f.who, f.codes)
 	switch {
 	case f.tried == 0:
 		t.Errorf("%s: no write tried", what)
 	case !taken && len(f.taken) > 0:
-		t.Errorf("%s: %d writes of node %s taken (at %v): an install window", what, len(f.taken), winNode, f.taken)
+		t.Errorf("%s: %d writes of %s taken (at %v): an install window", what, len(f.taken), f.who, f.taken)
 	case taken && len(f.taken) == 0:
-		t.Errorf("%s: no write of node %s taken without the policy (%v): the flood proves nothing", what, winNode, f.codes)
+		t.Errorf("%s: no write of %s taken without the policy (%v): the flood proves nothing", what, f.who, f.codes)
 	}
-	if !taken && f.cp.recordOf(winVictim) != nil {
-		t.Errorf("%s: %s's record exists, written by %s", what, winVictim, winNode)
+	if !taken && f.made() {
+		t.Errorf("%s: %s wrote what it may not", what, f.who)
 	}
 }
 
-// control floods with the nodes' grant and without the NodeRecord
-// policy's binding: the writes are taken, then the binding is put back
-// (the probe refused again) and the record written meanwhile removed; a
-// flood before it, with the policy in effect, is refused by the policy
-// itself.
+// control floods with the grant and without the policy's binding: the
+// writes are taken, then the binding is put back (the policy refuses
+// again) and what was written meanwhile undone; a flood before it, with
+// the policy in effect, is refused by the policy itself.
 func (f *flood) control(t *testing.T) {
 	t.Helper()
 	ctx := context.Background()
 	f.start()
 	time.Sleep(time.Second)
 	f.stop(t, "the grant and the policy in effect", false)
-	if f.codes["refused by the NodeRecord policy"] == 0 {
-		t.Errorf("with the grant and the policy, no write was refused by the policy: %v", f.codes)
+	if f.codes["refused by "+f.ruleName] == 0 {
+		t.Errorf("with the grant and the policy, no write of %s was refused by %s: %v", f.who, f.ruleName, f.codes)
 	}
-	binding, err := f.cp.client.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Get(ctx, "stickyip-node-records", metav1.GetOptions{})
+	bindings := f.cp.client.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings()
+	binding, err := bindings.Get(ctx, f.binding, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := f.cp.client.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Delete(ctx, binding.Name, metav1.DeleteOptions{}); err != nil {
+	if err := bindings.Delete(ctx, binding.Name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	f.start()
@@ -236,13 +304,14 @@ func (f *flood) control(t *testing.T) {
 	}
 	f.stop(t, "the control: the grant without the policy's binding", true)
 	binding.ResourceVersion, binding.UID, binding.CreationTimestamp, binding.ManagedFields = "", "", metav1.Time{}, nil
-	if _, err := f.cp.client.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil {
+	if _, err := bindings.Create(ctx, binding, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	f.cp.waitRecordsPolicy()
-	if err := f.cp.recordsAs(f.cp.adminToken).Delete(ctx, winVictim, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-		t.Fatal(err)
-	}
+	eventually(t, f.ruleName+" refusing "+f.who+" again", time.Minute, 100*time.Millisecond, func() (bool, string) {
+		err := f.write()
+		return err != nil && strings.Contains(err.Error(), f.rule), fmt.Sprint(err)
+	})
+	f.undo()
 }
 
 func (f *flood) takenCount() int {

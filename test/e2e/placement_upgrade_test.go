@@ -136,7 +136,7 @@ type upgrade struct {
 func newUpgrade(t *testing.T, cp *controlPlane) *upgrade {
 	ctx := context.Background()
 	u := &upgrade{t: t, cp: cp, uids: map[string]types.UID{}, want: map[string]string{}, store: map[string]*upStore{},
-		flood: &flood{cp: cp, r: cp.recordsAs(cp.tokens[nodeUser(winNode)])}}
+		flood: recordFlood(cp)}
 	for _, n := range append(slices.Clone(upNodes), winNode, winVictim) {
 		nd, err := cp.client.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n}}, metav1.CreateOptions{})
 		if err != nil {
