@@ -50,7 +50,7 @@ func (pb *placementBench) setOptIn(ctx context.Context, on bool) {
 	b := pb.b
 	bindings := pb.cs.AdmissionregistrationV1().MutatingAdmissionPolicyBindings()
 	if pb.optIn.bindings == nil {
-		for _, name := range []string{optInPolicy, optInPolicy + "-hint"} {
+		for _, name := range []string{optInPolicy, optInPolicy + "-shards"} {
 			cur, err := bindings.Get(ctx, name, metav1.GetOptions{})
 			if err != nil {
 				b.Fatal(err)
