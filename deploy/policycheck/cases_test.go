@@ -594,6 +594,10 @@ func indexWriterCases() []Case {
 	wrongSeries.Labels[placementv1.IndexLabel] = placementv1.Keyed
 	binary := s.DeepCopy()
 	binary.BinaryData = map[string][]byte{"x": {1}}
+	held := s.DeepCopy()
+	held.Finalizers = []string{"example.com/hold"}
+	owned := s.DeepCopy()
+	owned.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Namespace", Name: ns, UID: "5e2c1a3b-7d4f-4e6a-9b8c-0d1e2f3a4b5c"}}
 	forged := s.DeepCopy()
 	forged.Data["db-0"] = otherNode
 	const alone = "ConfigMap %s: the placement index (a shard's name or the stickyip.io/placement-index label) is written by stickyip-controller alone"
@@ -611,6 +615,8 @@ func indexWriterCases() []Case {
 		shardCase("index-writer: the controller writes a shard without its label", admission.Create, controller, unlabelled, nil, fmt.Sprintf(only, shard0)),
 		shardCase("index-writer: the controller writes a shard labelled with the other series", admission.Create, controller, wrongSeries, nil, fmt.Sprintf(only, shard0)),
 		shardCase("index-writer: the controller writes a shard with binaryData", admission.Create, controller, binary, nil, fmt.Sprintf(only, shard0)),
+		shardCase("index-writer: the controller puts a finalizer on a shard", admission.Update, controller, held, s, fmt.Sprintf(only, shard0)),
+		shardCase("index-writer: the controller gives a shard an owner", admission.Update, controller, owned, s, fmt.Sprintf(only, shard0)),
 		shardCase("index-writer: a namespace's editor creates a shard", admission.Create, editor, s, nil, fmt.Sprintf(alone, shard0)),
 		shardCase("index-writer: a namespace's editor creates an unlabelled ConfigMap of a shard's name", admission.Create, editor, unlabelled, nil, fmt.Sprintf(alone, shard0)),
 		shardCase("index-writer: a namespace's editor labels a ConfigMap of its own", admission.Update, editor, labelled, other, fmt.Sprintf(alone, other.Name)),
