@@ -83,3 +83,11 @@ func ShardIdentity(series, key string) string {
 	}
 	return key
 }
+
+// MergeShard adds the data of a shard of series to index, identity → node,
+// as the hint reads it.
+func MergeShard(index map[string]string, series string, data map[string]string) {
+	for key, node := range data {
+		index[ShardIdentity(series, key)] = node
+	}
+}

@@ -39,5 +39,10 @@ func TestShardKeys(t *testing.T) {
 		if back := ShardIdentity(s, k); back != c.identity {
 			t.Errorf("ShardIdentity(%q, %q) = %q; want %q", s, k, back, c.identity)
 		}
+		index := map[string]string{}
+		MergeShard(index, s, map[string]string{k: "n1"})
+		if len(index) != 1 || index[c.identity] != "n1" {
+			t.Errorf("MergeShard of %s's key %q: %v; want %s → n1", s, k, index, c.identity)
+		}
 	}
 }

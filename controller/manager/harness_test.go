@@ -224,9 +224,7 @@ func (h *harness) shards(namespace string) []corev1.ConfigMap {
 func (h *harness) index(namespace string) map[string]string {
 	out := map[string]string{}
 	for _, cm := range h.shards(namespace) {
-		for k, n := range cm.Data {
-			out[placementv1.ShardIdentity(cm.Labels[placementv1.IndexLabel], k)] = n
-		}
+		placementv1.MergeShard(out, cm.Labels[placementv1.IndexLabel], cm.Data)
 	}
 	return out
 }

@@ -361,9 +361,7 @@ func largestShard(series string) (cm *corev1.ConfigMap, held map[string]string) 
 		keys[k], size = v, size+len(k)+len(v)
 	}
 	held = map[string]string{}
-	for k, v := range keys {
-		held[placementv1.ShardIdentity(series, k)] = v
-	}
+	placementv1.MergeShard(held, series, keys)
 	return shard(placementv1.ShardName(series, 0), keys), held
 }
 

@@ -282,12 +282,17 @@ func (a *adversary) withGrant(w writer, do func()) {
 	revoke()
 }
 
-// mayPatchConfigMaps asks the API server's authorizers whether w may patch
-// the ConfigMaps of ns.
-func (a *adversary) mayPatchConfigMaps(w writer, ns string) bool {
-	r, err := a.cp.client.AuthorizationV1().SubjectAccessReviews().Create(context.Background(), &authorizationv1.SubjectAccessReview{
+// reviewConfigMapPatch asks the API server's authorizers whether w may
+// patch the ConfigMaps of ns.
+func (a *adversary) reviewConfigMapPatch(w writer, ns string) (*authorizationv1.SubjectAccessReview, error) {
+	return a.cp.client.AuthorizationV1().SubjectAccessReviews().Create(context.Background(), &authorizationv1.SubjectAccessReview{
 		Spec: authorizationv1.SubjectAccessReviewSpec{User: w.user, Groups: w.groups, ResourceAttributes: &authorizationv1.ResourceAttributes{
 			Namespace: ns, Verb: "patch", Resource: "configmaps"}}}, metav1.CreateOptions{})
+}
+
+// mayPatchConfigMaps reports whether w may patch the ConfigMaps of ns.
+func (a *adversary) mayPatchConfigMaps(w writer, ns string) bool {
+	r, err := a.reviewConfigMapPatch(w, ns)
 	if err != nil {
 		a.t.Fatal(err)
 	}
@@ -297,11 +302,8 @@ func (a *adversary) mayPatchConfigMaps(w writer, ns string) bool {
 // waitAllowed waits until the API server's authorizers answer allowed for
 // w's patch of the ConfigMaps of advCtlNS.
 func (a *adversary) waitAllowed(w writer, allowed bool) {
-	ctx := context.Background()
 	eventually(a.t, fmt.Sprintf("%s allowed to patch configmaps: %v", w.name, allowed), time.Minute, 50*time.Millisecond, func() (bool, string) {
-		r, err := a.cp.client.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
-			User: w.user, Groups: w.groups, ResourceAttributes: &authorizationv1.ResourceAttributes{
-				Namespace: advCtlNS, Verb: "patch", Resource: "configmaps"}}}, metav1.CreateOptions{})
+		r, err := a.reviewConfigMapPatch(w, advCtlNS)
 		if err != nil {
 			return false, err.Error()
 		}

@@ -258,9 +258,7 @@ func runBurst(b *testing.B, cp *controlPlane, admin kubernetes.Interface, ns str
 			if u, isObj := ev.Object.(*unstructured.Unstructured); isObj && ev.Type != watch.Deleted {
 				keys, _, _ := unstructured.NestedStringMap(u.Object, "data")
 				nodes := map[string]string{}
-				for k, n := range keys {
-					nodes[placementv1.ShardIdentity(u.GetLabels()[placementv1.IndexLabel], k)] = n
-				}
+				placementv1.MergeShard(nodes, u.GetLabels()[placementv1.IndexLabel], keys)
 				note(nodes, time.Since(start))
 			}
 		case <-timeout.C:

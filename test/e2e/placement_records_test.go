@@ -62,10 +62,7 @@ func (cp *controlPlane) indexIn(ns string) map[string]string {
 	}
 	out := map[string]string{}
 	for _, cm := range l.Items {
-		series := cm.Labels[placementv1.IndexLabel]
-		for k, node := range cm.Data {
-			out[placementv1.ShardIdentity(series, k)] = node
-		}
+		placementv1.MergeShard(out, cm.Labels[placementv1.IndexLabel], cm.Data)
 	}
 	return out
 }
