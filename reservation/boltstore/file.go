@@ -25,3 +25,17 @@ func openFile(name string, flag int, perm os.FileMode) (*os.File, error) {
 		return nil, &fs.PathError{Op: "open", Path: name, Err: err}
 	}
 }
+
+// syncDir syncs the directory dir, so that a rename into it lasts.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return fsync(d)
+}
+
+// fsync is (*os.File).Sync (a test sees what is synced, in which order,
+// and makes a sync fail).
+var fsync = (*os.File).Sync

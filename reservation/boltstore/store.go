@@ -351,20 +351,6 @@ func initBuckets(tx *bolt.Tx) error {
 	return err
 }
 
-// syncDir syncs the directory dir, so that a rename into it lasts.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return fsync(d)
-}
-
-// fsync is (*os.File).Sync (a test sees what is synced, in which order,
-// and makes a sync fail).
-var fsync = (*os.File).Sync
-
 func classifyOpenError(path string, err error) error {
 	var errno syscall.Errno
 	var perr *fs.PathError
